@@ -1,0 +1,38 @@
+/* main.c — `dagatron <command> [flags]`: dispatch to a subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "dg_base.h"
+#include "dg_cli.h"
+
+typedef struct dg_command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} dg_command;
+
+static const dg_command dg_commands[] = {
+    {"dump", dg_cmd_dump, "write the step's task graph as DOT or JSON"},
+    {"preprocess", dg_cmd_preprocess, "tokenize text/JSONL into Megatron's indexed dataset (.bin/.idx)"},
+    {"tokenizer", dg_cmd_tokenizer, "train a byte-level BPE tokenizer (vocab.json + merges.txt)"},
+    {"topo", dg_cmd_topo, "print the hwloc topology and where each thread is placed"},
+    {"cuda", dg_cmd_cuda, "report whether the CUDA backend is built and a GPU is usable"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: dagatron <command> [flags]\n\ncommands:\n");
+    for (size_t i = 0; i < DG_ARRAY_LEN(dg_commands); i++)
+        fprintf(f, "  %-12s %s\n", dg_commands[i].name, dg_commands[i].help);
+    fprintf(f, "\n`dagatron <command> --help` describes a command's flags.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? DG_EINPUT : 0;
+    }
+    for (size_t i = 0; i < DG_ARRAY_LEN(dg_commands); i++)
+        if (!strcmp(argv[1], dg_commands[i].name)) return dg_commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "dagatron: unknown command '%s' (run `dagatron --help` for the list)\n", argv[1]);
+    return DG_EINPUT;
+}

@@ -1,0 +1,29 @@
+# DgDeps.cmake — find a dependency or stop with the Debian package to install.
+find_package(PkgConfig)
+if(NOT PKG_CONFIG_FOUND)
+  message(FATAL_ERROR "dagatron: pkg-config not found: install the Debian package pkg-config (apt-get install pkg-config, or run scripts/setup.sh)")
+endif()
+
+# dg_require_pkg(PREFIX pcname debian-package "Human name")
+# Defines the imported target PkgConfig::PREFIX.
+function(dg_require_pkg prefix pcname debpkg human)
+  pkg_check_modules(${prefix} QUIET IMPORTED_TARGET GLOBAL ${pcname})
+  if(NOT ${prefix}_FOUND)
+    message(FATAL_ERROR "dagatron: ${human} not found (pkg-config module '${pcname}'): install the Debian package ${debpkg} (apt-get install ${debpkg}, or run scripts/setup.sh)")
+  endif()
+  message(STATUS "dagatron: found ${human} ${${prefix}_VERSION}")
+endfunction()
+
+# OpenMPI through CMake's FindMPI (it asks the mpicc wrapper).
+function(dg_require_mpi)
+  find_package(MPI QUIET COMPONENTS C)
+  if(NOT MPI_C_FOUND)
+    message(FATAL_ERROR "dagatron: MPI not found (no working mpicc): install the Debian packages libopenmpi-dev and openmpi-bin (apt-get install libopenmpi-dev openmpi-bin, or run scripts/setup.sh)")
+  endif()
+  find_program(DG_MPIRUN mpirun)
+  if(NOT DG_MPIRUN)
+    message(FATAL_ERROR "dagatron: mpirun not found: install the Debian package openmpi-bin (apt-get install openmpi-bin, or run scripts/setup.sh)")
+  endif()
+  set(DG_MPIRUN ${DG_MPIRUN} PARENT_SCOPE)
+  message(STATUS "dagatron: found MPI ${MPI_C_VERSION} (${DG_MPIRUN})")
+endfunction()

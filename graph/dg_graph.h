@@ -1,0 +1,220 @@
+/* dg_graph.h — the task-graph IR: tensors, nodes, graphs.
+ *
+ * A training step is a static graph. Tensors and nodes live in arrays inside
+ * a dg_graph and are named by their index (their id), never by pointer, so a
+ * dump of the same graph is byte-identical run to run and rank to rank.
+ *
+ * What an op *is* (shape rule, cost, adjoint, kernels) is described by a
+ * dg_op_def (dg_op.h); a node points at a static, immutable dg_op_def.
+ * graph/ itself knows no concrete compute op: ops/ and moe/ define them.
+ * Collectives are structural and are defined here (dg_collective.h).
+ *
+ * Lifecycle:
+ *   dg_graph *g = dg_graph_new("step");
+ *   int x = dg_tensor_new(g, "x", DG_F32, 2, (int64_t[]){T, D}, DG_ROLE_INPUT);
+ *   int y = dg_matmul(g, x, w);            // builder calls from ops/
+ *   if (dg_verify(g, &err)) ...           // dg_verify.h
+ *   dg_graph_free(g);
+ */
+#ifndef DG_GRAPH_H
+#define DG_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dg_base.h"
+
+#define DG_MAX_DIMS 4
+#define DG_MAX_INPUTS 8
+#define DG_MAX_OUTPUTS 4
+#define DG_MAX_IATTRS 12
+#define DG_MAX_FATTRS 6
+#define DG_NAME_LEN 64
+
+/* ---- element types ------------------------------------------------------ */
+typedef enum dg_dtype {
+    DG_F32 = 0,
+    DG_BF16,
+    DG_F16,
+    DG_I32,
+    DG_I64,
+    DG_U8,
+    DG_DTYPE_COUNT
+} dg_dtype;
+
+size_t dg_dtype_size(dg_dtype t);
+const char *dg_dtype_name(dg_dtype t); /* "f32", "bf16", ... */
+
+/* ---- what a tensor is for ------------------------------------------------ */
+typedef enum dg_role {
+    DG_ROLE_ACTIVATION = 0, /* produced and consumed within a step */
+    DG_ROLE_PARAMETER,      /* persistent model weight */
+    DG_ROLE_GRADIENT,       /* gradient of a parameter (persistent, accumulated) */
+    DG_ROLE_OPTIMIZER,      /* optimizer state: moments, master weights */
+    DG_ROLE_INPUT,          /* fed from outside each step: tokens, targets, masks */
+    DG_ROLE_COUNT
+} dg_role;
+const char *dg_role_name(dg_role r);
+
+/* ---- parallel axes and sharding -----------------------------------------
+ * Megatron's rank grid: world = TP x CP x EP x DP x PP (tp fastest). A
+ * sharding descriptor says, per dimension, which axis splits it; and for the
+ * tensor as a whole, whether it holds a partial sum over an axis (e.g. the
+ * output of a row-parallel linear before its all-reduce). */
+typedef enum dg_axis {
+    DG_AXIS_NONE = 0,
+    DG_AXIS_TP,
+    DG_AXIS_CP,
+    DG_AXIS_EP,
+    DG_AXIS_DP,
+    DG_AXIS_PP,
+    DG_AXIS_EDP, /* expert-data-parallel: DP as seen by expert parameters */
+    DG_AXIS_COUNT
+} dg_axis;
+const char *dg_axis_name(dg_axis a); /* "none", "tp", ... */
+
+typedef struct dg_sharding {
+    uint8_t split[DG_MAX_DIMS]; /* dg_axis per dim; DG_AXIS_NONE = replicated */
+    uint8_t partial;            /* dg_axis holding a partial sum, or NONE */
+} dg_sharding;
+
+/* ---- tensors ------------------------------------------------------------- */
+typedef struct dg_tensor {
+    int id;                     /* == index in g->tensors */
+    char name[DG_NAME_LEN];
+    dg_dtype dtype;
+    int ndim;                   /* 0 (scalar) .. DG_MAX_DIMS */
+    int64_t shape[DG_MAX_DIMS]; /* row-major, shape[ndim-1] is contiguous */
+    dg_role role;
+    dg_sharding sharding;
+    int producer;               /* node id that writes it, -1 for leaves */
+    int grad;                   /* id of d(loss)/d(this), -1 if none */
+    bool requires_grad;         /* parameters, and anything computed from them */
+    int layer;                  /* layer it belongs to, -1 if none */
+} dg_tensor;
+
+int64_t dg_tensor_numel(const dg_tensor *t);
+size_t dg_tensor_bytes(const dg_tensor *t);
+
+/* ---- nodes ---------------------------------------------------------------- */
+typedef enum dg_phase {
+    DG_PHASE_FORWARD = 0,
+    DG_PHASE_BACKWARD,
+    DG_PHASE_RECOMPUTE,
+    DG_PHASE_OPTIMIZER,
+    DG_PHASE_COUNT
+} dg_phase;
+const char *dg_phase_name(dg_phase p);
+
+typedef enum dg_stream_class {
+    DG_STREAM_COMPUTE = 0,
+    DG_STREAM_COMM,
+    DG_STREAM_COUNT
+} dg_stream_class;
+const char *dg_stream_name(dg_stream_class s);
+
+/* Op attributes: a small fixed record, interpreted by the op (each op's
+ * header documents which slot means what). Fixed-size so nodes stay POD. */
+typedef struct dg_attrs {
+    int64_t i[DG_MAX_IATTRS];
+    double f[DG_MAX_FATTRS];
+} dg_attrs;
+
+struct dg_op_def;
+
+typedef struct dg_node {
+    int id;                       /* == index in g->nodes */
+    char name[DG_NAME_LEN];
+    const struct dg_op_def *op;   /* static, immutable */
+    dg_attrs attrs;
+    int n_in, n_out;
+    int in[DG_MAX_INPUTS];        /* tensor ids */
+    int out[DG_MAX_OUTPUTS];      /* tensor ids */
+    dg_phase phase;
+    int microbatch;               /* -1: not tied to a microbatch */
+    int layer;                    /* -1: not in a layer */
+    int stage;                    /* pipeline stage, 0 without PP */
+    dg_stream_class stream;       /* from the op, may be overridden by a pass */
+    dg_axis group;                /* collectives: the axis whose group they run over */
+    int priority;                 /* larger runs first; set by sched or a pass */
+    int fwd_node;                 /* backward/recompute: the forward node it came from, else -1 */
+} dg_node;
+
+/* ---- graphs ----------------------------------------------------------------- */
+typedef struct dg_graph {
+    char name[DG_NAME_LEN];
+    dg_tensor *tensors;
+    int n_tensors, cap_tensors;
+    dg_node *nodes;
+    int n_nodes, cap_nodes;
+    /* Context the builder stamps on each new node (set with the dg_graph_set_*
+     * calls below), so model code need not pass it to every builder call. */
+    dg_phase cur_phase;
+    int cur_layer;
+    int cur_microbatch;
+    int cur_stage;
+    /* First builder error (shape mismatch, bad attr); later calls are no-ops
+     * returning -1 until the caller reads it. */
+    int status;
+    dg_err err;
+} dg_graph;
+
+dg_graph *dg_graph_new(const char *name);
+void dg_graph_free(dg_graph *g);
+
+/* Deep copy (same ids). */
+dg_graph *dg_graph_clone(const dg_graph *g);
+
+static inline dg_tensor *dg_T(dg_graph *g, int id) { return &g->tensors[id]; }
+static inline const dg_tensor *dg_Tc(const dg_graph *g, int id) { return &g->tensors[id]; }
+static inline dg_node *dg_N(dg_graph *g, int id) { return &g->nodes[id]; }
+
+void dg_graph_set_phase(dg_graph *g, dg_phase p);
+void dg_graph_set_layer(dg_graph *g, int layer);
+void dg_graph_set_microbatch(dg_graph *g, int mb);
+void dg_graph_set_stage(dg_graph *g, int stage);
+
+/* Make a leaf tensor (no producer). Returns its id, or -1 after an error. */
+int dg_tensor_new(dg_graph *g, const char *name, dg_dtype dtype, int ndim,
+                  const int64_t *shape, dg_role role);
+/* Shorthands for parameters and inputs. */
+int dg_param_new(dg_graph *g, const char *name, int ndim, const int64_t *shape);
+int dg_input_new(dg_graph *g, const char *name, dg_dtype dtype, int ndim, const int64_t *shape);
+
+/* Add a node running `op` on `inputs`. The op's infer() callback gives the
+ * outputs' dtypes and shapes; new activation tensors are created for them.
+ * Output ids are written to out_ids (may be NULL when the op has one output:
+ * the return value is then that output's id). Returns the first output id,
+ * or -1 on error (g->status/g->err say why). `name` may be NULL. */
+int dg_graph_add(dg_graph *g, const struct dg_op_def *op, const dg_attrs *attrs,
+                 const int *inputs, int n_in, int *out_ids, const char *name);
+
+/* Low level: add a node whose outputs are the given, already existing tensors
+ * (no shape inference). Used by tests that build malformed graphs on purpose
+ * and by passes that rewire. Returns the node id. */
+int dg_graph_add_raw(dg_graph *g, const struct dg_op_def *op, const dg_attrs *attrs,
+                     const int *inputs, int n_in, const int *outputs, int n_out,
+                     const char *name);
+
+/* Topological order of nodes (Kahn's algorithm, ties broken by smallest node
+ * id so the order is deterministic). order must hold g->n_nodes ints.
+ * Returns DG_OK, or DG_EINPUT if there is a cycle (err names a node on it). */
+int dg_graph_topo_order(const dg_graph *g, int *order, dg_err *err);
+
+/* Consumers: for each tensor, the nodes that read it (CSR form). */
+typedef struct dg_uses {
+    int *offsets; /* n_tensors + 1 */
+    int *nodes;   /* offsets[n_tensors] entries */
+} dg_uses;
+void dg_uses_build(const dg_graph *g, dg_uses *u);
+void dg_uses_free(dg_uses *u);
+
+/* Shape as text, e.g. "[4,128,256]". buf must hold 64 bytes. */
+const char *dg_shape_str(const dg_tensor *t, char *buf);
+/* Sharding as text, e.g. "[tp,-]" or "[-,-]+partial(tp)". buf 64 bytes. */
+const char *dg_sharding_str(const dg_tensor *t, char *buf);
+
+/* Convenience for shapes in calls: DG_SHAPE(2, 3) -> (const int64_t[]){2, 3}. */
+#define DG_SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+
+#endif /* DG_GRAPH_H */

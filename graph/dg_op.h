@@ -1,0 +1,97 @@
+/* dg_op.h — the op interface: what graph/ and sched/ need to know about an op.
+ *
+ * An op is a static const dg_op_def. graph/ calls infer() when a node is
+ * added and adjoint() during autodiff; sched/ calls cost() for priorities and
+ * kernel[backend] to run a node. ops/ and moe/ define the concrete ops; the
+ * collectives (dg_collective.h) are defined in graph/ and have no kernel: the
+ * executor hands them to the comm backend instead.
+ */
+#ifndef DG_OP_H
+#define DG_OP_H
+
+#include "dg_graph.h"
+#include "dg_team.h"
+
+typedef enum dg_backend { DG_BACKEND_CPU = 0, DG_BACKEND_CUDA, DG_BACKEND_COUNT } dg_backend;
+
+/* Output description written by infer(). */
+typedef struct dg_tensor_desc {
+    dg_dtype dtype;
+    int ndim;
+    int64_t shape[DG_MAX_DIMS];
+} dg_tensor_desc;
+
+/* Work a node does: used for MFU, priorities (bottom level) and the simulator. */
+typedef struct dg_cost {
+    double flops; /* floating-point operations (a multiply-add is 2) */
+    double bytes; /* bytes read + written in memory */
+} dg_cost;
+
+/* What a kernel gets besides its buffers. */
+typedef struct dg_exec_env {
+    const dg_team *team;    /* threads to split rows over (may be NULL) */
+    void *workspace;        /* scratch of the size workspace() asked for */
+    size_t workspace_bytes;
+    dg_backend backend;
+} dg_exec_env;
+
+/* Run node n: in[i] points at input i's buffer, out[j] at output j's.
+ * Buffers are dense, row-major, with the tensors' shapes. Returns DG_OK or an
+ * error status. */
+typedef int (*dg_kernel_fn)(const dg_exec_env *env, const dg_graph *g, const dg_node *n,
+                            void *const *in, void *const *out);
+
+/* Kinds of collectives (see dg_collective.h). DG_COMM_NONE for compute ops. */
+typedef enum dg_comm_kind {
+    DG_COMM_NONE = 0,
+    DG_COMM_ALL_REDUCE,
+    DG_COMM_ALL_GATHER,
+    DG_COMM_REDUCE_SCATTER,
+    DG_COMM_ALL_TO_ALL,
+    DG_COMM_SEND,
+    DG_COMM_RECV,
+    DG_COMM_COPY_TO_GROUP, /* identity forward; its adjoint all-reduces */
+    DG_COMM_COUNT
+} dg_comm_kind;
+
+typedef struct dg_op_def {
+    const char *name;      /* unique, lowercase: "matmul", "rmsnorm", ... */
+    int min_inputs, max_inputs;
+    int n_outputs;         /* fixed number of outputs */
+    const char *iattr_names[DG_MAX_IATTRS]; /* names of used int attr slots, NULL-terminated */
+    const char *fattr_names[DG_MAX_FATTRS]; /* names of used float attr slots */
+    dg_stream_class stream;
+    dg_comm_kind comm;
+
+    /* Shapes and dtypes of the outputs from the inputs and attrs. Returns
+     * DG_OK, or DG_EINPUT with err naming the rule broken. Required. */
+    int (*infer)(const dg_graph *g, const dg_node *n, dg_tensor_desc *outs, dg_err *err);
+
+    /* FLOPs and bytes. Optional (zero cost when NULL). */
+    void (*cost)(const dg_graph *g, const dg_node *n, dg_cost *c);
+
+    /* Emit backward nodes with the builder: dout[j] is the gradient tensor of
+     * output j (-1 if none flows); set din[i] to the gradient contribution
+     * for input i, or -1. Returns DG_OK or an error status. NULL: the op is
+     * not differentiable (autodiff fails if a gradient must flow through it). */
+    int (*adjoint)(dg_graph *g, const dg_node *n, const int *dout, int *din);
+
+    /* Scratch bytes the kernel needs for this node with nthreads threads. Optional. */
+    size_t (*workspace)(const dg_graph *g, const dg_node *n, int nthreads);
+
+    dg_kernel_fn kernel[DG_BACKEND_COUNT];
+} dg_op_def;
+
+/* Helpers for infer() callbacks. */
+static inline void dg_desc_like(dg_tensor_desc *d, const dg_tensor *t) {
+    d->dtype = t->dtype;
+    d->ndim = t->ndim;
+    for (int i = 0; i < DG_MAX_DIMS; i++) d->shape[i] = i < t->ndim ? t->shape[i] : 0;
+}
+static inline void dg_desc_set(dg_tensor_desc *d, dg_dtype dt, int ndim, const int64_t *shape) {
+    d->dtype = dt;
+    d->ndim = ndim;
+    for (int i = 0; i < DG_MAX_DIMS; i++) d->shape[i] = i < ndim ? shape[i] : 0;
+}
+
+#endif /* DG_OP_H */
