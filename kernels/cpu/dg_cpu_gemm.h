@@ -1,0 +1,26 @@
+/* dg_cpu_gemm.h — dense matrix multiply on the CPU through OpenBLAS.
+ *
+ * OpenBLAS is called single-threaded: the scheduler owns the cores and hands
+ * this kernel a dg_team; rows of C are split over the team and each thread
+ * runs cblas_sgemm on its block. A reduction (the K loop) is never split, so
+ * the result does not depend on the number of threads.
+ */
+#ifndef DG_CPU_GEMM_H
+#define DG_CPU_GEMM_H
+
+#include <stdint.h>
+
+#include "dg_team.h"
+
+/* Make OpenBLAS single-threaded. Call once before running kernels. */
+void dg_cpu_init(void);
+
+/* C = alpha * op(A) @ op(B) + beta * C, row-major.
+ *   op(A): [M, K]  (A stored [M, K] with lda, or [K, M] when ta)
+ *   op(B): [K, N]  (B stored [K, N] with ldb, or [N, K] when tb)
+ *   C:     [M, N]  with ldc */
+void dg_cpu_sgemm(const dg_team *team, int ta, int tb, int64_t M, int64_t N, int64_t K,
+                  float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                  float beta, float *C, int64_t ldc);
+
+#endif /* DG_CPU_GEMM_H */
