@@ -1,0 +1,174 @@
+/* dg_args.c — see dg_args.h. */
+#include "dg_args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+int dg_edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 127 || lb > 127) return 1000;
+    int prev[128], cur[128];
+    for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            int del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = DG_MIN(sub, DG_MIN(del, ins));
+        }
+        memcpy(prev, cur, sizeof(int) * (lb + 1));
+    }
+    return prev[lb];
+}
+
+static const dg_arg_spec *find_spec(const dg_arg_spec *specs, int n, const char *name, int *idx) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(specs[i].name, name)) {
+            *idx = i;
+            return &specs[i];
+        }
+    return NULL;
+}
+
+static int unknown_flag(const dg_arg_spec *specs, int n, const char *name, dg_err *err) {
+    int best = -1, bestd = 1 << 30;
+    for (int i = 0; i < n; i++) {
+        int d = dg_edit_distance(name, specs[i].name);
+        if (d < bestd) {
+            bestd = d;
+            best = i;
+        }
+    }
+    if (best >= 0 && bestd <= (int)strlen(name) / 2 + 1)
+        return dg_err_set(err, DG_EINPUT, "unknown flag '%s' (did you mean %s?)", name,
+                          specs[best].name);
+    return dg_err_set(err, DG_EINPUT, "unknown flag '%s' (--help lists the flags)", name);
+}
+
+static int in_choices(const char *choices, const char *v) {
+    size_t lv = strlen(v);
+    for (const char *p = choices; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t l = bar ? (size_t)(bar - p) : strlen(p);
+        if (l == lv && !strncmp(p, v, l)) return 1;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return 0;
+}
+
+static int check_range(const dg_arg_spec *s, double v, const char *text, dg_err *err) {
+    if (s->min <= s->max && (v < s->min || v > s->max))
+        return dg_err_set(err, DG_EINPUT, "%s: expected a value in [%g, %g], got %s", s->name,
+                          s->min, s->max, text);
+    return DG_OK;
+}
+
+static int set_value(const dg_arg_spec *s, void *cfg, const char *text, dg_err *err) {
+    char *field = (char *)cfg + s->offset;
+    char *end = NULL;
+    switch (s->kind) {
+    case DG_ARG_INT: {
+        errno = 0;
+        long v = strtol(text, &end, 10);
+        if (errno || !*text || *end || v < -2147483647L || v > 2147483647L)
+            return dg_err_set(err, DG_EINPUT, "%s: expected an integer, got '%s'", s->name, text);
+        DG_TRY(check_range(s, (double)v, text, err));
+        *(int *)field = (int)v;
+        return DG_OK;
+    }
+    case DG_ARG_DOUBLE: {
+        errno = 0;
+        double v = strtod(text, &end);
+        if (errno || !*text || *end || !isfinite(v))
+            return dg_err_set(err, DG_EINPUT, "%s: expected a number, got '%s'", s->name, text);
+        DG_TRY(check_range(s, v, text, err));
+        *(double *)field = v;
+        return DG_OK;
+    }
+    case DG_ARG_CHOICE:
+        if (!in_choices(s->choices, text))
+            return dg_err_set(err, DG_EINPUT, "%s: expected one of %s, got '%s'", s->name,
+                              s->choices, text);
+        /* fallthrough */
+    case DG_ARG_STRING:
+        if (strlen(text) >= DG_ARG_STR_LEN)
+            return dg_err_set(err, DG_EINPUT, "%s: value longer than %d characters", s->name,
+                              DG_ARG_STR_LEN - 1);
+        snprintf(field, DG_ARG_STR_LEN, "%s", text);
+        return DG_OK;
+    default:
+        return dg_err_set(err, DG_EINTERNAL, "%s: bad spec", s->name);
+    }
+}
+
+int dg_args_parse(int argc, char **argv, int first, const dg_arg_spec *specs, int n, void *cfg,
+                  int *seen, dg_err *err) {
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return dg_err_set(err, DG_EINPUT, "help");
+        if (strncmp(a, "--", 2) != 0)
+            return dg_err_set(err, DG_EINPUT, "unexpected argument '%s' (flags start with --)", a);
+        /* --flag=value is accepted too */
+        char name[128];
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        if (len >= sizeof name) return dg_err_set(err, DG_EINPUT, "flag '%.40s...' too long", a);
+        memcpy(name, a, len);
+        name[len] = 0;
+        int idx = -1;
+        const dg_arg_spec *s = find_spec(specs, n, name, &idx);
+        if (!s) return unknown_flag(specs, n, name, err);
+        if (seen) seen[idx] = 1;
+        if (s->kind == DG_ARG_FLAG) {
+            if (eq) return dg_err_set(err, DG_EINPUT, "%s takes no value", s->name);
+            *(int *)((char *)cfg + s->offset) = 1;
+            continue;
+        }
+        if (s->kind == DG_ARG_LIST) {
+            char *field = (char *)cfg + s->offset;
+            size_t o = 0;
+            field[0] = 0;
+            int count = 0;
+            if (eq) {
+                o += (size_t)snprintf(field, DG_ARG_STR_LEN, "%s", eq + 1);
+                count++;
+            }
+            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
+                const char *v = argv[++i];
+                if (o + strlen(v) + 2 >= DG_ARG_STR_LEN)
+                    return dg_err_set(err, DG_EINPUT, "%s: values longer than %d characters",
+                                      s->name, DG_ARG_STR_LEN - 1);
+                o += (size_t)snprintf(field + o, DG_ARG_STR_LEN - o, "%s%s", count ? " " : "", v);
+                count++;
+            }
+            if (!count) return dg_err_set(err, DG_EINPUT, "%s: expected at least one value", s->name);
+            continue;
+        }
+        const char *val = eq ? eq + 1 : NULL;
+        if (!val) {
+            if (i + 1 >= argc)
+                return dg_err_set(err, DG_EINPUT, "%s: expected a value after it", s->name);
+            val = argv[++i];
+        }
+        DG_TRY(set_value(s, cfg, val, err));
+    }
+    return DG_OK;
+}
+
+void dg_args_help(FILE *f, const dg_arg_spec *specs, int n) {
+    for (int i = 0; i < n; i++) {
+        const char *v = specs[i].kind == DG_ARG_FLAG     ? ""
+                        : specs[i].kind == DG_ARG_INT    ? " N"
+                        : specs[i].kind == DG_ARG_DOUBLE ? " X"
+                        : specs[i].kind == DG_ARG_CHOICE ? " CHOICE"
+                        : specs[i].kind == DG_ARG_LIST   ? " VALUES..."
+                                                         : " VALUE";
+        char left[96];
+        snprintf(left, sizeof left, "%s%s", specs[i].name, v);
+        fprintf(f, "  %-44s %s", left, specs[i].help ? specs[i].help : "");
+        if (specs[i].kind == DG_ARG_CHOICE) fprintf(f, " (%s)", specs[i].choices);
+        fputc('\n', f);
+    }
+}

@@ -1,0 +1,50 @@
+/* dg_args.h — command-line flags, table-driven, with Megatron's names.
+ *
+ * A subcommand describes its flags as an array of dg_arg_spec, each naming
+ * the flag, its kind and where its value goes (an offset into the caller's
+ * config struct). dg_args_parse() fills the struct and rejects, with one line
+ * naming the flag and what was expected:
+ *   - an unknown flag, suggesting the nearest known one (edit distance);
+ *   - a missing or malformed value ("--seq-length: expected an integer, got 'abc'");
+ *   - a value outside [min, max] or not among the choices.
+ */
+#ifndef DG_ARGS_H
+#define DG_ARGS_H
+
+#include <stddef.h>
+
+#include "dg_base.h"
+
+typedef enum dg_arg_kind {
+    DG_ARG_INT,    /* int */
+    DG_ARG_DOUBLE, /* double */
+    DG_ARG_STRING, /* char[DG_ARG_STR_LEN] */
+    DG_ARG_FLAG,   /* int set to 1 when present, takes no value */
+    DG_ARG_CHOICE, /* char[DG_ARG_STR_LEN], one of `choices` ("a|b|c") */
+    DG_ARG_LIST,   /* char[DG_ARG_STR_LEN]: all following values up to the next --flag, space-joined */
+} dg_arg_kind;
+
+#define DG_ARG_STR_LEN 1024
+
+typedef struct dg_arg_spec {
+    const char *name;    /* "--seq-length" */
+    dg_arg_kind kind;
+    size_t offset;       /* offsetof(config, field) */
+    const char *help;
+    double min, max;     /* numeric range; min > max means unchecked */
+    const char *choices; /* DG_ARG_CHOICE: "softmax|sigmoid" */
+} dg_arg_spec;
+
+/* Parse argv[first..argc) against specs[0..n). `seen` (may be NULL) gets one
+ * flag per spec: 1 when given on the command line. Returns DG_OK, or
+ * DG_EINPUT with err set. "--help" returns DG_EINPUT with err->msg == "help". */
+int dg_args_parse(int argc, char **argv, int first, const dg_arg_spec *specs, int n, void *cfg,
+                  int *seen, dg_err *err);
+
+/* Print "  --flag VALUE  help" lines for specs. */
+void dg_args_help(FILE *f, const dg_arg_spec *specs, int n);
+
+/* Edit distance between two strings (for "did you mean"). */
+int dg_edit_distance(const char *a, const char *b);
+
+#endif /* DG_ARGS_H */
