@@ -28,6 +28,12 @@ typedef struct dg_model_config {
     double rope_base;          /* --rotary-base (10000) */
     double norm_epsilon;       /* --norm-epsilon (1e-5) */
     int untie_embeddings;      /* --untie-embeddings-and-output-weights */
+    int normalization_layernorm; /* --normalization LayerNorm (default RMSNorm) */
+    int score_function_sigmoid;  /* --moe-router-score-function sigmoid (default softmax) */
+    int router_pre_softmax;      /* --moe-router-pre-softmax */
+    double moe_capacity_factor;  /* --moe-expert-capacity-factor (0: dropless) */
+    int moe_layer_freq;          /* --moe-layer-freq: every n-th layer is MoE (1: all) */
+    int moe_shared_expert_size;  /* --moe-shared-expert-intermediate-size (0: none) */
 } dg_model_config;
 
 /* A small MoE config: 2 layers, hidden 64, 4 heads / 2 groups, 4 experts top-2. */
@@ -43,6 +49,28 @@ typedef struct dg_model_io {
     int z_loss;   /* f32 scalar: sum of router z-losses (-1 if dense) */
     int loss;     /* f32 scalar: lm + aux + z: what backward starts from */
 } dg_model_io;
+
+/* Parameter names follow Megatron-Core's state dict, e.g.
+ *   embedding.word_embeddings.weight                     [V, H]
+ *   decoder.layers.L.input_layernorm.weight              [H]
+ *   decoder.layers.L.self_attention.linear_q.weight      [Hq*D, H]   (k, v: [Hkv*D, H])
+ *   decoder.layers.L.self_attention.linear_proj.weight   [H, Hq*D]
+ *   decoder.layers.L.pre_mlp_layernorm.weight            [H]
+ *   decoder.layers.L.mlp.router.weight                   [E, H]
+ *   decoder.layers.L.mlp.experts.linear_fc1.weight       [E, 2F, H]  (gate rows, then up rows)
+ *   decoder.layers.L.mlp.experts.linear_fc2.weight       [E, H, F]
+ *   decoder.layers.L.mlp.linear_fc1.weight               [2F, H]     (dense layers)
+ *   decoder.final_layernorm.weight                       [H]
+ *   output_layer.weight                                  [V, H]      (untied only)
+ * (Megatron fuses q, k and v into linear_qkv; they are separate here so
+ * tensor parallelism can split each by heads without a reshuffle.) */
+
+/* Is layer l an MoE layer under c (num_experts > 0 and the layer frequency)? */
+int dg_model_layer_is_moe(const dg_model_config *c, int l);
+
+/* Check the config's consistency (heads divide hidden size, groups divide
+ * heads, top-k <= experts, ...). Returns DG_OK or DG_EINPUT naming both flags. */
+int dg_model_config_check(const dg_model_config *c, dg_err *err);
 
 /* Build the forward graph of one microbatch into g. Returns DG_OK, or
  * DG_EINPUT with err naming the inconsistent setting. */

@@ -1,0 +1,41 @@
+/* dg_verify.h — the graph verifier: run it after every stage that builds or
+ * rewrites a graph (builder, each parallel pass, autodiff, recompute, step
+ * assembly), so a broken invariant is reported by the stage that broke it
+ * instead of surfacing as a wrong number three stages later.
+ *
+ * Rules, checked in this order (the first failure is reported):
+ *   builder          g->status is DG_OK (a builder call failed earlier)
+ *   ids              node/tensor ids equal their index; every input, output
+ *                    and producer id is in range; enums are valid
+ *   tensor           tensor ranks are 0..DG_MAX_DIMS, dims > 0
+ *   op               the node has an op
+ *   inputs           n_in within op->min_inputs .. op->max_inputs
+ *   outputs          n_out == op->n_outputs
+ *   group            collectives (op->comm != DG_COMM_NONE) name an axis
+ *   single-producer  no tensor is an output of two nodes
+ *   producer         tensor->producer agrees with the node listing it as output
+ *   dangling-input   an input with no producer is a leaf (parameter, input,
+ *                    optimizer state or gradient), never an activation
+ *   acyclic          the graph has a topological order
+ *   infer            the op accepts its inputs (op->infer succeeds)
+ *   shape, dtype     recorded outputs match what op->infer says now
+ *
+ * Every message names the node by id and name, its op and the rule, e.g.
+ *   node 7 'attn_out' (op matmul): rule 'shape' broken: output 0 is [4,64], op infers [4,32]
+ * Rules about a tensor alone (e.g. 'tensor') name the tensor instead.
+ */
+#ifndef DG_VERIFY_H
+#define DG_VERIFY_H
+
+#include "dg_graph.h"
+
+/* Check every rule above. Returns DG_OK, or DG_EINPUT with err describing the
+ * first broken rule. Does not modify g. Cost: O(nodes + tensors) plus one
+ * infer() call per node. */
+int dg_verify(const dg_graph *g, dg_err *err);
+
+/* dg_verify() for the output of a named stage: the message is prefixed with
+ * "after <stage>: " so a pipeline of passes says which one broke the graph. */
+int dg_verify_after(const dg_graph *g, const char *stage, dg_err *err);
+
+#endif /* DG_VERIFY_H */

@@ -1,0 +1,55 @@
+/* dg_data_buf.h — growable buffers of tokens and bytes for the data pipeline. */
+#ifndef DG_DATA_BUF_H
+#define DG_DATA_BUF_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "dg_base.h"
+
+typedef struct dg_i32buf {
+    int32_t *v; /* [n] values, capacity cap */
+    int64_t n, cap;
+} dg_i32buf;
+
+typedef struct dg_bytebuf {
+    uint8_t *v; /* [n] bytes, capacity cap */
+    int64_t n, cap;
+} dg_bytebuf;
+
+static inline void dg_i32buf_reserve(dg_i32buf *b, int64_t extra) {
+    if (b->n + extra > b->cap) {
+        b->cap = DG_MAX(2 * b->cap, b->n + extra + 64);
+        b->v = dg_realloc(b->v, sizeof(int32_t) * (size_t)b->cap);
+    }
+}
+static inline void dg_i32buf_push(dg_i32buf *b, int32_t x) {
+    dg_i32buf_reserve(b, 1);
+    b->v[b->n++] = x;
+}
+static inline void dg_i32buf_append(dg_i32buf *b, const int32_t *x, int64_t n) {
+    dg_i32buf_reserve(b, n);
+    if (n) memcpy(b->v + b->n, x, sizeof(int32_t) * (size_t)n);
+    b->n += n;
+}
+static inline void dg_i32buf_free(dg_i32buf *b) {
+    dg_free(b->v);
+    b->v = NULL;
+    b->n = b->cap = 0;
+}
+
+static inline void dg_bytebuf_append(dg_bytebuf *b, const void *x, int64_t n) {
+    if (b->n + n > b->cap) {
+        b->cap = DG_MAX(2 * b->cap, b->n + n + 256);
+        b->v = dg_realloc(b->v, (size_t)b->cap);
+    }
+    if (n) memcpy(b->v + b->n, x, (size_t)n);
+    b->n += n;
+}
+static inline void dg_bytebuf_free(dg_bytebuf *b) {
+    dg_free(b->v);
+    b->v = NULL;
+    b->n = b->cap = 0;
+}
+
+#endif /* DG_DATA_BUF_H */

@@ -1,0 +1,208 @@
+/* dg_preprocess.c — parallel tokenization into .bin/.idx (see dg_preprocess.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "dg_preprocess.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dg_data_map.h"
+#include "dg_indexed.h"
+
+/* Records per batch handed to the workers, and a byte budget per batch. */
+#define BATCH_RECORDS 8192
+#define BATCH_BYTES (16u << 20)
+
+void dg_preprocess_output_name(char *out, size_t cap, const char *prefix, const char *key) {
+    snprintf(out, cap, "%s_%s_document", prefix, key);
+}
+
+/* One worker's share of a batch: records [begin, end). Its output, per
+ * record and key: nseq[r * n_keys + k] sequences whose lengths follow in
+ * seqlen, whose tokens follow in toks. */
+typedef struct job {
+    const dg_preprocess_opts *o;
+    const char *path;
+    dg_input_format fmt;
+    const dg_record *recs;
+    int64_t begin, end;
+    dg_tok_state *state;
+    dg_i32buf toks, seqlen, nseq;
+    dg_bytebuf text;
+    dg_i32buf seg;
+    int st;
+    dg_err err;
+} job;
+
+static void *work(void *arg) {
+    job *j = arg;
+    const dg_preprocess_opts *o = j->o;
+    int nk = o->n_keys;
+    j->toks.n = j->seqlen.n = j->nseq.n = 0;
+    j->st = DG_OK;
+    for (int64_t r = j->begin; r < j->end && j->st == DG_OK; r++) {
+        for (int k = 0; k < nk; k++) {
+            j->text.n = 0;
+            j->seg.n = 0;
+            if (j->fmt == DG_INPUT_JSONL) {
+                j->st = dg_corpus_json_text(&j->recs[r], j->path, o->json_keys[k], &j->text, &j->seg, &j->err);
+                if (j->st != DG_OK) break;
+            } else {
+                dg_bytebuf_append(&j->text, j->recs[r].p, (int64_t)j->recs[r].n);
+                dg_i32buf_push(&j->seg, (int32_t)j->recs[r].n);
+            }
+            int32_t nseq = 0;
+            int64_t off = 0;
+            for (int64_t s = 0; s < j->seg.n; s++) {
+                int64_t before = j->toks.n;
+                dg_tokenizer_encode(o->tok, j->state, j->text.v + off, (size_t)j->seg.v[s], &j->toks);
+                off += j->seg.v[s];
+                if (j->toks.n > before) {
+                    dg_i32buf_push(&j->seqlen, (int32_t)(j->toks.n - before));
+                    nseq++;
+                }
+            }
+            if (nseq > 0 && o->append_eod && o->tok->eod >= 0) {
+                dg_i32buf_push(&j->toks, o->tok->eod);
+                j->seqlen.v[j->seqlen.n - 1]++;
+            }
+            dg_i32buf_push(&j->nseq, nseq);
+        }
+    }
+    return NULL;
+}
+
+static void job_free(job *j) {
+    dg_i32buf_free(&j->toks);
+    dg_i32buf_free(&j->seqlen);
+    dg_i32buf_free(&j->nseq);
+    dg_bytebuf_free(&j->text);
+    dg_i32buf_free(&j->seg);
+}
+
+/* Tokenize the records [0, count) of one file and append them to the writers. */
+static int run_file(const dg_preprocess_opts *o, const char *path, dg_input_format fmt, const dg_record *recs,
+                    int64_t count, job *jobs, dg_indexed_writer *w, dg_preprocess_stats *stats, dg_err *err) {
+    int nw = o->workers, nk = o->n_keys;
+    pthread_t *th = dg_malloc(sizeof(pthread_t) * (size_t)nw);
+    int st = DG_OK;
+    for (int64_t b = 0; b < count && st == DG_OK;) {
+        /* A batch: up to BATCH_RECORDS records or BATCH_BYTES bytes per worker. */
+        int64_t e = b;
+        size_t bytes = 0;
+        while (e < count && e - b < (int64_t)BATCH_RECORDS * nw && bytes < (size_t)BATCH_BYTES * (size_t)nw)
+            bytes += recs[e++].n;
+        /* Split [b, e) over workers by bytes so they finish together. */
+        size_t per = bytes / (size_t)nw + 1, acc = 0;
+        int64_t r = b;
+        for (int t = 0; t < nw; t++) {
+            jobs[t].path = path;
+            jobs[t].fmt = fmt;
+            jobs[t].recs = recs;
+            jobs[t].begin = r;
+            size_t goal = per * (size_t)(t + 1);
+            while (r < e && (acc < goal || t == nw - 1)) acc += recs[r++].n;
+            jobs[t].end = r;
+        }
+        for (int t = 1; t < nw; t++) DG_CHECK0(pthread_create(&th[t], NULL, work, &jobs[t]));
+        work(&jobs[0]);
+        for (int t = 1; t < nw; t++) DG_CHECK0(pthread_join(th[t], NULL));
+        for (int t = 0; t < nw && st == DG_OK; t++) {
+            job *j = &jobs[t];
+            if (j->st != DG_OK) {
+                *err = j->err;
+                st = j->st;
+                break;
+            }
+            int64_t ti = 0, si = 0;
+            for (int64_t q = 0; q < j->nseq.n && st == DG_OK; q++) {
+                int k = (int)(q % nk);
+                for (int32_t s = 0; s < j->nseq.v[q] && st == DG_OK; s++) {
+                    int32_t len = j->seqlen.v[si++];
+                    st = dg_indexed_writer_add(&w[k], j->toks.v + ti, len, err);
+                    ti += len;
+                    stats->sequences++;
+                    stats->tokens += len;
+                }
+                dg_indexed_writer_end_document(&w[k]);
+                if (k == nk - 1) {
+                    stats->documents++;
+                    if (o->log_interval > 0 && stats->documents % o->log_interval == 0)
+                        fprintf(stderr, "dagatron: processed %lld documents\n", (long long)stats->documents);
+                }
+            }
+        }
+        b = e;
+    }
+    dg_free(th);
+    return st;
+}
+
+int dg_preprocess_run(const dg_preprocess_opts *o_in, dg_preprocess_stats *stats, dg_err *err) {
+    dg_preprocess_opts o = *o_in;
+    static const char *const default_keys[] = {"text"};
+    memset(stats, 0, sizeof *stats);
+    double t0 = dg_now();
+    if (!o.json_keys || o.n_keys <= 0) {
+        o.json_keys = default_keys;
+        o.n_keys = 1;
+    }
+    if (o.n_keys > DG_PREPROCESS_MAX_KEYS)
+        return dg_err_set(err, DG_EINPUT, "--json-keys: at most %d keys", DG_PREPROCESS_MAX_KEYS);
+    if (o.workers < 1) return dg_err_set(err, DG_EINPUT, "--workers: expected >= 1, got %d", o.workers);
+    if (!o.output_prefix) return dg_err_set(err, DG_EINPUT, "--output-prefix is required");
+    if (o.n_inputs <= 0) return dg_err_set(err, DG_EINPUT, "--input: no input files");
+    int dtype = dg_idx_dtype_for_vocab(o.tok->vocab_size);
+    /* Text inputs produce one key: the first. */
+    int text_only = 1;
+    for (int i = 0; i < o.n_inputs; i++) {
+        dg_input_format f = o.format ? o.format : dg_corpus_guess_format(o.inputs[i]);
+        if (f == DG_INPUT_JSONL) text_only = 0;
+    }
+    if (text_only) o.n_keys = 1;
+    dg_indexed_writer w[DG_PREPROCESS_MAX_KEYS];
+    int st = DG_OK, opened = 0;
+    for (int k = 0; k < o.n_keys && st == DG_OK; k++) {
+        char name[4096];
+        dg_preprocess_output_name(name, sizeof name, o.output_prefix, o.json_keys[k]);
+        st = dg_indexed_writer_open(&w[k], name, dtype, err);
+        if (st == DG_OK) opened++;
+    }
+    job *jobs = dg_calloc((size_t)o.workers, sizeof(job));
+    dg_tok_state *states = dg_calloc((size_t)o.workers, sizeof(dg_tok_state));
+    for (int t = 0; t < o.workers; t++) {
+        dg_tok_state_init(&states[t]);
+        jobs[t].o = &o;
+        jobs[t].state = &states[t];
+    }
+    for (int i = 0; i < o.n_inputs && st == DG_OK; i++) {
+        dg_input_format f = o.format ? o.format : dg_corpus_guess_format(o.inputs[i]);
+        if (f == DG_INPUT_TEXT && !text_only) {
+            st = dg_err_set(err, DG_EINPUT, "%s: text input mixed with JSONL inputs (give them separately)",
+                            o.inputs[i]);
+            break;
+        }
+        dg_map m;
+        st = dg_map_file(&m, o.inputs[i], err);
+        if (st != DG_OK) break;
+        dg_record *recs;
+        int64_t count;
+        dg_corpus_split(m.p, m.n, f, f == DG_INPUT_TEXT ? o.doc_separator : NULL, &recs, &count);
+        st = run_file(&o, o.inputs[i], f, recs, count, jobs, w, stats, err);
+        stats->bytes_in += (int64_t)m.n;
+        dg_free(recs);
+        dg_unmap(&m);
+    }
+    for (int t = 0; t < o.workers; t++) {
+        job_free(&jobs[t]);
+        dg_tok_state_free(&states[t]);
+    }
+    dg_free(jobs);
+    dg_free(states);
+    for (int k = 0; k < opened; k++) {
+        if (st == DG_OK) st = dg_indexed_writer_finish(&w[k], err);
+        else dg_indexed_writer_abort(&w[k]);
+    }
+    stats->seconds = dg_now() - t0;
+    return st;
+}

@@ -1,0 +1,59 @@
+/* dg_cpu_adamw.h — the AdamW update, exactly as torch.optim.AdamW
+ * (single-tensor path, amsgrad = False, maximize = False) computes it:
+ *
+ *   p  = p * (1 - lr * wd)                    decoupled weight decay, first
+ *   m  = m * beta1 + (1 - beta1) * g
+ *   v  = v * beta2 + (1 - beta2) * g * g
+ *   p  = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+ *
+ * with t >= 1 the number of this update (1 for the first). The scalar
+ * coefficients are computed in double and rounded to float once, like the
+ * Python scalars torch passes to its float kernels; the per-element math
+ * is float, in torch's order.
+ *
+ * Buffers are [n] floats; outputs may alias inputs (p_out == p, ...), so
+ * the training loop can update in place. Element-wise: no reduction, the
+ * result does not depend on the thread count.
+ */
+#ifndef DG_CPU_ADAMW_H
+#define DG_CPU_ADAMW_H
+
+#include <stdint.h>
+
+#include "dg_cpu_math.h"
+#include "dg_team.h"
+
+typedef struct dg_adamw_hparams {
+    double lr, beta1, beta2, eps, weight_decay;
+    int64_t step; /* t >= 1 */
+} dg_adamw_hparams;
+
+/* The float scalars of one update. */
+typedef struct dg_adamw_coef {
+    float decay;          /* 1 - lr * wd */
+    float beta1, one_m_beta1, beta2, one_m_beta2;
+    float bc2_sqrt;       /* sqrt(1 - beta2^t) */
+    float eps;
+    float neg_step_size;  /* -lr / (1 - beta1^t) */
+} dg_adamw_coef;
+
+dg_adamw_coef dg_adamw_coef_make(const dg_adamw_hparams *h);
+
+/* One element; order of operations follows torch. */
+static inline DG_HD void dg_adamw1(const dg_adamw_coef *c, float p, float g, float m, float v,
+                                   float *p_out, float *m_out, float *v_out) {
+    p = p * c->decay;
+    m = m * c->beta1 + c->one_m_beta1 * g;
+    v = v * c->beta2 + c->one_m_beta2 * g * g;
+    float denom = sqrtf(v) / c->bc2_sqrt + c->eps;
+    *p_out = p + c->neg_step_size * (m / denom);
+    *m_out = m;
+    *v_out = v;
+}
+
+/* p, g, m, v [n] -> p_out, m_out, v_out [n]. */
+void dg_cpu_adamw(const dg_team *team, const dg_adamw_hparams *h, const float *p, const float *g,
+                  const float *m, const float *v, float *p_out, float *m_out, float *v_out,
+                  int64_t n);
+
+#endif /* DG_CPU_ADAMW_H */

@@ -1,0 +1,128 @@
+/* dg_cpu_attention.h — fused (flash-style) self-attention on the CPU, with
+ * grouped-query / multi-query heads, causal or not.
+ *
+ * Layouts (row-major, the last dim contiguous):
+ *   q, o, dq, do   [B, S, Hq, D]
+ *   k, v, dk, dv   [B, S, Hkv, D]     Hq % Hkv == 0; query head h reads
+ *                                     kv head h / (Hq / Hkv)
+ *   lse, dlse      [B, Hq, S]         log-sum-exp of each query row's
+ *                                     scaled scores (natural log)
+ *
+ * Forward: for each (b, h, query tile) the key tiles up to the diagonal are
+ * visited in order, keeping a running row max m, a running sum l and an
+ * output accumulator (online softmax). Scores never exist beyond one
+ * DG_ATTN_TILE x DG_ATTN_TILE tile per thread, so memory is O(S), not O(S^2).
+ *
+ * Backward (flash-attention-2): P is recomputed per tile from lse,
+ *   Delta_i = rowsum(dO_i * O_i) - dlse_i,   dS = P * (dP - Delta),
+ *   dV = P^T dO,   dK = scale dS^T Q,   dQ = scale dS K.
+ * It runs as three passes so every output row has exactly one writer and a
+ * fixed summation order:
+ *   1. Delta, parallel over (b, q head, query tile);
+ *   2. dK, dV, parallel over (b, kv head, key tile): the thread owning a key
+ *      tile adds the contributions of the group's query heads in head order,
+ *      then query tiles in order;
+ *   3. dQ, parallel over (b, q head, query tile), key tiles in order.
+ * Pass 3 recomputes S and dP (7 tile products instead of 5) — the price of
+ * not needing atomics or an O(S^2) buffer. Results are bitwise identical for
+ * any number of threads.
+ *
+ * The tile products are single-threaded cblas_sgemm calls on tiles read in
+ * place (a head's rows are H * D apart). The operand that a product would
+ * need as "A B^T" (Q, dO per query tile; K, V per key tile in pass 2) is
+ * transposed once per work unit into a [D, tile] scratch tile, so every
+ * product is of the forms OpenBLAS 0.3.21 serves with its small-matrix
+ * kernels (about sgemm's full speed at 64 x 64; "A B^T" takes its packed
+ * path at ~60%). The softmax between products runs in fixed-width loops
+ * over whole tile rows, which -O2 vectorizes, with the polynomial exp below
+ * (libm's expf does not vectorize and would dominate).
+ *
+ * Work units are dealt to threads in rounds of nth, alternating direction
+ * (thread t takes unit t of even rounds, unit nth-1-t of odd ones): causal
+ * query tiles differ in cost (tile i visits i+1 key tiles) and neighbours
+ * differ least, so this balances the load without splitting a reduction.
+ */
+#ifndef DG_CPU_ATTENTION_H
+#define DG_CPU_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "dg_team.h"
+
+#ifndef DG_HD
+#define DG_HD
+#endif
+
+/* Rows (queries) and columns (keys) of a score tile. */
+#define DG_ATTN_TILE 64
+
+typedef struct dg_attn_dims {
+    int64_t B, S, Hq, Hkv, D;
+    int causal;  /* 1: key j is visible to query i only when j <= i */
+    float scale; /* scores are scale * q . k */
+} dg_attn_dims;
+
+/* Workspace bytes for nthreads threads (per-thread tiles, plus Delta for
+ * the backward: B * Hq * S floats). Linear in S. */
+size_t dg_cpu_attention_fwd_workspace(const dg_attn_dims *d, int nthreads);
+size_t dg_cpu_attention_bwd_workspace(const dg_attn_dims *d, int nthreads);
+
+/* o, lse = attention(q, k, v). ws: dg_cpu_attention_fwd_workspace(d,
+ * team's nthreads) bytes, 64-byte aligned. */
+void dg_cpu_attention_fwd(const dg_team *team, const dg_attn_dims *d, const float *q,
+                          const float *k, const float *v, float *o, float *lse, void *ws);
+
+/* dq, dk, dv from the forward's inputs and outputs and the gradient of o
+ * (and of lse: dlse may be NULL for zero). dq, dk, dv are overwritten.
+ * ws: dg_cpu_attention_bwd_workspace(d, team's nthreads) bytes. */
+void dg_cpu_attention_bwd(const dg_team *team, const dg_attn_dims *d, const float *q,
+                          const float *k, const float *v, const float *o, const float *dout,
+                          const float *lse, const float *dlse, float *dq, float *dk, float *dv,
+                          void *ws);
+
+/* ---- element-wise math (C and, later, CUDA) ----------------------------------- */
+
+/* exp(x) for the softmax, vectorizable: Cody-Waite reduction x = n ln2 + g,
+ * |g| <= ln2/2, Cephes' degree-7 polynomial for e^g (about 1 ulp), and 2^n
+ * put into the exponent bits. Exactly 0 for x below -87.3 (and -inf), so a
+ * running max of -inf rescales to 0; x is clamped at 88.3 (FLT_MAX range). */
+static inline DG_HD float dg_attn_exp(float x) {
+    const float hi = 88.3762626647949f, lo = -87.3365447505531f;
+    float xc = x > hi ? hi : x;
+    xc = xc < lo ? lo : xc;
+    /* round(x log2 e) with the 1.5 * 2^23 trick: no floorf, no float->int */
+    const float magic = 12582912.0f;
+    float r = xc * 1.44269504088896341f + magic;
+    int32_t rb;
+    memcpy(&rb, &r, sizeof rb);
+    int32_t n = rb - 0x4B400000;
+    float fn = r - magic;
+    float g = xc - fn * 0.693359375f;
+    g = g - fn * -2.12194440e-4f;
+    float y = 1.9875691500e-4f;
+    y = y * g + 1.3981999507e-3f;
+    y = y * g + 8.3334519073e-3f;
+    y = y * g + 4.1665795894e-2f;
+    y = y * g + 1.6666665459e-1f;
+    y = y * g + 5.0000001201e-1f;
+    y = y * (g * g) + g + 1.0f;
+    int32_t yb;
+    memcpy(&yb, &y, sizeof yb);
+    yb += (int32_t)((uint32_t)n << 23);
+    float res;
+    memcpy(&res, &yb, sizeof res);
+    return x < lo ? 0.0f : res;
+}
+
+/* One online-softmax step for a score row: the new running max, and the
+ * factor exp(m_old - m_new) that rescales the old sum and accumulator. */
+static inline DG_HD float dg_attn_rescale(float m_old, float m_new) {
+    return dg_attn_exp(m_old - m_new);
+}
+
+/* dS = P * (dP - Delta) for one element. */
+static inline DG_HD float dg_attn_dscore(float p, float dp, float delta) { return p * (dp - delta); }
+
+#endif /* DG_CPU_ATTENTION_H */

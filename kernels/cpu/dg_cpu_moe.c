@@ -1,0 +1,491 @@
+/* dg_cpu_moe.c — see dg_cpu_moe.h. */
+#include "dg_cpu_moe.h"
+
+#include <string.h>
+
+#include "dg_base.h"
+
+/* Top-k lists live on the stack; moe/ rejects larger k at graph build time. */
+#define DG_MOE_MAX_K 64
+#define DG_MOE_MAX_GROUPS 64
+
+/* ---- router ------------------------------------------------------------------ */
+
+/* Routing score of expert e, the value top-k ranks: the logit (softmax
+ * after top-k), the softmax (pre-softmax; m, sum its row stats), or
+ * sigmoid + expert bias. */
+static inline float route_score(const dg_moe_router_cfg *c, const float *z, int e, float m,
+                                double sum) {
+    if (c->score == DG_MOE_SCORE_SIGMOID) return dg_sigmoid(z[e]) + (c->bias ? c->bias[e] : 0.0f);
+    return c->pre_softmax ? dg_moe_softmax_at(z[e], m, sum) : z[e];
+}
+
+/* Group-limited routing (Megatron's group_limited_topk): experts form
+ * num_groups equal groups; a group's score is the sum of its top
+ * (k / group_topk) routing scores (in descending order); only experts of
+ * the group_topk best groups (ties to the lower group) may be chosen. */
+static void route_groups(const dg_moe_router_cfg *c, const float *z, int E, float m, double sum,
+                         unsigned char *allowed) {
+    int G = c->num_groups, per = E / G, mk = c->k / c->group_topk;
+    float gval[DG_MOE_MAX_GROUPS], tv[DG_MOE_MAX_K];
+    int gidx[DG_MOE_MAX_GROUPS], ti[DG_MOE_MAX_K], ng = 0;
+    for (int g = 0; g < G; g++) {
+        int n = 0;
+        for (int e = g * per; e < (g + 1) * per; e++)
+            dg_moe_topk_push(route_score(c, z, e, m, sum), e, mk, &n, tv, ti);
+        float gs = 0.0f;
+        for (int j = 0; j < n; j++) gs += tv[j];
+        dg_moe_topk_push(gs, g, c->group_topk, &ng, gval, gidx);
+    }
+    for (int g = 0; g < G; g++) allowed[g] = 0;
+    for (int j = 0; j < ng; j++) allowed[gidx[j]] = 1;
+}
+
+/* The selection and the (unmasked, unscaled) probs of one token: idx[j] the
+ * j-th expert, val[j] its unbiased score (logit, softmax or sigmoid), p[j]
+ * its routing prob before scaling and dropping. */
+static void route_select(const dg_moe_router_cfg *c, const float *z, int E, float *val, int *idx,
+                         float *p) {
+    int k = c->k, n = 0;
+    float m = 0.0f;
+    double sum = 1.0;
+    if (c->score == DG_MOE_SCORE_SOFTMAX && c->pre_softmax) dg_moe_softmax_stats(z, E, &m, &sum);
+    unsigned char allowed[DG_MOE_MAX_GROUPS];
+    int per = 0;
+    if (c->num_groups > 0) {
+        route_groups(c, z, E, m, sum, allowed);
+        per = E / c->num_groups;
+    }
+    for (int e = 0; e < E; e++)
+        if (!per || allowed[e / per]) dg_moe_topk_push(route_score(c, z, e, m, sum), e, k, &n, val, idx);
+    if (c->score == DG_MOE_SCORE_SIGMOID) {
+        /* selection may use the bias; the probs never do */
+        for (int j = 0; j < k; j++) val[j] = dg_sigmoid(z[idx[j]]);
+        if (k > 1) {
+            double s = 0;
+            for (int j = 0; j < k; j++) s += val[j];
+            s += DG_MOE_SIGMOID_EPS;
+            for (int j = 0; j < k; j++) p[j] = (float)((double)val[j] / s);
+        } else {
+            p[0] = val[0];
+        }
+    } else if (c->pre_softmax) {
+        for (int j = 0; j < k; j++) p[j] = val[j];
+    } else {
+        float mk;
+        double s;
+        dg_moe_softmax_stats(val, k, &mk, &s);
+        for (int j = 0; j < k; j++) p[j] = dg_moe_softmax_at(val[j], mk, s);
+    }
+}
+
+typedef struct router_args {
+    const dg_moe_router_cfg *c;
+    const float *logits, *dprobs;
+    float *probs, *dlogits;
+    int32_t *indices;
+    const int32_t *cindices;
+    int64_t E;
+    /* capacity dropping */
+    const int32_t *off;
+    int32_t *slots, *tmp;
+} router_args;
+
+static void router_rows(void *p, int64_t t0, int64_t t1) {
+    const router_args *a = p;
+    const dg_moe_router_cfg *c = a->c;
+    int k = c->k, E = (int)a->E;
+    float val[DG_MOE_MAX_K], pr[DG_MOE_MAX_K];
+    int idx[DG_MOE_MAX_K];
+    for (int64_t t = t0; t < t1; t++) {
+        route_select(c, a->logits + t * E, E, val, idx, pr);
+        for (int j = 0; j < k; j++) {
+            a->probs[t * k + j] = c->scaling != 0.0f ? pr[j] * c->scaling : pr[j];
+            a->indices[t * k + j] = idx[j];
+        }
+    }
+}
+
+/* Stable merge sort of slot ids by (prob desc, slot asc). */
+static int slot_before(const float *probs, int32_t a, int32_t b) {
+    return dg_moe_before(probs[a], a, probs[b], b);
+}
+
+static void sort_slots(const float *probs, int32_t *s, int32_t *tmp, int64_t n) {
+    for (int64_t w = 1; w < n; w *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * w) {
+            int64_t mid = DG_MIN(lo + w, n), hi = DG_MIN(lo + 2 * w, n), i = lo, j = mid, o = lo;
+            while (i < mid && j < hi) tmp[o++] = slot_before(probs, s[j], s[i]) ? s[j++] : s[i++];
+            while (i < mid) tmp[o++] = s[i++];
+            while (j < hi) tmp[o++] = s[j++];
+        }
+        memcpy(s, tmp, sizeof(int32_t) * (size_t)n);
+    }
+}
+
+/* Experts [e0, e1): drop the slots past capacity. Each slot belongs to one
+ * expert, so experts write disjoint entries. */
+static void router_drop(void *p, int64_t e0, int64_t e1) {
+    const router_args *a = p;
+    const dg_moe_router_cfg *c = a->c;
+    for (int64_t e = e0; e < e1; e++) {
+        int64_t b = a->off[e], n = a->off[e + 1] - b;
+        if (n <= c->capacity) continue;
+        int32_t *s = a->slots + b;
+        if (c->policy == DG_MOE_DROP_PROBS) sort_slots(a->probs, s, a->tmp + b, n);
+        /* position policy: slots are already in token order */
+        for (int64_t i = c->capacity; i < n; i++) {
+            a->probs[s[i]] = 0.0f;
+            a->indices[s[i]] = -1;
+        }
+    }
+}
+
+/* off [E+1], slots [T*k], tmp [max(T*k, E)]: tmp first holds E fill
+ * cursors, then serves as merge-sort scratch. */
+size_t dg_cpu_moe_router_work_bytes(int64_t T, int64_t E, int k) {
+    return sizeof(int32_t) * (size_t)(E + 1 + T * k + DG_MAX(T * k, E));
+}
+
+int dg_cpu_moe_router(const dg_team *team, const dg_moe_router_cfg *cfg, const float *logits,
+                      int64_t T, int64_t E, float *probs, int32_t *indices, int32_t *routed,
+                      void *work) {
+    int k = cfg->k;
+    router_args a = {.c = cfg, .logits = logits, .probs = probs, .indices = indices, .E = E};
+    dg_team_run(team, T, router_rows, &a);
+    memset(routed, 0, sizeof(int32_t) * (size_t)E);
+    for (int64_t i = 0; i < T * k; i++) routed[indices[i]]++;
+    /* Megatron skips dropping when the capacity exceeds the token count. */
+    if (cfg->capacity <= 0 || cfg->capacity > T) return 0;
+    int32_t *off = work, *slots = off + E + 1, *tmp = slots + T * k;
+    off[0] = 0;
+    for (int64_t e = 0; e < E; e++) off[e + 1] = off[e] + routed[e];
+    /* slots of each expert in token order (tmp holds fill cursors for now) */
+    for (int64_t e = 0; e < E; e++) tmp[e] = off[e];
+    int32_t *cur = tmp;
+    for (int64_t i = 0; i < T * k; i++) slots[cur[indices[i]]++] = (int32_t)i;
+    /* tmp is reused as merge scratch after this point: cursors are dead */
+    a.off = off;
+    a.slots = slots;
+    a.tmp = tmp;
+    dg_team_run(team, E, router_drop, &a);
+    return 0;
+}
+
+static void router_bwd_rows(void *p, int64_t t0, int64_t t1) {
+    const router_args *a = p;
+    const dg_moe_router_cfg *c = a->c;
+    int k = c->k, E = (int)a->E;
+    float val[DG_MOE_MAX_K], pr[DG_MOE_MAX_K], g[DG_MOE_MAX_K];
+    int idx[DG_MOE_MAX_K];
+    float scale = c->scaling != 0.0f ? c->scaling : 1.0f;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *z = a->logits + t * E;
+        float *dz = a->dlogits + t * E;
+        route_select(c, z, E, val, idx, pr);
+        for (int j = 0; j < k; j++)
+            g[j] = a->cindices[t * k + j] < 0 ? 0.0f : a->dprobs[t * k + j] * scale;
+        memset(dz, 0, sizeof(float) * (size_t)E);
+        if (c->score == DG_MOE_SCORE_SIGMOID) {
+            /* p = q / S: dq_j = (g_j - sum_i g_i p_i) / S; dz = dq * s (1 - s) */
+            double S = 1.0, dot = 0;
+            if (k > 1) {
+                S = DG_MOE_SIGMOID_EPS;
+                for (int j = 0; j < k; j++) S += val[j];
+                for (int j = 0; j < k; j++) dot += (double)g[j] * pr[j];
+            }
+            for (int j = 0; j < k; j++) {
+                float dq = (float)(((double)g[j] - dot) / S);
+                dz[idx[j]] = dq * val[j] * (1.0f - val[j]);
+            }
+        } else if (c->pre_softmax) {
+            /* probs_j = s_{e_j}: dz_e = s_e (G_e - sum_j s_{e_j} g_j) */
+            double dot = 0;
+            for (int j = 0; j < k; j++) dot += (double)val[j] * g[j];
+            float m;
+            double s;
+            dg_moe_softmax_stats(z, E, &m, &s);
+            for (int e = 0; e < E; e++) dz[e] = (float)(-(double)dg_moe_softmax_at(z[e], m, s) * dot);
+            for (int j = 0; j < k; j++) dz[idx[j]] += val[j] * g[j];
+        } else {
+            /* softmax over the k selected logits */
+            double dot = 0;
+            for (int j = 0; j < k; j++) dot += (double)pr[j] * g[j];
+            for (int j = 0; j < k; j++) dz[idx[j]] = (float)((double)pr[j] * ((double)g[j] - dot));
+        }
+    }
+}
+
+void dg_cpu_moe_router_bwd(const dg_team *team, const dg_moe_router_cfg *cfg, const float *dprobs,
+                           const float *logits, const int32_t *indices, int64_t T, int64_t E,
+                           float *dlogits) {
+    router_args a = {.c = cfg, .logits = logits, .dprobs = dprobs, .cindices = indices,
+                     .dlogits = dlogits, .E = E};
+    dg_team_run(team, T, router_bwd_rows, &a);
+}
+
+/* ---- aux loss --------------------------------------------------------------------- */
+
+typedef struct aux_args {
+    dg_moe_score_fn score;
+    const float *logits, *f;
+    float *scores, *dlogits;
+    double *P;
+    int64_t T, E;
+    float c; /* dloss * coeff * E / (k T^2) in the backward */
+} aux_args;
+
+/* Aux-loss scores of one token: softmax over all E, or sigmoid / (sum + 1e-20). */
+static void aux_scores_row(dg_moe_score_fn score, const float *z, int64_t E, float *s) {
+    if (score == DG_MOE_SCORE_SIGMOID) {
+        double S = DG_MOE_SIGMOID_EPS;
+        for (int64_t e = 0; e < E; e++) {
+            s[e] = dg_sigmoid(z[e]);
+            S += s[e];
+        }
+        for (int64_t e = 0; e < E; e++) s[e] = (float)((double)s[e] / S);
+    } else {
+        float m;
+        double S;
+        dg_moe_softmax_stats(z, (int)E, &m, &S);
+        for (int64_t e = 0; e < E; e++) s[e] = dg_moe_softmax_at(z[e], m, S);
+    }
+}
+
+static void aux_rows(void *p, int64_t t0, int64_t t1) {
+    const aux_args *a = p;
+    for (int64_t t = t0; t < t1; t++)
+        aux_scores_row(a->score, a->logits + t * a->E, a->E, a->scores + t * a->E);
+}
+
+/* P_e = sum over tokens, in token order, whatever the split. */
+static void aux_cols(void *p, int64_t e0, int64_t e1) {
+    const aux_args *a = p;
+    for (int64_t e = e0; e < e1; e++) {
+        double s = 0;
+        for (int64_t t = 0; t < a->T; t++) s += a->scores[t * a->E + e];
+        a->P[e] = s;
+    }
+}
+
+size_t dg_cpu_moe_aux_work_bytes(int64_t T, int64_t E) {
+    return sizeof(double) * (size_t)E + sizeof(float) * (size_t)(T * E);
+}
+
+float dg_cpu_moe_aux_loss(const dg_team *team, dg_moe_score_fn score, const float *logits,
+                          const float *f, int64_t T, int64_t E, int k, float coeff, void *work) {
+    double *P = work;
+    float *scores = (float *)(P + E);
+    aux_args a = {.score = score, .logits = logits, .scores = scores, .P = P, .T = T, .E = E};
+    dg_team_run(team, T, aux_rows, &a);
+    dg_team_run(team, E, aux_cols, &a);
+    double s = 0;
+    for (int64_t e = 0; e < E; e++) s += P[e] * (double)f[e];
+    return (float)(s * ((double)E * coeff / ((double)k * (double)T * (double)T)));
+}
+
+static void aux_bwd_rows(void *p, int64_t t0, int64_t t1) {
+    const aux_args *a = p;
+    int64_t E = a->E;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *z = a->logits + t * E;
+        float *dz = a->dlogits + t * E;
+        /* dz doubles as the row's scores before it is overwritten */
+        aux_scores_row(a->score, z, E, dz);
+        double dot = 0;
+        for (int64_t e = 0; e < E; e++) dot += (double)dz[e] * a->c * a->f[e];
+        if (a->score == DG_MOE_SCORE_SIGMOID) {
+            /* s = q / S with q = sigmoid(z): dq = (ds - <ds, s>) / S */
+            double S = DG_MOE_SIGMOID_EPS;
+            for (int64_t e = 0; e < E; e++) S += dg_sigmoid(z[e]);
+            for (int64_t e = 0; e < E; e++) {
+                float q = dg_sigmoid(z[e]);
+                double dq = ((double)a->c * a->f[e] - dot) / S;
+                dz[e] = (float)(dq * q * (1.0f - q));
+            }
+        } else {
+            for (int64_t e = 0; e < E; e++)
+                dz[e] = (float)((double)dz[e] * ((double)a->c * a->f[e] - dot));
+        }
+    }
+}
+
+void dg_cpu_moe_aux_loss_bwd(const dg_team *team, dg_moe_score_fn score, const float *logits,
+                             const float *f, int64_t T, int64_t E, int k, float coeff, float dloss,
+                             float *dlogits) {
+    aux_args a = {.score = score, .logits = logits, .f = f, .dlogits = dlogits, .T = T, .E = E};
+    a.c = (float)((double)dloss * coeff * (double)E / ((double)k * (double)T * (double)T));
+    dg_team_run(team, T, aux_bwd_rows, &a);
+}
+
+void dg_cpu_moe_count(const int32_t *indices, int64_t n, int64_t E, float *f) {
+    for (int64_t e = 0; e < E; e++) f[e] = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        if (indices[i] >= 0 && indices[i] < E) f[indices[i]] += 1.0f;
+}
+
+/* ---- z-loss --------------------------------------------------------------------- */
+
+typedef struct z_args {
+    const float *logits;
+    float *dlogits;
+    double *lse;
+    int64_t E;
+    float c; /* dloss * coeff * 2 / T */
+} z_args;
+
+static double row_lse(const float *z, int64_t E) {
+    float m;
+    double s;
+    dg_moe_softmax_stats(z, (int)E, &m, &s);
+    return (double)m + log(s);
+}
+
+static void z_rows(void *p, int64_t t0, int64_t t1) {
+    const z_args *a = p;
+    for (int64_t t = t0; t < t1; t++) a->lse[t] = row_lse(a->logits + t * a->E, a->E);
+}
+
+float dg_cpu_moe_z_loss(const dg_team *team, const float *logits, int64_t T, int64_t E, float coeff,
+                        double *work) {
+    z_args a = {.logits = logits, .lse = work, .E = E};
+    dg_team_run(team, T, z_rows, &a);
+    double s = 0;
+    for (int64_t t = 0; t < T; t++) s += work[t] * work[t];
+    return (float)(s / (double)T * coeff);
+}
+
+static void z_bwd_rows(void *p, int64_t t0, int64_t t1) {
+    const z_args *a = p;
+    int64_t E = a->E;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *z = a->logits + t * E;
+        float m;
+        double s;
+        dg_moe_softmax_stats(z, (int)E, &m, &s);
+        double g = (double)a->c * ((double)m + log(s));
+        for (int64_t e = 0; e < E; e++) a->dlogits[t * E + e] = (float)(g * dg_moe_softmax_at(z[e], m, s));
+    }
+}
+
+void dg_cpu_moe_z_loss_bwd(const dg_team *team, const float *logits, int64_t T, int64_t E,
+                           float coeff, float dloss, float *dlogits) {
+    z_args a = {.logits = logits, .dlogits = dlogits, .E = E};
+    a.c = (float)((double)dloss * coeff * 2.0 / (double)T);
+    dg_team_run(team, T, z_bwd_rows, &a);
+}
+
+/* ---- permutation ------------------------------------------------------------------- */
+
+int dg_cpu_moe_route(const int32_t *indices, int64_t T, int k, int64_t E, int32_t *counts,
+                     int32_t *row_map, int64_t *offs) {
+    int64_t TK = T * k;
+    memset(counts, 0, sizeof(int32_t) * (size_t)E);
+    for (int64_t i = 0; i < TK; i++) {
+        int32_t e = indices[i];
+        if (e < -1 || e >= E) return -1;
+        if (e >= 0) counts[e]++;
+    }
+    int64_t o = 0;
+    for (int64_t e = 0; e < E; e++) {
+        offs[e] = o;
+        o += counts[e];
+    }
+    /* slot order is token-major, so rows within an expert follow token order */
+    for (int64_t i = 0; i < TK; i++)
+        if (indices[i] >= 0) row_map[offs[indices[i]]++] = (int32_t)i;
+    for (int64_t r = o; r < TK; r++) row_map[r] = -1;
+    return 0;
+}
+
+int dg_cpu_moe_invert(const int32_t *row_map, int64_t N, int64_t TK, int32_t *slot_row) {
+    for (int64_t s = 0; s < TK; s++) slot_row[s] = -1;
+    for (int64_t r = 0; r < N; r++) {
+        int32_t s = row_map[r];
+        if (s < -1 || s >= TK) return -1;
+        if (s >= 0) slot_row[s] = (int32_t)r;
+    }
+    return 0;
+}
+
+typedef struct perm_args {
+    const float *x, *y, *probs, *dy;
+    const int32_t *map;
+    float *out;
+    int64_t H;
+    int k;
+} perm_args;
+
+static void gather_rows(void *p, int64_t r0, int64_t r1) {
+    const perm_args *a = p;
+    int64_t H = a->H;
+    for (int64_t r = r0; r < r1; r++) {
+        int32_t s = a->map[r];
+        float *o = a->out + r * H;
+        if (s < 0) {
+            memset(o, 0, sizeof(float) * (size_t)H);
+            continue;
+        }
+        const float *x = a->x + (int64_t)(s / a->k) * H;
+        if (a->probs) {
+            float w = a->probs[s];
+            for (int64_t h = 0; h < H; h++) o[h] = w * x[h];
+        } else {
+            memcpy(o, x, sizeof(float) * (size_t)H);
+        }
+    }
+}
+
+void dg_cpu_moe_gather(const dg_team *team, const float *x, const float *probs,
+                       const int32_t *row_map, int64_t N, int64_t H, int k, float *out) {
+    perm_args a = {.x = x, .probs = probs, .map = row_map, .out = out, .H = H, .k = k};
+    dg_team_run(team, N, gather_rows, &a);
+}
+
+static void combine_rows(void *p, int64_t t0, int64_t t1) {
+    const perm_args *a = p;
+    int64_t H = a->H;
+    int k = a->k;
+    for (int64_t t = t0; t < t1; t++) {
+        float *o = a->out + t * H;
+        memset(o, 0, sizeof(float) * (size_t)H);
+        for (int j = 0; j < k; j++) {
+            int32_t r = a->map[t * k + j];
+            if (r < 0) continue;
+            const float *y = a->y + (int64_t)r * H;
+            float w = a->probs ? a->probs[t * k + j] : 1.0f;
+            for (int64_t h = 0; h < H; h++) o[h] += w * y[h];
+        }
+    }
+}
+
+void dg_cpu_moe_combine(const dg_team *team, const float *y, const float *probs,
+                        const int32_t *slot_row, int64_t T, int k, int64_t H, float *out) {
+    perm_args a = {.y = y, .probs = probs, .map = slot_row, .out = out, .H = H, .k = k};
+    dg_team_run(team, T, combine_rows, &a);
+}
+
+static void dprobs_rows(void *p, int64_t t0, int64_t t1) {
+    const perm_args *a = p;
+    int64_t H = a->H;
+    int k = a->k;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *dy = a->dy + t * H;
+        for (int j = 0; j < k; j++) {
+            int32_t r = a->map[t * k + j];
+            double s = 0;
+            if (r >= 0) {
+                const float *y = a->y + (int64_t)r * H;
+                for (int64_t h = 0; h < H; h++) s += (double)dy[h] * y[h];
+            }
+            a->out[t * k + j] = (float)s;
+        }
+    }
+}
+
+void dg_cpu_moe_combine_dprobs(const dg_team *team, const float *dy, const float *y,
+                               const int32_t *slot_row, int64_t T, int k, int64_t H,
+                               float *dprobs) {
+    perm_args a = {.dy = dy, .y = y, .map = slot_row, .out = dprobs, .H = H, .k = k};
+    dg_team_run(team, T, dprobs_rows, &a);
+}

@@ -1,0 +1,177 @@
+/* dg_cpu_moe.h — Mixture-of-Experts kernels: router (top-k with a score
+ * function, capacity dropping), load-balancing aux loss, z-loss, token
+ * permutation and its inverses.
+ *
+ * Shapes: T tokens, E experts, k = top-k, H hidden, N = T*k permuted rows.
+ * Per-token work is split over the team by token rows; everything that
+ * reduces over tokens (per-expert sums, counts, routing order) runs in a
+ * fixed order that does not depend on the thread count, so results are
+ * bitwise identical for any team size.
+ *
+ * Conventions shared with moe/ (see moe/dg_router.h, moe/dg_permute.h):
+ *  - slot (t, j) is flattened as t*k + j; slot j of a token is its j-th
+ *    choice, in descending score order, ties to the lower expert index.
+ *  - an index of -1 marks a slot dropped by the capacity limit; its prob is 0.
+ *  - row_map[r] (r < N) is the slot permuted row r came from, or -1 for the
+ *    unused tail rows (only when slots were dropped).
+ *
+ * Element-wise math is in static inline DG_HD helpers so the CUDA backend can
+ * reuse it and the CPU tests cover it.
+ */
+#ifndef DG_CPU_MOE_H
+#define DG_CPU_MOE_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dg_cpu_math.h"
+#include "dg_team.h"
+
+/* ---- scalar helpers ------------------------------------------------------- */
+
+typedef enum dg_moe_score_fn { DG_MOE_SCORE_SOFTMAX = 0, DG_MOE_SCORE_SIGMOID = 1 } dg_moe_score_fn;
+typedef enum dg_moe_drop_policy { DG_MOE_DROP_PROBS = 0, DG_MOE_DROP_POSITION = 1 } dg_moe_drop_policy;
+
+/* Is (a, ia) ranked before (b, ib)? Larger value first, ties to the lower
+ * index: a total order, so top-k is deterministic (torch.topk leaves ties
+ * unspecified). */
+static inline DG_HD int dg_moe_before(float a, int ia, float b, int ib) {
+    return a > b || (a == b && ia < ib);
+}
+
+/* Offer candidate (v, e) to a sorted top-k list of `n` (< = k) entries. */
+static inline DG_HD void dg_moe_topk_push(float v, int e, int k, int *n, float *val, int *idx) {
+    int pos = *n < k ? *n : k;
+    if (pos == k && !dg_moe_before(v, e, val[k - 1], idx[k - 1])) return;
+    while (pos > 0 && dg_moe_before(v, e, val[pos - 1], idx[pos - 1])) {
+        if (pos < k) {
+            val[pos] = val[pos - 1];
+            idx[pos] = idx[pos - 1];
+        }
+        pos--;
+    }
+    val[pos] = v;
+    idx[pos] = e;
+    if (*n < k) (*n)++;
+}
+
+/* Row max and sum of exp(z - max) (the sum in double): softmax_e =
+ * expf(z_e - max) / sum, logsumexp = max + log(sum). */
+static inline DG_HD void dg_moe_softmax_stats(const float *z, int E, float *max, double *sum) {
+    float m = z[0];
+    for (int e = 1; e < E; e++) m = z[e] > m ? z[e] : m;
+    double s = 0;
+    for (int e = 0; e < E; e++) s += (double)expf(z[e] - m);
+    *max = m;
+    *sum = s;
+}
+
+static inline DG_HD float dg_moe_softmax_at(float z, float max, double sum) {
+    return (float)((double)expf(z - max) / sum);
+}
+
+/* Megatron adds this to the sum of sigmoid scores before dividing. */
+#define DG_MOE_SIGMOID_EPS 1e-20
+
+/* ---- router ---------------------------------------------------------------
+ * logits [T, E] -> probs [T, k], indices [T, k] i32, and routed [E] i32: the
+ * number of tokens each expert was chosen by before capacity dropping (what
+ * Megatron's aux loss counts).
+ *   softmax, !pre_softmax: top-k of the logits, probs = softmax over those k
+ *   softmax,  pre_softmax: probs = top-k of softmax over all E
+ *   sigmoid:              top-k of sigmoid(logits); divided by their sum
+ *                         (+1e-20) when k > 1
+ * then probs *= scaling (if scaling != 0). Group-limited routing (num_groups
+ * > 0) first restricts each token to the experts of its group_topk best
+ * groups (a group scores the sum of its top k/group_topk routing scores).
+ * An expert bias (sigmoid only) shifts the scores top-k ranks but not the
+ * probs (aux-loss-free load balancing). With capacity > 0, each expert
+ * keeps at most `capacity` of its slots (policy: the largest probs, ties to
+ * the earlier token; or the earliest tokens) and the others get index -1,
+ * prob 0. capacity <= 0: dropless.
+ * `work` holds dg_cpu_moe_router_work_bytes(T, E, k) bytes (capacity only).
+ * Returns 0. */
+typedef struct dg_moe_router_cfg {
+    int k;
+    dg_moe_score_fn score;
+    int pre_softmax;
+    float scaling;         /* 0: none */
+    int64_t capacity;      /* <= 0: dropless */
+    dg_moe_drop_policy policy;
+    int num_groups;        /* group-limited routing; 0: off (else divides E, <= 64) */
+    int group_topk;        /* groups kept per token (1 <= group_topk <= k) */
+    const float *bias;     /* expert bias [E] added to sigmoid scores for the
+                            * selection only; NULL: none */
+} dg_moe_router_cfg;
+
+size_t dg_cpu_moe_router_work_bytes(int64_t T, int64_t E, int k);
+int dg_cpu_moe_router(const dg_team *team, const dg_moe_router_cfg *cfg, const float *logits,
+                      int64_t T, int64_t E, float *probs, int32_t *indices, int32_t *routed,
+                      void *work);
+
+/* dlogits [T, E] from dprobs [T, k]: recomputes the selection from logits
+ * (same code as the forward, so the same experts) and treats slots whose
+ * index is -1 (dropped) as having zero gradient; dropped experts still take
+ * gradient through the softmax / sigmoid normalisation they took part in. */
+void dg_cpu_moe_router_bwd(const dg_team *team, const dg_moe_router_cfg *cfg, const float *dprobs,
+                           const float *logits, const int32_t *indices, int64_t T, int64_t E,
+                           float *dlogits);
+
+/* ---- load-balancing loss (Switch / GShard, Megatron's
+ * switch_load_balancing_loss_func) ----------------------------------------
+ *   aux = coeff * E / (k * T^2) * sum_e P_e * f_e,  P_e = sum_t score[t, e]
+ * score: softmax over all E, or sigmoid normalised over all E (sum + 1e-20;
+ * Megatron's compute_routing_scores_for_aux_loss). f: counts [E]. `work`
+ * holds dg_cpu_moe_aux_work_bytes(T, E) bytes. Returns aux. */
+size_t dg_cpu_moe_aux_work_bytes(int64_t T, int64_t E);
+float dg_cpu_moe_aux_loss(const dg_team *team, dg_moe_score_fn score, const float *logits,
+                          const float *f, int64_t T, int64_t E, int k, float coeff, void *work);
+/* dlogits [T, E] = d aux / d logits * dloss. f is a constant (no gradient). */
+void dg_cpu_moe_aux_loss_bwd(const dg_team *team, dg_moe_score_fn score, const float *logits,
+                             const float *f, int64_t T, int64_t E, int k, float coeff, float dloss,
+                             float *dlogits);
+
+/* Counts of expert ids in indices [n] (ids outside [0, E) are skipped), as
+ * floats [E]. Serial: O(n). */
+void dg_cpu_moe_count(const int32_t *indices, int64_t n, int64_t E, float *f);
+
+/* ---- z-loss (ST-MoE; Megatron's z_loss_func) -------------------------------
+ *   z = coeff * mean_t logsumexp(logits_t)^2
+ * `work` holds T doubles. */
+float dg_cpu_moe_z_loss(const dg_team *team, const float *logits, int64_t T, int64_t E, float coeff,
+                        double *work);
+/* dlogits [T, E] = dloss * coeff * 2 lse_t / T * softmax(logits_t) */
+void dg_cpu_moe_z_loss_bwd(const dg_team *team, const float *logits, int64_t T, int64_t E,
+                           float coeff, float dloss, float *dlogits);
+
+/* ---- permutation ------------------------------------------------------------ */
+
+/* From indices [T, k] (ids in [0, E) or -1): counts [E] (slots per expert)
+ * and row_map [T*k]: rows grouped by expert in ascending order, tokens in
+ * ascending order within an expert, unused tail rows -1. Serial counting
+ * sort, O(T*k + E); `offs` is scratch of E int64. Returns 0, or -1 if an
+ * index is out of range. */
+int dg_cpu_moe_route(const int32_t *indices, int64_t T, int k, int64_t E, int32_t *counts,
+                     int32_t *row_map, int64_t *offs);
+
+/* Inverse of row_map [N]: slot_row [T*k] = the row each slot went to, -1 if
+ * dropped. Serial. Returns 0, or -1 if row_map names a slot >= T*k. */
+int dg_cpu_moe_invert(const int32_t *row_map, int64_t N, int64_t TK, int32_t *slot_row);
+
+/* out [N, H]: out[r] = x[t] * (probs ? probs[s] : 1) where s = row_map[r],
+ * t = s / k; rows with s = -1 are zero. Split over rows. */
+void dg_cpu_moe_gather(const dg_team *team, const float *x, const float *probs,
+                       const int32_t *row_map, int64_t N, int64_t H, int k, float *out);
+
+/* out [T, H]: out[t] = sum over slots j in order of (probs ? probs[t,j] : 1)
+ * * y[slot_row[t*k+j]], dropped slots skipped. Split over tokens. */
+void dg_cpu_moe_combine(const dg_team *team, const float *y, const float *probs,
+                        const int32_t *slot_row, int64_t T, int k, int64_t H, float *out);
+
+/* dprobs [T, k]: dprobs[t,j] = <dy[t], y[slot_row[t*k+j]]>, 0 if dropped. */
+void dg_cpu_moe_combine_dprobs(const dg_team *team, const float *dy, const float *y,
+                               const int32_t *slot_row, int64_t T, int k, int64_t H,
+                               float *dprobs);
+
+#endif /* DG_CPU_MOE_H */

@@ -1,0 +1,56 @@
+/* dg_cpu_rope.c — see dg_cpu_rope.h. */
+#include "dg_cpu_rope.h"
+
+#include <math.h>
+
+typedef struct rope_args {
+    const float *x, *cos_t, *sin_t;
+    float *y, *cos_w, *sin_w;
+    int64_t S, NH, D;
+    double base;
+    int64_t pos0;
+    int inverse;
+} rope_args;
+
+static void table_rows(void *p, int64_t s0, int64_t s1) {
+    const rope_args *a = p;
+    const int64_t half = a->D / 2;
+    for (int64_t s = s0; s < s1; s++)
+        for (int64_t i = 0; i < half; i++) {
+            double th = dg_rope_angle(a->pos0 + s, i, a->D, a->base);
+            a->cos_w[s * half + i] = (float)cos(th);
+            a->sin_w[s * half + i] = (float)sin(th);
+        }
+}
+
+void dg_cpu_rope_table(const dg_team *team, int64_t S, int64_t D, double base, int64_t pos0,
+                       float *cos_t, float *sin_t) {
+    rope_args a = {.cos_w = cos_t, .sin_w = sin_t, .D = D, .base = base, .pos0 = pos0};
+    dg_team_run(team, S, table_rows, &a);
+}
+
+/* Rows are (b, s, h) triples, r = (b * S + s) * NH + h. */
+static void apply_rows(void *p, int64_t r0, int64_t r1) {
+    const rope_args *a = p;
+    const int64_t D = a->D, half = D / 2;
+    const float sg = a->inverse ? -1.0f : 1.0f;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t s = (r / a->NH) % a->S;
+        const float *c = a->cos_t + s * half, *sn = a->sin_t + s * half;
+        const float *x = a->x + r * D;
+        float *y = a->y + r * D;
+        for (int64_t i = 0; i < half; i++) {
+            float y1, y2;
+            dg_rope_pair(x[i], x[i + half], c[i], sg * sn[i], &y1, &y2);
+            y[i] = y1;
+            y[i + half] = y2;
+        }
+    }
+}
+
+void dg_cpu_rope_apply(const dg_team *team, const float *x, float *y, const float *cos_t,
+                       const float *sin_t, int64_t B, int64_t S, int64_t NH, int64_t D, int inverse) {
+    rope_args a = {.x = x, .y = y, .cos_t = cos_t, .sin_t = sin_t, .S = S, .NH = NH, .D = D,
+                   .inverse = inverse};
+    dg_team_run(team, B * S * NH, apply_rows, &a);
+}

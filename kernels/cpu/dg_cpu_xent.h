@@ -1,0 +1,40 @@
+/* dg_cpu_xent.h — fused softmax cross-entropy with a loss mask, Megatron's
+ * masked mean:
+ *
+ *   lse[i]  = log(sum_j exp(logits[i, j]))         (max-subtracted)
+ *   ce[i]   = lse[i] - logits[i, targets[i]]
+ *   loss    = sum_i(mask[i] * ce[i]) / sum_i(mask[i])
+ *   dlogits = (softmax(logits[i]) - onehot(targets[i])) * mask[i] / sum(mask) * dloss
+ *
+ * logits [N, V], targets [N] int32, mask [N] float (NULL: all ones).
+ * Rows whose mask is exactly 0 are skipped: their target is never read (so
+ * it may be a padding id such as -100) and their dlogits row is 0. A
+ * target outside [0, V) on any other row is an input error (DG_EINPUT).
+ * When sum(mask) is 0 the loss and all gradients are 0 (PyTorch would give
+ * NaN; a step with no loss tokens then simply does nothing).
+ *
+ * Threading and determinism: per-row work (lse, dlogits) splits rows over
+ * the team; the two sums over rows run on the calling thread in row order,
+ * in double, so the loss is bitwise the same for any thread count.
+ */
+#ifndef DG_CPU_XENT_H
+#define DG_CPU_XENT_H
+
+#include <stdint.h>
+
+#include "dg_team.h"
+
+/* logits [N, V], targets [N], mask [N] or NULL -> loss [1], lse [N].
+ * Returns DG_OK, or DG_EINPUT for a bad target (*bad_row = its row when
+ * bad_row is not NULL). */
+int dg_cpu_xent_fwd(const dg_team *team, const float *logits, const int32_t *targets,
+                    const float *mask, float *loss, float *lse, int64_t N, int64_t V,
+                    int64_t *bad_row);
+
+/* logits [N, V], targets [N], mask [N] or NULL, lse [N] (from the forward),
+ * dloss (the loss gradient) -> dlogits [N, V]. Same status as the forward. */
+int dg_cpu_xent_bwd(const dg_team *team, const float *logits, const int32_t *targets,
+                    const float *mask, const float *lse, float dloss, float *dlogits, int64_t N,
+                    int64_t V, int64_t *bad_row);
+
+#endif /* DG_CPU_XENT_H */

@@ -1,0 +1,202 @@
+/* dg_model.c — lower the Mixtral-style decoder into graph nodes (see dg_model.h). */
+#include "dg_model.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "dg_grouped_gemm.h"
+#include "dg_moe_loss.h"
+#include "dg_op_attention.h"
+#include "dg_ops.h"
+#include "dg_permute.h"
+#include "dg_router.h"
+
+void dg_model_config_tiny(dg_model_config *c) {
+    memset(c, 0, sizeof *c);
+    c->num_layers = 2;
+    c->hidden_size = 64;
+    c->ffn_hidden_size = 128;
+    c->num_attention_heads = 4;
+    c->num_query_groups = 2;
+    c->seq_length = 32;
+    c->micro_batch_size = 2;
+    c->vocab_size = 256;
+    c->num_experts = 4;
+    c->moe_router_topk = 2;
+    c->moe_ffn_hidden_size = 96;
+    c->moe_aux_loss_coeff = 1e-2;
+    c->moe_z_loss_coeff = 1e-3;
+    c->rope_base = 10000.0;
+    c->norm_epsilon = 1e-5;
+    c->untie_embeddings = 1;
+    c->moe_layer_freq = 1;
+}
+
+int dg_model_layer_is_moe(const dg_model_config *c, int l) {
+    if (c->num_experts <= 0) return 0;
+    int f = c->moe_layer_freq > 0 ? c->moe_layer_freq : 1;
+    return l % f == 0;
+}
+
+int dg_model_config_check(const dg_model_config *c, dg_err *err) {
+#define NEED(cond, ...) \
+    if (!(cond)) return dg_err_set(err, DG_EINPUT, __VA_ARGS__)
+    NEED(c->num_layers > 0, "--num-layers: expected > 0, got %d", c->num_layers);
+    NEED(c->hidden_size > 0, "--hidden-size: expected > 0, got %d", c->hidden_size);
+    NEED(c->num_attention_heads > 0, "--num-attention-heads: expected > 0, got %d",
+         c->num_attention_heads);
+    NEED(c->hidden_size % c->num_attention_heads == 0,
+         "--num-attention-heads %d does not divide --hidden-size %d", c->num_attention_heads,
+         c->hidden_size);
+    NEED((c->hidden_size / c->num_attention_heads) % 2 == 0,
+         "--hidden-size %d / --num-attention-heads %d gives an odd head size; RoPE needs it even",
+         c->hidden_size, c->num_attention_heads);
+    NEED(c->num_query_groups > 0 && c->num_attention_heads % c->num_query_groups == 0,
+         "--num-query-groups %d does not divide --num-attention-heads %d", c->num_query_groups,
+         c->num_attention_heads);
+    NEED(c->seq_length > 0, "--seq-length: expected > 0, got %d", c->seq_length);
+    NEED(c->micro_batch_size > 0, "--micro-batch-size: expected > 0, got %d", c->micro_batch_size);
+    NEED(c->vocab_size > 1, "--vocab-size: expected > 1, got %d", c->vocab_size);
+    if (c->num_experts > 0) {
+        NEED(c->moe_router_topk >= 1 && c->moe_router_topk <= c->num_experts,
+             "--moe-router-topk %d must be in [1, --num-experts %d]", c->moe_router_topk,
+             c->num_experts);
+        NEED(c->moe_router_topk <= DG_ROUTER_MAX_TOPK, "--moe-router-topk %d exceeds %d",
+             c->moe_router_topk, DG_ROUTER_MAX_TOPK);
+        NEED(c->moe_ffn_hidden_size > 0, "--moe-ffn-hidden-size: expected > 0, got %d",
+             c->moe_ffn_hidden_size);
+        NEED(!(c->router_pre_softmax && c->score_function_sigmoid),
+             "--moe-router-pre-softmax applies to --moe-router-score-function softmax only");
+    }
+    int any_dense = 0;
+    for (int l = 0; l < c->num_layers; l++) any_dense |= !dg_model_layer_is_moe(c, l);
+    if (any_dense)
+        NEED(c->ffn_hidden_size > 0, "--ffn-hidden-size: expected > 0 for dense layers, got %d",
+             c->ffn_hidden_size);
+#undef NEED
+    return DG_OK;
+}
+
+/* A parameter named "<prefix><name>". */
+static int param(dg_graph *g, const char *prefix, const char *name, int ndim, const int64_t *shape) {
+    char full[2 * DG_NAME_LEN];
+    snprintf(full, sizeof full, "%s%s", prefix, name);
+    full[DG_NAME_LEN - 1] = 0; /* names are cut to the IR's limit */
+    return dg_param_new(g, full, ndim, shape);
+}
+
+static int norm(dg_graph *g, const dg_model_config *c, const char *prefix, const char *name, int x) {
+    int64_t H = c->hidden_size;
+    char wname[2 * DG_NAME_LEN];
+    snprintf(wname, sizeof wname, "%s.weight", name);
+    int w = param(g, prefix, wname, 1, DG_SHAPE(H));
+    if (!c->normalization_layernorm) return dg_rmsnorm(g, x, w, c->norm_epsilon);
+    snprintf(wname, sizeof wname, "%s.bias", name);
+    int b = param(g, prefix, wname, 1, DG_SHAPE(H));
+    return dg_layernorm(g, x, w, b, c->norm_epsilon);
+}
+
+/* Causal GQA self-attention with RoPE on x [B, S, H]; returns [B, S, H]. */
+static int attention_block(dg_graph *g, const dg_model_config *c, const char *pre, int x) {
+    int64_t B = c->micro_batch_size, S = c->seq_length, H = c->hidden_size;
+    int64_t Hq = c->num_attention_heads, Hkv = c->num_query_groups, D = H / Hq;
+    int wq = param(g, pre, "self_attention.linear_q.weight", 2, DG_SHAPE(Hq * D, H));
+    int wk = param(g, pre, "self_attention.linear_k.weight", 2, DG_SHAPE(Hkv * D, H));
+    int wv = param(g, pre, "self_attention.linear_v.weight", 2, DG_SHAPE(Hkv * D, H));
+    int wo = param(g, pre, "self_attention.linear_proj.weight", 2, DG_SHAPE(H, Hq * D));
+    int q = dg_reshape(g, dg_linear(g, x, wq), 4, DG_SHAPE(B, S, Hq, D));
+    int k = dg_reshape(g, dg_linear(g, x, wk), 4, DG_SHAPE(B, S, Hkv, D));
+    int v = dg_reshape(g, dg_linear(g, x, wv), 4, DG_SHAPE(B, S, Hkv, D));
+    q = dg_rope(g, q, c->rope_base, 0);
+    k = dg_rope(g, k, c->rope_base, 0);
+    int a = dg_attention(g, q, k, v, 1.0 / sqrt((double)D), NULL);
+    a = dg_reshape(g, a, 3, DG_SHAPE(B, S, Hq * D));
+    return dg_linear(g, a, wo);
+}
+
+/* SwiGLU MLP: fc2(swiglu(fc1 x)), fc1 [2F, H] (gate rows then up rows). */
+static int dense_mlp(dg_graph *g, const char *pre, const char *what, int x, int64_t H, int64_t F) {
+    char n1[2 * DG_NAME_LEN], n2[2 * DG_NAME_LEN];
+    snprintf(n1, sizeof n1, "%s.linear_fc1.weight", what);
+    snprintf(n2, sizeof n2, "%s.linear_fc2.weight", what);
+    int w1 = param(g, pre, n1, 2, DG_SHAPE(2 * F, H));
+    int w2 = param(g, pre, n2, 2, DG_SHAPE(H, F));
+    return dg_linear(g, dg_swiglu(g, dg_linear(g, x, w1)), w2);
+}
+
+/* Routed experts on x [B, S, H]: router, permute, grouped SwiGLU experts,
+ * weighted unpermute. Adds the layer's aux and z losses to *aux, *z. */
+static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int x, int *aux,
+                     int *z) {
+    int64_t B = c->micro_batch_size, S = c->seq_length, H = c->hidden_size, T = B * S;
+    int64_t E = c->num_experts, F = c->moe_ffn_hidden_size;
+    int wr = param(g, pre, "mlp.router.weight", 2, DG_SHAPE(E, H));
+    int w1 = param(g, pre, "mlp.experts.linear_fc1.weight", 3, DG_SHAPE(E, 2 * F, H));
+    int w2 = param(g, pre, "mlp.experts.linear_fc2.weight", 3, DG_SHAPE(E, H, F));
+    int xt = dg_reshape(g, x, 2, DG_SHAPE(T, H));
+    int logits = dg_linear(g, xt, wr);
+
+    dg_router_opts ro = dg_router_opts_default(c->moe_router_topk);
+    ro.score = c->score_function_sigmoid ? DG_MOE_SCORE_SIGMOID : DG_MOE_SCORE_SOFTMAX;
+    ro.pre_softmax = c->router_pre_softmax;
+    ro.capacity_factor = c->moe_capacity_factor;
+    dg_router_out r;
+    if (dg_moe_router(g, logits, &ro, &r) < 0) return -1;
+
+    int a = dg_moe_aux_loss(g, logits, r.tokens_per_expert, c->moe_router_topk, ro.score,
+                            c->moe_aux_loss_coeff);
+    int zl = dg_moe_z_loss(g, logits, c->moe_z_loss_coeff);
+    *aux = *aux < 0 ? a : dg_add(g, *aux, a);
+    *z = *z < 0 ? zl : dg_add(g, *z, zl);
+
+    dg_permute_out p;
+    if (dg_moe_permute(g, xt, r.indices, (int)E, &p) < 0) return -1;
+    int u = dg_grouped_linear(g, p.x_perm, p.tokens_per_expert, w1);
+    int d = dg_grouped_linear(g, dg_swiglu(g, u), p.tokens_per_expert, w2);
+    int y = dg_moe_unpermute(g, d, r.probs, p.row_map);
+    if (c->moe_shared_expert_size > 0)
+        y = dg_add(g, y, dense_mlp(g, pre, "mlp.shared_experts", xt, H, c->moe_shared_expert_size));
+    return dg_reshape(g, y, 3, DG_SHAPE(B, S, H));
+}
+
+int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *io, dg_err *err) {
+    DG_TRY(dg_model_config_check(c, err));
+    int64_t B = c->micro_batch_size, S = c->seq_length, H = c->hidden_size, V = c->vocab_size;
+    memset(io, -1, sizeof *io);
+    dg_graph_set_phase(g, DG_PHASE_FORWARD);
+    dg_graph_set_layer(g, -1);
+
+    io->tokens = dg_input_new(g, "tokens", DG_I32, 2, DG_SHAPE(B, S));
+    io->targets = dg_input_new(g, "targets", DG_I32, 2, DG_SHAPE(B, S));
+    io->loss_mask = dg_input_new(g, "loss_mask", DG_F32, 2, DG_SHAPE(B, S));
+    int emb = dg_param_new(g, "embedding.word_embeddings.weight", 2, DG_SHAPE(V, H));
+    int x = dg_embedding(g, emb, io->tokens);
+
+    int aux = -1, z = -1;
+    for (int l = 0; l < c->num_layers; l++) {
+        char pre[32];
+        snprintf(pre, sizeof pre, "decoder.layers.%d.", l);
+        dg_graph_set_layer(g, l);
+        int h = norm(g, c, pre, "input_layernorm", x);
+        x = dg_add(g, x, attention_block(g, c, pre, h));
+        int h2 = norm(g, c, pre, "pre_mlp_layernorm", x);
+        int y = dg_model_layer_is_moe(c, l)
+                    ? moe_block(g, c, pre, h2, &aux, &z)
+                    : dense_mlp(g, pre, "mlp", h2, H, c->ffn_hidden_size);
+        x = dg_add(g, x, y);
+        if (g->status != DG_OK) break;
+    }
+    dg_graph_set_layer(g, -1);
+    int h = norm(g, c, "decoder.", "final_layernorm", x);
+    int wout = c->untie_embeddings ? dg_param_new(g, "output_layer.weight", 2, DG_SHAPE(V, H)) : emb;
+    int logits = dg_linear(g, h, wout);
+    io->lm_loss = dg_softmax_xent(g, logits, io->targets, io->loss_mask, NULL);
+    io->aux_loss = aux;
+    io->z_loss = z;
+    int total = io->lm_loss;
+    if (aux >= 0) total = dg_add(g, total, aux);
+    if (z >= 0) total = dg_add(g, total, z);
+    io->loss = total;
+    if (g->status != DG_OK) return dg_err_set(err, g->status, "model: %s", g->err.msg);
+    return DG_OK;
+}

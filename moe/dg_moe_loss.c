@@ -1,0 +1,223 @@
+/* dg_moe_loss.c — aux (load-balancing) loss and z-loss ops (see dg_moe_loss.h). */
+#include "dg_moe_loss.h"
+
+#include "dg_ops_util.h"
+
+static int check_logits(const dg_tensor *z, dg_err *err) {
+    char s[64];
+    if (z->dtype != DG_F32 || z->ndim != 2)
+        return DG_INFER_FAIL(err, "rule 'shape' broken: logits '%s' must be f32 [T, E], got %s %s",
+                             z->name, dg_dtype_name(z->dtype), dg_shape_str(z, s));
+    return DG_OK;
+}
+
+static int check_scalar(const dg_tensor *d, dg_err *err) {
+    if (d->dtype != DG_F32 || dg_tensor_numel(d) != 1)
+        return DG_INFER_FAIL(err, "rule 'shape' broken: dloss '%s' must be an f32 scalar", d->name);
+    return DG_OK;
+}
+
+/* Is routing i32 indices [T, k] (returns 1) or counts [E] (returns 0)? */
+static int check_routing(const dg_node *n, const dg_tensor *z, const dg_tensor *r, dg_err *err,
+                         int *is_indices) {
+    char s[64];
+    int64_t T = z->shape[0], E = z->shape[1], k = n->attrs.i[0];
+    if (k < 1 || k > E)
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: topk %lld must be in 1..E=%lld", (long long)k,
+                             (long long)E);
+    if (n->attrs.i[1] != DG_MOE_SCORE_SOFTMAX && n->attrs.i[1] != DG_MOE_SCORE_SIGMOID)
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: score function %lld is neither softmax (0) nor sigmoid (1)",
+                             (long long)n->attrs.i[1]);
+    if (r->dtype == DG_I32 && r->ndim == 2 && r->shape[0] == T && r->shape[1] == k) {
+        *is_indices = 1;
+        return DG_OK;
+    }
+    if (r->dtype == DG_I32 && r->ndim == 1 && r->shape[0] == E) {
+        *is_indices = 0;
+        return DG_OK;
+    }
+    return DG_INFER_FAIL(err, "rule 'shape' broken: routing '%s' is %s %s, expected i32 indices [T=%lld, k=%lld] or i32 counts [E=%lld]",
+                         r->name, dg_dtype_name(r->dtype), dg_shape_str(r, s), (long long)T,
+                         (long long)k, (long long)E);
+}
+
+/* f as floats [E] at the start of the workspace. */
+static float *counts_f(const dg_tensor *r, const void *routing, int64_t E, void *ws) {
+    float *f = ws;
+    if (r->ndim == 2) {
+        dg_cpu_moe_count(routing, dg_tensor_numel(r), E, f);
+    } else {
+        const int32_t *c = routing;
+        for (int64_t e = 0; e < E; e++) f[e] = (float)c[e];
+    }
+    return f;
+}
+
+/* f sits in front of the kernel's own work area, rounded to 64 bytes. */
+static size_t f_bytes(int64_t E) { return ((sizeof(float) * (size_t)E + 63) / 64) * 64; }
+
+/* ---- aux loss ------------------------------------------------------------------------ */
+
+static int infer_aux(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
+    const dg_tensor *z = DG_IN(g, n, 0);
+    int is_ix;
+    DG_TRY(check_logits(z, err));
+    DG_TRY(check_routing(n, z, DG_IN(g, n, 1), err, &is_ix));
+    dg_desc_set(o, DG_F32, 0, NULL);
+    return DG_OK;
+}
+
+static void cost_aux(const dg_graph *g, const dg_node *n, dg_cost *c) {
+    double TE = (double)dg_tensor_numel(DG_IN(g, n, 0));
+    c->flops = 5.0 * TE;
+    c->bytes = 4.0 * (2.0 * TE + (double)dg_tensor_numel(DG_IN(g, n, 1)));
+}
+
+static size_t ws_aux(const dg_graph *g, const dg_node *n, int nthreads) {
+    (void)nthreads;
+    const dg_tensor *z = DG_IN(g, n, 0);
+    return f_bytes(z->shape[1]) + dg_cpu_moe_aux_work_bytes(z->shape[0], z->shape[1]);
+}
+
+static int k_aux(const dg_exec_env *env, const dg_graph *g, const dg_node *n, void *const *in,
+                 void *const *out) {
+    const dg_tensor *z = DG_IN(g, n, 0);
+    int64_t T = z->shape[0], E = z->shape[1];
+    const float *f = counts_f(DG_IN(g, n, 1), in[1], E, env->workspace);
+    *(float *)out[0] = dg_cpu_moe_aux_loss(env->team, (dg_moe_score_fn)n->attrs.i[1], in[0], f, T, E,
+                                           (int)n->attrs.i[0], (float)n->attrs.f[0],
+                                           (char *)env->workspace + f_bytes(E));
+    return DG_OK;
+}
+
+static int adj_aux(dg_graph *g, const dg_node *n, const int *dout, int *din) {
+    int in[3] = {dout[0], n->in[0], n->in[1]};
+    din[0] = dg_add1(g, &dg_op_moe_aux_loss_grad, &n->attrs, in, 3, NULL);
+    return g->status;
+}
+
+const dg_op_def dg_op_moe_aux_loss = {
+    .name = "moe_aux_loss", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+    .iattr_names = {"topk", "score_function"}, .fattr_names = {"coeff"},
+    .infer = infer_aux, .cost = cost_aux, .adjoint = adj_aux, .workspace = ws_aux,
+    .kernel = {k_aux},
+};
+
+int dg_moe_aux_loss(dg_graph *g, int logits, int routing, int topk, dg_moe_score_fn score,
+                    double coeff) {
+    dg_attrs a = dg_attrs_zero();
+    a.i[0] = topk;
+    a.i[1] = score;
+    a.f[0] = coeff;
+    return dg_add1(g, &dg_op_moe_aux_loss, &a, (int[]){logits, routing}, 2, "moe_aux_loss");
+}
+
+static int infer_aux_grad(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
+    const dg_tensor *z = DG_IN(g, n, 1);
+    int is_ix;
+    DG_TRY(check_scalar(DG_IN(g, n, 0), err));
+    DG_TRY(check_logits(z, err));
+    DG_TRY(check_routing(n, z, DG_IN(g, n, 2), err, &is_ix));
+    dg_desc_like(o, z);
+    return DG_OK;
+}
+
+static void cost_aux_grad(const dg_graph *g, const dg_node *n, dg_cost *c) {
+    double TE = (double)dg_tensor_numel(DG_IN(g, n, 1));
+    c->flops = 8.0 * TE;
+    c->bytes = 4.0 * (2.0 * TE + (double)dg_tensor_numel(DG_IN(g, n, 2)));
+}
+
+static size_t ws_aux_grad(const dg_graph *g, const dg_node *n, int nthreads) {
+    (void)nthreads;
+    return f_bytes(DG_IN(g, n, 1)->shape[1]);
+}
+
+static int k_aux_grad(const dg_exec_env *env, const dg_graph *g, const dg_node *n, void *const *in,
+                      void *const *out) {
+    const dg_tensor *z = DG_IN(g, n, 1);
+    int64_t T = z->shape[0], E = z->shape[1];
+    const float *f = counts_f(DG_IN(g, n, 2), in[2], E, env->workspace);
+    dg_cpu_moe_aux_loss_bwd(env->team, (dg_moe_score_fn)n->attrs.i[1], in[1], f, T, E,
+                            (int)n->attrs.i[0], (float)n->attrs.f[0], *(const float *)in[0], out[0]);
+    return DG_OK;
+}
+
+const dg_op_def dg_op_moe_aux_loss_grad = {
+    .name = "moe_aux_loss_grad", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
+    .iattr_names = {"topk", "score_function"}, .fattr_names = {"coeff"},
+    .infer = infer_aux_grad, .cost = cost_aux_grad, .workspace = ws_aux_grad,
+    .kernel = {k_aux_grad},
+};
+
+/* ---- z-loss ------------------------------------------------------------------------------ */
+
+static int infer_z(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
+    DG_TRY(check_logits(DG_IN(g, n, 0), err));
+    dg_desc_set(o, DG_F32, 0, NULL);
+    return DG_OK;
+}
+
+static void cost_z(const dg_graph *g, const dg_node *n, dg_cost *c) {
+    double TE = (double)dg_tensor_numel(DG_IN(g, n, 0));
+    c->flops = 3.0 * TE;
+    c->bytes = 4.0 * TE;
+}
+
+static size_t ws_z(const dg_graph *g, const dg_node *n, int nthreads) {
+    (void)nthreads;
+    return sizeof(double) * (size_t)DG_IN(g, n, 0)->shape[0];
+}
+
+static int k_z(const dg_exec_env *env, const dg_graph *g, const dg_node *n, void *const *in,
+               void *const *out) {
+    const dg_tensor *z = DG_IN(g, n, 0);
+    *(float *)out[0] = dg_cpu_moe_z_loss(env->team, in[0], z->shape[0], z->shape[1],
+                                         (float)n->attrs.f[0], env->workspace);
+    return DG_OK;
+}
+
+static int adj_z(dg_graph *g, const dg_node *n, const int *dout, int *din) {
+    int in[2] = {dout[0], n->in[0]};
+    din[0] = dg_add1(g, &dg_op_moe_z_loss_grad, &n->attrs, in, 2, NULL);
+    return g->status;
+}
+
+const dg_op_def dg_op_moe_z_loss = {
+    .name = "moe_z_loss", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+    .fattr_names = {"coeff"},
+    .infer = infer_z, .cost = cost_z, .adjoint = adj_z, .workspace = ws_z, .kernel = {k_z},
+};
+
+int dg_moe_z_loss(dg_graph *g, int logits, double coeff) {
+    dg_attrs a = dg_attrs_zero();
+    a.f[0] = coeff;
+    return dg_add1(g, &dg_op_moe_z_loss, &a, &logits, 1, "moe_z_loss");
+}
+
+static int infer_z_grad(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
+    DG_TRY(check_scalar(DG_IN(g, n, 0), err));
+    DG_TRY(check_logits(DG_IN(g, n, 1), err));
+    dg_desc_like(o, DG_IN(g, n, 1));
+    return DG_OK;
+}
+
+static void cost_z_grad(const dg_graph *g, const dg_node *n, dg_cost *c) {
+    double TE = (double)dg_tensor_numel(DG_IN(g, n, 1));
+    c->flops = 5.0 * TE;
+    c->bytes = 8.0 * TE;
+}
+
+static int k_z_grad(const dg_exec_env *env, const dg_graph *g, const dg_node *n, void *const *in,
+                    void *const *out) {
+    const dg_tensor *z = DG_IN(g, n, 1);
+    dg_cpu_moe_z_loss_bwd(env->team, in[1], z->shape[0], z->shape[1], (float)n->attrs.f[0],
+                          *(const float *)in[0], out[0]);
+    return DG_OK;
+}
+
+const dg_op_def dg_op_moe_z_loss_grad = {
+    .name = "moe_z_loss_grad", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+    .fattr_names = {"coeff"},
+    .infer = infer_z_grad, .cost = cost_z_grad, .kernel = {k_z_grad},
+};

@@ -1,0 +1,53 @@
+/* dg_moe_loss.h — the router's auxiliary losses: load balancing and z-loss.
+ *
+ * Load balancing (Switch Transformer / GShard form, Megatron's
+ * switch_load_balancing_loss_func, --moe-router-load-balancing-type aux_loss):
+ *
+ *     aux = coeff * E / (k * T^2) * sum_e P_e * f_e
+ *     P_e = sum_t score[t, e]   over all E experts (not only the selected):
+ *           softmax(logits_t), or for the sigmoid score function
+ *           sigmoid(logits_t) / (sum_e sigmoid(logits_t,e) + 1e-20)
+ *           (Megatron's compute_routing_scores_for_aux_loss)
+ *     f_e = number of (token, slot) pairs routed to e: a constant, so the
+ *           gradient flows through P only
+ *
+ * f comes from the second input, an i32 tensor that is either
+ *   - the router's indices [T, k] (entries -1 are not counted), or
+ *   - per-expert counts [E], e.g. the router's tokens_per_expert output,
+ *     which counts before capacity dropping as Megatron does.
+ * T is the local token count (no SP/CP all-reduce here).
+ *
+ * z-loss (ST-MoE, Megatron's z_loss_func, --moe-z-loss-coeff):
+ *
+ *     z = coeff * mean_t logsumexp(logits_t)^2
+ *
+ * Both return f32 scalars. Megatron also scales these losses' gradients by
+ * the main loss's backward scale (MoEAuxLossAutoScaler); that belongs to the
+ * model builder, which adds them into the total loss.
+ *
+ * Attr slots:
+ *   "moe_aux_loss", "moe_aux_loss_grad": i[0] topk, i[1] score function
+ *       (dg_moe_score_fn), f[0] coeff
+ *   "moe_z_loss", "moe_z_loss_grad": f[0] coeff
+ * Backward ops take (dloss scalar, logits [, routing]) and give dlogits [T, E].
+ */
+#ifndef DG_MOE_LOSS_H
+#define DG_MOE_LOSS_H
+
+#include "dg_cpu_moe.h"
+#include "dg_op.h"
+
+extern const dg_op_def dg_op_moe_aux_loss;
+extern const dg_op_def dg_op_moe_aux_loss_grad;
+extern const dg_op_def dg_op_moe_z_loss;
+extern const dg_op_def dg_op_moe_z_loss_grad;
+
+/* Load-balancing loss of logits [T, E] given `routing`: i32 indices [T, k]
+ * or i32 counts [E]. Returns the scalar's id, or -1 after a builder error. */
+int dg_moe_aux_loss(dg_graph *g, int logits, int routing, int topk, dg_moe_score_fn score,
+                    double coeff);
+
+/* z-loss of logits [T, E]. Returns the scalar's id, or -1. */
+int dg_moe_z_loss(dg_graph *g, int logits, double coeff);
+
+#endif /* DG_MOE_LOSS_H */

@@ -1,0 +1,202 @@
+/* dg_op_attention.c — attention and attention_bwd (see dg_op_attention.h). */
+#include "dg_op_attention.h"
+
+#include <math.h>
+
+#include "dg_cpu_attention.h"
+#include "dg_op_basic.h"
+#include "dg_ops_util.h"
+
+/* ---- shape rules ------------------------------------------------------------------ */
+
+/* Check q, k, v (inputs 0..2) and the attrs; fill d. */
+static int check_qkv(const dg_graph *g, const dg_node *n, dg_attn_dims *d, dg_err *err) {
+    for (int i = 0; i < 3; i++) {
+        DG_INFER_DTYPE(g, n, i, DG_F32, err);
+        if (DG_IN(g, n, i)->ndim != 4)
+            return DG_INFER_FAIL(err, "rule 'shape' broken: %s ('%s') must be [B, S, H, D], got %d dims",
+                                 i == 0 ? "q" : i == 1 ? "k" : "v", DG_IN(g, n, i)->name,
+                                 DG_IN(g, n, i)->ndim);
+    }
+    const dg_tensor *q = DG_IN(g, n, 0), *k = DG_IN(g, n, 1), *v = DG_IN(g, n, 2);
+    char sq[64], sk[64], sv[64];
+    if (!dg_same_shape(k, v))
+        return DG_INFER_FAIL(err, "rule 'shape' broken: k %s and v %s differ", dg_shape_str(k, sk),
+                             dg_shape_str(v, sv));
+    if (q->shape[0] != k->shape[0] || q->shape[1] != k->shape[1] || q->shape[3] != k->shape[3])
+        return DG_INFER_FAIL(err,
+                             "rule 'shape' broken: q %s and k %s must agree on B, S and D "
+                             "(q [B, S, Hq, D], k [B, S, Hkv, D])",
+                             dg_shape_str(q, sq), dg_shape_str(k, sk));
+    if (q->shape[2] % k->shape[2] != 0)
+        return DG_INFER_FAIL(err,
+                             "rule 'shape' broken: query heads (%lld) must be a multiple of kv heads "
+                             "(%lld)",
+                             (long long)q->shape[2], (long long)k->shape[2]);
+    if (n->attrs.i[0] != 0 && n->attrs.i[0] != 1)
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: causal must be 0 or 1, got %lld",
+                             (long long)n->attrs.i[0]);
+    if (!(n->attrs.f[0] > 0.0) || !isfinite(n->attrs.f[0]))
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: scale must be > 0 and finite, got %g",
+                             n->attrs.f[0]);
+    *d = (dg_attn_dims){q->shape[0], q->shape[1], q->shape[2], k->shape[2], q->shape[3],
+                        (int)n->attrs.i[0], (float)n->attrs.f[0]};
+    return DG_OK;
+}
+
+/* Dims of a node already added (its shapes were checked by infer). */
+static dg_attn_dims node_dims(const dg_graph *g, const dg_node *n) {
+    const dg_tensor *q = DG_IN(g, n, 0), *k = DG_IN(g, n, 1);
+    return (dg_attn_dims){q->shape[0], q->shape[1], q->shape[2], k->shape[2], q->shape[3],
+                          (int)n->attrs.i[0], (float)n->attrs.f[0]};
+}
+
+static void lse_shape(const dg_attn_dims *d, int64_t *shape) {
+    shape[0] = d->B;
+    shape[1] = d->Hq;
+    shape[2] = d->S;
+}
+
+/* Input i must have shape (ndim, shape): named for the message. */
+static int expect_shape(const dg_graph *g, const dg_node *n, int i, const char *what, int ndim,
+                        const int64_t *shape, dg_err *err) {
+    const dg_tensor *t = DG_IN(g, n, i);
+    DG_INFER_DTYPE(g, n, i, DG_F32, err);
+    dg_tensor want = {.ndim = ndim};
+    for (int k = 0; k < ndim; k++) want.shape[k] = shape[k];
+    if (!dg_same_shape(t, &want)) {
+        char a[64], b[64];
+        return DG_INFER_FAIL(err, "rule 'shape' broken: %s ('%s') is %s, expected %s", what, t->name,
+                             dg_shape_str(t, a), dg_shape_str(&want, b));
+    }
+    return DG_OK;
+}
+
+/* (query, key) pairs a head computes: S^2, or S (S + 1) / 2 when causal. */
+static double attn_pairs(const dg_attn_dims *d) {
+    double s = (double)d->S;
+    return (double)d->B * (double)d->Hq * (d->causal ? s * (s + 1.0) / 2.0 : s * s);
+}
+
+/* ---- attention (forward) ----------------------------------------------------------- */
+
+static int infer_attn(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
+    dg_attn_dims d;
+    DG_TRY(check_qkv(g, n, &d, err));
+    dg_desc_like(&o[0], DG_IN(g, n, 0));
+    int64_t ls[3];
+    lse_shape(&d, ls);
+    dg_desc_set(&o[1], DG_F32, 3, ls);
+    return DG_OK;
+}
+
+static void cost_attn(const dg_graph *g, const dg_node *n, dg_cost *c) {
+    dg_attn_dims d = node_dims(g, n);
+    c->flops = 4.0 * attn_pairs(&d) * (double)d.D;
+    double qo = (double)(d.B * d.S * d.Hq * d.D), kv = (double)(d.B * d.S * d.Hkv * d.D);
+    c->bytes = 4.0 * (2.0 * qo + 2.0 * kv + (double)(d.B * d.Hq * d.S));
+}
+
+static size_t ws_attn(const dg_graph *g, const dg_node *n, int nthreads) {
+    dg_attn_dims d = node_dims(g, n);
+    return dg_cpu_attention_fwd_workspace(&d, nthreads);
+}
+
+static int k_attn(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
+                  void *const *out) {
+    dg_attn_dims d = node_dims(g, n);
+    int nth = e->team && e->team->nthreads > 1 ? e->team->nthreads : 1;
+    if (e->workspace_bytes < dg_cpu_attention_fwd_workspace(&d, nth)) return DG_EINTERNAL;
+    dg_cpu_attention_fwd(e->team, &d, in[0], in[1], in[2], out[0], out[1], e->workspace);
+    return DG_OK;
+}
+
+/* The backward node reads the forward's inputs and both outputs; a missing
+ * gradient of o is a zero tensor, a missing gradient of lse is left out. */
+static int adj_attn(dg_graph *g, const dg_node *n, const int *dout, int *din) {
+    if (dout[0] < 0 && dout[1] < 0) return DG_OK;
+    int d_o = dout[0];
+    if (d_o < 0) {
+        const dg_tensor *o = DG_OUT(g, n, 0);
+        int64_t shape[DG_MAX_DIMS];
+        for (int i = 0; i < o->ndim; i++) shape[i] = o->shape[i];
+        d_o = dg_fill(g, o->ndim, shape, 0.0);
+    }
+    int in[7] = {n->in[0], n->in[1], n->in[2], n->out[0], d_o, n->out[1], dout[1]};
+    int outs[3] = {-1, -1, -1};
+    char name[DG_NAME_LEN];
+    snprintf(name, sizeof name, "%.*s_bwd", DG_NAME_LEN - 5, n->name);
+    if (dg_graph_add(g, &dg_op_attention_bwd, &n->attrs, in, dout[1] >= 0 ? 7 : 6, outs, name) < 0)
+        return g->status;
+    for (int i = 0; i < 3; i++) din[i] = g->tensors[n->in[i]].requires_grad ? outs[i] : -1;
+    return g->status;
+}
+
+const dg_op_def dg_op_attention = {
+    .name = "attention", .min_inputs = 3, .max_inputs = 3, .n_outputs = 2,
+    .iattr_names = {"causal"}, .fattr_names = {"scale"},
+    .infer = infer_attn, .cost = cost_attn, .adjoint = adj_attn, .workspace = ws_attn,
+    .kernel = {k_attn},
+};
+
+int dg_attention_ex(dg_graph *g, int q, int k, int v, int causal, double scale, int *lse_out) {
+    if (g->status != DG_OK) return -1;
+    if (scale <= 0.0 && q >= 0 && q < g->n_tensors && g->tensors[q].ndim == 4)
+        scale = 1.0 / sqrt((double)g->tensors[q].shape[3]);
+    dg_attrs a = dg_attrs_zero();
+    a.i[0] = causal;
+    a.f[0] = scale;
+    int outs[2] = {-1, -1};
+    int o = dg_graph_add(g, &dg_op_attention, &a, (int[]){q, k, v}, 3, outs, NULL);
+    if (lse_out) *lse_out = o < 0 ? -1 : outs[1];
+    return o;
+}
+
+int dg_attention(dg_graph *g, int q, int k, int v, double scale, int *lse_out) {
+    return dg_attention_ex(g, q, k, v, 1, scale, lse_out);
+}
+
+/* ---- attention_bwd ------------------------------------------------------------------ */
+
+static int infer_attn_bwd(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
+    dg_attn_dims d;
+    DG_TRY(check_qkv(g, n, &d, err));
+    const dg_tensor *q = DG_IN(g, n, 0);
+    int64_t ls[3];
+    lse_shape(&d, ls);
+    DG_TRY(expect_shape(g, n, 3, "o", 4, q->shape, err));
+    DG_TRY(expect_shape(g, n, 4, "do", 4, q->shape, err));
+    DG_TRY(expect_shape(g, n, 5, "lse", 3, ls, err));
+    if (n->n_in > 6) DG_TRY(expect_shape(g, n, 6, "dlse", 3, ls, err));
+    for (int i = 0; i < 3; i++) dg_desc_like(&o[i], DG_IN(g, n, i));
+    return DG_OK;
+}
+
+static void cost_attn_bwd(const dg_graph *g, const dg_node *n, dg_cost *c) {
+    dg_attn_dims d = node_dims(g, n);
+    c->flops = 14.0 * attn_pairs(&d) * (double)d.D;
+    double qo = (double)(d.B * d.S * d.Hq * d.D), kv = (double)(d.B * d.S * d.Hkv * d.D);
+    c->bytes = 4.0 * (4.0 * qo + 4.0 * kv + (double)(d.B * d.Hq * d.S) * (n->n_in > 6 ? 2 : 1));
+}
+
+static size_t ws_attn_bwd(const dg_graph *g, const dg_node *n, int nthreads) {
+    dg_attn_dims d = node_dims(g, n);
+    return dg_cpu_attention_bwd_workspace(&d, nthreads);
+}
+
+static int k_attn_bwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
+                      void *const *out) {
+    dg_attn_dims d = node_dims(g, n);
+    int nth = e->team && e->team->nthreads > 1 ? e->team->nthreads : 1;
+    if (e->workspace_bytes < dg_cpu_attention_bwd_workspace(&d, nth)) return DG_EINTERNAL;
+    dg_cpu_attention_bwd(e->team, &d, in[0], in[1], in[2], in[3], in[4], in[5],
+                         n->n_in > 6 ? in[6] : NULL, out[0], out[1], out[2], e->workspace);
+    return DG_OK;
+}
+
+const dg_op_def dg_op_attention_bwd = {
+    .name = "attention_bwd", .min_inputs = 6, .max_inputs = 7, .n_outputs = 3,
+    .iattr_names = {"causal"}, .fattr_names = {"scale"},
+    .infer = infer_attn_bwd, .cost = cost_attn_bwd, .workspace = ws_attn_bwd,
+    .kernel = {k_attn_bwd},
+};

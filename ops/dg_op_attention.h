@@ -1,0 +1,40 @@
+/* dg_op_attention.h — fused causal self-attention with grouped-query heads.
+ *
+ * attention(q, k, v) -> o, lse
+ *   q   [B, S, Hq, D]     (heads interleaved per token, as the QKV linear
+ *   k   [B, S, Hkv, D]     writes them: no transpose before attention)
+ *   v   [B, S, Hkv, D]     Hq % Hkv == 0: Hkv == Hq is MHA, 1 < Hkv < Hq
+ *                          GQA (query head h uses kv head h / (Hq/Hkv)),
+ *                          Hkv == 1 MQA
+ *   o   [B, S, Hq, D]      softmax(scale q k^T + causal mask) v, per head
+ *   lse [B, Hq, S]         log-sum-exp of each query row's scaled scores;
+ *                          saved for the backward, and what ring attention
+ *                          (CP) needs to merge partial results
+ * attrs: i[0] = causal (1: query i sees keys j <= i; 0: all keys)
+ *        f[0] = scale (> 0; dg_attention() puts 1/sqrt(D) for scale <= 0)
+ * Kernel: flash-style, O(S) memory (kernels/cpu/dg_cpu_attention.h).
+ * Cost: the matmul FLOPs, 4 B Hq S^2 D, halved when causal.
+ *
+ * attention_bwd(q, k, v, o, do, lse [, dlse]) -> dq, dk, dv
+ *   The adjoint of attention; dlse (the gradient of lse, [B, Hq, S]) is
+ *   optional. Same attrs as the forward node. Not differentiable again.
+ *   Cost: the FLOPs it runs, 14 B Hq S^2 D (halved when causal): 7 tile
+ *   products, since dQ is a separate pass that recomputes P and dP so that
+ *   results do not depend on the thread count.
+ */
+#ifndef DG_OP_ATTENTION_H
+#define DG_OP_ATTENTION_H
+
+#include "dg_op.h"
+
+extern const dg_op_def dg_op_attention;
+extern const dg_op_def dg_op_attention_bwd;
+
+/* Causal attention. Returns o's id (or -1 after a builder error) and, if
+ * lse_out is not NULL, writes lse's id there. scale <= 0 means 1/sqrt(D). */
+int dg_attention(dg_graph *g, int q, int k, int v, double scale, int *lse_out);
+
+/* The same with causal chosen (0: every query sees every key). */
+int dg_attention_ex(dg_graph *g, int q, int k, int v, int causal, double scale, int *lse_out);
+
+#endif /* DG_OP_ATTENTION_H */

@@ -1,0 +1,73 @@
+/* dg_op_rope.c — rope; its own adjoint with the inverse flag flipped. */
+#include "dg_op_rope.h"
+
+#include "dg_cpu_rope.h"
+#include "dg_ops_util.h"
+
+static int rope_node(dg_graph *g, int x, double base, int64_t pos_offset, int inverse) {
+    dg_attrs a = dg_attrs_zero();
+    a.i[0] = pos_offset;
+    a.i[1] = inverse;
+    a.f[0] = base;
+    return dg_add1(g, &dg_op_rope, &a, &x, 1, NULL);
+}
+
+static int infer_rope(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
+    DG_INFER_DTYPE(g, n, 0, DG_F32, err);
+    const dg_tensor *x = DG_IN(g, n, 0);
+    char s[64];
+    if (x->ndim != 4)
+        return DG_INFER_FAIL(err, "rule 'shape' broken: x is %s, expected [B, S, heads, head_dim]",
+                             dg_shape_str(x, s));
+    if (x->shape[3] % 2)
+        return DG_INFER_FAIL(err, "rule 'shape' broken: head_dim %lld must be even",
+                             (long long)x->shape[3]);
+    if (!(n->attrs.f[0] > 0))
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: base must be > 0, got %g", n->attrs.f[0]);
+    if (n->attrs.i[0] < 0)
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: pos_offset must be >= 0, got %lld",
+                             (long long)n->attrs.i[0]);
+    dg_desc_like(o, x);
+    return DG_OK;
+}
+
+/* The cos/sin tables: 2 x [S, D/2] floats. */
+static size_t ws_rope(const dg_graph *g, const dg_node *n, int nthreads) {
+    (void)nthreads;
+    const dg_tensor *x = DG_IN(g, n, 0);
+    return sizeof(float) * (size_t)(x->shape[1] * x->shape[3]);
+}
+
+static void cost_rope(const dg_graph *g, const dg_node *n, dg_cost *c) {
+    const dg_tensor *x = DG_IN(g, n, 0);
+    double e = (double)dg_tensor_numel(x);
+    c->flops = 3.0 * e;
+    c->bytes = 4.0 * (2.0 * e + (double)(x->shape[1] * x->shape[3]));
+}
+
+static int k_rope(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
+                  void *const *out) {
+    const dg_tensor *x = DG_IN(g, n, 0);
+    int64_t B = x->shape[0], S = x->shape[1], NH = x->shape[2], D = x->shape[3];
+    DG_ASSERT(e->workspace_bytes >= ws_rope(g, n, 1));
+    float *cos_t = e->workspace, *sin_t = cos_t + S * (D / 2);
+    dg_cpu_rope_table(e->team, S, D, n->attrs.f[0], n->attrs.i[0], cos_t, sin_t);
+    dg_cpu_rope_apply(e->team, in[0], out[0], cos_t, sin_t, B, S, NH, D, (int)n->attrs.i[1]);
+    return DG_OK;
+}
+
+static int adj_rope(dg_graph *g, const dg_node *n, const int *dout, int *din) {
+    din[0] = rope_node(g, dout[0], n->attrs.f[0], n->attrs.i[0], !n->attrs.i[1]);
+    return g->status;
+}
+
+const dg_op_def dg_op_rope = {
+    .name = "rope", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+    .iattr_names = {"pos_offset", "inverse"}, .fattr_names = {"base"},
+    .infer = infer_rope, .cost = cost_rope, .adjoint = adj_rope, .workspace = ws_rope,
+    .kernel = {k_rope},
+};
+
+int dg_rope(dg_graph *g, int x, double base, int64_t pos_offset) {
+    return rope_node(g, x, base, pos_offset, 0);
+}

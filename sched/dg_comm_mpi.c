@@ -1,0 +1,226 @@
+/* dg_comm_mpi.c — the comm interface over non-blocking MPI (see dg_comm_mpi.h). */
+#include "dg_comm_mpi.h"
+
+#include <limits.h>
+
+/* Every request: the MPI request, plus (all_to_allv) the int count and
+ * displacement arrays, which must outlive the call; wait() frees both. */
+typedef struct mpi_req {
+    MPI_Request r;
+    int *ints;
+} mpi_req;
+
+typedef struct mpi_impl {
+    MPI_Comm comm;
+} mpi_impl;
+
+static MPI_Comm comm_of(dg_comm *c) { return ((mpi_impl *)c->impl)->comm; }
+
+static int mpi_type(dg_dtype dt, MPI_Datatype *t, dg_err *err) {
+    switch (dt) {
+    case DG_F32: *t = MPI_FLOAT; return DG_OK;
+    case DG_I32: *t = MPI_INT32_T; return DG_OK;
+    case DG_I64: *t = MPI_INT64_T; return DG_OK;
+    case DG_U8: *t = MPI_UINT8_T; return DG_OK;
+    default:
+        return dg_err_set(err, DG_EINTERNAL, "comm mpi: no MPI type for %s", dg_dtype_name(dt));
+    }
+}
+
+/* MPI counts are int: refuse what does not fit rather than truncate. */
+static int fit(int64_t n, int *out, dg_err *err) {
+    if (n < 0 || n > INT_MAX)
+        return dg_err_set(err, DG_EINTERNAL, "comm mpi: count %lld does not fit an MPI int",
+                          (long long)n);
+    *out = (int)n;
+    return DG_OK;
+}
+
+static int started(int rc, const char *what, dg_comm_req *req, mpi_req *r, dg_err *err) {
+    if (rc != MPI_SUCCESS) {
+        dg_free(r);
+        req->impl = NULL;
+        return dg_err_set(err, DG_EINTERNAL, "comm mpi: %s returned %d", what, rc);
+    }
+    req->impl = r;
+    return DG_OK;
+}
+
+static int m_all_reduce(dg_comm *c, const void *send, void *recv, int64_t count, dg_dtype dt,
+                        dg_comm_req *req, dg_err *err) {
+    MPI_Datatype t;
+    int n = 0;
+    DG_TRY(mpi_type(dt, &t, err));
+    DG_TRY(fit(count, &n, err));
+    mpi_req *r = dg_calloc(1, sizeof *r);
+    return started(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, t, MPI_SUM,
+                                  comm_of(c), &r->r),
+                   "MPI_Iallreduce", req, r, err);
+}
+
+static int m_all_gather(dg_comm *c, const void *send, void *recv, int64_t count, dg_dtype dt,
+                        dg_comm_req *req, dg_err *err) {
+    MPI_Datatype t;
+    int n = 0;
+    DG_TRY(mpi_type(dt, &t, err));
+    DG_TRY(fit(count * c->size, &n, err));
+    n = (int)count;
+    mpi_req *r = dg_calloc(1, sizeof *r);
+    return started(MPI_Iallgather(send, n, t, recv, n, t, comm_of(c), &r->r), "MPI_Iallgather", req,
+                   r, err);
+}
+
+static int m_reduce_scatter(dg_comm *c, const void *send, void *recv, int64_t count, dg_dtype dt,
+                            dg_comm_req *req, dg_err *err) {
+    MPI_Datatype t;
+    int n = 0;
+    DG_TRY(mpi_type(dt, &t, err));
+    DG_TRY(fit(count * c->size, &n, err));
+    n = (int)count;
+    mpi_req *r = dg_calloc(1, sizeof *r);
+    return started(MPI_Ireduce_scatter_block(send, recv, n, t, MPI_SUM, comm_of(c), &r->r),
+                   "MPI_Ireduce_scatter_block", req, r, err);
+}
+
+static int m_all_to_allv(dg_comm *c, const void *send, const int64_t *sc, const int64_t *sd,
+                         void *recv, const int64_t *rc, const int64_t *rd, dg_dtype dt,
+                         dg_comm_req *req, dg_err *err) {
+    MPI_Datatype t;
+    DG_TRY(mpi_type(dt, &t, err));
+    int p = c->size;
+    int *v = dg_malloc(sizeof(int) * 4 * (size_t)p);
+    for (int i = 0; i < p; i++) {
+        int st = DG_OK;
+        if (st == DG_OK) st = fit(sc[i], &v[i], err);
+        if (st == DG_OK) st = fit(sd[i], &v[p + i], err);
+        if (st == DG_OK) st = fit(rc[i], &v[2 * p + i], err);
+        if (st == DG_OK) st = fit(rd[i], &v[3 * p + i], err);
+        if (st != DG_OK) {
+            dg_free(v);
+            return st;
+        }
+    }
+    mpi_req *a = dg_malloc(sizeof *a);
+    a->ints = v;
+    int rc_ = MPI_Ialltoallv(send, v, v + p, t, recv, v + 2 * p, v + 3 * p, t, comm_of(c), &a->r);
+    if (rc_ != MPI_SUCCESS) {
+        dg_free(v);
+        dg_free(a);
+        req->impl = NULL;
+        return dg_err_set(err, DG_EINTERNAL, "comm mpi: MPI_Ialltoallv returned %d", rc_);
+    }
+    req->impl = a;
+    return DG_OK;
+}
+
+static int m_p2p(dg_comm *c, void *buf, int64_t count, dg_dtype dt, int peer, int tag, int is_send,
+                 dg_comm_req *req, dg_err *err) {
+    MPI_Datatype t;
+    int n = 0;
+    DG_TRY(mpi_type(dt, &t, err));
+    DG_TRY(fit(count, &n, err));
+    mpi_req *a = dg_malloc(sizeof *a);
+    a->ints = NULL;
+    int rc = is_send ? MPI_Isend(buf, n, t, peer, tag, comm_of(c), &a->r)
+                     : MPI_Irecv(buf, n, t, peer, tag, comm_of(c), &a->r);
+    if (rc != MPI_SUCCESS) {
+        dg_free(a);
+        req->impl = NULL;
+        return dg_err_set(err, DG_EINTERNAL, "comm mpi: %s returned %d", is_send ? "MPI_Isend" : "MPI_Irecv", rc);
+    }
+    req->impl = a;
+    return DG_OK;
+}
+
+static int m_send(dg_comm *c, const void *buf, int64_t count, dg_dtype dt, int peer, int tag,
+                  dg_comm_req *req, dg_err *err) {
+    return m_p2p(c, (void *)buf, count, dt, peer, tag, 1, req, err);
+}
+
+static int m_recv(dg_comm *c, void *buf, int64_t count, dg_dtype dt, int peer, int tag,
+                  dg_comm_req *req, dg_err *err) {
+    return m_p2p(c, buf, count, dt, peer, tag, 0, req, err);
+}
+
+static int m_wait(dg_comm *c, dg_comm_req *req, dg_err *err) {
+    (void)c;
+    if (!req->impl) return DG_OK;
+    mpi_req *a = req->impl;
+    int rc = MPI_Wait(&a->r, MPI_STATUS_IGNORE);
+    dg_free(a->ints);
+    dg_free(a);
+    req->impl = NULL;
+    return rc == MPI_SUCCESS ? DG_OK : dg_err_set(err, DG_EINTERNAL, "comm mpi: MPI_Wait returned %d", rc);
+}
+
+static int m_test(dg_comm *c, dg_comm_req *req, int *done, dg_err *err) {
+    (void)c;
+    if (!req->impl) {
+        *done = 1;
+        return DG_OK;
+    }
+    mpi_req *a = req->impl;
+    int rc = MPI_Test(&a->r, done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return dg_err_set(err, DG_EINTERNAL, "comm mpi: MPI_Test returned %d", rc);
+    if (*done) {
+        dg_free(a->ints);
+        dg_free(a);
+        req->impl = NULL;
+    }
+    return DG_OK;
+}
+
+static int m_barrier(dg_comm *c, dg_err *err) {
+    int rc = MPI_Barrier(comm_of(c));
+    return rc == MPI_SUCCESS ? DG_OK : dg_err_set(err, DG_EINTERNAL, "comm mpi: MPI_Barrier returned %d", rc);
+}
+
+static int m_split(dg_comm *c, int color, int key, dg_comm **out, dg_err *err) {
+    MPI_Comm sub;
+    int rc = MPI_Comm_split(comm_of(c), color, key, &sub);
+    if (rc != MPI_SUCCESS) return dg_err_set(err, DG_EINTERNAL, "comm mpi: MPI_Comm_split returned %d", rc);
+    *out = dg_comm_mpi_new(sub, err);
+    MPI_Comm_free(&sub);
+    return *out ? DG_OK : DG_EINTERNAL;
+}
+
+static void m_free(dg_comm *c) {
+    mpi_impl *m = c->impl;
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Comm_free(&m->comm);
+    dg_free(m);
+    dg_free(c);
+}
+
+static const dg_comm_ops mpi_ops = {
+    .name = "mpi",
+    .all_reduce = m_all_reduce,
+    .all_gather = m_all_gather,
+    .reduce_scatter = m_reduce_scatter,
+    .all_to_allv = m_all_to_allv,
+    .send = m_send,
+    .recv = m_recv,
+    .wait = m_wait,
+    .test = m_test,
+    .barrier = m_barrier,
+    .split = m_split,
+    .free = m_free,
+};
+
+dg_comm *dg_comm_mpi_new(MPI_Comm comm, dg_err *err) {
+    int init = 0;
+    MPI_Initialized(&init);
+    if (!init) {
+        dg_err_set(err, DG_EINTERNAL, "comm mpi: MPI is not initialised");
+        return NULL;
+    }
+    dg_comm *c = dg_calloc(1, sizeof *c);
+    mpi_impl *m = dg_calloc(1, sizeof *m);
+    MPI_Comm_dup(comm, &m->comm);
+    MPI_Comm_rank(m->comm, &c->rank);
+    MPI_Comm_size(m->comm, &c->size);
+    c->ops = &mpi_ops;
+    c->impl = m;
+    return c;
+}

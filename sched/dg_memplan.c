@@ -1,0 +1,191 @@
+/* dg_memplan.c — lifetimes, greedy-by-size best-fit packing, validation
+ * (see dg_memplan.h). Quadratic in the number of activations, which is a
+ * few thousand for a step: planning is done once per graph, not per step. */
+#include "dg_memplan.h"
+
+#include <string.h>
+
+static size_t align_up(size_t n) {
+    return (n + DG_MEMPLAN_ALIGN - 1) & ~(size_t)(DG_MEMPLAN_ALIGN - 1);
+}
+
+static bool planned(const dg_tensor *t) { return t->role == DG_ROLE_ACTIVATION && t->producer >= 0; }
+
+static bool lives_overlap(const dg_memplan *mp, int a, int b) {
+    return mp->first[a] <= mp->last[b] && mp->first[b] <= mp->last[a];
+}
+
+/* Sort key for placement: biggest first, then earliest, then id. */
+typedef struct place_key {
+    size_t size;
+    int first, id;
+} place_key;
+
+static int place_cmp(const void *pa, const void *pb) {
+    const place_key *a = pa, *b = pb;
+    if (a->size != b->size) return a->size > b->size ? -1 : 1;
+    if (a->first != b->first) return a->first < b->first ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+int dg_memplan_build(const dg_graph *g, const int *order, const int *keep, int n_keep,
+                     dg_memplan *mp, dg_err *err) {
+    int nt = g->n_tensors, nn = g->n_nodes;
+    memset(mp, 0, sizeof *mp);
+    mp->n_tensors = nt;
+    mp->offset = dg_malloc(sizeof(int64_t) * (size_t)DG_MAX(nt, 1));
+    mp->size = dg_calloc((size_t)DG_MAX(nt, 1), sizeof(size_t));
+    mp->first = dg_malloc(sizeof(int) * (size_t)DG_MAX(nt, 1));
+    mp->last = dg_malloc(sizeof(int) * (size_t)DG_MAX(nt, 1));
+    int *pos = dg_malloc(sizeof(int) * (size_t)DG_MAX(nn, 1));
+    for (int k = 0; k < nn; k++) pos[order[k]] = k;
+
+    /* 1. lifetimes: [producer, last reader]; unread or kept: to the end */
+    for (int t = 0; t < nt; t++) {
+        mp->offset[t] = -1;
+        mp->first[t] = mp->last[t] = -1;
+        const dg_tensor *tt = &g->tensors[t];
+        if (!planned(tt)) continue;
+        if (tt->producer >= nn)
+            return dg_err_set(err, DG_EINTERNAL, "memplan: tensor %d has producer %d of %d nodes", t,
+                              tt->producer, nn);
+        mp->first[t] = pos[tt->producer];
+        mp->last[t] = -2; /* no reader yet */
+        mp->size[t] = align_up(dg_tensor_bytes(tt));
+        mp->naive_bytes += mp->size[t];
+        mp->n_planned++;
+    }
+    for (int v = 0; v < nn; v++)
+        for (int i = 0; i < g->nodes[v].n_in; i++) {
+            int t = g->nodes[v].in[i];
+            if (t >= 0 && t < nt && mp->first[t] >= 0) mp->last[t] = DG_MAX(mp->last[t], pos[v]);
+        }
+    for (int t = 0; t < nt; t++)
+        if (mp->first[t] >= 0 && mp->last[t] == -2) mp->last[t] = nn;
+    for (int k = 0; k < n_keep; k++)
+        if (keep[k] >= 0 && keep[k] < nt && mp->first[keep[k]] >= 0) mp->last[keep[k]] = nn;
+    dg_free(pos);
+
+    /* 2. the lower bound: live bytes at each position (difference array) */
+    int64_t *delta = dg_calloc((size_t)nn + 2, sizeof(int64_t));
+    for (int t = 0; t < nt; t++)
+        if (mp->first[t] >= 0) {
+            delta[mp->first[t]] += (int64_t)mp->size[t];
+            delta[mp->last[t] + 1] -= (int64_t)mp->size[t];
+        }
+    int64_t live = 0;
+    for (int k = 0; k <= nn; k++) {
+        live += delta[k];
+        if ((size_t)live > mp->live_peak_bytes) mp->live_peak_bytes = (size_t)live;
+    }
+    dg_free(delta);
+
+    /* 3. placement: biggest first, into the best (smallest) fitting gap
+     * among the tensors already placed whose lifetimes intersect */
+    place_key *keys = dg_malloc(sizeof *keys * (size_t)DG_MAX(mp->n_planned, 1));
+    int nk = 0;
+    for (int t = 0; t < nt; t++)
+        if (mp->first[t] >= 0) keys[nk++] = (place_key){mp->size[t], mp->first[t], t};
+    qsort(keys, (size_t)nk, sizeof *keys, place_cmp);
+    int *placed = dg_malloc(sizeof(int) * (size_t)DG_MAX(nk, 1)); /* sorted by offset */
+    int np = 0;
+    for (int k = 0; k < nk; k++) {
+        int t = keys[k].id;
+        size_t sz = mp->size[t], top = 0, best = 0, best_gap = SIZE_MAX;
+        bool found = false;
+        for (int j = 0; j < np; j++) {
+            int u = placed[j];
+            if (!lives_overlap(mp, t, u)) continue;
+            size_t uo = (size_t)mp->offset[u];
+            if (uo >= top && uo - top >= sz && uo - top < best_gap) {
+                best = top;
+                best_gap = uo - top;
+                found = true;
+            }
+            top = DG_MAX(top, uo + mp->size[u]);
+        }
+        mp->offset[t] = (int64_t)(found ? best : top);
+        /* insert keeping `placed` sorted by offset (ties by id) */
+        int at = np;
+        while (at > 0 && (mp->offset[placed[at - 1]] > mp->offset[t] ||
+                          (mp->offset[placed[at - 1]] == mp->offset[t] && placed[at - 1] > t))) {
+            placed[at] = placed[at - 1];
+            at--;
+        }
+        placed[at] = t;
+        np++;
+        mp->arena_bytes = DG_MAX(mp->arena_bytes, (size_t)mp->offset[t] + sz);
+    }
+    dg_free(placed);
+    dg_free(keys);
+    return DG_OK;
+}
+
+int dg_memplan_validate(const dg_graph *g, const dg_memplan *mp, dg_err *err) {
+    int nt = mp->n_tensors;
+    /* Sort by offset and sweep: only tensors whose ranges overlap in memory
+     * need a lifetime check, which keeps this near-linear on real plans. */
+    int *ids = dg_malloc(sizeof(int) * (size_t)DG_MAX(nt, 1));
+    int n = 0;
+    for (int t = 0; t < nt; t++) {
+        if (mp->offset[t] < 0) continue;
+        if (mp->offset[t] % DG_MEMPLAN_ALIGN) {
+            dg_free(ids);
+            return dg_err_set(err, DG_EINTERNAL, "memplan: tensor %d '%s' at offset %lld is not %d-byte aligned",
+                              t, g->tensors[t].name, (long long)mp->offset[t], DG_MEMPLAN_ALIGN);
+        }
+        if ((size_t)mp->offset[t] + dg_tensor_bytes(&g->tensors[t]) > mp->arena_bytes) {
+            dg_free(ids);
+            return dg_err_set(err, DG_EINTERNAL, "memplan: tensor %d '%s' ends past the arena (%zu bytes)",
+                              t, g->tensors[t].name, mp->arena_bytes);
+        }
+        ids[n++] = t;
+    }
+    /* insertion sort by offset: plans are small and mostly sorted by id */
+    for (int i = 1; i < n; i++) {
+        int v = ids[i], j = i;
+        while (j > 0 && mp->offset[ids[j - 1]] > mp->offset[v]) {
+            ids[j] = ids[j - 1];
+            j--;
+        }
+        ids[j] = v;
+    }
+    int st = DG_OK;
+    for (int i = 0; i < n && st == DG_OK; i++) {
+        int a = ids[i];
+        size_t a_end = (size_t)mp->offset[a] + dg_tensor_bytes(&g->tensors[a]);
+        for (int j = i + 1; j < n && (size_t)mp->offset[ids[j]] < a_end; j++) {
+            int b = ids[j];
+            if (lives_overlap(mp, a, b)) {
+                st = dg_err_set(err, DG_EINTERNAL,
+                                "memplan: tensors %d '%s' [%d,%d] and %d '%s' [%d,%d] are live together "
+                                "but overlap at arena bytes %lld..%zu",
+                                a, g->tensors[a].name, mp->first[a], mp->last[a], b,
+                                g->tensors[b].name, mp->first[b], mp->last[b],
+                                (long long)mp->offset[b], a_end);
+                break;
+            }
+        }
+    }
+    dg_free(ids);
+    return st;
+}
+
+void dg_memplan_free(dg_memplan *mp) {
+    dg_free(mp->offset);
+    dg_free(mp->size);
+    dg_free(mp->first);
+    dg_free(mp->last);
+    memset(mp, 0, sizeof *mp);
+}
+
+void dg_memplan_print(const dg_memplan *mp, FILE *f) {
+    double mib = 1024.0 * 1024.0;
+    fprintf(f,
+            "memory plan: %d activations, planned peak %.3f MiB (%zu bytes) vs naive sum %.3f MiB "
+            "(%zu bytes): %.2fx smaller; lower bound %.3f MiB\n",
+            mp->n_planned, (double)mp->arena_bytes / mib, mp->arena_bytes,
+            (double)mp->naive_bytes / mib, mp->naive_bytes,
+            mp->arena_bytes ? (double)mp->naive_bytes / (double)mp->arena_bytes : 0.0,
+            (double)mp->live_peak_bytes / mib);
+}

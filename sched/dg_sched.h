@@ -1,0 +1,143 @@
+/* dg_sched.h — the scheduler: a plan for a graph, a runtime to run it on.
+ *
+ *   dg_sched_plan *p = dg_sched_plan_new(g, NULL, &err);   // once per graph
+ *   dg_runtime *rt = dg_runtime_new(NULL, &err);            // once per process
+ *   dg_runtime_bind(rt, p, &err);                            // arena + buffers
+ *   memcpy(dg_runtime_ptr(rt, io.tokens), tokens, ...);     // fill inputs, params
+ *   dg_sched_stats st;
+ *   dg_sched_run(p, rt, &st, &err);                          // one step
+ *   dg_sched_stats_print(&st, stdout, "");
+ *
+ * The plan (numbered as in dg_sched.c):
+ *   1. data edges: producer -> reader for every tensor read by a node;
+ *   2. priorities: bottom levels from op cost, node->priority first (dg_prio.h);
+ *   3. the plan order: Kahn's algorithm taking the most urgent ready node;
+ *   4. the memory plan against that order (dg_memplan.h) and its validator;
+ *   5. memory edges (below); 6. stream assignment: collectives (op->comm !=
+ *   DG_COMM_NONE) or nodes a pass put on DG_STREAM_COMM go to the comm
+ *   stream, everything else to the compute stream.
+ *
+ * Why memory edges: the memory plan is computed against one fixed order, but
+ * the executor runs two streams at once and picks among ready compute tasks
+ * by priority, so the run order differs from the plan order. The plan stays
+ * valid if a tensor's slot is reused only after the previous occupants are
+ * dead: for every two planned tensors A and B that share arena bytes and
+ * where A dies before B is born (in the plan order), every reader of A (or A's
+ * producer, if unread) gets an edge to B's producer. These edges all point
+ * forward in the plan order, so the graph stays acyclic and the executor
+ * cannot deadlock; most coincide with data edges already there. The
+ * alternative, planning against a stream-aware order, would still need the
+ * same edges to be safe under timing, so we plan simply and constrain.
+ *
+ * The runtime (dg_runtime) owns the threads: a compute team of N workers
+ * pinned to the rank's cores (dg_pool; its member 0 is the compute stream's
+ * driver), a comm stream thread, the comm groups (a "self" group of one by
+ * default), the arena and the persistent buffers (parameters, gradients,
+ * optimizer state, inputs), and an optional trace recorder. Idle threads
+ * sleep on condition variables.
+ *
+ * Determinism: compute kernels run one at a time on the whole team and
+ * split rows only; the comm stream runs in plan order; every dependency is
+ * an edge. So losses and gradients are bitwise identical for any worker
+ * count and any timing.
+ */
+#ifndef DG_SCHED_H
+#define DG_SCHED_H
+
+#include <stdio.h>
+
+#include "dg_comm.h"
+#include "dg_memplan.h"
+#include "dg_team.h"
+#include "dg_topo.h"
+#include "dg_trace.h"
+
+/* ---- the plan ---------------------------------------------------------------- */
+
+typedef struct dg_sched_opts {
+    const int *keep; /* activations the caller reads after the step (the loss...) */
+    int n_keep;
+    int no_memory_plan; /* 1: every tensor gets its own buffer (for debugging) */
+} dg_sched_opts;
+
+/* Read-only after dg_sched_plan_new. Arrays are indexed by node id unless
+ * said otherwise. */
+typedef struct dg_sched_plan {
+    const dg_graph *g; /* borrowed: must outlive the plan, not change */
+    int n_nodes;
+    int *order;        /* [n_nodes] plan order (position -> node) */
+    int *pos;          /* node -> position in order */
+    double *bottom;    /* bottom level (cost to the end of the step) */
+    int *rank;         /* priority rank, 0 = most urgent */
+    int *stream;       /* dg_stream_class of each node */
+    int *succ_off;     /* [n_nodes+1] CSR successors: data and memory edges */
+    int *succ;
+    int *npred;        /* number of predecessors (in-degree over succ) */
+    int n_data_edges, n_mem_edges;
+    int n_stream[DG_STREAM_COUNT];  /* tasks per stream */
+    int *seq[DG_STREAM_COUNT];      /* each stream's tasks in plan order */
+    dg_memplan mem;
+    int planned;       /* 0 with opts->no_memory_plan */
+} dg_sched_plan;
+
+/* Build the plan. Returns NULL with err set (a cycle, a node without op). */
+dg_sched_plan *dg_sched_plan_new(const dg_graph *g, const dg_sched_opts *o, dg_err *err);
+void dg_sched_plan_free(dg_sched_plan *p);
+
+/* ---- the runtime --------------------------------------------------------------- */
+
+typedef struct dg_runtime_opts {
+    int compute_threads; /* 0: the number of cores in this rank's cpuset */
+    int no_pin;          /* 1: do not bind threads (topology is still read) */
+    int rank;            /* the trace's pid */
+    /* Comm group per parallel axis (borrowed). NULL entries use a "self"
+     * group of one that the runtime owns. */
+    dg_comm *groups[DG_AXIS_COUNT];
+} dg_runtime_opts;
+
+typedef struct dg_runtime dg_runtime;
+
+dg_runtime *dg_runtime_new(const dg_runtime_opts *o, dg_err *err);
+void dg_runtime_free(dg_runtime *rt);
+
+int dg_runtime_threads(const dg_runtime *rt); /* compute team size */
+const dg_team *dg_runtime_team(const dg_runtime *rt);
+dg_topo *dg_runtime_topo(dg_runtime *rt);
+
+/* Attach a trace recorder (borrowed; NULL detaches). Every later step is
+ * recorded into it. */
+void dg_runtime_set_trace(dg_runtime *rt, dg_trace *tr);
+
+/* Allocate the arena and persistent buffers for p's graph (zeroed). Binding
+ * another plan of the same graph keeps the persistent buffers (parameters
+ * survive); a different graph reallocates them. dg_sched_run binds for you. */
+int dg_runtime_bind(dg_runtime *rt, const dg_sched_plan *p, dg_err *err);
+
+/* Host pointer of tensor t in the bound plan (NULL before binding). Arena
+ * tensors are valid from their producer to their last reader, so read them
+ * after a step only if they are unread or listed in opts->keep. */
+void *dg_runtime_ptr(const dg_runtime *rt, int t);
+
+/* ---- a step ------------------------------------------------------------------------ */
+
+typedef struct dg_sched_stats {
+    int step;                           /* 0, 1, ... per runtime */
+    int n_tasks;
+    int n_tasks_stream[DG_STREAM_COUNT];
+    double t_step;                      /* wall seconds from first task start to last task end */
+    double busy[DG_STREAM_COUNT];       /* seconds each stream ran tasks */
+    double exposed_comm;                /* comm seconds with no compute running */
+    double hidden_frac;                 /* h = (T_comp + T_comm - T_step) / T_comm; 0 without comm */
+    double overhead_per_task;           /* seconds of scheduler work (dequeue, release) per task */
+    double wall;                        /* seconds inside dg_sched_run, hand-off included */
+} dg_sched_stats;
+
+/* Run one step of p on rt. stats may be NULL. Returns DG_OK or the first
+ * failing task's status with err naming its node. */
+int dg_sched_run(dg_sched_plan *p, dg_runtime *rt, dg_sched_stats *stats, dg_err *err);
+
+/* The per-step summary: busy time per stream, exposed communication, h,
+ * scheduler overhead per task. */
+void dg_sched_stats_print(const dg_sched_stats *s, FILE *f, const char *prefix);
+
+#endif /* DG_SCHED_H */

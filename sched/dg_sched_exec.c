@@ -1,0 +1,395 @@
+/* dg_sched_exec.c — the runtime (threads, buffers) and running a step.
+ *
+ * One driver thread per stream. All scheduler state of a step lives in a
+ * run_state guarded by one mutex: per-node remaining-predecessor counts, a
+ * ready heap per out-of-order stream (compute), a cursor per in-order stream
+ * (comm). A driver takes a task under the lock, runs it unlocked, then under
+ * the lock releases its successors (an edge to another stream signals that
+ * stream's driver) and counts it done. A driver with nothing to do sleeps on
+ * its condition variable; the caller of dg_sched_run sleeps until the step
+ * is finished. One lock is enough: a task holds it twice for well under a
+ * microsecond, and compute kernels run one at a time anyway.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "dg_op.h"
+#include "dg_pool.h"
+#include "dg_prio.h"
+#include "dg_sched.h"
+#include "dg_stream.h"
+
+typedef struct run_state {
+    const dg_sched_plan *p;
+    int *remaining;                 /* per node: predecessors not finished */
+    dg_heap heap[DG_STREAM_COUNT];  /* ready tasks of out-of-order streams */
+    int next[DG_STREAM_COUNT];      /* in-order streams: index into p->seq[s] */
+    int done, inflight, failed, finished, status;
+    dg_err err;
+    double *t0, *t1;                /* per node: start and end (dg_now) */
+    double sched_time[DG_STREAM_COUNT];
+} run_state;
+
+typedef struct driver {
+    struct dg_runtime *rt;
+    int s; /* stream index */
+    pthread_t thread;
+} driver;
+
+struct dg_runtime {
+    dg_topo *topo;
+    dg_pool *pool;
+    int nthreads, rank, pin;
+    dg_stream *streams[DG_STREAM_COUNT];
+    dg_comm *self;
+    dg_comm *groups[DG_AXIS_COUNT];
+    driver drivers[DG_STREAM_COUNT];
+    int started; /* drivers that have bound themselves */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv[DG_STREAM_COUNT];
+    pthread_cond_t cv_caller;
+    run_state *run; /* the step in progress, NULL when idle */
+    int stop;
+
+    dg_trace *trace;
+    int step;
+
+    /* buffers of the bound plan */
+    const dg_graph *bound_graph;
+    int bound_nt;
+    void *arena;
+    size_t arena_bytes;
+    void **persist; /* per tensor: its own buffer, or NULL */
+    void **ptr;     /* per tensor: where it lives now */
+};
+
+/* ---- the step's state machine (all under rt->mu) ---------------------------------- */
+
+static int has_work(const dg_runtime *rt, const run_state *rs, int s) {
+    if (rs->failed) return 0;
+    if (rt->streams[s]->in_order) {
+        const dg_sched_plan *p = rs->p;
+        return rs->next[s] < p->n_stream[s] && rs->remaining[p->seq[s][rs->next[s]]] == 0;
+    }
+    return rs->heap[s].n > 0;
+}
+
+static int take(const dg_runtime *rt, run_state *rs, int s) {
+    if (rt->streams[s]->in_order) return rs->p->seq[s][rs->next[s]++];
+    return dg_heap_pop(&rs->heap[s]);
+}
+
+/* Node v's last predecessor finished: queue it and wake its stream's driver
+ * unless that is the caller itself (it will look again before sleeping). */
+static void make_ready(dg_runtime *rt, run_state *rs, int v, int self) {
+    const dg_sched_plan *p = rs->p;
+    int s = p->stream[v];
+    if (rt->streams[s]->in_order) {
+        if (rs->next[s] < p->n_stream[s] && p->seq[s][rs->next[s]] == v && s != self)
+            pthread_cond_signal(&rt->cv[s]);
+    } else {
+        dg_heap_push(&rs->heap[s], v);
+        if (s != self) pthread_cond_signal(&rt->cv[s]);
+    }
+}
+
+static void release(dg_runtime *rt, run_state *rs, int v, int self) {
+    const dg_sched_plan *p = rs->p;
+    for (int e = p->succ_off[v]; e < p->succ_off[v + 1]; e++) {
+        int w = p->succ[e];
+        if (--rs->remaining[w] == 0) make_ready(rt, rs, w, self);
+    }
+}
+
+static void check_finished(dg_runtime *rt, run_state *rs) {
+    if (rs->done == rs->p->n_nodes || (rs->failed && rs->inflight == 0)) {
+        rs->finished = 1;
+        pthread_cond_signal(&rt->cv_caller);
+        return;
+    }
+    if (rs->inflight == 0) { /* nothing running: someone must have work */
+        for (int s = 0; s < DG_STREAM_COUNT; s++)
+            if (has_work(rt, rs, s)) return;
+        rs->failed = 1;
+        rs->status = dg_err_set(&rs->err, DG_EINTERNAL, "scheduler stalled after %d of %d tasks",
+                                rs->done, rs->p->n_nodes);
+        rs->finished = 1;
+        pthread_cond_signal(&rt->cv_caller);
+    }
+}
+
+static void *driver_main(void *arg) {
+    driver *d = arg;
+    dg_runtime *rt = d->rt;
+    int s = d->s;
+    if (rt->pin) {
+        if (s == DG_STREAM_COMPUTE) dg_topo_bind_self(rt->topo, 0, "compute.0");
+        else dg_topo_bind_self(rt->topo, -1, dg_stream_name((dg_stream_class)s));
+    }
+    pthread_mutex_lock(&rt->mu);
+    rt->started++;
+    pthread_cond_broadcast(&rt->cv_caller);
+    for (;;) {
+        while (!rt->stop && !(rt->run && has_work(rt, rt->run, s))) pthread_cond_wait(&rt->cv[s], &rt->mu);
+        if (rt->stop) break;
+        double tw = dg_now();
+        run_state *rs = rt->run;
+        const dg_sched_plan *p = rs->p;
+        const dg_graph *g = p->g;
+        int v = take(rt, rs, s);
+        rs->inflight++;
+        pthread_mutex_unlock(&rt->mu);
+
+        /* run the task, unlocked */
+        const dg_node *n = &g->nodes[v];
+        void *in[DG_MAX_INPUTS], *out[DG_MAX_OUTPUTS];
+        for (int i = 0; i < n->n_in; i++) in[i] = n->in[i] >= 0 ? rt->ptr[n->in[i]] : NULL;
+        for (int j = 0; j < n->n_out; j++) out[j] = n->out[j] >= 0 ? rt->ptr[n->out[j]] : NULL;
+        dg_err e = {{0}};
+        double t0 = dg_now();
+        int st = rt->streams[s]->ops->exec(rt->streams[s], g, n, in, out, &e);
+        double t1 = dg_now();
+
+        pthread_mutex_lock(&rt->mu);
+        rs->t0[v] = t0;
+        rs->t1[v] = t1;
+        if (st != DG_OK) {
+            if (!rs->failed) {
+                rs->failed = 1;
+                rs->status = st;
+                rs->err = e;
+            }
+        } else {
+            release(rt, rs, v, s);
+        }
+        rs->done++;
+        rs->inflight--;
+        check_finished(rt, rs);
+        rs->sched_time[s] += (t0 - tw) + (dg_now() - t1);
+    }
+    pthread_mutex_unlock(&rt->mu);
+    return NULL;
+}
+
+/* ---- the runtime ------------------------------------------------------------------------ */
+
+dg_runtime *dg_runtime_new(const dg_runtime_opts *o, dg_err *err) {
+    dg_runtime_opts dflt;
+    memset(&dflt, 0, sizeof dflt);
+    if (!o) o = &dflt;
+    dg_topo *topo = dg_topo_new(err);
+    if (!topo) return NULL;
+    dg_topo_info info;
+    dg_topo_get_info(topo, &info);
+    int nth = o->compute_threads > 0 ? o->compute_threads : info.rank_cores;
+    if (nth < 1) nth = 1;
+    if (nth > 1024) {
+        dg_topo_free(topo);
+        dg_err_set(err, DG_EINPUT, "compute threads: %d is more than 1024", nth);
+        return NULL;
+    }
+    dg_runtime *rt = dg_calloc(1, sizeof *rt);
+    rt->topo = topo;
+    rt->nthreads = nth;
+    rt->rank = o->rank;
+    rt->pin = !o->no_pin;
+    rt->self = dg_comm_self_new();
+    for (int a = 0; a < DG_AXIS_COUNT; a++) rt->groups[a] = o->groups[a] ? o->groups[a] : rt->self;
+    rt->pool = dg_pool_new(nth, rt->pin ? topo : NULL, 0, "compute");
+    rt->streams[DG_STREAM_COMPUTE] = dg_stream_cpu_compute_new(dg_pool_team(rt->pool));
+    rt->streams[DG_STREAM_COMM] = dg_stream_cpu_comm_new(rt->groups);
+    DG_CHECK0(pthread_mutex_init(&rt->mu, NULL));
+    DG_CHECK0(pthread_cond_init(&rt->cv_caller, NULL));
+    for (int s = 0; s < DG_STREAM_COUNT; s++) {
+        DG_CHECK0(pthread_cond_init(&rt->cv[s], NULL));
+        rt->drivers[s] = (driver){rt, s, 0};
+        DG_CHECK0(pthread_create(&rt->drivers[s].thread, NULL, driver_main, &rt->drivers[s]));
+    }
+    /* Wait until the drivers are pinned, so a placement report is complete. */
+    pthread_mutex_lock(&rt->mu);
+    while (rt->started < DG_STREAM_COUNT) pthread_cond_wait(&rt->cv_caller, &rt->mu);
+    pthread_mutex_unlock(&rt->mu);
+    return rt;
+}
+
+void dg_runtime_free(dg_runtime *rt) {
+    if (!rt) return;
+    pthread_mutex_lock(&rt->mu);
+    rt->stop = 1;
+    for (int s = 0; s < DG_STREAM_COUNT; s++) pthread_cond_broadcast(&rt->cv[s]);
+    pthread_mutex_unlock(&rt->mu);
+    for (int s = 0; s < DG_STREAM_COUNT; s++) DG_CHECK0(pthread_join(rt->drivers[s].thread, NULL));
+    for (int s = 0; s < DG_STREAM_COUNT; s++) {
+        dg_stream_free(rt->streams[s]);
+        pthread_cond_destroy(&rt->cv[s]);
+    }
+    pthread_cond_destroy(&rt->cv_caller);
+    pthread_mutex_destroy(&rt->mu);
+    dg_pool_free(rt->pool);
+    dg_comm_free(rt->self);
+    if (rt->persist)
+        for (int t = 0; t < rt->bound_nt; t++) dg_free(rt->persist[t]);
+    dg_free(rt->persist);
+    dg_free(rt->ptr);
+    dg_free(rt->arena);
+    dg_topo_free(rt->topo);
+    dg_free(rt);
+}
+
+int dg_runtime_threads(const dg_runtime *rt) { return rt->nthreads; }
+const dg_team *dg_runtime_team(const dg_runtime *rt) { return dg_pool_team(rt->pool); }
+dg_topo *dg_runtime_topo(dg_runtime *rt) { return rt->topo; }
+void dg_runtime_set_trace(dg_runtime *rt, dg_trace *tr) { rt->trace = tr; }
+
+int dg_runtime_bind(dg_runtime *rt, const dg_sched_plan *p, dg_err *err) {
+    (void)err;
+    const dg_graph *g = p->g;
+    int nt = g->n_tensors;
+    if (rt->bound_graph != g || rt->bound_nt != nt) {
+        if (rt->persist)
+            for (int t = 0; t < rt->bound_nt; t++) dg_free(rt->persist[t]);
+        dg_free(rt->persist);
+        dg_free(rt->ptr);
+        rt->persist = dg_calloc((size_t)DG_MAX(nt, 1), sizeof(void *));
+        rt->ptr = dg_calloc((size_t)DG_MAX(nt, 1), sizeof(void *));
+        rt->bound_graph = g;
+        rt->bound_nt = nt;
+    }
+    size_t need = p->planned ? p->mem.arena_bytes : 0;
+    if (need > rt->arena_bytes) {
+        /* One allocation for all activations (jemalloc, 64-byte aligned). */
+        dg_free(rt->arena);
+        rt->arena = dg_aligned_alloc(need);
+        rt->arena_bytes = need;
+    }
+    for (int t = 0; t < nt; t++) {
+        if (p->planned && p->mem.offset[t] >= 0) {
+            rt->ptr[t] = (char *)rt->arena + p->mem.offset[t];
+            continue;
+        }
+        if (!rt->persist[t]) rt->persist[t] = dg_aligned_alloc(dg_tensor_bytes(&g->tensors[t]));
+        rt->ptr[t] = rt->persist[t];
+    }
+    return DG_OK;
+}
+
+void *dg_runtime_ptr(const dg_runtime *rt, int t) {
+    return rt->ptr && t >= 0 && t < rt->bound_nt ? rt->ptr[t] : NULL;
+}
+
+/* ---- a step ---------------------------------------------------------------------------- */
+
+typedef struct ival {
+    double a, b;
+} ival;
+
+static int ival_cmp(const void *x, const void *y) {
+    double a = ((const ival *)x)->a, b = ((const ival *)y)->a;
+    return (a > b) - (a < b);
+}
+
+/* Time of the comm intervals not covered by any compute interval. Each
+ * stream's intervals are disjoint (a stream runs one task at a time). */
+static double exposed(ival *comp, int nc, ival *comm, int nm) {
+    qsort(comp, (size_t)nc, sizeof *comp, ival_cmp);
+    qsort(comm, (size_t)nm, sizeof *comm, ival_cmp);
+    double total = 0;
+    int j = 0;
+    for (int i = 0; i < nm; i++) {
+        double a = comm[i].a, b = comm[i].b, covered = 0;
+        while (j < nc && comp[j].b <= a) j++;
+        for (int k = j; k < nc && comp[k].a < b; k++)
+            covered += DG_MIN(b, comp[k].b) - DG_MAX(a, comp[k].a);
+        total += (b - a) - covered;
+    }
+    return total;
+}
+
+static void step_stats(const dg_sched_plan *p, const run_state *rs, dg_sched_stats *st) {
+    int nn = p->n_nodes;
+    double lo = nn ? rs->t0[0] : 0, hi = nn ? rs->t1[0] : 0;
+    ival *iv[DG_STREAM_COUNT];
+    int ni[DG_STREAM_COUNT] = {0};
+    for (int s = 0; s < DG_STREAM_COUNT; s++) iv[s] = dg_malloc(sizeof(ival) * (size_t)DG_MAX(nn, 1));
+    st->n_tasks = nn;
+    for (int v = 0; v < nn; v++) {
+        int s = p->stream[v];
+        lo = DG_MIN(lo, rs->t0[v]);
+        hi = DG_MAX(hi, rs->t1[v]);
+        st->busy[s] += rs->t1[v] - rs->t0[v];
+        st->n_tasks_stream[s]++;
+        iv[s][ni[s]++] = (ival){rs->t0[v], rs->t1[v]};
+    }
+    st->t_step = hi - lo;
+    double tc = st->busy[DG_STREAM_COMPUTE], tm = st->busy[DG_STREAM_COMM];
+    st->exposed_comm = exposed(iv[DG_STREAM_COMPUTE], ni[DG_STREAM_COMPUTE], iv[DG_STREAM_COMM],
+                               ni[DG_STREAM_COMM]);
+    st->hidden_frac = tm > 0 ? (tc + tm - st->t_step) / tm : 0;
+    double sched = 0;
+    for (int s = 0; s < DG_STREAM_COUNT; s++) {
+        sched += rs->sched_time[s];
+        dg_free(iv[s]);
+    }
+    st->overhead_per_task = nn ? sched / nn : 0;
+}
+
+int dg_sched_run(dg_sched_plan *p, dg_runtime *rt, dg_sched_stats *stats, dg_err *err) {
+    double w0 = dg_now();
+    /* Cheap when already bound (a pointer per tensor), and it re-points the
+     * arena tensors if the caller alternates plans of one graph. */
+    DG_TRY(dg_runtime_bind(rt, p, err));
+    int nn = p->n_nodes;
+    size_t sz = (size_t)DG_MAX(nn, 1);
+    run_state rs;
+    memset(&rs, 0, sizeof rs);
+    rs.p = p;
+    rs.remaining = dg_malloc(sizeof(int) * sz);
+    memcpy(rs.remaining, p->npred, sizeof(int) * (size_t)nn);
+    rs.t0 = dg_calloc(sz, sizeof(double));
+    rs.t1 = dg_calloc(sz, sizeof(double));
+    for (int s = 0; s < DG_STREAM_COUNT; s++)
+        rs.heap[s] = (dg_heap){dg_malloc(sizeof(int) * (size_t)DG_MAX(p->n_stream[s], 1)), 0, p->rank};
+
+    pthread_mutex_lock(&rt->mu);
+    DG_ASSERT(rt->run == NULL); /* one step at a time per runtime */
+    for (int k = 0; k < nn; k++)
+        if (rs.remaining[p->order[k]] == 0) make_ready(rt, &rs, p->order[k], -1);
+    if (nn == 0) rs.finished = 1;
+    rt->run = &rs;
+    for (int s = 0; s < DG_STREAM_COUNT; s++) pthread_cond_signal(&rt->cv[s]);
+    while (!rs.finished) pthread_cond_wait(&rt->cv_caller, &rt->mu);
+    rt->run = NULL;
+    pthread_mutex_unlock(&rt->mu);
+
+    int st = rs.status;
+    if (st != DG_OK && err) *err = rs.err;
+    dg_sched_stats local;
+    memset(&local, 0, sizeof local);
+    local.step = rt->step;
+    if (st == DG_OK) {
+        step_stats(p, &rs, &local);
+        if (rt->trace)
+            for (int v = 0; v < nn; v++)
+                dg_trace_add(rt->trace, p->g, v, p->stream[v], rt->step, rs.t0[v], rs.t1[v]);
+    }
+    rt->step++;
+    local.wall = dg_now() - w0;
+    if (stats) *stats = local;
+    dg_free(rs.remaining);
+    dg_free(rs.t0);
+    dg_free(rs.t1);
+    for (int s = 0; s < DG_STREAM_COUNT; s++) dg_free(rs.heap[s].a);
+    return st;
+}
+
+void dg_sched_stats_print(const dg_sched_stats *s, FILE *f, const char *prefix) {
+    if (!prefix) prefix = "";
+    fprintf(f,
+            "%sstep %d: %d tasks in %.3f ms | compute busy %.3f ms (%d tasks) | comm busy %.3f ms "
+            "(%d tasks) | exposed comm %.3f ms | hidden comm h = %.3f | scheduler overhead %.3f us/task\n",
+            prefix, s->step, s->n_tasks, 1e3 * s->t_step, 1e3 * s->busy[DG_STREAM_COMPUTE],
+            s->n_tasks_stream[DG_STREAM_COMPUTE], 1e3 * s->busy[DG_STREAM_COMM],
+            s->n_tasks_stream[DG_STREAM_COMM], 1e3 * s->exposed_comm, s->hidden_frac,
+            1e6 * s->overhead_per_task);
+}

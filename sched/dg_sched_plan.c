@@ -1,0 +1,205 @@
+/* dg_sched_plan.c — from a graph to a plan: edges, priorities, order, memory
+ * plan, memory edges, streams (the numbered passes of dg_sched.h). */
+#include <string.h>
+
+#include "dg_op.h"
+#include "dg_prio.h"
+#include "dg_sched.h"
+
+/* Edges are (from, to) packed into one int64 so sorting dedups them. */
+static int64_t edge(int from, int to) { return ((int64_t)from << 32) | (uint32_t)to; }
+static int edge_from(int64_t e) { return (int)(e >> 32); }
+static int edge_to(int64_t e) { return (int)(uint32_t)e; }
+
+static int i64_cmp(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct edge_list {
+    int64_t *e;
+    int n, cap;
+} edge_list;
+
+static void edges_push(edge_list *l, int from, int to) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 256;
+        l->e = dg_realloc(l->e, sizeof(int64_t) * (size_t)l->cap);
+    }
+    l->e[l->n++] = edge(from, to);
+}
+
+/* Sort and drop duplicates. */
+static void edges_unique(edge_list *l) {
+    if (l->n == 0) return;
+    qsort(l->e, (size_t)l->n, sizeof(int64_t), i64_cmp);
+    int k = 1;
+    for (int i = 1; i < l->n; i++)
+        if (l->e[i] != l->e[k - 1]) l->e[k++] = l->e[i];
+    l->n = k;
+}
+
+/* CSR successors from a sorted, unique edge list. */
+static void edges_csr(const edge_list *l, int nn, int **off, int **succ) {
+    *off = dg_calloc((size_t)nn + 1, sizeof(int));
+    *succ = dg_malloc(sizeof(int) * (size_t)DG_MAX(l->n, 1));
+    for (int i = 0; i < l->n; i++) (*off)[edge_from(l->e[i]) + 1]++;
+    for (int v = 0; v < nn; v++) (*off)[v + 1] += (*off)[v];
+    for (int i = 0; i < l->n; i++) (*succ)[i] = edge_to(l->e[i]); /* sorted by from */
+}
+
+/* 5. memory edges: see dg_sched.h. Sweep the planned tensors by offset;
+ * for each pair sharing bytes, order the earlier one's readers (and
+ * producer) before the later one's producer. */
+static void memory_edges(const dg_graph *g, const dg_memplan *mp, edge_list *l) {
+    dg_uses u;
+    dg_uses_build(g, &u);
+    int nt = g->n_tensors, n = 0;
+    int *ids = dg_malloc(sizeof(int) * (size_t)DG_MAX(nt, 1));
+    for (int t = 0; t < nt; t++)
+        if (mp->offset[t] >= 0) ids[n++] = t;
+    for (int i = 1; i < n; i++) { /* insertion sort by offset */
+        int v = ids[i], j = i;
+        while (j > 0 && mp->offset[ids[j - 1]] > mp->offset[v]) {
+            ids[j] = ids[j - 1];
+            j--;
+        }
+        ids[j] = v;
+    }
+    for (int i = 0; i < n; i++) {
+        int a = ids[i];
+        int64_t a_end = mp->offset[a] + (int64_t)mp->size[a];
+        for (int j = i + 1; j < n && mp->offset[ids[j]] < a_end; j++) {
+            int b = ids[j], x = a, y = b;
+            if (mp->last[x] >= mp->first[y]) { /* try the other way round */
+                x = b;
+                y = a;
+                if (mp->last[x] >= mp->first[y]) continue; /* live together: validator's job */
+            }
+            int py = g->tensors[y].producer;
+            edges_push(l, g->tensors[x].producer, py);
+            for (int k = u.offsets[x]; k < u.offsets[x + 1]; k++)
+                if (u.nodes[k] != py) edges_push(l, u.nodes[k], py);
+        }
+    }
+    dg_free(ids);
+    dg_uses_free(&u);
+}
+
+dg_sched_plan *dg_sched_plan_new(const dg_graph *g, const dg_sched_opts *o, dg_err *err) {
+    dg_sched_opts dflt = {0};
+    if (!o) o = &dflt;
+    int nn = g->n_nodes;
+    for (int v = 0; v < nn; v++)
+        if (!g->nodes[v].op) {
+            dg_err_set(err, DG_EINPUT, "scheduler: node %d '%s' has no op", v, g->nodes[v].name);
+            return NULL;
+        }
+    dg_sched_plan *p = dg_calloc(1, sizeof *p);
+    p->g = g;
+    p->n_nodes = nn;
+    size_t sz = (size_t)DG_MAX(nn, 1);
+    p->order = dg_malloc(sizeof(int) * sz);
+    p->pos = dg_malloc(sizeof(int) * sz);
+    p->bottom = dg_malloc(sizeof(double) * sz);
+    p->rank = dg_malloc(sizeof(int) * sz);
+    p->stream = dg_malloc(sizeof(int) * sz);
+    p->npred = dg_calloc(sz, sizeof(int));
+
+    /* 1. data edges, and a plain topological order (also the cycle check) */
+    edge_list el = {0};
+    for (int v = 0; v < nn; v++)
+        for (int i = 0; i < g->nodes[v].n_in; i++) {
+            int t = g->nodes[v].in[i];
+            if (t < 0 || t >= g->n_tensors) continue;
+            int u = g->tensors[t].producer;
+            if (u >= 0 && u != v) edges_push(&el, u, v);
+        }
+    edges_unique(&el);
+    p->n_data_edges = el.n;
+    if (dg_graph_topo_order(g, p->order, err) != DG_OK) {
+        dg_free(el.e);
+        dg_sched_plan_free(p);
+        return NULL;
+    }
+    int *doff, *dsucc;
+    edges_csr(&el, nn, &doff, &dsucc);
+
+    /* 2. priorities: bottom levels, then the rank order */
+    dg_prio_bottom_levels(g, p->order, doff, dsucc, p->bottom);
+    dg_prio_rank(g, p->bottom, p->rank);
+
+    /* 3. the plan order: list scheduling by rank over the data edges */
+    {
+        int *indeg = dg_calloc(sz, sizeof(int));
+        for (int i = 0; i < el.n; i++) indeg[edge_to(el.e[i])]++;
+        dg_heap h = {dg_malloc(sizeof(int) * sz), 0, p->rank};
+        for (int v = 0; v < nn; v++)
+            if (indeg[v] == 0) dg_heap_push(&h, v);
+        int k = 0;
+        while (h.n > 0) {
+            int v = dg_heap_pop(&h);
+            p->order[k++] = v;
+            for (int e = doff[v]; e < doff[v + 1]; e++)
+                if (--indeg[dsucc[e]] == 0) dg_heap_push(&h, dsucc[e]);
+        }
+        DG_ASSERT(k == nn); /* acyclic: dg_graph_topo_order said so */
+        for (int i = 0; i < nn; i++) p->pos[p->order[i]] = i;
+        dg_free(h.a);
+        dg_free(indeg);
+    }
+    dg_free(doff);
+    dg_free(dsucc);
+
+    /* 4. the memory plan, checked */
+    p->planned = !o->no_memory_plan;
+    if (p->planned) {
+        if (dg_memplan_build(g, p->order, o->keep, o->n_keep, &p->mem, err) != DG_OK ||
+            dg_memplan_validate(g, &p->mem, err) != DG_OK) {
+            dg_free(el.e);
+            dg_sched_plan_free(p);
+            return NULL;
+        }
+        /* 5. memory edges */
+        memory_edges(g, &p->mem, &el);
+        int before = p->n_data_edges;
+        edges_unique(&el);
+        p->n_mem_edges = el.n - before;
+    }
+    edges_csr(&el, nn, &p->succ_off, &p->succ);
+    for (int i = 0; i < el.n; i++) {
+        DG_ASSERT(p->pos[edge_from(el.e[i])] < p->pos[edge_to(el.e[i])]);
+        p->npred[edge_to(el.e[i])]++;
+    }
+    dg_free(el.e);
+
+    /* 6. streams: collectives and comm-class nodes on comm, the rest compute */
+    for (int v = 0; v < nn; v++) {
+        const dg_node *n = &g->nodes[v];
+        p->stream[v] = (n->op->comm != DG_COMM_NONE || n->stream == DG_STREAM_COMM) ? DG_STREAM_COMM
+                                                                                   : DG_STREAM_COMPUTE;
+        p->n_stream[p->stream[v]]++;
+    }
+    for (int s = 0; s < DG_STREAM_COUNT; s++) {
+        p->seq[s] = dg_malloc(sizeof(int) * (size_t)DG_MAX(p->n_stream[s], 1));
+        int k = 0;
+        for (int i = 0; i < nn; i++)
+            if (p->stream[p->order[i]] == s) p->seq[s][k++] = p->order[i];
+    }
+    return p;
+}
+
+void dg_sched_plan_free(dg_sched_plan *p) {
+    if (!p) return;
+    dg_free(p->order);
+    dg_free(p->pos);
+    dg_free(p->bottom);
+    dg_free(p->rank);
+    dg_free(p->stream);
+    dg_free(p->succ_off);
+    dg_free(p->succ);
+    dg_free(p->npred);
+    for (int s = 0; s < DG_STREAM_COUNT; s++) dg_free(p->seq[s]);
+    if (p->mem.offset) dg_memplan_free(&p->mem);
+    dg_free(p);
+}

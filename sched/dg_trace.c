@@ -1,0 +1,108 @@
+/* dg_trace.c — the Chrome trace-event recorder (see dg_trace.h). */
+#include "dg_trace.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "dg_op.h"
+
+typedef struct trace_ev {
+    int64_t t0_ns, t1_ns;
+    int node, tid, step, layer, microbatch;
+    dg_phase phase;
+    const char *op; /* static: the op's name */
+    char name[DG_NAME_LEN];
+} trace_ev;
+
+struct dg_trace {
+    int rank;
+    double origin; /* dg_now() at creation: ts 0 */
+    trace_ev *ev;
+    int n, cap;
+};
+
+dg_trace *dg_trace_new(int rank) {
+    dg_trace *tr = dg_calloc(1, sizeof *tr);
+    tr->rank = rank;
+    tr->origin = dg_now();
+    return tr;
+}
+
+void dg_trace_free(dg_trace *tr) {
+    if (!tr) return;
+    dg_free(tr->ev);
+    dg_free(tr);
+}
+
+static int64_t to_ns(const dg_trace *tr, double t) {
+    double d = (t - tr->origin) * 1e9;
+    return d > 0 ? (int64_t)d : 0;
+}
+
+void dg_trace_add(dg_trace *tr, const dg_graph *g, int node, int tid, int step, double t0,
+                  double t1) {
+    if (tr->n == tr->cap) {
+        tr->cap = tr->cap ? 2 * tr->cap : 1024;
+        tr->ev = dg_realloc(tr->ev, sizeof *tr->ev * (size_t)tr->cap);
+    }
+    const dg_node *n = &g->nodes[node];
+    trace_ev *e = &tr->ev[tr->n++];
+    e->t0_ns = to_ns(tr, t0);
+    e->t1_ns = DG_MAX(to_ns(tr, t1), e->t0_ns);
+    e->node = node;
+    e->tid = tid;
+    e->step = step;
+    e->layer = n->layer;
+    e->microbatch = n->microbatch;
+    e->phase = n->phase;
+    e->op = n->op ? n->op->name : "?";
+    snprintf(e->name, sizeof e->name, "%s", n->name);
+}
+
+int dg_trace_n_events(const dg_trace *tr) { return tr->n; }
+
+/* Names come from the graph builder; escape what JSON needs escaped. */
+static void put_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* Integer nanoseconds as microseconds with exactly three decimals. */
+static void put_us(FILE *f, int64_t ns) { fprintf(f, "%lld.%03lld", (long long)(ns / 1000), (long long)(ns % 1000)); }
+
+int dg_trace_write(const dg_trace *tr, const char *path, dg_err *err) {
+    FILE *f = fopen(path, "w");
+    if (!f) return dg_err_set(err, DG_EINPUT, "--trace %s: cannot open for writing: %s", path, strerror(errno));
+    fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
+    fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, \"ts\": 0, \"dur\": 0, "
+               "\"args\": {\"name\": \"rank %d\"}}",
+            tr->rank, tr->rank);
+    for (int s = 0; s < DG_STREAM_COUNT; s++)
+        fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"ts\": 0, "
+                   "\"dur\": 0, \"args\": {\"name\": \"%s\"}}",
+                tr->rank, s, dg_stream_name((dg_stream_class)s));
+    for (int i = 0; i < tr->n; i++) {
+        const trace_ev *e = &tr->ev[i];
+        fprintf(f, ",\n{\"name\": ");
+        put_str(f, e->name);
+        fprintf(f, ", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": ", dg_phase_name(e->phase));
+        put_us(f, e->t0_ns);
+        fprintf(f, ", \"dur\": ");
+        put_us(f, e->t1_ns - e->t0_ns);
+        fprintf(f, ", \"pid\": %d, \"tid\": %d, \"args\": {\"node\": %d, \"op\": ", tr->rank, e->tid, e->node);
+        put_str(f, e->op);
+        fprintf(f, ", \"layer\": %d, \"microbatch\": %d, \"phase\": \"%s\", \"step\": %d}}", e->layer,
+                e->microbatch, dg_phase_name(e->phase), e->step);
+    }
+    fprintf(f, "\n]}\n");
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return dg_err_set(err, DG_EINPUT, "--trace %s: write failed: %s", path, strerror(errno));
+    return DG_OK;
+}

@@ -1,0 +1,71 @@
+"""Acceptance 2 against an independent reference: dagatron's cached GPT
+dataset indices (.npy, read with numpy.load) equal those computed by
+megatron_ref.gpt_indices with numpy.random.RandomState, for one epoch,
+several epochs with and without a separate final epoch, a sub-range split and
+several seeds; blending indices equal the reference for several weightings.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import megatron_ref as ref  # noqa: E402
+
+TOOL = os.path.join(os.environ.get("DG_BUILD", "."), "tests", "data", "data_tool")
+
+
+def main():
+    rng = np.random.RandomState(0)
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = os.path.join(tmp, "ds")
+        docs = [[list(rng.randint(0, 60000, size=int(rng.randint(0, 300))))] for _ in range(400)]
+        ref.write_indexed(prefix, docs, np.uint16)
+        lengths = np.array([len(d[0]) for d in docs], dtype=np.int32)
+        total = int(lengths.sum())
+        cases = [
+            # (seq_length, num_samples, seed, begin, end)
+            (128, -1, 1234, 0, 400),
+            (64, -1, 7, 10, 390),
+            (100, (2 * total) // 100 + 5, 1234, 0, 400),        # 3 epochs, separate final epoch
+            (100, (3 * total) // 100 - 5, 1234, 0, 400),        # 3 epochs, not separate
+            (32, (total * 5) // 32, 42, 0, 400),                # 5+ epochs
+            (256, 20, 3, 100, 200),
+        ]
+        for L, n, seed, b, e in cases:
+            cache = os.path.join(tmp, f"cache_{L}_{n}_{seed}")
+            p = subprocess.run([TOOL, "gpt", prefix, str(L), str(n), str(seed), str(b), str(e), cache],
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                sys.exit(f"data_tool failed: {p.stderr}")
+            base, epochs, separate = p.stdout.split()
+            di = np.load(base + "-document_index.npy")
+            si = np.load(base + "-sample_index.npy")
+            sh = np.load(base + "-shuffle_index.npy")
+            rdi, rsi, rsh, repochs, rsep = ref.gpt_indices(lengths, b, e, L, None if n < 0 else n, seed)
+            ok = (int(epochs) == repochs and bool(int(separate)) == rsep and np.array_equal(di, rdi)
+                  and np.array_equal(si, rsi) and np.array_equal(sh, rsh) and di.dtype == np.int32)
+            print(f"seq_length={L} num_samples={n} seed={seed} split=[{b},{e}): epochs={epochs} "
+                  f"separate_final_epoch={separate} samples={len(sh)}: {'same as reference' if ok else 'MISMATCH'}")
+            failures += not ok
+        for weights, size in [([0.7, 0.3], 1000), ([1, 1, 1], 999), ([0.5, 0.25, 0.125, 0.125], 4321), ([3], 10)]:
+            out = os.path.join(tmp, "blend")
+            p = subprocess.run([TOOL, "blend", out, str(size)] + [str(w) for w in weights], capture_output=True, text=True)
+            if p.returncode != 0:
+                sys.exit(f"data_tool blend failed: {p.stderr}")
+            di = np.load(out + "-dataset_index.npy")
+            dsi = np.load(out + "-dataset_sample_index.npy")
+            rdi, rdsi = ref.blending_indices(weights, size)
+            ok = np.array_equal(di, rdi) and np.array_equal(dsi, rdsi)
+            print(f"blend weights={weights} size={size}: {'same as reference' if ok else 'MISMATCH'}")
+            failures += not ok
+    if failures:
+        sys.exit(f"FAIL: {failures} mismatches")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()

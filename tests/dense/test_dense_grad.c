@@ -1,0 +1,247 @@
+/* test_dense_grad.c — finite-difference gradients (dg_gradcheck: build ->
+ * autodiff -> compare) for the dense transformer ops: embedding, rmsnorm,
+ * layernorm, rope, reshape, swiglu, gelu_tanh, softmax cross-entropy, and a
+ * small language-model chain of them.
+ *
+ * Tolerances: dg_gradcheck's defaults (central differences with eps 1e-2,
+ * pass when |analytic - numeric| <= 1e-3 + 2e-2 * max(|analytic|, |numeric|))
+ * unless a test states otherwise. The forward is fp32, so eps cannot be much
+ * smaller without rounding noise dominating the difference quotient.
+ * Every check also runs with a 2-thread team (opts.nthreads = 2). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "dg_gradcheck.h"
+#include "dg_ops.h"
+
+/* Run one gradcheck with 1 and with 2 threads. */
+static void gc(const char *what, dg_gc_build_fn build, dg_gc_init_fn init, void *ctx,
+               const dg_gradcheck_opts *base) {
+    for (int nth = 1; nth <= 2; nth++) {
+        dg_gradcheck_opts o = {0};
+        if (base) o = *base;
+        o.nthreads = nth;
+        assert_int_equal(dg_gradcheck(what, build, init, ctx, &o), 0);
+    }
+}
+
+/* Fill an int32 leaf named `name` with values in [0, mod), using a fixed
+ * pattern that repeats ids (so scatter-adds accumulate). */
+static void fill_ids(const dg_graph *g, dg_buffers *b, const char *name, int mod) {
+    for (int t = 0; t < g->n_tensors; t++) {
+        if (strcmp(g->tensors[t].name, name) != 0) continue;
+        int32_t *p = dg_buf_i32(b, t);
+        int64_t n = dg_tensor_numel(&g->tensors[t]);
+        for (int64_t i = 0; i < n; i++) p[i] = (int32_t)((i * 5 + 3) % mod);
+        return;
+    }
+    fail_msg("no tensor named %s", name);
+}
+
+/* A loss mask with zeros in it: rows 1, 4, 7, ... are masked out. */
+static void fill_mask(const dg_graph *g, dg_buffers *b, const char *name) {
+    for (int t = 0; t < g->n_tensors; t++) {
+        if (strcmp(g->tensors[t].name, name) != 0) continue;
+        float *p = dg_buf_f32(b, t);
+        int64_t n = dg_tensor_numel(&g->tensors[t]);
+        for (int64_t i = 0; i < n; i++) p[i] = (i % 3 == 1) ? 0.0f : 1.0f;
+        return;
+    }
+    fail_msg("no tensor named %s", name);
+}
+
+/* ---- embedding ------------------------------------------------------------------ */
+
+#define EMB_V 7
+
+static int build_embedding(dg_graph *g, void *ctx) {
+    (void)ctx;
+    int table = dg_param_new(g, "table", 2, DG_SHAPE(EMB_V, 5));
+    int tok = dg_input_new(g, "tokens", DG_I32, 2, DG_SHAPE(2, 6));
+    return dg_embedding(g, table, tok);
+}
+
+static void init_tokens(const dg_graph *g, dg_buffers *b, void *ctx) {
+    (void)ctx;
+    fill_ids(g, b, "tokens", EMB_V);
+}
+
+static void test_embedding_grad(void **s) {
+    (void)s;
+    /* all V*H = 35 elements checked: rows hit 0, 1 and several times */
+    dg_gradcheck_opts o = {.max_checks = 40};
+    gc("embedding", build_embedding, init_tokens, NULL, &o);
+}
+
+/* ---- norms ------------------------------------------------------------------------ */
+
+static int build_rmsnorm(dg_graph *g, void *ctx) {
+    (void)ctx;
+    int x = dg_param_new(g, "x", 3, DG_SHAPE(2, 3, 8));
+    int w = dg_param_new(g, "w", 1, DG_SHAPE(8));
+    return dg_rmsnorm(g, x, w, 1e-5);
+}
+
+static void test_rmsnorm_grad(void **s) {
+    (void)s;
+    gc("rmsnorm", build_rmsnorm, NULL, NULL, NULL);
+}
+
+static int build_layernorm(dg_graph *g, void *ctx) {
+    (void)ctx;
+    int x = dg_param_new(g, "x", 3, DG_SHAPE(2, 3, 8));
+    int w = dg_param_new(g, "w", 1, DG_SHAPE(8));
+    int b = dg_param_new(g, "b", 1, DG_SHAPE(8));
+    return dg_layernorm(g, x, w, b, 1e-5);
+}
+
+static void test_layernorm_grad(void **s) {
+    (void)s;
+    gc("layernorm", build_layernorm, NULL, NULL, NULL);
+}
+
+/* ---- rope ----------------------------------------------------------------------------- */
+
+static int build_rope(dg_graph *g, void *ctx) {
+    int64_t pos0 = *(const int64_t *)ctx;
+    int x = dg_param_new(g, "x", 4, DG_SHAPE(2, 5, 3, 8));
+    return dg_rope(g, x, 10000.0, pos0);
+}
+
+static void test_rope_grad(void **s) {
+    (void)s;
+    int64_t pos0 = 0;
+    gc("rope", build_rope, NULL, &pos0, NULL);
+    pos0 = 7;
+    gc("rope pos_offset=7", build_rope, NULL, &pos0, NULL);
+}
+
+/* ---- reshape ----------------------------------------------------------------------- */
+
+/* [2, 3, 8] -> [6, -1] -> [2, 3, 2, 4], then rope so the gradient is not
+ * just r reshaped. */
+static int build_reshape(dg_graph *g, void *ctx) {
+    (void)ctx;
+    int x = dg_param_new(g, "x", 3, DG_SHAPE(2, 3, 8));
+    int y = dg_reshape(g, x, 2, DG_SHAPE(6, -1));
+    y = dg_reshape(g, y, 4, DG_SHAPE(2, 3, 2, 4));
+    return dg_rope(g, y, 100.0, 0);
+}
+
+static void test_reshape_grad(void **s) {
+    (void)s;
+    gc("reshape", build_reshape, NULL, NULL, NULL);
+}
+
+/* ---- activations --------------------------------------------------------------------- */
+
+static int build_swiglu(dg_graph *g, void *ctx) {
+    (void)ctx;
+    int x = dg_param_new(g, "x", 3, DG_SHAPE(2, 3, 12));
+    return dg_swiglu(g, x);
+}
+
+static void test_swiglu_grad(void **s) {
+    (void)s;
+    gc("swiglu", build_swiglu, NULL, NULL, NULL);
+}
+
+static int build_gelu(dg_graph *g, void *ctx) {
+    (void)ctx;
+    int x = dg_param_new(g, "x", 2, DG_SHAPE(3, 10));
+    return dg_gelu_tanh(g, x);
+}
+
+static void test_gelu_grad(void **s) {
+    (void)s;
+    dg_gradcheck_opts o = {.scale = 2.0}; /* reach the saturated tails too */
+    gc("gelu_tanh", build_gelu, NULL, NULL, &o);
+}
+
+/* ---- cross-entropy -------------------------------------------------------------------- */
+
+#define XENT_V 11
+
+typedef struct xent_case {
+    int masked;  /* pass a loss mask with zeros */
+    int flat;    /* logits [N, V] with targets [B, S] */
+} xent_case;
+
+static int build_xent(dg_graph *g, void *ctx) {
+    const xent_case *c = ctx;
+    int logits = c->flat ? dg_param_new(g, "logits", 2, DG_SHAPE(8, XENT_V))
+                         : dg_param_new(g, "logits", 3, DG_SHAPE(2, 4, XENT_V));
+    int tg = dg_input_new(g, "targets", DG_I32, 2, DG_SHAPE(2, 4));
+    int mask = c->masked ? dg_input_new(g, "loss_mask", DG_F32, 2, DG_SHAPE(2, 4)) : -1;
+    return dg_softmax_xent(g, logits, tg, mask, NULL);
+}
+
+static void init_xent(const dg_graph *g, dg_buffers *b, void *ctx) {
+    const xent_case *c = ctx;
+    fill_ids(g, b, "targets", XENT_V);
+    if (c->masked) fill_mask(g, b, "loss_mask");
+}
+
+static void test_xent_grad(void **s) {
+    (void)s;
+    /* logits of scale 3: a peaked softmax, as in training. atol 1e-4: the
+     * gradients are O(1 / sum(mask)), so the default 1e-3 would be loose. */
+    dg_gradcheck_opts o = {.scale = 3.0, .max_checks = 88, .atol = 1e-4};
+    xent_case masked = {1, 0}, plain = {0, 0}, flat = {1, 1};
+    gc("softmax_xent masked", build_xent, init_xent, &masked, &o);
+    gc("softmax_xent unmasked", build_xent, init_xent, &plain, &o);
+    gc("softmax_xent flat logits", build_xent, init_xent, &flat, &o);
+}
+
+/* ---- a tiny language model: every op above in one chain ----------------------------- */
+
+static int build_lm(dg_graph *g, void *ctx) {
+    (void)ctx;
+    const int64_t B = 2, S = 3, H = 8, V = 9, NH = 2;
+    int table = dg_param_new(g, "table", 2, DG_SHAPE(V, H));
+    int norm_w = dg_param_new(g, "norm_w", 1, DG_SHAPE(H));
+    int fc1 = dg_param_new(g, "fc1", 2, DG_SHAPE(2 * H, H));
+    int fc2 = dg_param_new(g, "fc2", 2, DG_SHAPE(H, H));
+    int ln_w = dg_param_new(g, "ln_w", 1, DG_SHAPE(H));
+    int ln_b = dg_param_new(g, "ln_b", 1, DG_SHAPE(H));
+    int head = dg_param_new(g, "head", 2, DG_SHAPE(V, H));
+    int tok = dg_input_new(g, "tokens", DG_I32, 2, DG_SHAPE(B, S));
+    int tg = dg_input_new(g, "targets", DG_I32, 2, DG_SHAPE(B, S));
+    int mask = dg_input_new(g, "loss_mask", DG_F32, 2, DG_SHAPE(B, S));
+
+    int h = dg_embedding(g, table, tok);
+    int r = dg_reshape(g, dg_rope(g, dg_reshape(g, h, 4, DG_SHAPE(B, S, NH, H / NH)), 10000.0, 0),
+                       3, DG_SHAPE(B, S, H));
+    int n = dg_rmsnorm(g, r, norm_w, 1e-6);
+    int a = dg_swiglu(g, dg_linear(g, n, fc1));
+    h = dg_add(g, h, dg_linear(g, dg_gelu_tanh(g, a), fc2)); /* residual: table used twice */
+    int logits = dg_linear(g, dg_layernorm(g, h, ln_w, ln_b, 1e-5), head);
+    return dg_softmax_xent(g, logits, tg, mask, NULL);
+}
+
+static void init_lm(const dg_graph *g, dg_buffers *b, void *ctx) {
+    (void)ctx;
+    fill_ids(g, b, "tokens", 9);
+    fill_ids(g, b, "targets", 9);
+    fill_mask(g, b, "loss_mask");
+}
+
+static void test_lm_chain_grad(void **s) {
+    (void)s;
+    dg_gradcheck_opts o = {.max_checks = 16};
+    gc("tiny lm", build_lm, init_lm, NULL, &o);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_embedding_grad), cmocka_unit_test(test_rmsnorm_grad),
+        cmocka_unit_test(test_layernorm_grad), cmocka_unit_test(test_rope_grad),
+        cmocka_unit_test(test_reshape_grad),   cmocka_unit_test(test_swiglu_grad),
+        cmocka_unit_test(test_gelu_grad),      cmocka_unit_test(test_xent_grad),
+        cmocka_unit_test(test_lm_chain_grad),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

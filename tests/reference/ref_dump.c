@@ -1,0 +1,138 @@
+/* ref_dump.c — build the MoE model, run forward + backward with dagatron's
+ * serial executor, and write weights, batch, losses and gradients for the
+ * PyTorch oracle (ref_moe_model.py).
+ *
+ * usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2]
+ * writes PREFIX.json (config + tensor table) and PREFIX.bin (raw bytes). */
+#include <stdio.h>
+#include <string.h>
+
+#include "dg_autodiff.h"
+#include "dg_exec_serial.h"
+#include "dg_gradcheck.h"
+#include "dg_model.h"
+#include "dg_op_basic.h"
+#include "dg_cpu_gemm.h"
+
+typedef struct writer {
+    FILE *bin, *json;
+    long offset;
+    int first;
+} writer;
+
+static void put(writer *w, const char *name, const char *dtype, const dg_tensor *shape_of,
+                const void *data, size_t bytes) {
+    fwrite(data, 1, bytes, w->bin);
+    fprintf(w->json, "%s\n  {\"name\": \"%s\", \"dtype\": \"%s\", \"offset\": %ld, \"shape\": [",
+            w->first ? "" : ",", name, dtype, w->offset);
+    for (int i = 0; shape_of && i < shape_of->ndim; i++)
+        fprintf(w->json, "%s%lld", i ? ", " : "", (long long)shape_of->shape[i]);
+    fprintf(w->json, "]}");
+    w->offset += (long)bytes;
+    w->first = 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2]\n");
+        return 2;
+    }
+    dg_cpu_init();
+    dg_model_config c;
+    dg_model_config_tiny(&c);
+    int nthreads = 1;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "sigmoid")) c.score_function_sigmoid = 1;
+        else if (!strcmp(argv[i], "pre_softmax")) c.router_pre_softmax = 1;
+        else if (!strcmp(argv[i], "tied")) c.untie_embeddings = 0;
+        else if (!strcmp(argv[i], "freq2")) c.moe_layer_freq = 2;
+        else if (!strcmp(argv[i], "threads2")) nthreads = 2;
+        else {
+            fprintf(stderr, "ref_dump: unknown option '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    dg_graph *g = dg_graph_new("ref");
+    dg_model_io io;
+    dg_err err = {{0}};
+    if (dg_model_build_forward(g, &c, &io, &err) != DG_OK ||
+        dg_autodiff(g, io.loss, dg_ops_autodiff(), NULL, &err) != DG_OK) {
+        dg_err_print(&err);
+        return 1;
+    }
+    dg_buffers b;
+    dg_buffers_alloc(g, &b);
+    dg_test_rng rng = {20261122};
+    int64_t B = c.micro_batch_size, S = c.seq_length;
+    for (int t = 0; t < g->n_tensors; t++) {
+        const dg_tensor *x = &g->tensors[t];
+        if (x->role != DG_ROLE_PARAMETER) continue;
+        float *p = b.ptr[t];
+        int64_t n = dg_tensor_numel(x);
+        if (strstr(x->name, "norm")) /* norm weights near 1, as after init */
+            for (int64_t i = 0; i < n; i++) p[i] = 1.0f + 0.1f * (float)dg_test_rng_normal(&rng);
+        else
+            dg_test_fill_normal(&rng, p, n, strstr(x->name, "router") ? 0.5 : 0.08);
+    }
+    int32_t *tok = b.ptr[io.tokens], *tgt = b.ptr[io.targets];
+    float *mask = b.ptr[io.loss_mask];
+    for (int64_t i = 0; i < B * S; i++) {
+        tok[i] = (int32_t)(dg_test_rng_next(&rng) % (uint64_t)c.vocab_size);
+        tgt[i] = (int32_t)(dg_test_rng_next(&rng) % (uint64_t)c.vocab_size);
+        mask[i] = (i % 7 == 3) ? 0.0f : 1.0f; /* some masked positions */
+    }
+    dg_test_team *team = dg_test_team_new(nthreads);
+    if (dg_run_serial(g, NULL, &b, dg_test_team_get(team), &err) != DG_OK) {
+        dg_err_print(&err);
+        return 1;
+    }
+
+    char path[4096];
+    writer w = {0};
+    snprintf(path, sizeof path, "%s.bin", argv[1]);
+    w.bin = fopen(path, "wb");
+    snprintf(path, sizeof path, "%s.json", argv[1]);
+    w.json = fopen(path, "w");
+    if (!w.bin || !w.json) {
+        fprintf(stderr, "ref_dump: cannot write %s\n", path);
+        return 1;
+    }
+    w.first = 1;
+    fprintf(w.json,
+            "{\"config\": {\"num_layers\": %d, \"hidden_size\": %d, \"num_attention_heads\": %d, "
+            "\"num_query_groups\": %d, \"num_experts\": %d, \"moe_router_topk\": %d, "
+            "\"moe_aux_loss_coeff\": %.17g, \"moe_z_loss_coeff\": %.17g, \"rope_base\": %.17g, "
+            "\"norm_epsilon\": %.17g, \"untie_embeddings\": %d, \"moe_layer_freq\": %d, "
+            "\"score_function\": \"%s\", \"pre_softmax\": %d},\n\"tensors\": [",
+            c.num_layers, c.hidden_size, c.num_attention_heads, c.num_query_groups, c.num_experts,
+            c.moe_router_topk, c.moe_aux_loss_coeff, c.moe_z_loss_coeff, c.rope_base,
+            c.norm_epsilon, c.untie_embeddings, c.moe_layer_freq,
+            c.score_function_sigmoid ? "sigmoid" : "softmax", c.router_pre_softmax);
+    char name[160];
+    for (int t = 0; t < g->n_tensors; t++) {
+        const dg_tensor *x = &g->tensors[t];
+        if (x->role != DG_ROLE_PARAMETER) continue;
+        snprintf(name, sizeof name, "param/%s", x->name);
+        put(&w, name, "f32", x, b.ptr[t], dg_tensor_bytes(x));
+        if (x->grad >= 0) {
+            snprintf(name, sizeof name, "grad/%s", x->name);
+            put(&w, name, "f32", x, b.ptr[x->grad], dg_tensor_bytes(x));
+        }
+    }
+    put(&w, "batch/tokens", "i32", &g->tensors[io.tokens], tok, dg_tensor_bytes(&g->tensors[io.tokens]));
+    put(&w, "batch/targets", "i32", &g->tensors[io.targets], tgt, dg_tensor_bytes(&g->tensors[io.targets]));
+    put(&w, "batch/loss_mask", "f32", &g->tensors[io.loss_mask], mask, dg_tensor_bytes(&g->tensors[io.loss_mask]));
+    put(&w, "out/lm_loss", "f32", NULL, b.ptr[io.lm_loss], 4);
+    put(&w, "out/loss", "f32", NULL, b.ptr[io.loss], 4);
+    if (io.aux_loss >= 0) put(&w, "out/aux_loss", "f32", NULL, b.ptr[io.aux_loss], 4);
+    if (io.z_loss >= 0) put(&w, "out/z_loss", "f32", NULL, b.ptr[io.z_loss], 4);
+    fprintf(w.json, "\n]}\n");
+    fclose(w.bin);
+    fclose(w.json);
+    printf("ref_dump: %d nodes, %d tensors, loss %.9g (lm %.9g)\n", g->n_nodes, g->n_tensors,
+           *(float *)b.ptr[io.loss], *(float *)b.ptr[io.lm_loss]);
+    dg_test_team_free(team);
+    dg_buffers_free(&b);
+    dg_graph_free(g);
+    return 0;
+}

@@ -1,0 +1,208 @@
+#!/usr/bin/python3
+"""PyTorch oracle for dagatron's Mixtral-style MoE model (fp32).
+
+Usage: ref_moe_model.py DUMP_PREFIX
+
+dagatron wrote DUMP_PREFIX.json (config + a table of tensors) and
+DUMP_PREFIX.bin (the tensors' raw little-endian bytes): the parameters, the
+batch (tokens, targets, loss mask), and what dagatron computed: lm loss, aux
+loss, z loss, total loss and every parameter's gradient. This script builds
+the same model in PyTorch from the textbook formulas (Megatron-Core's
+definitions), runs forward and backward on the same weights and batch, and
+compares. It exits 1 on any mismatch beyond the tolerances below.
+"""
+import json
+import math
+import sys
+
+import numpy as np
+import torch
+
+LOSS_RTOL = 1e-5   # loss: relative
+GRAD_RTOL = 1e-4   # gradients: relative to the gradient tensor's max magnitude
+
+
+def load(prefix):
+    with open(prefix + ".json") as f:
+        man = json.load(f)
+    raw = open(prefix + ".bin", "rb").read()
+    tensors = {}
+    for t in man["tensors"]:
+        dt = {"f32": np.float32, "i32": np.int32}[t["dtype"]]
+        n = int(np.prod(t["shape"])) if t["shape"] else 1
+        a = np.frombuffer(raw, dtype=dt, count=n, offset=t["offset"]).reshape(t["shape"])
+        tensors[t["name"]] = a.copy()
+    return man["config"], tensors
+
+
+def rmsnorm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rope(x, base):
+    # x [B, S, H, D]; non-interleaved (rotate-half) form
+    B, S, H, D = x.shape
+    inv = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
+    ang = torch.arange(S, dtype=torch.float64)[:, None] * inv[None, :]  # [S, D/2]
+    cos = torch.cos(ang).float()[None, :, None, :]
+    sin = torch.sin(ang).float()[None, :, None, :]
+    x1, x2 = x[..., : D // 2], x[..., D // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+def attention(q, k, v):
+    # q [B,S,Hq,D], k/v [B,S,Hkv,D]; causal, GQA
+    B, S, Hq, D = q.shape
+    Hkv = k.shape[2]
+    rep = Hq // Hkv
+    k = k.repeat_interleave(rep, dim=2)
+    v = v.repeat_interleave(rep, dim=2)
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))  # [B,H,S,D]
+    s = qt @ kt.transpose(-1, -2) / math.sqrt(D)
+    mask = torch.triu(torch.ones(S, S, dtype=torch.bool), 1)
+    s = s.masked_fill(mask, float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    return (p @ vt).transpose(1, 2)  # [B,S,Hq,D]
+
+
+def swiglu(x):
+    a, b = x.chunk(2, dim=-1)
+    return torch.nn.functional.silu(a) * b
+
+
+def router(logits, cfg):
+    k = cfg["moe_router_topk"]
+    fn = cfg.get("score_function", "softmax")
+    if fn == "sigmoid":
+        scores = torch.sigmoid(logits)
+        top, idx = torch.topk(scores, k, dim=-1)
+        probs = top / (top.sum(-1, keepdim=True) + 1e-20)
+    elif cfg.get("pre_softmax", 0):
+        scores = torch.softmax(logits, dim=-1)
+        probs, idx = torch.topk(scores, k, dim=-1)
+    else:
+        top, idx = torch.topk(logits, k, dim=-1)
+        probs = torch.softmax(top, dim=-1)
+    return probs, idx
+
+
+def aux_loss(logits, idx, cfg):
+    T, E = logits.shape
+    k = cfg["moe_router_topk"]
+    if cfg.get("score_function", "softmax") == "sigmoid":
+        sig = torch.sigmoid(logits)
+        scores = sig / (sig.sum(-1, keepdim=True) + 1e-20)
+    else:
+        scores = torch.softmax(logits, dim=-1)
+    counts = torch.zeros(E).index_add_(0, idx.reshape(-1), torch.ones(idx.numel()))
+    return (scores.sum(0) * counts).sum() * (E * cfg["moe_aux_loss_coeff"] / (k * T * T))
+
+
+def z_loss(logits, cfg):
+    return torch.logsumexp(logits, dim=-1).pow(2).mean() * cfg["moe_z_loss_coeff"]
+
+
+def moe(h, P, pre, cfg):
+    B, S, H = h.shape
+    x = h.reshape(B * S, H)
+    logits = x @ P[pre + "mlp.router.weight"].t()
+    probs, idx = router(logits, cfg)
+    w1 = P[pre + "mlp.experts.linear_fc1.weight"]  # [E, 2F, H]
+    w2 = P[pre + "mlp.experts.linear_fc2.weight"]  # [E, H, F]
+    y = torch.zeros_like(x)
+    for e in range(w1.shape[0]):
+        tok, slot = (idx == e).nonzero(as_tuple=True)
+        if tok.numel() == 0:
+            continue
+        out = swiglu(x[tok] @ w1[e].t()) @ w2[e].t()
+        y = y.index_add(0, tok, out * probs[tok, slot][:, None])
+    return y.reshape(B, S, H), aux_loss(logits, idx, cfg), z_loss(logits, cfg)
+
+
+def model(P, batch, cfg):
+    L, H = cfg["num_layers"], cfg["hidden_size"]
+    Hq, Hkv = cfg["num_attention_heads"], cfg["num_query_groups"]
+    D = H // Hq
+    eps = cfg["norm_epsilon"]
+    tokens = torch.from_numpy(batch["tokens"]).long()
+    B, S = tokens.shape
+    x = P["embedding.word_embeddings.weight"][tokens]
+    aux_total = torch.zeros(())
+    z_total = torch.zeros(())
+    for l in range(L):
+        pre = "decoder.layers.%d." % l
+        h = rmsnorm(x, P[pre + "input_layernorm.weight"], eps)
+        q = (h @ P[pre + "self_attention.linear_q.weight"].t()).reshape(B, S, Hq, D)
+        k = (h @ P[pre + "self_attention.linear_k.weight"].t()).reshape(B, S, Hkv, D)
+        v = (h @ P[pre + "self_attention.linear_v.weight"].t()).reshape(B, S, Hkv, D)
+        q, k = rope(q, cfg["rope_base"]), rope(k, cfg["rope_base"])
+        a = attention(q, k, v).reshape(B, S, Hq * D)
+        x = x + a @ P[pre + "self_attention.linear_proj.weight"].t()
+        h2 = rmsnorm(x, P[pre + "pre_mlp_layernorm.weight"], eps)
+        if cfg["num_experts"] > 0 and l % max(cfg.get("moe_layer_freq", 1), 1) == 0:
+            y, aux, z = moe(h2, P, pre, cfg)
+            aux_total = aux_total + aux
+            z_total = z_total + z
+        else:
+            y = swiglu(h2 @ P[pre + "mlp.linear_fc1.weight"].t()) @ P[pre + "mlp.linear_fc2.weight"].t()
+        x = x + y
+    h = rmsnorm(x, P["decoder.final_layernorm.weight"], eps)
+    wout = P["output_layer.weight"] if cfg["untie_embeddings"] else P["embedding.word_embeddings.weight"]
+    logits = h @ wout.t()
+    targets = torch.from_numpy(batch["targets"]).long()
+    mask = torch.from_numpy(batch["loss_mask"]).float()
+    ce = torch.nn.functional.cross_entropy(logits.reshape(B * S, -1), targets.reshape(-1),
+                                           reduction="none")
+    lm = (ce * mask.reshape(-1)).sum() / mask.sum()
+    return lm, aux_total, z_total
+
+
+def main():
+    torch.manual_seed(0)
+    cfg, T = load(sys.argv[1])
+    params = {n[len("param/"):]: torch.tensor(a, requires_grad=True)
+              for n, a in T.items() if n.startswith("param/")}
+    batch = {n[len("batch/"):]: a for n, a in T.items() if n.startswith("batch/")}
+    lm, aux, z = model(params, batch, cfg)
+    total = lm + aux + z
+    total.backward()
+    bad = 0
+
+    def close(name, ours, ref, rtol):
+        nonlocal bad
+        ref = float(ref)
+        err = abs(ours - ref) / max(abs(ref), 1e-30)
+        ok = err <= rtol
+        print("%-6s %-10s dagatron %.9e  torch %.9e  rel %.2e" % ("ok" if ok else "FAIL", name, ours, ref, err))
+        bad += not ok
+
+    close("lm_loss", float(T["out/lm_loss"]), lm.item(), LOSS_RTOL)
+    if cfg["num_experts"] > 0:
+        close("aux_loss", float(T["out/aux_loss"]), aux.item(), LOSS_RTOL)
+        close("z_loss", float(T["out/z_loss"]), z.item(), LOSS_RTOL)
+    close("loss", float(T["out/loss"]), total.item(), LOSS_RTOL)
+
+    worst = 0.0
+    for name, p in sorted(params.items()):
+        key = "grad/" + name
+        if key not in T:
+            print("FAIL   no gradient from dagatron for", name)
+            bad += 1
+            continue
+        g_ours = torch.from_numpy(T[key])
+        g_ref = p.grad
+        scale = max(g_ref.abs().max().item(), 1e-30)
+        rel = (g_ours - g_ref).abs().max().item() / scale
+        worst = max(worst, rel)
+        if rel > GRAD_RTOL:
+            print("FAIL   grad %-50s max rel err %.3e (scale %.3e)" % (name, rel, scale))
+            bad += 1
+    print("gradients: %d tensors, worst max-relative error %.3e (tolerance %.0e)" % (len(params), worst, GRAD_RTOL))
+    if bad:
+        print("%d mismatches" % bad)
+        sys.exit(1)
+    print("all match")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,301 @@
+/* test_sched_exec.c — the executor: determinism across worker counts and
+ * runs, agreement with the serial reference, dependency order, priorities,
+ * collectives through the self comm, error propagation. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dg_buffers.h"
+#include "dg_collective.h"
+#include "dg_exec_serial.h"
+#include "dg_sched.h"
+#include "sched_test_ops.h"
+
+#define R 48
+#define C 40
+
+typedef struct wide {
+    dg_graph *g;
+    int x, p[4], loss;
+    int keep[64];
+    int n_keep;
+} wide;
+
+/* L layers of a diamond: two branches from h, one of them through an
+ * all_reduce on the comm stream, a third from the first, joined into the
+ * next h. With comm = 0 the all_reduce is left out (the serial reference
+ * cannot run collectives). */
+static void build_wide(wide *w, int layers, int jitter, int comm) {
+    memset(w, 0, sizeof *w);
+    dg_graph *g = w->g = dg_graph_new("wide");
+    w->x = dg_input_new(g, "x", DG_F32, 2, DG_SHAPE(R, C));
+    for (int j = 0; j < 4; j++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "p%d", j);
+        w->p[j] = dg_param_new(g, nm, 2, DG_SHAPE(R, C));
+    }
+    int h = w->x;
+    for (int l = 0; l < layers; l++) {
+        dg_graph_set_layer(g, l);
+        int b0 = t_mix(g, (int[]){h, w->p[0]}, 2, jitter, NULL);
+        int b1 = t_mix(g, (int[]){h, w->p[1]}, 2, jitter, NULL);
+        int b2 = t_mix(g, (int[]){b0, w->p[2]}, 2, jitter, NULL);
+        int c = comm ? dg_all_reduce(g, b1, DG_AXIS_DP, 1) : t_mix(g, (int[]){b1}, 1, jitter, NULL);
+        int c2 = comm ? dg_all_gather(g, b2, DG_AXIS_TP, 1, 1) : b2;
+        h = t_mix(g, (int[]){c2, c, b1, h}, 4, jitter, NULL);
+        w->keep[w->n_keep++] = h;
+    }
+    dg_graph_set_layer(g, -1);
+    w->loss = t_sum(g, h, "loss");
+    w->keep[w->n_keep++] = w->loss;
+    assert_int_equal(g->status, DG_OK);
+}
+
+static void fill_leaves(const dg_graph *g, void *(*ptr)(void *, int), void *ctx) {
+    for (int t = 0; t < g->n_tensors; t++)
+        if (g->tensors[t].producer < 0) t_fill(ptr(ctx, t), dg_tensor_numel(&g->tensors[t]), (unsigned)t + 1);
+}
+
+static void *rt_ptr(void *rt, int t) { return dg_runtime_ptr(rt, t); }
+static void *buf_ptr(void *b, int t) { return ((dg_buffers *)b)->ptr[t]; }
+
+/* Run w once on a fresh runtime with `threads` workers `runs` times; copy
+ * the kept tensors of every run into out[run]. */
+static void run_on(const wide *w, const dg_sched_opts *o, int threads, int runs, float **out) {
+    dg_err err = {{0}};
+    dg_sched_plan *p = dg_sched_plan_new(w->g, o, &err);
+    assert_non_null(p);
+    dg_runtime_opts ro;
+    memset(&ro, 0, sizeof ro);
+    ro.compute_threads = threads;
+    dg_runtime *rt = dg_runtime_new(&ro, &err);
+    assert_non_null(rt);
+    assert_int_equal(dg_runtime_threads(rt), threads);
+    assert_int_equal(dg_runtime_bind(rt, p, &err), DG_OK);
+    fill_leaves(w->g, rt_ptr, rt);
+    for (int r = 0; r < runs; r++) {
+        int st = dg_sched_run(p, rt, NULL, &err);
+        if (st != DG_OK) fail_msg("run failed: %s", err.msg);
+        size_t o_ = 0;
+        for (int k = 0; k < w->n_keep; k++) {
+            size_t b = dg_tensor_bytes(dg_Tc(w->g, w->keep[k]));
+            memcpy((char *)out[r] + o_, dg_runtime_ptr(rt, w->keep[k]), b);
+            o_ += b;
+        }
+    }
+    dg_runtime_free(rt);
+    dg_sched_plan_free(p);
+}
+
+static size_t kept_bytes(const wide *w) {
+    size_t n = 0;
+    for (int k = 0; k < w->n_keep; k++) n += dg_tensor_bytes(dg_Tc(w->g, w->keep[k]));
+    return n;
+}
+
+/* Acceptance 1 (on test ops): bitwise identical with 1 and 2 workers and
+ * over 5 repeated runs, with timing jitter, with the memory plan on. */
+static void test_bitwise_workers_and_runs(void **state) {
+    (void)state;
+    wide w;
+    build_wide(&w, 8, 40, 1);
+    dg_sched_opts o = {.keep = w.keep, .n_keep = w.n_keep};
+    size_t nb = kept_bytes(&w);
+    float *ref[1] = {malloc(nb)};
+    float *runs[5];
+    for (int r = 0; r < 5; r++) runs[r] = malloc(nb);
+    run_on(&w, &o, 1, 1, ref);
+    run_on(&w, &o, 2, 5, runs);
+    for (int r = 0; r < 5; r++) assert_memory_equal(ref[0], runs[r], nb);
+    run_on(&w, &o, 3, 2, runs); /* more workers than cores */
+    assert_memory_equal(ref[0], runs[0], nb);
+    assert_memory_equal(ref[0], runs[1], nb);
+    /* and the same as with every tensor in its own buffer */
+    dg_sched_opts o2 = o;
+    o2.no_memory_plan = 1;
+    run_on(&w, &o2, 2, 1, runs);
+    assert_memory_equal(ref[0], runs[0], nb);
+    free(ref[0]);
+    for (int r = 0; r < 5; r++) free(runs[r]);
+    dg_graph_free(w.g);
+}
+
+/* The planned, parallel executor gives exactly what the serial reference
+ * (dg_run_serial on per-tensor buffers) gives. */
+static void test_matches_serial_reference(void **state) {
+    (void)state;
+    wide w;
+    build_wide(&w, 6, 20, 0);
+    dg_sched_opts o = {.keep = w.keep, .n_keep = w.n_keep};
+    size_t nb = kept_bytes(&w);
+    float *got[1] = {malloc(nb)};
+    run_on(&w, &o, 2, 1, got);
+    dg_buffers b;
+    dg_buffers_alloc(w.g, &b);
+    fill_leaves(w.g, buf_ptr, &b);
+    dg_err err = {{0}};
+    assert_int_equal(dg_run_serial(w.g, NULL, &b, NULL, &err), DG_OK);
+    size_t o_ = 0;
+    for (int k = 0; k < w.n_keep; k++) {
+        size_t sz = dg_tensor_bytes(dg_Tc(w.g, w.keep[k]));
+        assert_memory_equal((char *)got[0] + o_, b.ptr[w.keep[k]], sz);
+        o_ += sz;
+    }
+    dg_buffers_free(&b);
+    free(got[0]);
+    dg_graph_free(w.g);
+}
+
+/* Every data edge between compute nodes: the producer ended before the
+ * consumer started (global stamps from the kernels). */
+static void test_dependency_order(void **state) {
+    (void)state;
+    wide w;
+    build_wide(&w, 10, 30, 1);
+    dg_sched_opts o = {.keep = w.keep, .n_keep = w.n_keep};
+    float *out[3];
+    size_t nb = kept_bytes(&w);
+    for (int r = 0; r < 3; r++) out[r] = malloc(nb);
+    t_ops_reset_stamps();
+    run_on(&w, &o, 2, 1, out);
+    const dg_graph *g = w.g;
+    int checked = 0;
+    for (int v = 0; v < g->n_nodes; v++) {
+        const dg_node *n = &g->nodes[v];
+        if (n->op->comm != DG_COMM_NONE) continue;
+        assert_true(t_ops_start[v] > 0 && t_ops_end[v] > t_ops_start[v]);
+        for (int i = 0; i < n->n_in; i++) {
+            int u = g->tensors[n->in[i]].producer;
+            if (u < 0) continue;
+            /* through a collective: its own producer */
+            if (g->nodes[u].op->comm != DG_COMM_NONE) u = g->tensors[g->nodes[u].in[0]].producer;
+            if (u < 0) continue;
+            assert_true(t_ops_end[u] < t_ops_start[v]);
+            checked++;
+        }
+    }
+    assert_true(checked > 30);
+    for (int r = 0; r < 3; r++) free(out[r]);
+    dg_graph_free(w.g);
+}
+
+/* With one worker and all tasks ready at once, the compute stream runs them
+ * in the order of the priorities a pass set; without, by bottom level. */
+static void test_priorities(void **state) {
+    (void)state;
+    dg_graph *g = dg_graph_new("fan");
+    int x = dg_input_new(g, "x", DG_F32, 2, DG_SHAPE(8, 8));
+    int leaf[8];
+    for (int j = 0; j < 8; j++) leaf[j] = t_mix(g, &x, 1, 0, NULL);
+    /* node 3 heads a longer chain: the largest bottom level */
+    int tail = t_mix(g, &leaf[3], 1, 0, NULL);
+    tail = t_mix(g, &tail, 1, 0, NULL);
+    (void)tail;
+    dg_err err = {{0}};
+    dg_sched_plan *p = dg_sched_plan_new(g, NULL, &err);
+    assert_non_null(p);
+    assert_true(p->bottom[3] > p->bottom[0]);
+    assert_int_equal(p->order[0], 3);
+    dg_runtime_opts ro = {.compute_threads = 1};
+    dg_runtime *rt = dg_runtime_new(&ro, &err);
+    t_ops_reset_stamps();
+    assert_int_equal(dg_sched_run(p, rt, NULL, &err), DG_OK);
+    for (int j = 0; j < 8; j++)
+        if (j != 3) assert_true(t_ops_start[3] < t_ops_start[j]);
+    dg_sched_plan_free(p);
+
+    /* explicit priorities: reverse id order among the leaves */
+    for (int j = 0; j < 8; j++) g->nodes[j].priority = 100 + j;
+    p = dg_sched_plan_new(g, NULL, &err);
+    t_ops_reset_stamps();
+    assert_int_equal(dg_sched_run(p, rt, NULL, &err), DG_OK);
+    for (int j = 0; j < 7; j++) assert_true(t_ops_start[j + 1] < t_ops_start[j]);
+    dg_sched_plan_free(p);
+    dg_runtime_free(rt);
+    dg_graph_free(g);
+}
+
+/* Collectives over a group of one are copies, including the permuting
+ * paths (gather/scatter along an inner dim, all_to_all). */
+static void test_self_collectives(void **state) {
+    (void)state;
+    dg_graph *g = dg_graph_new("coll");
+    int x = dg_input_new(g, "x", DG_F32, 3, DG_SHAPE(4, 6, 5));
+    int a = dg_all_reduce(g, x, DG_AXIS_TP, 1);
+    int b = dg_all_gather(g, a, DG_AXIS_TP, 1, 1);
+    int c = dg_reduce_scatter(g, b, DG_AXIS_TP, 1, 2);
+    int d = dg_all_to_all(g, c, DG_AXIS_EP, 1, 1, 0);
+    int e = dg_copy_to_group(g, d, DG_AXIS_TP, 1);
+    assert_int_equal(g->status, DG_OK);
+    dg_err err = {{0}};
+    dg_sched_plan *p = dg_sched_plan_new(g, NULL, &err);
+    assert_non_null(p);
+    assert_int_equal(p->n_stream[DG_STREAM_COMM], 5);
+    dg_runtime *rt = dg_runtime_new(NULL, &err);
+    assert_int_equal(dg_runtime_bind(rt, p, &err), DG_OK);
+    t_fill(dg_runtime_ptr(rt, x), 120, 7);
+    assert_int_equal(dg_sched_run(p, rt, NULL, &err), DG_OK);
+    assert_memory_equal(dg_runtime_ptr(rt, x), dg_runtime_ptr(rt, e), 120 * sizeof(float));
+    dg_runtime_free(rt);
+    dg_sched_plan_free(p);
+    dg_graph_free(g);
+}
+
+/* A failing kernel: the step reports it by node, and the runtime still runs
+ * the next plan. */
+static void test_kernel_failure(void **state) {
+    (void)state;
+    dg_graph *g = dg_graph_new("bad");
+    int x = dg_input_new(g, "x", DG_F32, 2, DG_SHAPE(4, 4));
+    int y = t_mix(g, &x, 1, 0, "ok");
+    int z = dg_graph_add(g, &t_op_fail, NULL, &y, 1, NULL, "boom");
+    t_mix(g, &z, 1, 0, "after");
+    dg_err err = {{0}};
+    dg_sched_plan *p = dg_sched_plan_new(g, NULL, &err);
+    dg_runtime_opts ro = {.compute_threads = 2};
+    dg_runtime *rt = dg_runtime_new(&ro, &err);
+    assert_int_equal(dg_sched_run(p, rt, NULL, &err), DG_EINPUT);
+    assert_non_null(strstr(err.msg, "boom"));
+
+    wide w;
+    build_wide(&w, 2, 0, 1);
+    dg_sched_plan *p2 = dg_sched_plan_new(w.g, NULL, &err);
+    assert_int_equal(dg_sched_run(p2, rt, NULL, &err), DG_OK);
+    dg_sched_plan_free(p2);
+    dg_graph_free(w.g);
+
+    dg_runtime_free(rt);
+    dg_sched_plan_free(p);
+    dg_graph_free(g);
+}
+
+static void test_empty_graph(void **state) {
+    (void)state;
+    dg_graph *g = dg_graph_new("empty");
+    dg_err err = {{0}};
+    dg_sched_plan *p = dg_sched_plan_new(g, NULL, &err);
+    assert_non_null(p);
+    dg_runtime *rt = dg_runtime_new(NULL, &err);
+    dg_sched_stats st;
+    assert_int_equal(dg_sched_run(p, rt, &st, &err), DG_OK);
+    assert_int_equal(st.n_tasks, 0);
+    dg_runtime_free(rt);
+    dg_sched_plan_free(p);
+    dg_graph_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bitwise_workers_and_runs),
+        cmocka_unit_test(test_matches_serial_reference),
+        cmocka_unit_test(test_dependency_order),
+        cmocka_unit_test(test_priorities),
+        cmocka_unit_test(test_self_collectives),
+        cmocka_unit_test(test_kernel_failure),
+        cmocka_unit_test(test_empty_graph),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
