@@ -202,6 +202,15 @@ int main(void) {
            "pinned to 1 thread; attention tile %dx%d\n",
            (int)ncpu, nth, openblas_get_config(), DG_ATTN_TILE, DG_ATTN_TILE);
 
+    double load = 0;
+    FILE *lf = fopen("/proc/loadavg", "r");
+    if (lf) {
+        if (fscanf(lf, "%lf", &load) != 1) load = 0;
+        fclose(lf);
+    }
+    printf("1-minute load average at start: %.2f%s\n", load,
+           load > 1.0 ? " (busy: other processes share these cores, full-team numbers may be low)" : "");
+
     /* warm OpenBLAS's buffers so they are not counted as attention memory */
     {
         attn_bufs a;
@@ -212,7 +221,8 @@ int main(void) {
         bufs_free(&a);
     }
 
-    printf("\n== memory: causal attention, B=1 Hq=8 Hkv=2 D=64, forward + backward, %d threads ==\n", nth);
+    printf("\n== memory: causal attention, B=1 Hq=8 Hkv=2 D=64, forward + backward, %d threads ==\n",
+           nth);
     printf("%6s %12s %12s %14s %18s %16s %20s\n", "T", "ws fwd (MB)", "ws bwd (MB)",
            "outputs (MB)", "ws+outs peak (MB)", "RSS in call (MB)", "one SxS/head (MB)");
     const int64_t Ts[2] = {512, 2048};

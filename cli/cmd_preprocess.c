@@ -35,6 +35,7 @@ static void usage(FILE *f) {
             "  --vocab-file F           vocab.json for %s\n"
             "  --merge-file F           merges.txt for %s\n"
             "  --log-interval N         progress every N documents (default 0: quiet)\n"
+            "  --dataset-impl mmap      accepted for older Megatron scripts (the only format)\n"
             "  --inspect PREFIX         validate PREFIX.idx/.bin and print a summary\n"
             "  --dump-tokens FILE       with --inspect: write every token as little-endian int64\n",
             DG_FORTUNES_DIR, DG_TOK_BYTE_NAME, DG_TOK_GPT2BPE_NAME, DG_TOK_GPT2BPE_NAME, DG_TOK_GPT2BPE_NAME);
@@ -126,6 +127,12 @@ int dg_cmd_preprocess(int argc, char **argv) {
             insp = argv[++i];
         } else if (!last && !strcmp(a, "--dump-tokens")) {
             dump = argv[++i];
+        } else if (!last && !strcmp(a, "--dataset-impl")) {
+            /* Older Megatron scripts pass --dataset-impl mmap: that is the only format. */
+            if (strcmp(argv[++i], "mmap") != 0) {
+                fprintf(stderr, "dagatron: --dataset-impl: only 'mmap' (Megatron's indexed dataset) is supported\n");
+                return DG_EINPUT;
+            }
         } else {
             fprintf(stderr, "dagatron: preprocess: unknown flag or missing value: '%s' (see --help)\n", a);
             return DG_EINPUT;

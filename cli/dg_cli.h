@@ -8,6 +8,7 @@
 #ifndef DG_CLI_H
 #define DG_CLI_H
 
+int dg_cmd_train(int argc, char **argv);
 int dg_cmd_dump(int argc, char **argv);
 int dg_cmd_preprocess(int argc, char **argv);
 int dg_cmd_tokenizer(int argc, char **argv);

@@ -198,11 +198,12 @@ int dg_graph_add(dg_graph *g, const dg_op_def *op, const dg_attrs *attrs, const 
     dg_node *n = &g->nodes[nid];
     n->n_out = op->n_outputs;
     for (int j = 0; j < op->n_outputs; j++) {
-        char tname[DG_NAME_LEN];
+        char tname[DG_NAME_LEN + 16];
         if (op->n_outputs == 1)
-            snprintf(tname, sizeof tname, "%.*s", DG_NAME_LEN - 1, n->name);
+            snprintf(tname, sizeof tname, "%s", n->name);
         else
             snprintf(tname, sizeof tname, "%.*s.%d", DG_NAME_LEN - 4, n->name, j);
+        tname[DG_NAME_LEN - 1] = 0;
         int tid = tensor_push(g, tname, outs[j].dtype, outs[j].ndim, outs[j].shape,
                               DG_ROLE_ACTIVATION);
         n = &g->nodes[nid]; /* tensor_push does not move nodes, but stay safe */

@@ -374,6 +374,81 @@ static int64_t merge_piece(const dg_bpe *b, int32_t *ids, int64_t n) {
     return n;
 }
 
+/* The same merges for long pieces in O(n log n): a min-heap of adjacent pairs
+ * ordered by (rank, position) over a linked list of symbols. Popping the
+ * lowest rank, leftmost first, merges every occurrence of a pair left to
+ * right before any pair that involves the new token (whose rank is higher),
+ * so the result equals merge_piece's. */
+typedef struct pair_ent {
+    int32_t rank;
+    int64_t pos; /* left symbol */
+    int32_t left, right;
+} pair_ent;
+
+static int ent_less(pair_ent a, pair_ent b) { return a.rank != b.rank ? a.rank < b.rank : a.pos < b.pos; }
+
+static void ent_push(pair_ent *h, int64_t *n, pair_ent e) {
+    int64_t i = (*n)++;
+    while (i > 0 && ent_less(e, h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = e;
+}
+
+static pair_ent ent_pop(pair_ent *h, int64_t *n) {
+    pair_ent top = h[0], last = h[--*n];
+    int64_t i = 0;
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && ent_less(h[c + 1], h[c])) c++;
+        if (!ent_less(h[c], last)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0) h[i] = last;
+    return top;
+}
+
+static int64_t merge_piece_long(const dg_bpe *b, int32_t *ids, int64_t n) {
+    int64_t *next = dg_malloc(sizeof(int64_t) * (size_t)n), *prev = dg_malloc(sizeof(int64_t) * (size_t)n);
+    pair_ent *heap = dg_malloc(sizeof(pair_ent) * (size_t)(2 * n));
+    int64_t nh = 0;
+    for (int64_t i = 0; i < n; i++) {
+        next[i] = i + 1 < n ? i + 1 : -1;
+        prev[i] = i - 1;
+    }
+    for (int64_t i = 0; i + 1 < n; i++) {
+        int32_t r = dg_bpe_rank(b, ids[i], ids[i + 1]);
+        if (r >= 0) ent_push(heap, &nh, (pair_ent){r, i, ids[i], ids[i + 1]});
+    }
+    while (nh > 0) {
+        pair_ent e = ent_pop(heap, &nh);
+        int64_t i = e.pos, j = next[i];
+        /* Stale when a neighbour merged since the push. */
+        if (ids[i] != e.left || j < 0 || ids[j] != e.right) continue;
+        ids[i] = b->merges[e.rank][2];
+        ids[j] = -1; /* removed */
+        next[i] = next[j];
+        if (next[j] >= 0) prev[next[j]] = i;
+        if (prev[i] >= 0) {
+            int32_t r = dg_bpe_rank(b, ids[prev[i]], ids[i]);
+            if (r >= 0) ent_push(heap, &nh, (pair_ent){r, prev[i], ids[prev[i]], ids[i]});
+        }
+        if (next[i] >= 0) {
+            int32_t r = dg_bpe_rank(b, ids[i], ids[next[i]]);
+            if (r >= 0) ent_push(heap, &nh, (pair_ent){r, i, ids[i], ids[next[i]]});
+        }
+    }
+    int64_t w = 0;
+    for (int64_t i = 0; i >= 0; i = next[i]) ids[w++] = ids[i];
+    dg_free(next);
+    dg_free(prev);
+    dg_free(heap);
+    return w;
+}
+
 static void cache_grow(dg_bpe_cache *c) {
     size_t cap = c->cap * 2;
     uint64_t *h = dg_calloc(cap, sizeof(uint64_t));
@@ -408,7 +483,7 @@ static void encode_piece(const dg_bpe *b, dg_bpe_cache *c, const uint8_t *p, siz
     int64_t base = out->n;
     dg_i32buf_reserve(out, (int64_t)n);
     for (size_t i = 0; i < n; i++) out->v[base + (int64_t)i] = b->byte_id[p[i]];
-    int64_t m = merge_piece(b, out->v + base, (int64_t)n);
+    int64_t m = n > 64 ? merge_piece_long(b, out->v + base, (int64_t)n) : merge_piece(b, out->v + base, (int64_t)n);
     out->n = base + m;
     if (c && n <= 64) {
         /* Bound the memo: start over past ~1M pieces. */

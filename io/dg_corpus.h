@@ -62,11 +62,13 @@ int dg_corpus_train_bpe(const char *const *files, int n_files, dg_input_format f
 /* The default training data: the fortunes corpus, one document per fortune,
  * tokenized (with the end-of-document token appended) into an indexed
  * dataset in a cache directory, built once and re-used. */
+#define DG_CORPUS_PATH_LEN 1024
+
 typedef struct dg_default_data {
-    char dir[2200];        /* <cache>/fortunes-byte or <cache>/fortunes-bpe<V> */
-    char prefix[2300];     /* <dir>/fortunes_text_document: pass to --data-path */
-    char vocab_file[2300]; /* <dir>/vocab.json, "" for the byte-level tokenizer */
-    char merge_file[2300]; /* <dir>/merges.txt, "" for the byte-level tokenizer */
+    char dir[DG_CORPUS_PATH_LEN];        /* <cache>/fortunes-byte or <cache>/fortunes-bpe<V> */
+    char prefix[DG_CORPUS_PATH_LEN];     /* <dir>/fortunes_text_document: pass to --data-path */
+    char vocab_file[DG_CORPUS_PATH_LEN]; /* <dir>/vocab.json, "" for the byte-level tokenizer */
+    char merge_file[DG_CORPUS_PATH_LEN]; /* <dir>/merges.txt, "" for the byte-level tokenizer */
     const char *tokenizer_type; /* DG_TOK_BYTE_NAME or DG_TOK_GPT2BPE_NAME */
     int64_t vocab_size;
     int32_t eod;
@@ -76,7 +78,8 @@ typedef struct dg_default_data {
  * $HOME/.cache/dagatron. bpe_vocab_size 0 selects the byte-level tokenizer,
  * otherwise a BPE of that size is trained on the corpus first. Safe to call
  * from several processes at once (each builds in a private directory and
- * renames it into place). */
+ * renames it into place). A cache path too long for DG_CORPUS_PATH_LEN is
+ * DG_EINPUT. */
 int dg_corpus_default_dataset(const char *cache_dir, int32_t bpe_vocab_size, int workers, dg_default_data *out,
                               dg_err *err);
 

@@ -76,15 +76,17 @@ static void remove_tree(const char *dir) {
     rmdir(dir);
 }
 
-static void fill_paths(dg_default_data *out, const char *dir, int bpe) {
-    snprintf(out->dir, sizeof out->dir, "%s", dir);
-    snprintf(out->prefix, sizeof out->prefix, "%s/fortunes_text_document", dir);
+/* Fill the paths of a dataset in `dir`; DG_EINPUT when they do not fit. */
+static int fill_paths(dg_default_data *out, const char *dir, int bpe, dg_err *err) {
+    int ok = snprintf(out->dir, sizeof out->dir, "%s", dir) < (int)sizeof out->dir;
+    ok = ok && snprintf(out->prefix, sizeof out->prefix, "%s/fortunes_text_document", dir) < (int)sizeof out->prefix;
+    out->vocab_file[0] = out->merge_file[0] = 0;
     if (bpe) {
-        snprintf(out->vocab_file, sizeof out->vocab_file, "%s/vocab.json", dir);
-        snprintf(out->merge_file, sizeof out->merge_file, "%s/merges.txt", dir);
-    } else {
-        out->vocab_file[0] = out->merge_file[0] = 0;
+        ok = ok && snprintf(out->vocab_file, sizeof out->vocab_file, "%s/vocab.json", dir) < (int)sizeof out->vocab_file;
+        ok = ok && snprintf(out->merge_file, sizeof out->merge_file, "%s/merges.txt", dir) < (int)sizeof out->merge_file;
     }
+    if (!ok) return dg_err_set(err, DG_EINPUT, "%s: cache path too long (max %d bytes)", dir, DG_CORPUS_PATH_LEN - 32);
+    return DG_OK;
 }
 
 /* Build the dataset (and tokenizer) into `dir`. */
@@ -93,9 +95,12 @@ static int build(const char *dir, int32_t vocab, int workers, dg_err *err) {
     int n;
     DG_TRY(dg_corpus_fortune_files(NULL, &files, &n, err));
     dg_default_data tmp;
-    fill_paths(&tmp, dir, vocab > 0);
     dg_tokenizer tok;
-    int st = DG_OK;
+    int st = fill_paths(&tmp, dir, vocab > 0, err);
+    if (st != DG_OK) {
+        dg_corpus_free_list(files, n);
+        return st;
+    }
     if (vocab > 0) {
         dg_bpe bpe;
         st = dg_corpus_train_bpe((const char *const *)files, n, DG_INPUT_TEXT, DG_FORTUNES_SEPARATOR, NULL, vocab,
@@ -108,8 +113,8 @@ static int build(const char *dir, int32_t vocab, int workers, dg_err *err) {
         st = dg_tokenizer_open(&tok, NULL, NULL, NULL, err);
     }
     if (st == DG_OK) {
-        char prefix[2300];
-        snprintf(prefix, sizeof prefix, "%s/fortunes", dir);
+        char prefix[DG_CORPUS_PATH_LEN + 16];
+        snprintf(prefix, sizeof prefix, "%.*s/fortunes", DG_CORPUS_PATH_LEN - 1, dir);
         dg_preprocess_opts o = {0};
         o.inputs = (const char *const *)files;
         o.n_inputs = n;
@@ -132,19 +137,22 @@ int dg_corpus_default_dataset(const char *cache_dir, int32_t bpe_vocab_size, int
     memset(out, 0, sizeof *out);
     if (bpe_vocab_size != 0 && bpe_vocab_size < 257)
         return dg_err_set(err, DG_EINPUT, "default dataset: BPE vocabulary %d is below 257", bpe_vocab_size);
-    char root[1800], dir[2048];
+    char root[DG_CORPUS_PATH_LEN], dir[DG_CORPUS_PATH_LEN];
     cache_root(root, sizeof root, cache_dir);
-    if (bpe_vocab_size > 0) snprintf(dir, sizeof dir, "%s/fortunes-bpe%d", root, bpe_vocab_size);
-    else snprintf(dir, sizeof dir, "%s/fortunes-byte", root);
-    fill_paths(out, dir, bpe_vocab_size > 0);
+    int len = bpe_vocab_size > 0 ? snprintf(dir, sizeof dir, "%s/fortunes-bpe%d", root, bpe_vocab_size)
+                                 : snprintf(dir, sizeof dir, "%s/fortunes-byte", root);
+    if (len >= (int)sizeof dir - 32)
+        return dg_err_set(err, DG_EINPUT, "%s: cache path too long (max %d bytes)", root, DG_CORPUS_PATH_LEN - 64);
+    DG_TRY(fill_paths(out, dir, bpe_vocab_size > 0, err));
     out->tokenizer_type = bpe_vocab_size > 0 ? DG_TOK_GPT2BPE_NAME : DG_TOK_BYTE_NAME;
 
-    char done[2300];
+    char done[DG_CORPUS_PATH_LEN + 32];
     snprintf(done, sizeof done, "%s/COMPLETE", dir);
     if (!dg_file_exists(done)) {
         DG_TRY(dg_mkdirs(root, err));
-        char tmp[2100];
-        snprintf(tmp, sizeof tmp, "%s.tmp.%d", dir, (int)getpid());
+        char tmp[DG_CORPUS_PATH_LEN];
+        if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", dir, (int)getpid()) >= (int)sizeof tmp)
+            return dg_err_set(err, DG_EINPUT, "%s: cache path too long", dir);
         remove_tree(tmp);
         DG_TRY(dg_mkdirs(tmp, err));
         int st = build(tmp, bpe_vocab_size, workers, err);

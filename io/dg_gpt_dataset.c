@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dg_data_map.h"
 #include "dg_data_npy.h"
@@ -144,7 +145,7 @@ static int save_cache(const dg_gpt_dataset *ds, const char *desc, dg_err *err) {
     cache_path(p, sizeof p, ds->cache_base, "description.txt");
     if (st == DG_OK) {
         char tmpp[1200];
-        snprintf(tmpp, sizeof tmpp, "%s.tmp", p);
+        snprintf(tmpp, sizeof tmpp, "%s.tmp.%d", p, (int)getpid());
         FILE *f = fopen(tmpp, "w");
         int ok = f && fputs(desc, f) >= 0;
         if (f && fclose(f) != 0) ok = 0;

@@ -332,7 +332,7 @@ int dg_indexed_writer_finish(dg_indexed_writer *w, dg_err *err) {
         memcpy(hdr + 18, &s, 8);
         memcpy(hdr + 26, &d, 8);
         int ok = fwrite(hdr, 1, sizeof hdr, f) == sizeof hdr;
-        ok = ok && fwrite(w->lengths, 4, (size_t)s, f) == (size_t)s;
+        ok = ok && (s == 0 || fwrite(w->lengths, 4, (size_t)s, f) == (size_t)s);
         /* Byte pointers: the running sum of the lengths, in bytes. */
         int64_t ptrbuf[1024], ptr = 0;
         for (uint64_t i = 0; ok && i < s;) {

@@ -10,8 +10,8 @@
 #include "dg_indexed.h"
 
 /* Records per batch handed to the workers, and a byte budget per batch. */
-#define BATCH_RECORDS 8192
-#define BATCH_BYTES (16u << 20)
+#define BATCH_RECORDS 2048
+#define BATCH_BYTES (2u << 20)
 
 void dg_preprocess_output_name(char *out, size_t cap, const char *prefix, const char *key) {
     snprintf(out, cap, "%s_%s_document", prefix, key);
@@ -80,12 +80,45 @@ static void job_free(job *j) {
     dg_i32buf_free(&j->seg);
 }
 
-/* Tokenize the records [0, count) of one file and append them to the writers. */
+/* Append a finished batch (the outputs of jobs[0, nw), in order) to the writers. */
+static int write_batch(const dg_preprocess_opts *o, job *jobs, int nw, dg_indexed_writer *w,
+                       dg_preprocess_stats *stats, dg_err *err) {
+    int nk = o->n_keys;
+    for (int t = 0; t < nw; t++) {
+        job *j = &jobs[t];
+        if (j->st != DG_OK) {
+            *err = j->err;
+            return j->st;
+        }
+        int64_t ti = 0, si = 0;
+        for (int64_t q = 0; q < j->nseq.n; q++) {
+            int k = (int)(q % nk);
+            for (int32_t s = 0; s < j->nseq.v[q]; s++) {
+                int32_t len = j->seqlen.v[si++];
+                DG_TRY(dg_indexed_writer_add(&w[k], j->toks.v + ti, len, err));
+                ti += len;
+                stats->sequences++;
+                stats->tokens += len;
+            }
+            dg_indexed_writer_end_document(&w[k]);
+            if (k == nk - 1) {
+                stats->documents++;
+                if (o->log_interval > 0 && stats->documents % o->log_interval == 0)
+                    fprintf(stderr, "dagatron: processed %lld documents\n", (long long)stats->documents);
+            }
+        }
+    }
+    return DG_OK;
+}
+
+/* Tokenize the records [0, count) of one file and append them to the
+ * writers. Two sets of jobs alternate: while the workers tokenize batch
+ * k+1, this thread writes batch k. */
 static int run_file(const dg_preprocess_opts *o, const char *path, dg_input_format fmt, const dg_record *recs,
-                    int64_t count, job *jobs, dg_indexed_writer *w, dg_preprocess_stats *stats, dg_err *err) {
-    int nw = o->workers, nk = o->n_keys;
+                    int64_t count, job *jobs[2], dg_indexed_writer *w, dg_preprocess_stats *stats, dg_err *err) {
+    int nw = o->workers;
     pthread_t *th = dg_malloc(sizeof(pthread_t) * (size_t)nw);
-    int st = DG_OK;
+    int st = DG_OK, cur = 0, pending = 0;
     for (int64_t b = 0; b < count && st == DG_OK;) {
         /* A batch: up to BATCH_RECORDS records or BATCH_BYTES bytes per worker. */
         int64_t e = b;
@@ -96,44 +129,23 @@ static int run_file(const dg_preprocess_opts *o, const char *path, dg_input_form
         size_t per = bytes / (size_t)nw + 1, acc = 0;
         int64_t r = b;
         for (int t = 0; t < nw; t++) {
-            jobs[t].path = path;
-            jobs[t].fmt = fmt;
-            jobs[t].recs = recs;
-            jobs[t].begin = r;
+            job *j = &jobs[cur][t];
+            j->path = path;
+            j->fmt = fmt;
+            j->recs = recs;
+            j->begin = r;
             size_t goal = per * (size_t)(t + 1);
             while (r < e && (acc < goal || t == nw - 1)) acc += recs[r++].n;
-            jobs[t].end = r;
+            j->end = r;
         }
-        for (int t = 1; t < nw; t++) DG_CHECK0(pthread_create(&th[t], NULL, work, &jobs[t]));
-        work(&jobs[0]);
-        for (int t = 1; t < nw; t++) DG_CHECK0(pthread_join(th[t], NULL));
-        for (int t = 0; t < nw && st == DG_OK; t++) {
-            job *j = &jobs[t];
-            if (j->st != DG_OK) {
-                *err = j->err;
-                st = j->st;
-                break;
-            }
-            int64_t ti = 0, si = 0;
-            for (int64_t q = 0; q < j->nseq.n && st == DG_OK; q++) {
-                int k = (int)(q % nk);
-                for (int32_t s = 0; s < j->nseq.v[q] && st == DG_OK; s++) {
-                    int32_t len = j->seqlen.v[si++];
-                    st = dg_indexed_writer_add(&w[k], j->toks.v + ti, len, err);
-                    ti += len;
-                    stats->sequences++;
-                    stats->tokens += len;
-                }
-                dg_indexed_writer_end_document(&w[k]);
-                if (k == nk - 1) {
-                    stats->documents++;
-                    if (o->log_interval > 0 && stats->documents % o->log_interval == 0)
-                        fprintf(stderr, "dagatron: processed %lld documents\n", (long long)stats->documents);
-                }
-            }
-        }
+        for (int t = 0; t < nw; t++) DG_CHECK0(pthread_create(&th[t], NULL, work, &jobs[cur][t]));
+        if (pending) st = write_batch(o, jobs[cur ^ 1], nw, w, stats, err);
+        for (int t = 0; t < nw; t++) DG_CHECK0(pthread_join(th[t], NULL));
+        pending = 1;
+        cur ^= 1;
         b = e;
     }
+    if (pending && st == DG_OK) st = write_batch(o, jobs[cur ^ 1], nw, w, stats, err);
     dg_free(th);
     return st;
 }
@@ -168,12 +180,16 @@ int dg_preprocess_run(const dg_preprocess_opts *o_in, dg_preprocess_stats *stats
         st = dg_indexed_writer_open(&w[k], name, dtype, err);
         if (st == DG_OK) opened++;
     }
-    job *jobs = dg_calloc((size_t)o.workers, sizeof(job));
+    /* Two sets of jobs (see run_file); worker t of either set uses states[t],
+     * and the two sets never run at the same time. */
+    job *jobs[2] = {dg_calloc((size_t)o.workers, sizeof(job)), dg_calloc((size_t)o.workers, sizeof(job))};
     dg_tok_state *states = dg_calloc((size_t)o.workers, sizeof(dg_tok_state));
     for (int t = 0; t < o.workers; t++) {
         dg_tok_state_init(&states[t]);
-        jobs[t].o = &o;
-        jobs[t].state = &states[t];
+        for (int k = 0; k < 2; k++) {
+            jobs[k][t].o = &o;
+            jobs[k][t].state = &states[t];
+        }
     }
     for (int i = 0; i < o.n_inputs && st == DG_OK; i++) {
         dg_input_format f = o.format ? o.format : dg_corpus_guess_format(o.inputs[i]);
@@ -194,10 +210,12 @@ int dg_preprocess_run(const dg_preprocess_opts *o_in, dg_preprocess_stats *stats
         dg_unmap(&m);
     }
     for (int t = 0; t < o.workers; t++) {
-        job_free(&jobs[t]);
+        job_free(&jobs[0][t]);
+        job_free(&jobs[1][t]);
         dg_tok_state_free(&states[t]);
     }
-    dg_free(jobs);
+    dg_free(jobs[0]);
+    dg_free(jobs[1]);
     dg_free(states);
     for (int k = 0; k < opened; k++) {
         if (st == DG_OK) st = dg_indexed_writer_finish(&w[k], err);

@@ -9,8 +9,9 @@
  * document. A document without tokens is still recorded (a document holding
  * no sequence), as Megatron's builder does.
  *
- * Documents are tokenized by `workers` threads over batches of records; the
- * output is written in input order and does not depend on the worker count.
+ * Documents are tokenized by `workers` threads over batches of records while
+ * the calling thread writes the previous batch; the output is written in
+ * input order and does not depend on the worker count.
  */
 #ifndef DG_PREPROCESS_H
 #define DG_PREPROCESS_H

@@ -7,7 +7,8 @@
 static int check_counts(const dg_tensor *c, int64_t E, dg_err *err) {
     char s[64];
     if (c->dtype != DG_I32 || c->ndim != 1 || (E >= 0 && c->shape[0] != E))
-        return DG_INFER_FAIL(err, "rule 'shape' broken: tokens_per_expert '%s' is %s %s, expected i32 [E=%lld]",
+        return DG_INFER_FAIL(err, "rule 'shape' broken: tokens_per_expert '%s' is %s %s, expected "
+                                  "i32 [E=%lld]",
                              c->name, dg_dtype_name(c->dtype), dg_shape_str(c, s), (long long)E);
     return DG_OK;
 }

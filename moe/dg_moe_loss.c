@@ -26,8 +26,10 @@ static int check_routing(const dg_node *n, const dg_tensor *z, const dg_tensor *
         return DG_INFER_FAIL(err, "rule 'attrs' broken: topk %lld must be in 1..E=%lld", (long long)k,
                              (long long)E);
     if (n->attrs.i[1] != DG_MOE_SCORE_SOFTMAX && n->attrs.i[1] != DG_MOE_SCORE_SIGMOID)
-        return DG_INFER_FAIL(err, "rule 'attrs' broken: score function %lld is neither softmax (0) nor sigmoid (1)",
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: score function %lld is neither softmax (0) "
+                                  "nor sigmoid (1)",
                              (long long)n->attrs.i[1]);
+    if (!r) return DG_OK; /* top-k of the aux scores, computed by the kernel */
     if (r->dtype == DG_I32 && r->ndim == 2 && r->shape[0] == T && r->shape[1] == k) {
         *is_indices = 1;
         return DG_OK;
@@ -36,15 +38,34 @@ static int check_routing(const dg_node *n, const dg_tensor *z, const dg_tensor *
         *is_indices = 0;
         return DG_OK;
     }
-    return DG_INFER_FAIL(err, "rule 'shape' broken: routing '%s' is %s %s, expected i32 indices [T=%lld, k=%lld] or i32 counts [E=%lld]",
+    return DG_INFER_FAIL(err, "rule 'shape' broken: routing '%s' is %s %s, expected i32 indices "
+                              "[T=%lld, k=%lld] or i32 counts [E=%lld]",
                          r->name, dg_dtype_name(r->dtype), dg_shape_str(r, s), (long long)T,
                          (long long)k, (long long)E);
 }
 
-/* f as floats [E] at the start of the workspace. */
-static float *counts_f(const dg_tensor *r, const void *routing, int64_t E, void *ws) {
-    float *f = ws;
-    if (r->ndim == 2) {
+/* Bytes rounded up to whole cache lines, so workspace parts stay aligned. */
+static size_t lines(size_t n) { return (n + 63) / 64 * 64; }
+
+/* Workspace: f [E] floats, then (without a routing input) T*k indices. */
+static size_t f_bytes(const dg_graph *g, const dg_node *n, int zin) {
+    const dg_tensor *z = DG_IN(g, n, zin);
+    size_t b = lines(sizeof(float) * (size_t)z->shape[1]);
+    if (n->n_in == zin + 1) b += lines(sizeof(int32_t) * (size_t)(z->shape[0] * n->attrs.i[0]));
+    return b;
+}
+
+/* f as floats [E] at the start of the workspace: from the routing input
+ * (r != NULL) or Megatron's top-k of the aux scores. */
+static float *counts_f(const dg_exec_env *env, const dg_node *n, const dg_tensor *z,
+                       const dg_tensor *r, const void *routing, const float *logits) {
+    int64_t T = z->shape[0], E = z->shape[1];
+    float *f = env->workspace;
+    if (!r) {
+        int32_t *idx = (int32_t *)((char *)env->workspace + lines(sizeof(float) * (size_t)E));
+        dg_cpu_moe_aux_counts(env->team, (dg_moe_score_fn)n->attrs.i[1], logits, T, E,
+                              (int)n->attrs.i[0], idx, f);
+    } else if (r->ndim == 2) {
         dg_cpu_moe_count(routing, dg_tensor_numel(r), E, f);
     } else {
         const int32_t *c = routing;
@@ -53,8 +74,6 @@ static float *counts_f(const dg_tensor *r, const void *routing, int64_t E, void 
     return f;
 }
 
-/* f sits in front of the kernel's own work area, rounded to 64 bytes. */
-static size_t f_bytes(int64_t E) { return ((sizeof(float) * (size_t)E + 63) / 64) * 64; }
 
 /* ---- aux loss ------------------------------------------------------------------------ */
 
@@ -62,7 +81,7 @@ static int infer_aux(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_
     const dg_tensor *z = DG_IN(g, n, 0);
     int is_ix;
     DG_TRY(check_logits(z, err));
-    DG_TRY(check_routing(n, z, DG_IN(g, n, 1), err, &is_ix));
+    DG_TRY(check_routing(n, z, n->n_in > 1 ? DG_IN(g, n, 1) : NULL, err, &is_ix));
     dg_desc_set(o, DG_F32, 0, NULL);
     return DG_OK;
 }
@@ -70,34 +89,35 @@ static int infer_aux(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_
 static void cost_aux(const dg_graph *g, const dg_node *n, dg_cost *c) {
     double TE = (double)dg_tensor_numel(DG_IN(g, n, 0));
     c->flops = 5.0 * TE;
-    c->bytes = 4.0 * (2.0 * TE + (double)dg_tensor_numel(DG_IN(g, n, 1)));
+    c->bytes = 4.0 * 2.0 * TE;
 }
 
 static size_t ws_aux(const dg_graph *g, const dg_node *n, int nthreads) {
     (void)nthreads;
     const dg_tensor *z = DG_IN(g, n, 0);
-    return f_bytes(z->shape[1]) + dg_cpu_moe_aux_work_bytes(z->shape[0], z->shape[1]);
+    return f_bytes(g, n, 0) + dg_cpu_moe_aux_work_bytes(z->shape[0], z->shape[1]);
 }
 
 static int k_aux(const dg_exec_env *env, const dg_graph *g, const dg_node *n, void *const *in,
                  void *const *out) {
     const dg_tensor *z = DG_IN(g, n, 0);
     int64_t T = z->shape[0], E = z->shape[1];
-    const float *f = counts_f(DG_IN(g, n, 1), in[1], E, env->workspace);
+    const float *f = counts_f(env, n, z, n->n_in > 1 ? DG_IN(g, n, 1) : NULL,
+                              n->n_in > 1 ? in[1] : NULL, in[0]);
     *(float *)out[0] = dg_cpu_moe_aux_loss(env->team, (dg_moe_score_fn)n->attrs.i[1], in[0], f, T, E,
                                            (int)n->attrs.i[0], (float)n->attrs.f[0],
-                                           (char *)env->workspace + f_bytes(E));
+                                           (char *)env->workspace + f_bytes(g, n, 0));
     return DG_OK;
 }
 
 static int adj_aux(dg_graph *g, const dg_node *n, const int *dout, int *din) {
-    int in[3] = {dout[0], n->in[0], n->in[1]};
-    din[0] = dg_add1(g, &dg_op_moe_aux_loss_grad, &n->attrs, in, 3, NULL);
+    int in[3] = {dout[0], n->in[0], n->n_in > 1 ? n->in[1] : -1};
+    din[0] = dg_add1(g, &dg_op_moe_aux_loss_grad, &n->attrs, in, n->n_in + 1, NULL);
     return g->status;
 }
 
 const dg_op_def dg_op_moe_aux_loss = {
-    .name = "moe_aux_loss", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+    .name = "moe_aux_loss", .min_inputs = 1, .max_inputs = 2, .n_outputs = 1,
     .iattr_names = {"topk", "score_function"}, .fattr_names = {"coeff"},
     .infer = infer_aux, .cost = cost_aux, .adjoint = adj_aux, .workspace = ws_aux,
     .kernel = {k_aux},
@@ -109,7 +129,8 @@ int dg_moe_aux_loss(dg_graph *g, int logits, int routing, int topk, dg_moe_score
     a.i[0] = topk;
     a.i[1] = score;
     a.f[0] = coeff;
-    return dg_add1(g, &dg_op_moe_aux_loss, &a, (int[]){logits, routing}, 2, "moe_aux_loss");
+    return dg_add1(g, &dg_op_moe_aux_loss, &a, (int[]){logits, routing}, routing >= 0 ? 2 : 1,
+                   "moe_aux_loss");
 }
 
 static int infer_aux_grad(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
@@ -117,7 +138,7 @@ static int infer_aux_grad(const dg_graph *g, const dg_node *n, dg_tensor_desc *o
     int is_ix;
     DG_TRY(check_scalar(DG_IN(g, n, 0), err));
     DG_TRY(check_logits(z, err));
-    DG_TRY(check_routing(n, z, DG_IN(g, n, 2), err, &is_ix));
+    DG_TRY(check_routing(n, z, n->n_in > 2 ? DG_IN(g, n, 2) : NULL, err, &is_ix));
     dg_desc_like(o, z);
     return DG_OK;
 }
@@ -125,26 +146,27 @@ static int infer_aux_grad(const dg_graph *g, const dg_node *n, dg_tensor_desc *o
 static void cost_aux_grad(const dg_graph *g, const dg_node *n, dg_cost *c) {
     double TE = (double)dg_tensor_numel(DG_IN(g, n, 1));
     c->flops = 8.0 * TE;
-    c->bytes = 4.0 * (2.0 * TE + (double)dg_tensor_numel(DG_IN(g, n, 2)));
+    c->bytes = 4.0 * 2.0 * TE;
 }
 
 static size_t ws_aux_grad(const dg_graph *g, const dg_node *n, int nthreads) {
     (void)nthreads;
-    return f_bytes(DG_IN(g, n, 1)->shape[1]);
+    return f_bytes(g, n, 1);
 }
 
 static int k_aux_grad(const dg_exec_env *env, const dg_graph *g, const dg_node *n, void *const *in,
                       void *const *out) {
     const dg_tensor *z = DG_IN(g, n, 1);
     int64_t T = z->shape[0], E = z->shape[1];
-    const float *f = counts_f(DG_IN(g, n, 2), in[2], E, env->workspace);
+    const float *f = counts_f(env, n, z, n->n_in > 2 ? DG_IN(g, n, 2) : NULL,
+                              n->n_in > 2 ? in[2] : NULL, in[1]);
     dg_cpu_moe_aux_loss_bwd(env->team, (dg_moe_score_fn)n->attrs.i[1], in[1], f, T, E,
                             (int)n->attrs.i[0], (float)n->attrs.f[0], *(const float *)in[0], out[0]);
     return DG_OK;
 }
 
 const dg_op_def dg_op_moe_aux_loss_grad = {
-    .name = "moe_aux_loss_grad", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
+    .name = "moe_aux_loss_grad", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1,
     .iattr_names = {"topk", "score_function"}, .fattr_names = {"coeff"},
     .infer = infer_aux_grad, .cost = cost_aux_grad, .workspace = ws_aux_grad,
     .kernel = {k_aux_grad},

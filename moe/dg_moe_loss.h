@@ -11,10 +11,15 @@
  *     f_e = number of (token, slot) pairs routed to e: a constant, so the
  *           gradient flows through P only
  *
- * f comes from the second input, an i32 tensor that is either
- *   - the router's indices [T, k] (entries -1 are not counted), or
- *   - per-expert counts [E], e.g. the router's tokens_per_expert output,
- *     which counts before capacity dropping as Megatron does.
+ * f comes from the optional second input:
+ *   - absent (routing = -1): the top-k of each token's aux scores above,
+ *     exactly Megatron's compute_routing_scores_for_aux_loss, which ignores
+ *     group limits, expert bias and capacity. Use this to match Megatron in
+ *     every router mode.
+ *   - i32 indices [T, k] (entries -1 are not counted), or
+ *   - i32 per-expert counts [E], e.g. the router's tokens_per_expert output
+ *     (before capacity dropping). Without groups or expert bias both give
+ *     the same f as the absent form.
  * T is the local token count (no SP/CP all-reduce here).
  *
  * z-loss (ST-MoE, Megatron's z_loss_func, --moe-z-loss-coeff):
@@ -29,6 +34,7 @@
  *   "moe_aux_loss", "moe_aux_loss_grad": i[0] topk, i[1] score function
  *       (dg_moe_score_fn), f[0] coeff
  *   "moe_z_loss", "moe_z_loss_grad": f[0] coeff
+ * Inputs: "moe_aux_loss" (logits [, routing]), "moe_z_loss" (logits).
  * Backward ops take (dloss scalar, logits [, routing]) and give dlogits [T, E].
  */
 #ifndef DG_MOE_LOSS_H
@@ -42,8 +48,9 @@ extern const dg_op_def dg_op_moe_aux_loss_grad;
 extern const dg_op_def dg_op_moe_z_loss;
 extern const dg_op_def dg_op_moe_z_loss_grad;
 
-/* Load-balancing loss of logits [T, E] given `routing`: i32 indices [T, k]
- * or i32 counts [E]. Returns the scalar's id, or -1 after a builder error. */
+/* Load-balancing loss of logits [T, E] given `routing`: i32 indices [T, k],
+ * i32 counts [E], or -1 (Megatron's own top-k of the aux scores). Returns
+ * the scalar's id, or -1 after a builder error. */
 int dg_moe_aux_loss(dg_graph *g, int logits, int routing, int topk, dg_moe_score_fn score,
                     double coeff);
 

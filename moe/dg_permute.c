@@ -25,7 +25,8 @@ static int check_row_map(const dg_tensor *m, int64_t N, dg_err *err) {
 static int check_probs(const dg_tensor *p, int64_t T, int64_t k, dg_err *err) {
     char s[64];
     if (p->dtype != DG_F32 || p->ndim != 2 || p->shape[0] != T || p->shape[1] != k)
-        return DG_INFER_FAIL(err, "rule 'shape' broken: probs '%s' is %s %s, expected f32 [T=%lld, k=%lld]",
+        return DG_INFER_FAIL(err, "rule 'shape' broken: probs '%s' is %s %s, expected f32 [T=%lld, "
+                                  "k=%lld]",
                              p->name, dg_dtype_name(p->dtype), dg_shape_str(p, s), (long long)T,
                              (long long)k);
     return DG_OK;
@@ -40,7 +41,8 @@ static int infer_permute(const dg_graph *g, const dg_node *n, dg_tensor_desc *o,
     DG_TRY(check_rows(x, "x", err));
     char s[64];
     if (ix->dtype != DG_I32 || ix->ndim != 2 || ix->shape[0] != x->shape[0])
-        return DG_INFER_FAIL(err, "rule 'shape' broken: indices '%s' is %s %s, expected i32 [T=%lld, k]",
+        return DG_INFER_FAIL(err, "rule 'shape' broken: indices '%s' is %s %s, expected i32 "
+                                  "[T=%lld, k]",
                              ix->name, dg_dtype_name(ix->dtype), dg_shape_str(ix, s),
                              (long long)x->shape[0]);
     int64_t E = n->attrs.i[0], N = ix->shape[0] * ix->shape[1];

@@ -8,7 +8,8 @@
 dg_router_opts dg_router_opts_default(int topk) {
     dg_router_opts o = {.topk = topk, .score = DG_MOE_SCORE_SOFTMAX, .pre_softmax = 0,
                         .capacity_factor = 0.0, .drop_policy = DG_MOE_DROP_PROBS,
-                        .scaling_factor = 0.0};
+                        .scaling_factor = 0.0, .num_groups = 0, .group_topk = 0,
+                        .expert_bias = -1};
     return o;
 }
 
@@ -26,6 +27,9 @@ static void cfg_from_node(const dg_graph *g, const dg_node *n, int64_t T, int64_
     c->policy = (dg_moe_drop_policy)n->attrs.i[3];
     c->scaling = (float)n->attrs.f[1];
     c->capacity = n->attrs.f[0] > 0 ? dg_moe_capacity(T, c->k, E, n->attrs.f[0]) : 0;
+    c->num_groups = (int)n->attrs.i[4];
+    c->group_topk = (int)n->attrs.i[5];
+    c->bias = NULL; /* the kernel sets it from its input */
 }
 
 /* Attr checks shared by the forward and backward op; E from the logits. */
@@ -35,13 +39,40 @@ static int check_attrs(const dg_node *n, int64_t E, dg_err *err) {
         return DG_INFER_FAIL(err, "rule 'attrs' broken: topk %lld must be in 1..min(E=%lld, %d)",
                              (long long)k, (long long)E, DG_ROUTER_MAX_TOPK);
     if (n->attrs.i[1] != DG_MOE_SCORE_SOFTMAX && n->attrs.i[1] != DG_MOE_SCORE_SIGMOID)
-        return DG_INFER_FAIL(err, "rule 'attrs' broken: score function %lld is neither softmax (0) nor sigmoid (1)",
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: score function %lld is neither softmax (0) "
+                                  "nor sigmoid (1)",
                              (long long)n->attrs.i[1]);
     if (n->attrs.i[2] && n->attrs.i[1] != DG_MOE_SCORE_SOFTMAX)
-        return DG_INFER_FAIL(err, "rule 'attrs' broken: pre_softmax applies to the softmax score function only");
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: pre_softmax applies to the softmax "
+                                  "score function only");
     if (n->attrs.i[3] != DG_MOE_DROP_PROBS && n->attrs.i[3] != DG_MOE_DROP_POSITION)
-        return DG_INFER_FAIL(err, "rule 'attrs' broken: drop policy %lld is neither probs (0) nor position (1)",
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: drop policy %lld is neither probs (0) nor "
+                                  "position (1)",
                              (long long)n->attrs.i[3]);
+    int64_t G = n->attrs.i[4], gk = n->attrs.i[5];
+    if (G != 0) {
+        if (G < 1 || G > DG_MOE_MAX_GROUPS || E % G != 0)
+            return DG_INFER_FAIL(err, "rule 'attrs' broken: num_groups %lld must divide E=%lld "
+                                      "(and be <= %d)",
+                                 (long long)G, (long long)E, DG_MOE_MAX_GROUPS);
+        if (gk < 1 || gk > G || gk > k || k / gk > E / G)
+            return DG_INFER_FAIL(err, "rule 'attrs' broken: group_topk %lld must be in "
+                                      "1..min(num_groups=%lld, topk=%lld), with "
+                                      "topk/group_topk <= experts per group %lld",
+                                 (long long)gk, (long long)G, (long long)k, (long long)(E / G));
+    }
+    return DG_OK;
+}
+
+/* The optional expert bias: f32 [E], sigmoid score function only. */
+static int check_bias(const dg_node *n, const dg_tensor *b, int64_t E, dg_err *err) {
+    char s[64];
+    if (b->dtype != DG_F32 || b->ndim != 1 || b->shape[0] != E)
+        return DG_INFER_FAIL(err, "rule 'shape' broken: expert bias '%s' is %s %s, expected f32 "
+                                  "[E=%lld]",
+                             b->name, dg_dtype_name(b->dtype), dg_shape_str(b, s), (long long)E);
+    if (n->attrs.i[1] != DG_MOE_SCORE_SIGMOID)
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: an expert bias needs the sigmoid score function");
     return DG_OK;
 }
 
@@ -60,6 +91,7 @@ static int infer_router(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, 
     DG_TRY(check_logits(z, err));
     int64_t T = z->shape[0], E = z->shape[1], k = n->attrs.i[0];
     DG_TRY(check_attrs(n, E, err));
+    if (n->n_in > 1) DG_TRY(check_bias(n, DG_IN(g, n, 1), E, err));
     dg_desc_set(&o[0], DG_F32, 2, (int64_t[]){T, k});
     dg_desc_set(&o[1], DG_I32, 2, (int64_t[]){T, k});
     dg_desc_set(&o[2], DG_I32, 1, (int64_t[]){E});
@@ -86,6 +118,7 @@ static int k_router(const dg_exec_env *env, const dg_graph *g, const dg_node *n,
     const dg_tensor *z = DG_IN(g, n, 0);
     dg_moe_router_cfg c;
     cfg_from_node(g, n, z->shape[0], z->shape[1], &c);
+    c.bias = n->n_in > 1 ? in[1] : NULL;
     return dg_cpu_moe_router(env->team, &c, in[0], z->shape[0], z->shape[1], out[0], out[1], out[2],
                              env->workspace) == 0
                ? DG_OK
@@ -93,15 +126,15 @@ static int k_router(const dg_exec_env *env, const dg_graph *g, const dg_node *n,
 }
 
 static int adj_router(dg_graph *g, const dg_node *n, const int *dout, int *din) {
-    if (dout[0] < 0) return DG_OK; /* only probs differentiates */
-    int in[3] = {dout[0], n->in[0], n->out[1]};
-    din[0] = dg_add1(g, &dg_op_moe_router_grad, &n->attrs, in, 3, NULL);
+    if (dout[0] < 0) return DG_OK; /* only probs differentiates, w.r.t. the logits */
+    int in[4] = {dout[0], n->in[0], n->out[1], n->n_in > 1 ? n->in[1] : -1};
+    din[0] = dg_add1(g, &dg_op_moe_router_grad, &n->attrs, in, n->n_in > 1 ? 4 : 3, NULL);
     return g->status;
 }
 
 const dg_op_def dg_op_moe_router = {
-    .name = "moe_router", .min_inputs = 1, .max_inputs = 1, .n_outputs = 3,
-    .iattr_names = {"topk", "score_function", "pre_softmax", "drop_policy"},
+    .name = "moe_router", .min_inputs = 1, .max_inputs = 2, .n_outputs = 3,
+    .iattr_names = {"topk", "score_function", "pre_softmax", "drop_policy", "num_groups", "group_topk"},
     .fattr_names = {"capacity_factor", "scaling_factor"},
     .infer = infer_router, .cost = cost_router, .adjoint = adj_router, .workspace = ws_router,
     .kernel = {k_router},
@@ -115,8 +148,11 @@ int dg_moe_router(dg_graph *g, int logits, const dg_router_opts *o, dg_router_ou
     a.i[3] = o->drop_policy;
     a.f[0] = o->capacity_factor > 0 ? o->capacity_factor : 0.0;
     a.f[1] = o->scaling_factor;
+    a.i[4] = o->num_groups;
+    a.i[5] = o->num_groups > 0 ? o->group_topk : 0;
     int ids[3] = {-1, -1, -1};
-    int p = dg_graph_add(g, &dg_op_moe_router, &a, &logits, 1, ids, "moe_router");
+    int in[2] = {logits, o->expert_bias};
+    int p = dg_graph_add(g, &dg_op_moe_router, &a, in, o->expert_bias >= 0 ? 2 : 1, ids, "moe_router");
     if (out) *out = (dg_router_out){ids[0], ids[1], ids[2]};
     return p;
 }
@@ -132,8 +168,10 @@ static int infer_router_grad(const dg_graph *g, const dg_node *n, dg_tensor_desc
     char a[64], b[64];
     int64_t T = z->shape[0], k = n->attrs.i[0];
     if (dp->ndim != 2 || dp->shape[0] != T || dp->shape[1] != k || !dg_same_shape(dp, ix))
-        return DG_INFER_FAIL(err, "rule 'shape' broken: dprobs %s and indices %s must be [T=%lld, k=%lld]",
+        return DG_INFER_FAIL(err, "rule 'shape' broken: dprobs %s and indices %s must be [T=%lld, "
+                                  "k=%lld]",
                              dg_shape_str(dp, a), dg_shape_str(ix, b), (long long)T, (long long)k);
+    if (n->n_in > 3) DG_TRY(check_bias(n, DG_IN(g, n, 3), z->shape[1], err));
     dg_desc_like(o, z);
     return DG_OK;
 }
@@ -148,13 +186,14 @@ static int k_router_grad(const dg_exec_env *env, const dg_graph *g, const dg_nod
     const dg_tensor *z = DG_IN(g, n, 1);
     dg_moe_router_cfg c;
     cfg_from_node(g, n, z->shape[0], z->shape[1], &c);
+    c.bias = n->n_in > 3 ? in[3] : NULL;
     dg_cpu_moe_router_bwd(env->team, &c, in[0], in[1], in[2], z->shape[0], z->shape[1], out[0]);
     return DG_OK;
 }
 
 const dg_op_def dg_op_moe_router_grad = {
-    .name = "moe_router_grad", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
-    .iattr_names = {"topk", "score_function", "pre_softmax", "drop_policy"},
+    .name = "moe_router_grad", .min_inputs = 3, .max_inputs = 4, .n_outputs = 1,
+    .iattr_names = {"topk", "score_function", "pre_softmax", "drop_policy", "num_groups", "group_topk"},
     .fattr_names = {"capacity_factor", "scaling_factor"},
     .infer = infer_router_grad, .cost = cost_router_grad, .kernel = {k_router_grad},
 };

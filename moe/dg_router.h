@@ -19,6 +19,18 @@
  *                      (+1e-20) when k > 1
  * then probs *= scaling_factor when it is set (--moe-router-topk-scaling-factor).
  *
+ * Group-limited routing (--moe-router-num-groups G, --moe-router-group-topk
+ * g; Megatron's group_limited_topk, DeepSeek's device/node-limited routing):
+ * experts form G equal groups of consecutive ids; a group scores the sum of
+ * its top k/g routing scores; each token picks its g best groups (ties to
+ * the lower group) and its top k experts among theirs.
+ *
+ * Expert bias (--moe-router-enable-expert-bias, aux-loss-free balancing;
+ * sigmoid only, as in Megatron): an optional f32 [E] input added to the
+ * sigmoid scores for the selection only; probs use the unbiased scores. It
+ * takes no gradient: make it a buffer (not a DG_ROLE_PARAMETER) and update
+ * it outside the gradient path from tokens_per_expert.
+ *
  * Capacity (--moe-expert-capacity-factor f > 0): each expert keeps at most
  * capacity = ceil(T*k/E * f) slots (Megatron's get_capacity over T*k
  * tokens), chosen by --moe-token-drop-policy: "probs" keeps the largest
@@ -38,7 +50,10 @@
  * Attr slots of "moe_router" (and of its backward "moe_router_grad"):
  *   i[0] topk            i[1] score function (dg_moe_score_fn: 0 softmax, 1 sigmoid)
  *   i[2] pre_softmax     i[3] drop policy (dg_moe_drop_policy: 0 probs, 1 position)
+ *   i[4] num_groups (0: off) i[5] group_topk
  *   f[0] capacity factor (<= 0: dropless)   f[1] scaling factor (0: none)
+ * Inputs: logits [, expert bias]; the backward takes (dprobs, logits,
+ * indices [, expert bias]).
  */
 #ifndef DG_ROUTER_H
 #define DG_ROUTER_H
@@ -47,7 +62,7 @@
 #include "dg_op.h"
 
 /* Largest top-k the CPU kernels handle. */
-#define DG_ROUTER_MAX_TOPK 64
+#define DG_ROUTER_MAX_TOPK DG_MOE_MAX_K
 
 typedef struct dg_router_opts {
     int topk;                   /* --moe-router-topk (>= 1, <= E) */
@@ -56,9 +71,14 @@ typedef struct dg_router_opts {
     double capacity_factor;     /* --moe-expert-capacity-factor; <= 0: dropless */
     dg_moe_drop_policy drop_policy; /* --moe-token-drop-policy */
     double scaling_factor;      /* --moe-router-topk-scaling-factor; 0: none */
+    int num_groups;             /* --moe-router-num-groups; 0: not group-limited */
+    int group_topk;             /* --moe-router-group-topk */
+    int expert_bias;            /* tensor id of f32 [E] (--moe-router-enable-expert-bias,
+                                 * sigmoid only), or -1 */
 } dg_router_opts;
 
-/* Megatron's defaults for top-k: softmax after top-k, dropless, no scaling. */
+/* Megatron's defaults for top-k: softmax after top-k, dropless, no scaling,
+ * no groups, no expert bias. */
 dg_router_opts dg_router_opts_default(int topk);
 
 typedef struct dg_router_out {

@@ -13,12 +13,13 @@
  * attrs: i[0] = causal (1: query i sees keys j <= i; 0: all keys)
  *        f[0] = scale (> 0; dg_attention() puts 1/sqrt(D) for scale <= 0)
  * Kernel: flash-style, O(S) memory (kernels/cpu/dg_cpu_attention.h).
- * Cost: the matmul FLOPs, 4 B Hq S^2 D, halved when causal.
+ * Cost: the matmul FLOPs, 4 D per visible (query, key) pair: 4 B Hq S^2 D,
+ * or 4 B Hq S (S+1)/2 D when causal.
  *
  * attention_bwd(q, k, v, o, do, lse [, dlse]) -> dq, dk, dv
  *   The adjoint of attention; dlse (the gradient of lse, [B, Hq, S]) is
  *   optional. Same attrs as the forward node. Not differentiable again.
- *   Cost: the FLOPs it runs, 14 B Hq S^2 D (halved when causal): 7 tile
+ *   Cost: the FLOPs it runs, 14 D per visible pair (3.5x the forward): 7 tile
  *   products, since dQ is a separate pass that recomputes P and dP so that
  *   results do not depend on the thread count.
  */

@@ -51,9 +51,11 @@ static int k_xent(const dg_exec_env *e, const dg_graph *g, const dg_node *n, voi
 
 static int adj_xent(dg_graph *g, const dg_node *n, const int *dout, int *din) {
     if (dout[1] >= 0) {
-        g->status = dg_err_set(&g->err, DG_EINPUT,
-                               "rule 'differentiable' broken: no gradient through softmax_xent's lse");
-        return g->status;
+        /* recorded like a builder error, so autodiff reports it */
+        if (g->status == DG_OK)
+            g->status = dg_err_set(&g->err, DG_EINPUT, "rule 'differentiable' broken: no "
+                                                       "gradient flows through softmax_xent's lse");
+        return DG_EINPUT;
     }
     if (dout[0] < 0) return DG_OK;
     int in[5] = {n->in[0], n->in[1], n->out[1], dout[0], n->n_in > 2 ? n->in[2] : -1};

@@ -121,53 +121,57 @@ int dg_memplan_build(const dg_graph *g, const int *order, const int *keep, int n
     return DG_OK;
 }
 
+/* Sweep in birth order keeping the live set: two tensors with intersecting
+ * lifetimes meet when the younger one is born, so each new tensor is only
+ * checked against the ones alive at that moment (a handful, not all). */
+typedef struct life_key {
+    int first, id;
+} life_key;
+
+static int life_cmp(const void *pa, const void *pb) {
+    const life_key *a = pa, *b = pb;
+    if (a->first != b->first) return a->first < b->first ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
 int dg_memplan_validate(const dg_graph *g, const dg_memplan *mp, dg_err *err) {
-    int nt = mp->n_tensors;
-    /* Sort by offset and sweep: only tensors whose ranges overlap in memory
-     * need a lifetime check, which keeps this near-linear on real plans. */
-    int *ids = dg_malloc(sizeof(int) * (size_t)DG_MAX(nt, 1));
-    int n = 0;
-    for (int t = 0; t < nt; t++) {
+    int nt = mp->n_tensors, n = 0, st = DG_OK;
+    life_key *ks = dg_malloc(sizeof *ks * (size_t)DG_MAX(nt, 1));
+    for (int t = 0; t < nt && st == DG_OK; t++) {
         if (mp->offset[t] < 0) continue;
-        if (mp->offset[t] % DG_MEMPLAN_ALIGN) {
-            dg_free(ids);
-            return dg_err_set(err, DG_EINTERNAL, "memplan: tensor %d '%s' at offset %lld is not %d-byte aligned",
-                              t, g->tensors[t].name, (long long)mp->offset[t], DG_MEMPLAN_ALIGN);
-        }
-        if ((size_t)mp->offset[t] + dg_tensor_bytes(&g->tensors[t]) > mp->arena_bytes) {
-            dg_free(ids);
-            return dg_err_set(err, DG_EINTERNAL, "memplan: tensor %d '%s' ends past the arena (%zu bytes)",
-                              t, g->tensors[t].name, mp->arena_bytes);
-        }
-        ids[n++] = t;
+        if (mp->offset[t] % DG_MEMPLAN_ALIGN)
+            st = dg_err_set(err, DG_EINTERNAL, "memplan: tensor %d '%s' at offset %lld is not %d-byte aligned",
+                            t, g->tensors[t].name, (long long)mp->offset[t], DG_MEMPLAN_ALIGN);
+        else if ((size_t)mp->offset[t] + dg_tensor_bytes(&g->tensors[t]) > mp->arena_bytes)
+            st = dg_err_set(err, DG_EINTERNAL, "memplan: tensor %d '%s' ends past the arena (%zu bytes)",
+                            t, g->tensors[t].name, mp->arena_bytes);
+        ks[n++] = (life_key){mp->first[t], t};
     }
-    /* insertion sort by offset: plans are small and mostly sorted by id */
-    for (int i = 1; i < n; i++) {
-        int v = ids[i], j = i;
-        while (j > 0 && mp->offset[ids[j - 1]] > mp->offset[v]) {
-            ids[j] = ids[j - 1];
-            j--;
-        }
-        ids[j] = v;
-    }
-    int st = DG_OK;
+    qsort(ks, (size_t)n, sizeof *ks, life_cmp);
+    int *live = dg_malloc(sizeof(int) * (size_t)DG_MAX(n, 1));
+    int nl = 0;
     for (int i = 0; i < n && st == DG_OK; i++) {
-        int a = ids[i];
-        size_t a_end = (size_t)mp->offset[a] + dg_tensor_bytes(&g->tensors[a]);
-        for (int j = i + 1; j < n && (size_t)mp->offset[ids[j]] < a_end; j++) {
-            int b = ids[j];
-            if (lives_overlap(mp, a, b)) {
+        int b = ks[i].id;
+        int64_t b_lo = mp->offset[b], b_hi = b_lo + (int64_t)dg_tensor_bytes(&g->tensors[b]);
+        int w = 0;
+        for (int k = 0; k < nl; k++) {
+            int a = live[k];
+            if (mp->last[a] < mp->first[b]) continue; /* dead: drop from the live set */
+            live[w++] = a;
+            int64_t a_lo = mp->offset[a], a_hi = a_lo + (int64_t)dg_tensor_bytes(&g->tensors[a]);
+            if (st == DG_OK && a_lo < b_hi && b_lo < a_hi)
                 st = dg_err_set(err, DG_EINTERNAL,
                                 "memplan: tensors %d '%s' [%d,%d] and %d '%s' [%d,%d] are live together "
-                                "but overlap at arena bytes %lld..%zu",
+                                "but overlap at arena bytes %lld..%lld",
                                 a, g->tensors[a].name, mp->first[a], mp->last[a], b,
                                 g->tensors[b].name, mp->first[b], mp->last[b],
-                                (long long)mp->offset[b], a_end);
-                break;
-            }
+                                (long long)DG_MAX(a_lo, b_lo), (long long)DG_MIN(a_hi, b_hi));
         }
+        nl = w;
+        live[nl++] = b;
     }
-    dg_free(ids);
+    dg_free(live);
+    dg_free(ks);
     return st;
 }
 

@@ -48,41 +48,79 @@ static void edges_csr(const edge_list *l, int nn, int **off, int **succ) {
     for (int i = 0; i < l->n; i++) (*succ)[i] = edge_to(l->e[i]); /* sorted by from */
 }
 
-/* 5. memory edges: see dg_sched.h. Sweep the planned tensors by offset;
- * for each pair sharing bytes, order the earlier one's readers (and
- * producer) before the later one's producer. */
+/* 5. memory edges: see dg_sched.h. Visit the planned tensors by birth
+ * (plan position of their producer) while tracking, for each byte range of
+ * the arena, the tensor that occupied it last. A newborn B only needs edges
+ * from the last occupants of its bytes: each of them died before B was born
+ * (the validator guarantees it), and older occupants are ordered before the
+ * last ones by the edges added when those were born, so one edge per
+ * (occupant, B) keeps the whole history ordered. The arena has few distinct
+ * boundaries, so the segment list stays short. */
+typedef struct seg {
+    int64_t lo, hi;
+    int owner; /* tensor that occupied [lo, hi) last, -1 if none yet */
+} seg;
+
+typedef struct born {
+    int first, id;
+} born;
+
+static int born_cmp(const void *a, const void *b) {
+    const born *x = a, *y = b;
+    if (x->first != y->first) return x->first < y->first ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
 static void memory_edges(const dg_graph *g, const dg_memplan *mp, edge_list *l) {
     dg_uses u;
     dg_uses_build(g, &u);
     int nt = g->n_tensors, n = 0;
-    int *ids = dg_malloc(sizeof(int) * (size_t)DG_MAX(nt, 1));
+    born *bs = dg_malloc(sizeof *bs * (size_t)DG_MAX(nt, 1));
     for (int t = 0; t < nt; t++)
-        if (mp->offset[t] >= 0) ids[n++] = t;
-    for (int i = 1; i < n; i++) { /* insertion sort by offset */
-        int v = ids[i], j = i;
-        while (j > 0 && mp->offset[ids[j - 1]] > mp->offset[v]) {
-            ids[j] = ids[j - 1];
-            j--;
-        }
-        ids[j] = v;
-    }
+        if (mp->offset[t] >= 0) bs[n++] = (born){mp->first[t], t};
+    qsort(bs, (size_t)n, sizeof *bs, born_cmp);
+    int ns = 1, cap = 64;
+    seg *sg = dg_malloc(sizeof *sg * (size_t)cap);
+    sg[0] = (seg){0, (int64_t)mp->arena_bytes + 1, -1};
     for (int i = 0; i < n; i++) {
-        int a = ids[i];
-        int64_t a_end = mp->offset[a] + (int64_t)mp->size[a];
-        for (int j = i + 1; j < n && mp->offset[ids[j]] < a_end; j++) {
-            int b = ids[j], x = a, y = b;
-            if (mp->last[x] >= mp->first[y]) { /* try the other way round */
-                x = b;
-                y = a;
-                if (mp->last[x] >= mp->first[y]) continue; /* live together: validator's job */
+        int b = bs[i].id, pb = g->tensors[b].producer;
+        int64_t lo = mp->offset[b], hi = lo + (int64_t)mp->size[b];
+        /* split the segments at lo and hi so B's range is whole segments */
+        for (int cut = 0; cut < 2; cut++) {
+            int64_t at = cut ? hi : lo;
+            for (int k = 0; k < ns; k++) {
+                if (sg[k].lo < at && at < sg[k].hi) {
+                    if (ns == cap) sg = dg_realloc(sg, sizeof *sg * (size_t)(cap *= 2));
+                    memmove(&sg[k + 1], &sg[k], sizeof *sg * (size_t)(ns - k));
+                    ns++;
+                    sg[k].hi = at;
+                    sg[k + 1].lo = at;
+                    break;
+                }
             }
-            int py = g->tensors[y].producer;
-            edges_push(l, g->tensors[x].producer, py);
-            for (int k = u.offsets[x]; k < u.offsets[x + 1]; k++)
-                if (u.nodes[k] != py) edges_push(l, u.nodes[k], py);
         }
+        /* order the last occupants' readers (and producers) before B's producer */
+        int last_owner = -2;
+        for (int k = 0; k < ns; k++) {
+            if (sg[k].hi <= lo || sg[k].lo >= hi) continue;
+            int a = sg[k].owner;
+            sg[k].owner = b;
+            if (a < 0 || a == last_owner) continue;
+            last_owner = a;
+            edges_push(l, g->tensors[a].producer, pb);
+            for (int r = u.offsets[a]; r < u.offsets[a + 1]; r++)
+                if (u.nodes[r] != pb) edges_push(l, u.nodes[r], pb);
+        }
+        /* merge neighbours with the same owner to keep the list short */
+        int w = 0;
+        for (int k = 1; k < ns; k++) {
+            if (sg[k].owner == sg[w].owner) sg[w].hi = sg[k].hi;
+            else sg[++w] = sg[k];
+        }
+        ns = w + 1;
     }
-    dg_free(ids);
+    dg_free(sg);
+    dg_free(bs);
     dg_uses_free(&u);
 }
 

@@ -56,7 +56,9 @@ size_t dg_cpu_attention_bwd_workspace(const dg_attn_dims *d, int nthreads) {
 static int team_size(const dg_team *team) { return team && team->nthreads > 1 ? team->nthreads : 1; }
 
 /* Rows of a tile: T, or what is left at the end of the sequence. */
-static int tile_rows(const dg_attn_dims *d, int64_t tile) { return (int)DG_MIN((int64_t)T, d->S - tile * T); }
+static int tile_rows(const dg_attn_dims *d, int64_t tile) {
+    return (int)DG_MIN((int64_t)T, d->S - tile * T);
+}
 
 /* dst[D, T] (ld T) = the transpose of src[rows, D] (row stride ld): a
  * transposed operand lets every tile product run as one of OpenBLAS's
@@ -162,7 +164,7 @@ static void fwd_unit(const attn_ctx *c, int64_t u, char *scr) {
         const int bc = tile_rows(d, jt), diag = d->causal && jt == it;
         const float *kj = c->k + ((b * S + j0) * Hkv + kh) * D;
         const float *vj = c->v + ((b * S + j0) * Hkv + kh) * D;
-        /* st[br, bc] = scale * (Qi^T)^T Kj^T */
+        /* st[br, bc] = scale Qi Kj^T, Qi given as its transpose qt */
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, br, bc, (int)D, d->scale, qt, T, kj,
                     (int)ldk, 0.0f, st, T);
         for (int r = 0; r < br; r++) {

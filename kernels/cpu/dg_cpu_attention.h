@@ -36,6 +36,8 @@
  * path at ~60%). The softmax between products runs in fixed-width loops
  * over whole tile rows, which -O2 vectorizes, with the polynomial exp below
  * (libm's expf does not vectorize and would dominate).
+ * OpenBLAS must be single-threaded (dg_cpu_init()): the team is the
+ * parallelism.
  *
  * Work units are dealt to threads in rounds of nth, alternating direction
  * (thread t takes unit t of even rounds, unit nth-1-t of odd ones): causal

@@ -7,27 +7,37 @@ void dg_cpu_init(void) { openblas_set_num_threads(1); }
 
 typedef struct gemm_args {
     int ta, tb;
-    int64_t N, K;
+    int64_t M, N, K;
     float alpha, beta;
     const float *A, *B;
     int64_t lda, ldb, ldc;
     float *C;
 } gemm_args;
 
-/* Rows [m0, m1) of C. Row m of op(A) starts at A + m*lda, or at column m
- * (A + m) when A is stored transposed. */
-static void gemm_rows(void *p, int64_t m0, int64_t m1) {
+/* Why fixed blocks: OpenBLAS may pick a different kernel path (and so a
+ * different rounding) for a 32-row call than for a 64-row one, so splitting
+ * M evenly over the threads would make C depend on the thread count. C is
+ * instead always computed as the same sequence of DG_GEMM_ROW_BLOCK-row
+ * calls, and threads only take turns over those blocks. */
+static void gemm_blocks(void *p, int64_t b0, int64_t b1) {
     const gemm_args *a = p;
-    const float *A = a->ta ? a->A + m0 : a->A + m0 * a->lda;
-    cblas_sgemm(CblasRowMajor, a->ta ? CblasTrans : CblasNoTrans, a->tb ? CblasTrans : CblasNoTrans,
-                (int)(m1 - m0), (int)a->N, (int)a->K, a->alpha, A, (int)a->lda, a->B, (int)a->ldb,
-                a->beta, a->C + m0 * a->ldc, (int)a->ldc);
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t m0 = b * DG_GEMM_ROW_BLOCK;
+        int64_t m1 = m0 + DG_GEMM_ROW_BLOCK < a->M ? m0 + DG_GEMM_ROW_BLOCK : a->M;
+        /* Row m of op(A) starts at A + m*lda, or at column m (A + m) when A
+         * is stored transposed. */
+        const float *A = a->ta ? a->A + m0 : a->A + m0 * a->lda;
+        cblas_sgemm(CblasRowMajor, a->ta ? CblasTrans : CblasNoTrans,
+                    a->tb ? CblasTrans : CblasNoTrans, (int)(m1 - m0), (int)a->N, (int)a->K,
+                    a->alpha, A, (int)a->lda, a->B, (int)a->ldb, a->beta, a->C + m0 * a->ldc,
+                    (int)a->ldc);
+    }
 }
 
 void dg_cpu_sgemm(const dg_team *team, int ta, int tb, int64_t M, int64_t N, int64_t K,
                   float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                   float beta, float *C, int64_t ldc) {
     if (M <= 0 || N <= 0) return;
-    gemm_args a = {ta, tb, N, K, alpha, beta, A, B, lda, ldb, ldc, C};
-    dg_team_run(team, M, gemm_rows, &a);
+    gemm_args a = {ta, tb, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C};
+    dg_team_run(team, (M + DG_GEMM_ROW_BLOCK - 1) / DG_GEMM_ROW_BLOCK, gemm_blocks, &a);
 }

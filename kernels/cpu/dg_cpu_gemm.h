@@ -1,10 +1,12 @@
 /* dg_cpu_gemm.h — dense matrix multiply on the CPU through OpenBLAS.
  *
  * OpenBLAS is called single-threaded: the scheduler owns the cores and hands
- * this kernel a dg_team; rows of C are split over the team and each thread
- * runs cblas_sgemm on its block. A reduction (the K loop) is never split, so
- * the result does not depend on the number of threads.
+ * this kernel a dg_team. C is computed as fixed blocks of DG_GEMM_ROW_BLOCK
+ * rows, one cblas_sgemm call each, dealt to the team's threads. The blocks
+ * (and so every call's shape) do not depend on the thread count, and the K
+ * loop is never split, so C is bitwise the same for any number of threads.
  */
+#define DG_GEMM_ROW_BLOCK 64
 #ifndef DG_CPU_GEMM_H
 #define DG_CPU_GEMM_H
 

@@ -5,9 +5,6 @@
 
 #include "dg_base.h"
 
-/* Top-k lists live on the stack; moe/ rejects larger k at graph build time. */
-#define DG_MOE_MAX_K 64
-#define DG_MOE_MAX_GROUPS 64
 
 /* ---- router ------------------------------------------------------------------ */
 
@@ -316,6 +313,45 @@ void dg_cpu_moe_aux_loss_bwd(const dg_team *team, dg_moe_score_fn score, const f
     aux_args a = {.score = score, .logits = logits, .f = f, .dlogits = dlogits, .T = T, .E = E};
     a.c = (float)((double)dloss * coeff * (double)E / ((double)k * (double)T * (double)T));
     dg_team_run(team, T, aux_bwd_rows, &a);
+}
+
+typedef struct auxc_args {
+    dg_moe_score_fn score;
+    const float *logits;
+    int32_t *idx;
+    int64_t E;
+    int k;
+} auxc_args;
+
+static void aux_topk_rows(void *p, int64_t t0, int64_t t1) {
+    const auxc_args *a = p;
+    int64_t E = a->E;
+    float val[DG_MOE_MAX_K];
+    int idx[DG_MOE_MAX_K];
+    for (int64_t t = t0; t < t1; t++) {
+        const float *z = a->logits + t * E;
+        float m = 0.0f;
+        double S = DG_MOE_SIGMOID_EPS;
+        if (a->score == DG_MOE_SCORE_SIGMOID)
+            for (int64_t e = 0; e < E; e++) S += dg_sigmoid(z[e]);
+        else
+            dg_moe_softmax_stats(z, (int)E, &m, &S);
+        int n = 0;
+        for (int64_t e = 0; e < E; e++) {
+            /* the same float scores as aux_scores_row */
+            float v = a->score == DG_MOE_SCORE_SIGMOID ? (float)((double)dg_sigmoid(z[e]) / S)
+                                                       : dg_moe_softmax_at(z[e], m, S);
+            dg_moe_topk_push(v, (int)e, a->k, &n, val, idx);
+        }
+        for (int j = 0; j < a->k; j++) a->idx[t * a->k + j] = idx[j];
+    }
+}
+
+void dg_cpu_moe_aux_counts(const dg_team *team, dg_moe_score_fn score, const float *logits,
+                           int64_t T, int64_t E, int k, int32_t *idx_work, float *f) {
+    auxc_args a = {.score = score, .logits = logits, .idx = idx_work, .E = E, .k = k};
+    dg_team_run(team, T, aux_topk_rows, &a);
+    dg_cpu_moe_count(idx_work, T * k, E, f);
 }
 
 void dg_cpu_moe_count(const int32_t *indices, int64_t n, int64_t E, float *f) {

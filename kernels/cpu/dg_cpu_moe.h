@@ -28,6 +28,11 @@
 #include "dg_cpu_math.h"
 #include "dg_team.h"
 
+/* Top-k and group lists live on the stack; moe/ rejects larger values when
+ * the graph is built. */
+#define DG_MOE_MAX_K 64
+#define DG_MOE_MAX_GROUPS 64
+
 /* ---- scalar helpers ------------------------------------------------------- */
 
 typedef enum dg_moe_score_fn { DG_MOE_SCORE_SOFTMAX = 0, DG_MOE_SCORE_SIGMOID = 1 } dg_moe_score_fn;
@@ -135,6 +140,13 @@ void dg_cpu_moe_aux_loss_bwd(const dg_team *team, dg_moe_score_fn score, const f
 /* Counts of expert ids in indices [n] (ids outside [0, E) are skipped), as
  * floats [E]. Serial: O(n). */
 void dg_cpu_moe_count(const int32_t *indices, int64_t n, int64_t E, float *f);
+
+/* Megatron's own f: counts [E] (as floats) of the top-k of each token's
+ * aux-loss scores (compute_routing_scores_for_aux_loss), ignoring groups,
+ * expert bias and capacity. idx_work holds T*k ints. Top-k per token is
+ * split over tokens, the count is serial. */
+void dg_cpu_moe_aux_counts(const dg_team *team, dg_moe_score_fn score, const float *logits,
+                           int64_t T, int64_t E, int k, int32_t *idx_work, float *f);
 
 /* ---- z-loss (ST-MoE; Megatron's z_loss_func) -------------------------------
  *   z = coeff * mean_t logsumexp(logits_t)^2

@@ -2,7 +2,8 @@
  *
  *  - forward o and lse against a naive reference (full softmax, double
  *    accumulation) for MHA, GQA, MQA, causal and not, S below, at and not a
- *    multiple of the tile (DG_ATTN_TILE = 64);
+ *    multiple of the tile (DG_ATTN_TILE = 64), D from 4 to 128; again with
+ *    scores spread over tens (q, k of std 4) for the online rescaling;
  *  - attention_bwd's dq, dk, dv (with and without a dlse input) against the
  *    same reference's gradients;
  *  - finite differences of q, k, v through dg_autodiff (dg_gradcheck), for
@@ -42,9 +43,12 @@ static const shape_case k_cases[] = {
     {2, 77, 4, 4, 8, 0, 0},     /* non-causal MHA */
     {1, 150, 4, 2, 24, 0, 0},   /* non-causal GQA, 3 tiles */
     {1, 200, 8, 2, 64, 1, 0},   /* GQA, group of 4, D = 64 */
+    {1, 70, 2, 1, 128, 1, 0},   /* MQA, D = 128 (Mixtral's head size) */
 };
 
-static double case_scale(const shape_case *c) { return c->scale > 0 ? c->scale : 1.0 / sqrt((double)c->D); }
+static double case_scale(const shape_case *c) {
+    return c->scale > 0 ? c->scale : 1.0 / sqrt((double)c->D);
+}
 
 static int near(double got, double ref) { return fabs(got - ref) <= 2e-5 + 2e-4 * fabs(ref); }
 
@@ -57,7 +61,8 @@ static void reference(const shape_case *c, const float *q, const float *k, const
                       double *dk, double *dv) {
     const int64_t B = c->B, S = c->S, Hq = c->Hq, Hkv = c->Hkv, D = c->D, G = Hq / Hkv;
     const double scale = case_scale(c);
-    double *p = malloc(sizeof(double) * (size_t)(S * S)), *ds = malloc(sizeof(double) * (size_t)(S * S));
+    double *p = dg_malloc(sizeof(double) * (size_t)(S * S));
+    double *ds = dg_malloc(sizeof(double) * (size_t)(S * S));
     if (dq) {
         memset(dq, 0, sizeof(double) * (size_t)(B * S * Hq * D));
         memset(dk, 0, sizeof(double) * (size_t)(B * S * Hkv * D));
@@ -73,7 +78,8 @@ static void reference(const shape_case *c, const float *q, const float *k, const
                 double mx = -INFINITY;
                 for (int64_t j = 0; j < n; j++) {
                     double s = 0;
-                    for (int64_t e = 0; e < D; e++) s += (double)q[QI(b, i, h) + e] * k[KI(b, j, kh) + e];
+                    for (int64_t e = 0; e < D; e++)
+                        s += (double)q[QI(b, i, h) + e] * k[KI(b, j, kh) + e];
                     p[i * S + j] = s * scale;
                     mx = fmax(mx, s * scale);
                 }
@@ -91,11 +97,13 @@ static void reference(const shape_case *c, const float *q, const float *k, const
             if (!dq) continue;
             for (int64_t i = 0; i < S; i++) {
                 double delta = 0;
-                for (int64_t e = 0; e < D; e++) delta += (double)dO[QI(b, i, h) + e] * o[QI(b, i, h) + e];
+                for (int64_t e = 0; e < D; e++)
+                    delta += (double)dO[QI(b, i, h) + e] * o[QI(b, i, h) + e];
                 if (dlse) delta -= dlse[(b * Hq + h) * S + i];
                 for (int64_t j = 0; j < S; j++) {
                     double dp = 0;
-                    for (int64_t e = 0; e < D; e++) dp += (double)dO[QI(b, i, h) + e] * v[KI(b, j, kh) + e];
+                    for (int64_t e = 0; e < D; e++)
+                        dp += (double)dO[QI(b, i, h) + e] * v[KI(b, j, kh) + e];
                     ds[i * S + j] = p[i * S + j] * (dp - delta);
                 }
             }
@@ -112,8 +120,8 @@ static void reference(const shape_case *c, const float *q, const float *k, const
         }
 #undef QI
 #undef KI
-    free(p);
-    free(ds);
+    dg_free(p);
+    dg_free(ds);
 }
 
 /* ---- a graph with attention and (optionally) attention_bwd --------------------- */
@@ -136,11 +144,13 @@ static attn_graph build_graph(const shape_case *c, int with_bwd, int with_dlse) 
     if (with_bwd) {
         a.dO = dg_input_new(a.g, "do", DG_F32, 4, DG_SHAPE(c->B, c->S, c->Hq, c->D));
         int in[7] = {a.q, a.k, a.v, a.o, a.dO, a.lse, -1};
-        if (with_dlse) in[6] = a.dlse = dg_input_new(a.g, "dlse", DG_F32, 3, DG_SHAPE(c->B, c->Hq, c->S));
+        if (with_dlse)
+            in[6] = a.dlse = dg_input_new(a.g, "dlse", DG_F32, 3, DG_SHAPE(c->B, c->Hq, c->S));
         const dg_node *fwd = &a.g->nodes[a.g->tensors[a.o].producer];
         dg_attrs at = fwd->attrs;
         int outs[3];
-        assert_true(dg_graph_add(a.g, &dg_op_attention_bwd, &at, in, with_dlse ? 7 : 6, outs, NULL) >= 0);
+        int n_in = with_dlse ? 7 : 6;
+        assert_true(dg_graph_add(a.g, &dg_op_attention_bwd, &at, in, n_in, outs, NULL) >= 0);
         a.dq = outs[0];
         a.dk = outs[1];
         a.dv = outs[2];
@@ -149,12 +159,19 @@ static attn_graph build_graph(const shape_case *c, int with_bwd, int with_dlse) 
     return a;
 }
 
-static void fill_leaves(const attn_graph *a, dg_buffers *b, uint64_t seed) {
+/* Normal leaves; q and k with standard deviation qk_std (scores grow as its
+ * square), the rest with 1. */
+static void fill_leaves_std(const attn_graph *a, dg_buffers *b, uint64_t seed, double qk_std) {
     dg_test_rng rng = {seed};
     for (int t = 0; t < a->g->n_tensors; t++) {
         const dg_tensor *x = &a->g->tensors[t];
-        if (x->producer < 0) dg_test_fill_normal(&rng, b->ptr[t], dg_tensor_numel(x), 1.0);
+        double std = t == a->q || t == a->k ? qk_std : 1.0;
+        if (x->producer < 0) dg_test_fill_normal(&rng, b->ptr[t], dg_tensor_numel(x), std);
     }
+}
+
+static void fill_leaves(const attn_graph *a, dg_buffers *b, uint64_t seed) {
+    fill_leaves_std(a, b, seed, 1.0);
 }
 
 static void run(const attn_graph *a, dg_buffers *b, const dg_team *team) {
@@ -170,7 +187,9 @@ static int compare(const char *what, const float *got, const double *ref, int64_
     int bad = 0;
     for (int64_t i = 0; i < n; i++)
         if (!near(got[i], ref[i])) {
-            if (bad < 5) fprintf(stderr, "%s[%lld]: got %.7g, reference %.7g\n", what, (long long)i, got[i], ref[i]);
+            if (bad < 5)
+                fprintf(stderr, "%s[%lld]: got %.7g, reference %.7g\n", what, (long long)i, got[i],
+                        ref[i]);
             bad++;
         }
     return bad;
@@ -178,29 +197,41 @@ static int compare(const char *what, const float *got, const double *ref, int64_
 
 /* ---- tests ------------------------------------------------------------------------- */
 
-static void test_forward_values(void **state) {
-    (void)state;
+/* Forward of every case, with q and k of standard deviation qk_std. */
+static void check_forward(double qk_std) {
     for (size_t ci = 0; ci < DG_ARRAY_LEN(k_cases); ci++) {
         const shape_case *c = &k_cases[ci];
         attn_graph a = build_graph(c, 0, 0);
         dg_buffers b;
         dg_buffers_alloc(a.g, &b);
-        fill_leaves(&a, &b, 11 + ci);
+        fill_leaves_std(&a, &b, 11 + ci, qk_std);
         run(&a, &b, NULL);
-        double *o = malloc(sizeof(double) * (size_t)numel(&a, a.o));
-        double *lse = malloc(sizeof(double) * (size_t)numel(&a, a.lse));
+        double *o = dg_malloc(sizeof(double) * (size_t)numel(&a, a.o));
+        double *lse = dg_malloc(sizeof(double) * (size_t)numel(&a, a.lse));
         reference(c, b.ptr[a.q], b.ptr[a.k], b.ptr[a.v], NULL, NULL, o, lse, NULL, NULL, NULL);
         int bad = compare("o", b.ptr[a.o], o, numel(&a, a.o)) +
                   compare("lse", b.ptr[a.lse], lse, numel(&a, a.lse));
         if (bad)
-            fail_msg("case %zu (B%lld S%lld Hq%lld Hkv%lld D%lld causal %d): %d mismatches", ci,
-                     (long long)c->B, (long long)c->S, (long long)c->Hq, (long long)c->Hkv,
-                     (long long)c->D, c->causal, bad);
-        free(o);
-        free(lse);
+            fail_msg("case %zu (B%lld S%lld Hq%lld Hkv%lld D%lld causal %d, q/k std %g): %d mismatches",
+                     ci, (long long)c->B, (long long)c->S, (long long)c->Hq, (long long)c->Hkv,
+                     (long long)c->D, c->causal, qk_std, bad);
+        dg_free(o);
+        dg_free(lse);
         dg_buffers_free(&b);
         dg_graph_free(a.g);
     }
+}
+
+static void test_forward_values(void **state) {
+    (void)state;
+    check_forward(1.0);
+}
+
+/* Scores with a spread of tens: peaky softmax rows whose running max moves
+ * from tile to tile, so the online rescaling is exercised for real. */
+static void test_forward_large_scores(void **state) {
+    (void)state;
+    check_forward(4.0);
 }
 
 static void test_backward_values(void **state) {
@@ -213,22 +244,22 @@ static void test_backward_values(void **state) {
             dg_buffers_alloc(a.g, &b);
             fill_leaves(&a, &b, 100 + ci);
             run(&a, &b, NULL);
-            double *o = malloc(sizeof(double) * (size_t)numel(&a, a.o));
-            double *lse = malloc(sizeof(double) * (size_t)numel(&a, a.lse));
-            double *dq = malloc(sizeof(double) * (size_t)numel(&a, a.dq));
-            double *dk = malloc(sizeof(double) * (size_t)numel(&a, a.dk));
-            double *dv = malloc(sizeof(double) * (size_t)numel(&a, a.dv));
+            double *o = dg_malloc(sizeof(double) * (size_t)numel(&a, a.o));
+            double *lse = dg_malloc(sizeof(double) * (size_t)numel(&a, a.lse));
+            double *dq = dg_malloc(sizeof(double) * (size_t)numel(&a, a.dq));
+            double *dk = dg_malloc(sizeof(double) * (size_t)numel(&a, a.dk));
+            double *dv = dg_malloc(sizeof(double) * (size_t)numel(&a, a.dv));
             reference(c, b.ptr[a.q], b.ptr[a.k], b.ptr[a.v], b.ptr[a.dO],
                       with_dlse ? b.ptr[a.dlse] : NULL, o, lse, dq, dk, dv);
             int bad = compare("dq", b.ptr[a.dq], dq, numel(&a, a.dq)) +
                       compare("dk", b.ptr[a.dk], dk, numel(&a, a.dk)) +
                       compare("dv", b.ptr[a.dv], dv, numel(&a, a.dv));
             if (bad) fail_msg("case %zu dlse %d: %d gradient mismatches", ci, with_dlse, bad);
-            free(o);
-            free(lse);
-            free(dq);
-            free(dk);
-            free(dv);
+            dg_free(o);
+            dg_free(lse);
+            dg_free(dq);
+            dg_free(dk);
+            dg_free(dv);
             dg_buffers_free(&b);
             dg_graph_free(a.g);
         }
@@ -275,7 +306,8 @@ static void test_gradcheck(void **state) {
 /* Forward and backward give the same bits with 1, 2 and 3 threads. */
 static void test_threads_bitwise(void **state) {
     (void)state;
-    const shape_case cases[] = {{2, 200, 4, 2, 32, 1, 0}, {1, 130, 3, 1, 16, 0, 0}};
+    /* the last one has fewer work units than threads */
+    const shape_case cases[] = {{2, 200, 4, 2, 32, 1, 0}, {1, 130, 3, 1, 16, 0, 0}, {1, 5, 2, 1, 8, 1, 0}};
     for (size_t ci = 0; ci < DG_ARRAY_LEN(cases); ci++) {
         attn_graph a = build_graph(&cases[ci], 1, 1);
         const int outs[] = {a.o, a.lse, a.dq, a.dk, a.dv};
@@ -286,11 +318,12 @@ static void test_threads_bitwise(void **state) {
         void *ref[5];
         for (int i = 0; i < 5; i++) {
             size_t bytes = dg_tensor_bytes(&a.g->tensors[outs[i]]);
-            ref[i] = malloc(bytes);
+            ref[i] = dg_malloc(bytes);
             memcpy(ref[i], b.ptr[outs[i]], bytes);
         }
         for (int nth = 2; nth <= 3; nth++) {
-            for (int i = 0; i < 5; i++) memset(b.ptr[outs[i]], 0xff, dg_tensor_bytes(&a.g->tensors[outs[i]]));
+            for (int i = 0; i < 5; i++) /* poison: every output must be rewritten */
+                memset(b.ptr[outs[i]], 0xff, dg_tensor_bytes(&a.g->tensors[outs[i]]));
             dg_test_team *team = dg_test_team_new(nth);
             run(&a, &b, dg_test_team_get(team));
             dg_test_team_free(team);
@@ -299,7 +332,7 @@ static void test_threads_bitwise(void **state) {
                     fail_msg("case %zu, %d threads: output %d (%s) differs from 1 thread", ci, nth, i,
                              a.g->tensors[outs[i]].name);
         }
-        for (int i = 0; i < 5; i++) free(ref[i]);
+        for (int i = 0; i < 5; i++) dg_free(ref[i]);
         dg_buffers_free(&b);
         dg_graph_free(a.g);
     }
@@ -364,7 +397,8 @@ static void test_workspace_linear(void **state) {
 int main(void) {
     dg_cpu_init();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_forward_values),  cmocka_unit_test(test_backward_values),
+        cmocka_unit_test(test_forward_values),  cmocka_unit_test(test_forward_large_scores),
+        cmocka_unit_test(test_backward_values),
         cmocka_unit_test(test_gradcheck),       cmocka_unit_test(test_threads_bitwise),
         cmocka_unit_test(test_shape_rules),     cmocka_unit_test(test_workspace_linear),
     };

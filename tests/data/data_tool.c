@@ -54,6 +54,10 @@ int main(int argc, char **argv) {
         snprintf(p, sizeof p, "%s-dataset_sample_index.npy", argv[2]);
         if (st == DG_OK) st = dg_npy_write(p, DG_NPY_I64, dsi, size, 0, &err);
         if (st != DG_OK) dg_err_print(&err);
+        free(w);
+        free(di);
+        free(dsi);
+        free(di64);
         return st;
     }
     fprintf(stderr, "usage: see data_tool.c\n");

@@ -22,11 +22,19 @@ def main():
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "ds")
-        docs = [[list(rng.randint(0, 60000, size=int(rng.randint(0, 300))))] for _ in range(400)]
+        docs = [[list(rng.randint(0, 60000, size=int(rng.randint(0, 300))))] for _ in range(399)]
+        # Make the token count 1 (mod 100) so that 100-token samples can end exactly at an epoch.
+        short = (1 - sum(len(d[0]) for d in docs)) % 100
+        docs.append([list(rng.randint(0, 60000, size=short))])
         ref.write_indexed(prefix, docs, np.uint16)
         lengths = np.array([len(d[0]) for d in docs], dtype=np.int32)
         total = int(lengths.sum())
+        per = (total - 1) // 100
+        sans2 = (2 * total - 1) // 100
         cases = [
+            (100, per, 5, 0, 400),                              # exactly one epoch of tokens
+            (100, sans2 + int(0.8 * per) - 1, 11, 0, 400),      # just under the 80% threshold: separate
+            (100, sans2 + int(0.8 * per), 11, 0, 400),          # at the threshold: not separate
             # (seq_length, num_samples, seed, begin, end)
             (128, -1, 1234, 0, 400),
             (64, -1, 7, 10, 390),

@@ -411,6 +411,18 @@ static void test_infer_errors(void **s) {
     t = dg_input_new(g, "t", DG_I32, 2, DG_SHAPE(2, 3));
     int m = dg_input_new(g, "m", DG_F32, 2, DG_SHAPE(3, 2));
     expect_rule(g, dg_softmax_xent(g, x, t, m, NULL), "loss_mask");
+
+    /* lse is saved for the backward, not differentiable: autodiff says so */
+    g = dg_graph_new("e");
+    x = dg_param_new(g, "logits", 2, DG_SHAPE(3, 5));
+    t = dg_input_new(g, "t", DG_I32, 1, DG_SHAPE(3));
+    int lse = -1;
+    int loss = dg_softmax_xent(g, x, t, -1, &lse);
+    loss = dg_add(g, loss, dg_sum(g, lse));
+    dg_err err = {{0}};
+    assert_int_not_equal(dg_autodiff(g, loss, dg_ops_autodiff(), NULL, &err), DG_OK);
+    if (!strstr(err.msg, "rule 'differentiable' broken")) fail_msg("autodiff said: %s", err.msg);
+    dg_graph_free(g);
 }
 
 /* ---- 1 vs 2 vs 3 threads: forward + backward bitwise -------------------------------------------------------- */

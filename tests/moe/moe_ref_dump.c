@@ -7,7 +7,10 @@
  * Usage: moe_ref_dump <dir>   writes <dir>/case<i>.txt (one line per tensor:
  * "name dtype ndim dims...", in file order) and <dir>/case<i>.bin, plus
  * <dir>/cases.txt with one line per case: "topk score pre_softmax
- * capacity_factor drop_policy scaling aux_coeff z_coeff". */
+ * capacity_factor drop_policy scaling aux_coeff z_coeff num_groups
+ * group_topk has_bias". Cases with groups or a bias feed the aux loss no
+ * routing input (its own top-k, as Megatron); the others the router's
+ * pre-drop counts, which are the same thing there. */
 #include <stdio.h>
 #include <string.h>
 
@@ -25,16 +28,22 @@ typedef struct dump_case {
     double cap;
     int policy;
     double scaling, aux_coeff, z_coeff;
+    int groups, group_topk, bias; /* bias: 1 = an expert bias input */
+    int aux_self;                 /* 1: aux loss without routing input (Megatron's top-k) */
 } dump_case;
 
 static const dump_case cases[] = {
-    {2, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 0, 1e-2, 1e-3},
-    {2, DG_MOE_SCORE_SOFTMAX, 1, 0, 0, 0, 1e-2, 1e-3},
-    {2, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 1e-2, 1e-3},
-    {1, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 1e-2, 1e-3},
-    {3, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 2.5, 1e-1, 1e-2},
-    {2, DG_MOE_SCORE_SOFTMAX, 0, 1.0, DG_MOE_DROP_PROBS, 0, 1e-2, 1e-3},
-    {2, DG_MOE_SCORE_SIGMOID, 0, 0.75, DG_MOE_DROP_POSITION, 0, 1e-2, 1e-3},
+    {2, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 0, 1e-2, 1e-3, 0, 0, 0, 0},
+    {2, DG_MOE_SCORE_SOFTMAX, 1, 0, 0, 0, 1e-2, 1e-3, 0, 0, 0, 0},
+    {2, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 1e-2, 1e-3, 0, 0, 0, 0},
+    {1, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 1e-2, 1e-3, 0, 0, 0, 0},
+    {3, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 2.5, 1e-1, 1e-2, 0, 0, 0, 0},
+    {2, DG_MOE_SCORE_SOFTMAX, 0, 1.0, DG_MOE_DROP_PROBS, 0, 1e-2, 1e-3, 0, 0, 0, 0},
+    {2, DG_MOE_SCORE_SIGMOID, 0, 0.75, DG_MOE_DROP_POSITION, 0, 1e-2, 1e-3, 0, 0, 0, 0},
+    {4, DG_MOE_SCORE_SOFTMAX, 1, 0, 0, 0, 1e-1, 1e-3, 3, 2, 0, 1},
+    {2, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 0, 1e-1, 1e-3, 3, 1, 0, 1},
+    {2, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 1e-1, 1e-3, 0, 0, 1, 1},
+    {3, DG_MOE_SCORE_SIGMOID, 0, 1.0, DG_MOE_DROP_PROBS, 0, 1e-1, 1e-3, 2, 1, 1, 1},
 };
 
 static void put(FILE *txt, FILE *bin, const dg_graph *g, const dg_buffers *b, const char *name,
@@ -54,6 +63,7 @@ static int run_case(const char *dir, int ci) {
     int w1 = dg_param_new(g, "w1", 3, DG_SHAPE(E, F, H));
     int w2 = dg_param_new(g, "w2", 3, DG_SHAPE(E, H, F));
     int R = dg_input_new(g, "R", DG_F32, 2, DG_SHAPE(T, H));
+    int bias = c->bias ? dg_input_new(g, "bias", DG_F32, 1, DG_SHAPE(E)) : -1;
     int logits = dg_linear(g, x, wr);
     dg_router_opts o = dg_router_opts_default(c->topk);
     o.score = (dg_moe_score_fn)c->score;
@@ -61,9 +71,13 @@ static int run_case(const char *dir, int ci) {
     o.capacity_factor = c->cap;
     o.drop_policy = (dg_moe_drop_policy)c->policy;
     o.scaling_factor = c->scaling;
+    o.num_groups = c->groups;
+    o.group_topk = c->group_topk;
+    o.expert_bias = bias;
     dg_router_out r;
     dg_moe_router(g, logits, &o, &r);
-    int aux = dg_moe_aux_loss(g, logits, r.tokens_per_expert, c->topk, o.score, c->aux_coeff);
+    int aux = dg_moe_aux_loss(g, logits, c->aux_self ? -1 : r.tokens_per_expert, c->topk, o.score,
+                              c->aux_coeff);
     int zl = dg_moe_z_loss(g, logits, c->z_coeff);
     dg_permute_out po;
     dg_moe_permute(g, x, r.indices, E, &po);
@@ -99,6 +113,7 @@ static int run_case(const char *dir, int ci) {
     put(txt, bin, g, &b, "w1", w1);
     put(txt, bin, g, &b, "w2", w2);
     put(txt, bin, g, &b, "R", R);
+    if (bias >= 0) put(txt, bin, g, &b, "bias", bias);
     put(txt, bin, g, &b, "probs", r.probs);
     put(txt, bin, g, &b, "indices", r.indices);
     put(txt, bin, g, &b, "tokens_per_expert", po.tokens_per_expert);
@@ -131,8 +146,9 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < DG_ARRAY_LEN(cases); i++) {
         const dump_case *c = &cases[i];
-        fprintf(f, "%d %d %d %.17g %d %.17g %.17g %.17g\n", c->topk, c->score, c->pre, c->cap,
-                c->policy, c->scaling, c->aux_coeff, c->z_coeff);
+        fprintf(f, "%d %d %d %.17g %d %.17g %.17g %.17g %d %d %d\n", c->topk, c->score, c->pre,
+                c->cap, c->policy, c->scaling, c->aux_coeff, c->z_coeff, c->groups, c->group_topk,
+                c->bias);
         if (run_case(argv[1], (int)i)) return 1;
     }
     fclose(f);

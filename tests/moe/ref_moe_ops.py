@@ -1,8 +1,9 @@
 """ref_moe_ops.py — PyTorch oracle for dagatron's MoE ops.
 
 Runs moe_ref_dump (argv[1]) into a temporary directory, then recomputes each
-case with PyTorch from Megatron-Core's formulas (topk_routing_with_score_function,
-apply_router_token_dropping, compute_routing_scores_for_aux_loss,
+case with PyTorch from Megatron-Core's formulas (topk_routing_with_score_function
+with group_limited_topk and expert bias, apply_router_token_dropping,
+compute_routing_scores_for_aux_loss,
 switch_load_balancing_loss_func, z_loss_func, permute/unpermute with probs)
 and compares routing, outputs, losses (relative 1e-5) and the gradients of
 every parameter (1e-4 relative to the tensor's largest magnitude). Exits 1
@@ -40,16 +41,35 @@ def load(d, i):
     return out
 
 
-def route(logits, k, score, pre, cap, policy, scaling):
+def group_limited_topk(scores, k, G, gk):
+    T, E = scores.shape
+    group_scores = scores.view(T, G, -1).topk(k // gk, dim=-1)[0].sum(dim=-1)
+    group_idx = torch.topk(group_scores, k=gk, dim=-1, sorted=False)[1]
+    group_mask = torch.zeros_like(group_scores).scatter(1, group_idx, 1)
+    score_mask = group_mask.unsqueeze(-1).expand(T, G, E // G).reshape(T, -1)
+    masked = scores.masked_fill(~score_mask.bool(), float("-inf"))
+    return torch.topk(masked, k=k, dim=-1)
+
+
+def route(logits, k, score, pre, cap, policy, scaling, G=0, gk=0, bias=None):
     T, E = logits.shape
+
+    def topk(s):
+        return group_limited_topk(s, k, G, gk) if gk else torch.topk(s, k, dim=1)
+
     if score == 0 and pre:
         scores = torch.softmax(logits, dim=-1)
-        probs, idx = torch.topk(scores, k, dim=1)
+        probs, idx = topk(scores)
     elif score == 0:
-        top, idx = torch.topk(logits, k, dim=1)
+        top, idx = topk(logits)
         probs = torch.softmax(top, dim=-1)
     else:
-        top, idx = torch.topk(torch.sigmoid(logits), k, dim=1)
+        scores = torch.sigmoid(logits)
+        if bias is not None:
+            _, idx = topk(scores + bias)
+            top = torch.gather(scores, 1, idx)
+        else:
+            top, idx = topk(scores)
         probs = top / (top.sum(dim=-1, keepdim=True) + 1e-20) if k > 1 else top
     if scaling:
         probs = probs * scaling
@@ -85,13 +105,15 @@ def z_loss(logits, coeff):
 
 
 def run_case(d, i, cfg):
-    k, score, pre, cap, policy, scaling, aux_c, z_c = cfg
+    k, score, pre, cap, policy, scaling, aux_c, z_c, G, gk, has_bias = cfg
     D = load(d, i)
     P = {n: torch.tensor(D[n], requires_grad=True) for n in ("x", "wr", "w1", "w2")}
     x, wr, w1, w2 = P["x"], P["wr"], P["w1"], P["w2"]
     R = torch.from_numpy(D["R"])
     logits = x @ wr.t()
-    rprobs, rmap = route(logits, int(k), int(score), int(pre), cap, int(policy), scaling)
+    bias = torch.from_numpy(D["bias"]) if has_bias else None
+    rprobs, rmap = route(logits, int(k), int(score), int(pre), cap, int(policy), scaling, int(G),
+                         int(gk), bias)
     aux = aux_loss(logits, int(k), int(score), aux_c)
     z = z_loss(logits, z_c)
     y = torch.zeros_like(x)
@@ -137,8 +159,9 @@ def run_case(d, i, cfg):
         if err > GRAD_RTOL:
             bad.append("grad %s: rel err %.2e" % (n, err))
     dropped = T * int(k) - int(rmap.sum().item())
-    print("%s case %d (k=%d score=%d pre=%d cap=%g policy=%d scale=%g): %d slots dropped, loss %.7e, worst grad err %.2e%s"
-          % ("ok  " if not bad else "FAIL", i, k, score, pre, cap, policy, scaling, dropped, loss.item(), worst,
+    print("%s case %d (k=%d score=%d pre=%d cap=%g policy=%d scale=%g groups=%d/%d bias=%d): %d slots dropped, loss %.7e, worst grad err %.2e%s"
+          % ("ok  " if not bad else "FAIL", i, k, score, pre, cap, policy, scaling, G, gk, has_bias, dropped,
+             loss.item(), worst,
              "" if not bad else ": " + "; ".join(bad)))
     return not bad
 

@@ -24,7 +24,13 @@
 typedef struct ref_cfg {
     int k, score, pre, policy;
     double capacity_factor, scaling;
+    int groups, group_topk; /* group-limited routing; 0: off */
+    int bias;               /* 1: expert bias (sigmoid), the values below */
 } ref_cfg;
+
+/* Expert bias used by the tests: forces experts 1 and 4 into every top-k
+ * of size >= 2 (sigmoid scores are < 1), a visible change of selection. */
+static float test_bias(int e) { return e == 1 || e == 4 ? 2.0f : 0.0f; }
 
 /* Scores used for the selection, in double. */
 static void ref_scores(const ref_cfg *c, const float *z, int E, double *s) {
@@ -40,29 +46,50 @@ static void ref_scores(const ref_cfg *c, const float *z, int E, double *s) {
     }
 }
 
+/* The n best of s[lo..hi) (not excluded), into out; strict > keeps the lower
+ * index on ties. */
+static void ref_top(const double *s, int lo, int hi, int n, const int *excluded, int *out) {
+    int used[64] = {0};
+    for (int j = 0; j < n; j++) {
+        int best = -1;
+        for (int e = lo; e < hi; e++)
+            if (!used[e] && !(excluded && excluded[e]) && (best < 0 || s[e] > s[best])) best = e;
+        used[best] = 1;
+        out[j] = best;
+    }
+}
+
 /* probs [T, k] (double) and indices [T, k] like the router. */
 static void ref_router(const ref_cfg *c, const float *z, int T, int E, double *p, int *ix) {
-    double s[64];
+    double v[64], s[64];
     for (int t = 0; t < T; t++) {
-        ref_scores(c, z + t * E, E, s);
-        int used[64] = {0};
-        for (int j = 0; j < c->k; j++) {
-            int best = -1;
-            for (int e = 0; e < E; e++) /* strict > keeps the lower index on ties */
-                if (!used[e] && (best < 0 || s[e] > s[best])) best = e;
-            used[best] = 1;
-            ix[t * c->k + j] = best;
+        ref_scores(c, z + t * E, E, v);
+        for (int e = 0; e < E; e++) s[e] = v[e] + (c->bias ? test_bias(e) : 0.0);
+        int excluded[64] = {0};
+        if (c->groups) {
+            int per = E / c->groups, m = c->k / c->group_topk, top[64], gsel[64];
+            double gs[64];
+            for (int g = 0; g < c->groups; g++) {
+                ref_top(s, g * per, (g + 1) * per, m, NULL, top);
+                gs[g] = 0;
+                for (int j = 0; j < m; j++) gs[g] += s[top[j]];
+            }
+            ref_top(gs, 0, c->groups, c->group_topk, NULL, gsel);
+            for (int e = 0; e < E; e++) excluded[e] = 1;
+            for (int j = 0; j < c->group_topk; j++)
+                for (int e = gsel[j] * per; e < (gsel[j] + 1) * per; e++) excluded[e] = 0;
         }
-        double sum = 0, m = s[ix[t * c->k]];
+        ref_top(s, 0, E, c->k, excluded, ix + t * c->k);
+        double sum = 0, m = v[ix[t * c->k]];
         for (int j = 0; j < c->k; j++) {
-            double v = s[ix[t * c->k + j]];
-            sum += c->score == DG_MOE_SCORE_SOFTMAX && !c->pre ? exp(v - m) : v;
+            double v0 = v[ix[t * c->k + j]];
+            sum += c->score == DG_MOE_SCORE_SOFTMAX && !c->pre ? exp(v0 - m) : v0;
         }
         for (int j = 0; j < c->k; j++) {
-            double v = s[ix[t * c->k + j]], q;
-            if (c->score == DG_MOE_SCORE_SOFTMAX && !c->pre) q = exp(v - m) / sum;
-            else if (c->score == DG_MOE_SCORE_SIGMOID && c->k > 1) q = v / (sum + 1e-20);
-            else q = v;
+            double vj = v[ix[t * c->k + j]], q;
+            if (c->score == DG_MOE_SCORE_SOFTMAX && !c->pre) q = exp(vj - m) / sum;
+            else if (c->score == DG_MOE_SCORE_SIGMOID && c->k > 1) q = vj / (sum + 1e-20);
+            else q = vj;
             p[t * c->k + j] = c->scaling != 0 ? q * c->scaling : q;
         }
     }
@@ -106,7 +133,11 @@ static void router_run(run_router *r, const ref_cfg *c, const float *z, int T, i
                        const dg_team *team) {
     r->g = dg_graph_new("router");
     r->logits = dg_input_new(r->g, "logits", DG_F32, 2, DG_SHAPE(T, E));
+    int bias = c->bias ? dg_input_new(r->g, "bias", DG_F32, 1, DG_SHAPE(E)) : -1;
     dg_router_opts o = dg_router_opts_default(c->k);
+    o.num_groups = c->groups;
+    o.group_topk = c->group_topk;
+    o.expert_bias = bias;
     o.score = (dg_moe_score_fn)c->score;
     o.pre_softmax = c->pre;
     o.capacity_factor = c->capacity_factor;
@@ -115,6 +146,7 @@ static void router_run(run_router *r, const ref_cfg *c, const float *z, int T, i
     assert_true(dg_moe_router(r->g, r->logits, &o, &r->out) >= 0);
     dg_buffers_alloc(r->g, &r->b);
     memcpy(r->b.ptr[r->logits], z, sizeof(float) * (size_t)(T * E));
+    for (int e = 0; bias >= 0 && e < E; e++) dg_buf_f32(&r->b, bias)[e] = test_bias(e);
     dg_err err = {{0}};
     assert_int_equal(dg_run_serial(r->g, NULL, &r->b, team, &err), DG_OK);
 }
@@ -157,10 +189,15 @@ static void test_router_values(void **s) {
     dg_test_rng rng = {11};
     dg_test_fill_normal(&rng, z, T * E, 1.5);
     const ref_cfg cases[] = {
-        {2, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 0},   {2, DG_MOE_SCORE_SOFTMAX, 1, 0, 0, 0},
-        {2, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0},   {1, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0},
-        {1, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 0},   {3, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 2.5},
-        {4, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 1.5}, {8, DG_MOE_SCORE_SOFTMAX, 1, 0, 0, 0},
+        {2, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 0, 0, 0, 0},   {2, DG_MOE_SCORE_SOFTMAX, 1, 0, 0, 0, 0, 0, 0},
+        {2, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 0, 0, 0},   {1, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 0, 0, 0},
+        {1, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 0, 0, 0, 0},   {3, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 2.5, 0, 0, 0},
+        {4, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 1.5, 0, 0, 0}, {8, DG_MOE_SCORE_SOFTMAX, 1, 0, 0, 0, 0, 0, 0},
+        /* group-limited: 4 groups of 2, sums of the top 1 or 2 per group */
+        {2, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 0, 4, 2, 0}, {4, DG_MOE_SCORE_SOFTMAX, 1, 0, 0, 0, 4, 2, 0},
+        {4, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 2, 1, 0}, {3, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 0, 8, 3, 0},
+        /* expert bias: selection shifted, probs unbiased */
+        {2, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 0, 0, 1}, {3, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 4, 2, 1},
     };
     for (size_t i = 0; i < DG_ARRAY_LEN(cases); i++) check_router(&cases[i], z, T, E);
 }
@@ -176,9 +213,9 @@ static void test_router_ties(void **s) {
         7, 1, 7, 1, 7,  /* 0, 2 */
     };
     const int want[T * 2] = {1, 2, 0, 1, 1, 3, 0, 2};
-    const ref_cfg cases[] = {{2, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 0},
-                             {2, DG_MOE_SCORE_SOFTMAX, 1, 0, 0, 0},
-                             {2, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0}};
+    const ref_cfg cases[] = {{2, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 0, 0, 0, 0},
+                             {2, DG_MOE_SCORE_SOFTMAX, 1, 0, 0, 0, 0, 0, 0},
+                             {2, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 0, 0, 0}};
     for (size_t i = 0; i < DG_ARRAY_LEN(cases); i++) {
         run_router r;
         router_run(&r, &cases[i], z, T, E, NULL);
@@ -201,11 +238,11 @@ static void test_router_capacity(void **s) {
     assert_int_equal(dg_moe_capacity(T, 2, E, 1.0), 20);
     assert_int_equal(dg_moe_capacity(T, 2, E, 1.1), 22);
     assert_int_equal(dg_moe_capacity(10, 1, 3, 1.0), 4);
-    const ref_cfg cases[] = {{2, DG_MOE_SCORE_SOFTMAX, 0, DG_MOE_DROP_PROBS, 1.0, 0},
-                             {2, DG_MOE_SCORE_SOFTMAX, 0, DG_MOE_DROP_POSITION, 1.0, 0},
-                             {2, DG_MOE_SCORE_SIGMOID, 0, DG_MOE_DROP_PROBS, 0.6, 0},
-                             {1, DG_MOE_SCORE_SOFTMAX, 1, DG_MOE_DROP_PROBS, 0.5, 0},
-                             {2, DG_MOE_SCORE_SOFTMAX, 0, DG_MOE_DROP_PROBS, 100.0, 0}};
+    const ref_cfg cases[] = {{2, DG_MOE_SCORE_SOFTMAX, 0, DG_MOE_DROP_PROBS, 1.0, 0, 0, 0, 0},
+                             {2, DG_MOE_SCORE_SOFTMAX, 0, DG_MOE_DROP_POSITION, 1.0, 0, 0, 0, 0},
+                             {2, DG_MOE_SCORE_SIGMOID, 0, DG_MOE_DROP_PROBS, 0.6, 0, 0, 0, 0},
+                             {1, DG_MOE_SCORE_SOFTMAX, 1, DG_MOE_DROP_PROBS, 0.5, 0, 0, 0, 0},
+                             {2, DG_MOE_SCORE_SOFTMAX, 0, DG_MOE_DROP_PROBS, 100.0, 0, 0, 0, 0}};
     for (size_t i = 0; i < DG_ARRAY_LEN(cases); i++) {
         check_router(&cases[i], z, T, E);
         run_router r;
@@ -228,7 +265,7 @@ static void test_router_capacity(void **s) {
     }
     /* fewer slots than experts (T*k < E): capacity 1, experts chosen twice drop one */
     const float z2[3 * 8] = {0, 1, 2, 3, 4, 5, 6, 7, 7, 6, 5, 4, 3, 2, 1, 0, 0, 1, 2, 3, 4, 5, 6, 9};
-    const ref_cfg small = {1, DG_MOE_SCORE_SOFTMAX, 1, DG_MOE_DROP_PROBS, 1.0, 0};
+    const ref_cfg small = {1, DG_MOE_SCORE_SOFTMAX, 1, DG_MOE_DROP_PROBS, 1.0, 0, 0, 0, 0};
     assert_int_equal(dg_moe_capacity(3, 1, 8, 1.0), 1);
     check_router(&small, z2, 3, 8);
 }
@@ -264,8 +301,10 @@ static void test_losses_values(void **s) {
     int a_sm = dg_moe_aux_loss(g, z, ix, K, DG_MOE_SCORE_SOFTMAX, 1e-2);
     int a_sg = dg_moe_aux_loss(g, z, ix, K, DG_MOE_SCORE_SIGMOID, 1e-2);
     int a_ct = dg_moe_aux_loss(g, z, cnt, K, DG_MOE_SCORE_SOFTMAX, 1e-2);
+    int a_self_sm = dg_moe_aux_loss(g, z, -1, K, DG_MOE_SCORE_SOFTMAX, 1e-2);
+    int a_self_sg = dg_moe_aux_loss(g, z, -1, K, DG_MOE_SCORE_SIGMOID, 1e-2);
     int zl = dg_moe_z_loss(g, z, 1e-3);
-    assert_true(zl >= 0 && a_ct >= 0);
+    assert_true(zl >= 0 && a_ct >= 0 && a_self_sm >= 0 && a_self_sg >= 0);
     dg_buffers b;
     dg_buffers_alloc(g, &b);
     dg_test_rng rng = {3};
@@ -296,6 +335,21 @@ static void test_losses_values(void **s) {
     assert_true(moe_close(*dg_buf_f32(&b, a_sg), want_sg, 1e-6, 0));
     assert_true(*dg_buf_f32(&b, a_ct) == *dg_buf_f32(&b, a_sm));
     assert_true(moe_close(*dg_buf_f32(&b, zl), want_z, 1e-6, 0));
+    /* without a routing input, f is the top-k of each token's scores; both
+     * score functions rank like the logits */
+    int fs[E] = {0};
+    for (int t = 0; t < T; t++) {
+        int used[E] = {0};
+        for (int j = 0; j < K; j++) {
+            int best = -1;
+            for (int e = 0; e < E; e++)
+                if (!used[e] && (best < 0 || Z[t * E + e] > Z[t * E + best])) best = e;
+            used[best] = 1;
+            fs[best]++;
+        }
+    }
+    assert_true(moe_close(*dg_buf_f32(&b, a_self_sm), ref_aux(Z, fs, T, E, K, DG_MOE_SCORE_SOFTMAX, 1e-2), 1e-6, 0));
+    assert_true(moe_close(*dg_buf_f32(&b, a_self_sg), ref_aux(Z, fs, T, E, K, DG_MOE_SCORE_SIGMOID, 1e-2), 1e-6, 0));
     /* a perfectly balanced uniform router gives aux = coeff */
     float *zz = b.ptr[z];
     for (int i = 0; i < T * E; i++) zz[i] = 0.5f;
@@ -311,8 +365,9 @@ static void test_losses_values(void **s) {
 typedef struct gc_ctx {
     ref_cfg c;
     int T, E;
-    int logits, ix; /* set by build */
-    int form;       /* aux: 0 indices input, 1 counts input, 2 router + aux + z together */
+    int logits, ix, bias; /* set by build */
+    int form;       /* aux: 0 indices input, 1 counts input, 2 router + aux + z together,
+                     * 3 no routing input (Megatron's own top-k) */
 } gc_ctx;
 
 static void init_logits(const dg_graph *g, dg_buffers *b, void *p) {
@@ -322,6 +377,8 @@ static void init_logits(const dg_graph *g, dg_buffers *b, void *p) {
     /* sigmoid saturates: keep its logits within about +-2 */
     float spread = c->c.score == DG_MOE_SCORE_SIGMOID ? 4.0f / (float)c->E : 0.4f;
     moe_fill_margin_logits(&r, b->ptr[c->logits], c->T, c->E, spread);
+    if (c->bias >= 0)
+        for (int e = 0; e < c->E; e++) dg_buf_f32(b, c->bias)[e] = test_bias(e);
     if (c->ix >= 0) {
         const dg_tensor *t = &g->tensors[c->ix];
         int32_t *I = b->ptr[c->ix];
@@ -335,6 +392,10 @@ static int build_router(dg_graph *g, void *p) {
     c->logits = dg_param_new(g, "logits", 2, DG_SHAPE(c->T, c->E));
     c->ix = -1;
     dg_router_opts o = dg_router_opts_default(c->c.k);
+    o.num_groups = c->c.groups;
+    o.group_topk = c->c.group_topk;
+    /* the bias is a buffer, not a parameter: no gradient is asked of it */
+    c->bias = o.expert_bias = c->c.bias ? dg_input_new(g, "bias", DG_F32, 1, DG_SHAPE(c->E)) : -1;
     o.score = (dg_moe_score_fn)c->c.score;
     o.pre_softmax = c->c.pre;
     o.capacity_factor = c->c.capacity_factor;
@@ -348,19 +409,25 @@ static void test_router_grad(void **s) {
     /* position-policy dropping: which slots drop depends only on the
      * (margin-protected) selection, so it is stable under +-eps */
     const ref_cfg cases[] = {
-        {2, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 0},   {2, DG_MOE_SCORE_SOFTMAX, 1, 0, 0, 0},
-        {2, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0},   {1, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0},
-        {3, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 2.0}, {3, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 2.0},
-        {2, DG_MOE_SCORE_SOFTMAX, 0, DG_MOE_DROP_POSITION, 0.5, 0},
-        {2, DG_MOE_SCORE_SOFTMAX, 1, DG_MOE_DROP_POSITION, 0.5, 0},
-        {2, DG_MOE_SCORE_SIGMOID, 0, DG_MOE_DROP_POSITION, 0.5, 0},
+        {2, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 0, 0, 0, 0},   {2, DG_MOE_SCORE_SOFTMAX, 1, 0, 0, 0, 0, 0, 0},
+        {2, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 0, 0, 0},   {1, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 0, 0, 0},
+        {3, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 2.0, 0, 0, 0}, {3, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 2.0, 0, 0, 0},
+        {2, DG_MOE_SCORE_SOFTMAX, 0, DG_MOE_DROP_POSITION, 0.5, 0, 0, 0, 0},
+        {2, DG_MOE_SCORE_SOFTMAX, 1, DG_MOE_DROP_POSITION, 0.5, 0, 0, 0, 0},
+        {2, DG_MOE_SCORE_SIGMOID, 0, DG_MOE_DROP_POSITION, 0.5, 0, 0, 0, 0},
+        /* group-limited with one expert per group's score (k / group_topk =
+         * 1): a group's score is one margin-protected value, so the group
+         * choice is stable under +-eps too */
+        {2, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 0, 3, 2, 0}, {2, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 3, 2, 0},
+        {3, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 0, 0, 1},
     };
     dg_gradcheck_opts o = {.atol = 1e-4, .max_checks = 64};
     for (size_t i = 0; i < DG_ARRAY_LEN(cases); i++) {
         gc_ctx c = {.c = cases[i], .T = 9, .E = 6};
         char what[96];
-        snprintf(what, sizeof what, "router score=%d pre=%d k=%d cap=%.1f", cases[i].score,
-                 cases[i].pre, cases[i].k, cases[i].capacity_factor);
+        snprintf(what, sizeof what, "router score=%d pre=%d k=%d cap=%.1f groups=%d bias=%d",
+                 cases[i].score, cases[i].pre, cases[i].k, cases[i].capacity_factor, cases[i].groups,
+                 cases[i].bias);
         assert_int_equal(dg_gradcheck(what, build_router, init_logits, &c, &o), 0);
     }
 }
@@ -368,8 +435,9 @@ static void test_router_grad(void **s) {
 static int build_aux(dg_graph *g, void *p) {
     gc_ctx *c = p;
     c->logits = dg_param_new(g, "logits", 2, DG_SHAPE(c->T, c->E));
-    c->ix = -1;
+    c->ix = c->bias = -1;
     double coeff = c->T; /* so that gradients are O(0.1) */
+    if (c->form == 3) return dg_moe_aux_loss(g, c->logits, -1, c->c.k, (dg_moe_score_fn)c->c.score, coeff);
     if (c->form == 0 || c->form == 1) {
         c->ix = c->form == 0 ? dg_input_new(g, "indices", DG_I32, 2, DG_SHAPE(c->T, c->c.k))
                              : dg_input_new(g, "counts", DG_I32, 1, DG_SHAPE(c->E));
@@ -390,7 +458,7 @@ static int build_aux(dg_graph *g, void *p) {
 static void test_aux_loss_grad(void **s) {
     (void)s;
     dg_gradcheck_opts o = {.atol = 1e-4, .max_checks = 64};
-    for (int form = 0; form < 3; form++)
+    for (int form = 0; form < 4; form++)
         for (int score = 0; score < 2; score++) {
             gc_ctx c = {.c = {2, score, 0, 0, 0, 0}, .T = 10, .E = 5, .form = form};
             /* form 2 sums large terms (z-loss times sum(r)): float noise in
@@ -405,7 +473,7 @@ static void test_aux_loss_grad(void **s) {
 static int build_z(dg_graph *g, void *p) {
     gc_ctx *c = p;
     c->logits = dg_param_new(g, "logits", 2, DG_SHAPE(c->T, c->E));
-    c->ix = -1;
+    c->ix = c->bias = -1;
     return dg_moe_z_loss(g, c->logits, 0.5);
 }
 
@@ -421,9 +489,10 @@ static void test_z_loss_grad(void **s) {
  * including capacity dropping (split over experts). */
 static void test_router_threads(void **s) {
     (void)s;
-    const ref_cfg cases[] = {{2, DG_MOE_SCORE_SOFTMAX, 0, DG_MOE_DROP_PROBS, 1.0, 0},
-                             {3, DG_MOE_SCORE_SIGMOID, 0, DG_MOE_DROP_POSITION, 0.8, 0},
-                             {2, DG_MOE_SCORE_SOFTMAX, 1, 0, 0, 0}};
+    const ref_cfg cases[] = {{2, DG_MOE_SCORE_SOFTMAX, 0, DG_MOE_DROP_PROBS, 1.0, 0, 0, 0, 0},
+                             {3, DG_MOE_SCORE_SIGMOID, 0, DG_MOE_DROP_POSITION, 0.8, 0, 0, 0, 0},
+                             {2, DG_MOE_SCORE_SOFTMAX, 1, 0, 0, 0, 0, 0, 0},
+                             {4, DG_MOE_SCORE_SIGMOID, 0, DG_MOE_DROP_PROBS, 1.0, 0, 4, 2, 1}};
     for (size_t i = 0; i < DG_ARRAY_LEN(cases); i++) {
         gc_ctx c = {.c = cases[i], .T = 301, .E = 16, .form = 2};
         dg_graph *g = dg_graph_new("router_threads");
@@ -434,8 +503,12 @@ static void test_router_threads(void **s) {
         o.pre_softmax = cases[i].pre;
         o.capacity_factor = cases[i].capacity_factor;
         o.drop_policy = (dg_moe_drop_policy)cases[i].policy;
+        o.num_groups = cases[i].groups;
+        o.group_topk = cases[i].group_topk;
+        o.expert_bias = cases[i].bias ? dg_input_new(g, "bias", DG_F32, 1, DG_SHAPE(c.E)) : -1;
         int p2 = dg_moe_router(g, c.logits, &o, NULL);
-        out = dg_add(g, out, p2);
+        int self = dg_moe_aux_loss(g, c.logits, -1, cases[i].k, o.score, 1.0);
+        out = dg_add(g, dg_add(g, out, p2), dg_broadcast_scalar(g, self, 2, DG_SHAPE(c.T, cases[i].k), 1.0));
         assert_true(moe_add_backward(g, out) >= 0);
         dg_buffers b;
         dg_buffers_alloc(g, &b);
@@ -454,6 +527,21 @@ static void test_router_infer_errors(void **s) {
     dg_router_opts o = dg_router_opts_default(4);
     assert_int_equal(dg_moe_router(g, z, &o, NULL), -1);
     assert_non_null(strstr(g->err.msg, "rule 'attrs' broken"));
+    dg_graph_free(g);
+    g = dg_graph_new("bad_groups");
+    z = dg_input_new(g, "logits", DG_F32, 2, DG_SHAPE(4, 6));
+    o = dg_router_opts_default(2);
+    o.num_groups = 4; /* does not divide 6 */
+    o.group_topk = 1;
+    assert_int_equal(dg_moe_router(g, z, &o, NULL), -1);
+    assert_non_null(strstr(g->err.msg, "num_groups"));
+    dg_graph_free(g);
+    g = dg_graph_new("bad_bias");
+    z = dg_input_new(g, "logits", DG_F32, 2, DG_SHAPE(4, 6));
+    o = dg_router_opts_default(2);
+    o.expert_bias = dg_input_new(g, "bias", DG_F32, 1, DG_SHAPE(6));
+    assert_int_equal(dg_moe_router(g, z, &o, NULL), -1); /* softmax + bias */
+    assert_non_null(strstr(g->err.msg, "sigmoid"));
     dg_graph_free(g);
     g = dg_graph_new("bad2");
     z = dg_input_new(g, "logits", DG_F32, 2, DG_SHAPE(4, 3));

@@ -1,0 +1,49 @@
+/* cmd_train.c — `dagatron train [Megatron flags]`: pretrain an MoE model. */
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dg_cli.h"
+#include "dg_trainer.h"
+
+int dg_cmd_train(int argc, char **argv) {
+    dg_train_config c;
+    dg_train_config_defaults(&c);
+    dg_err err = {{0}};
+    int st = dg_train_config_parse(&c, argc, argv, 1, &err);
+    if (st != DG_OK) {
+        if (!strcmp(err.msg, "help")) {
+            int n;
+            const dg_arg_spec *specs = dg_train_flags(&n);
+            printf("usage: dagatron train [flags]   (Megatron-LM's flag names)\n\n");
+            dg_args_help(stdout, specs, n);
+            return 0;
+        }
+        dg_err_print(&err);
+        return DG_EINPUT;
+    }
+    /* Launched by mpirun (or alone). Data, tensor, expert and pipeline
+     * parallelism arrive with the distributed issues; until then every rank
+     * must be the only one. */
+    int provided = 0, world = 1, rank = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (world != 1) {
+        if (rank == 0)
+            fprintf(stderr, "dagatron: world size %d: this build trains on one rank only (run mpirun -np 1)\n", world);
+        MPI_Finalize();
+        return DG_EINPUT;
+    }
+    dg_train_result res;
+    st = dg_train(&c, &res, &err);
+    if (st != DG_OK) {
+        dg_err_print(&err);
+        MPI_Finalize();
+        return st;
+    }
+    printf("dagatron train: done: %d iterations, lm loss %.4f -> %.4f, %d skipped\n", res.iterations,
+           res.first_lm_loss, res.last_lm_loss, res.skipped);
+    MPI_Finalize();
+    return 0;
+}

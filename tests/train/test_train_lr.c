@@ -1,0 +1,56 @@
+/* test_train_lr.c — the learning-rate schedule and Megatron's FLOPs formula. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+
+#include "dg_flops.h"
+#include "dg_lr.h"
+
+static void test_schedule(void **s) {
+    (void)s;
+    dg_lr_schedule c = {1e-3, 1e-4, 10, 110, DG_LR_COSINE};
+    assert_true(fabs(dg_lr_at(&c, 5) - 5e-4) < 1e-15);       /* warmup: linear from 0 */
+    assert_true(fabs(dg_lr_at(&c, 10) - 1e-3) < 1e-15);      /* peak */
+    assert_true(fabs(dg_lr_at(&c, 60) - 5.5e-4) < 1e-12);    /* cosine midpoint */
+    assert_true(fabs(dg_lr_at(&c, 110) - 1e-4) < 1e-12);     /* end of decay */
+    assert_true(fabs(dg_lr_at(&c, 500) - 1e-4) < 1e-15);     /* after: min */
+    dg_lr_schedule l = {1e-3, 0, 0, 100, DG_LR_LINEAR};
+    assert_true(fabs(dg_lr_at(&l, 25) - 7.5e-4) < 1e-12);
+    dg_lr_schedule k = {2e-3, 0, 0, 100, DG_LR_CONSTANT};
+    assert_true(dg_lr_at(&k, 77) == 2e-3);
+}
+
+/* A dense GPT-2-small-like config against the closed form
+ * 72 B S L H^2 (1 + S/(6H) + V/(12 L H)) with Hkv = Hq, F = 4H, and no
+ * gating factor (Megatron's classic formula uses 4H MLPs without SwiGLU,
+ * so here F is chosen as 8H/3 to make the SwiGLU term equal 4H's). */
+static void test_flops(void **s) {
+    (void)s;
+    dg_model_config c = {0};
+    c.num_layers = 12;
+    c.hidden_size = 768;
+    c.num_attention_heads = 12;
+    c.num_query_groups = 12;
+    c.seq_length = 1024;
+    c.vocab_size = 50304;
+    c.ffn_hidden_size = 2048; /* 8H/3: 3/2 * 2048 = 3072 = 4H */
+    double B = 8, S = 1024, L = 12, H = 768, V = 50304;
+    double want = 72.0 * B * S * L * H * H * (1 + S / (6 * H) + V / (12 * L * H));
+    double got = dg_model_flops(&c, B);
+    assert_true(fabs(got - want) / want < 1e-12);
+    /* MoE: top-2 of experts of width F counts 2 F per token */
+    c.num_experts = 8;
+    c.moe_router_topk = 2;
+    c.moe_ffn_hidden_size = 1024;
+    c.moe_layer_freq = 1;
+    double moe = dg_model_flops(&c, B);
+    double want_moe = 12.0 * B * S * L * H * H * ((2 + S / H) + (1024 / H) * 2 * 1.5 + V / (2 * L * H));
+    assert_true(fabs(moe - want_moe) / want_moe < 1e-12);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_schedule), cmocka_unit_test(test_flops)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# train_cli.sh — `dagatron train` under mpirun: the loss falls on learnable
+# mock data; two runs print identical losses; bad flags exit 2 with one line.
+set -u
+BIN=$DG_BUILD/dagatron
+MPI="$DG_MPIRUN -np 1"
+TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
+fail=0
+ARGS=(--mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4
+      --group-query-attention --num-query-groups 2 --seq-length 32 --num-experts 4 --moe-router-topk 2
+      --micro-batch-size 2 --global-batch-size 4 --train-iters 40 --log-interval 10 --lr 3e-3 --lr-warmup-iters 5)
+$MPI "$BIN" train "${ARGS[@]}" >"$TMP/a.log" 2>&1 || { echo "FAIL: train exited $?"; cat "$TMP/a.log"; exit 1; }
+cat "$TMP/a.log"
+first=$(grep -o 'lm loss: [0-9.E+-]*' "$TMP/a.log" | head -1 | awk '{print $3}')
+last=$(grep -o 'lm loss: [0-9.E+-]*' "$TMP/a.log" | tail -1 | awk '{print $3}')
+python3 -c "import sys; f,l=float('$first'),float('$last'); print('lm loss %.4f -> %.4f' % (f,l)); sys.exit(0 if l < 0.8*f else 1)" \
+  || { echo "FAIL: lm loss did not fall well below its first value"; fail=1; }
+for field in 'iteration' 'consumed samples:' 'elapsed time per iteration (ms):' 'tokens per second:' \
+             'throughput (TFLOP/s):' 'MFU:' 'learning rate:' 'load balancing loss:' 'z loss:' 'grad norm:' \
+             'number of skipped iterations:' 'number of nan iterations:' 'peak memory (MB):'; do
+  grep -q "$field" "$TMP/a.log" || { echo "FAIL: log line lacks '$field'"; fail=1; }
+done
+# Same graph + seed => identical losses (the log's loss fields).
+$MPI "$BIN" train "${ARGS[@]}" --compute-threads 2 >"$TMP/b.log" 2>&1
+diff <(grep -o 'lm loss: [^|]*| load balancing loss: [^|]*| z loss: [^|]*| grad norm: [^|]*' "$TMP/a.log") \
+     <(grep -o 'lm loss: [^|]*| load balancing loss: [^|]*| z loss: [^|]*| grad norm: [^|]*' "$TMP/b.log") \
+  || { echo "FAIL: losses differ between runs (1 vs 2 compute threads)"; fail=1; }
+# Bad input: one line, exit 2.
+check_bad() { # expected-substring args...
+  local want=$1; shift
+  "$BIN" train "$@" >"$TMP/bad.out" 2>"$TMP/bad.err"; rc=$?
+  if [ $rc -ne 2 ] || ! grep -q -- "$want" "$TMP/bad.err" || [ "$(wc -l <"$TMP/bad.err")" -ne 1 ]; then
+    echo "FAIL: '$*' gave rc=$rc, stderr:"; cat "$TMP/bad.err"; fail=1
+  else echo "ok: $* -> $(cat "$TMP/bad.err")"; fi
+}
+check_bad "did you mean --num-layers" --num-layer 2
+check_bad "--num-attention-heads 5 does not divide --hidden-size 64" --mock-data --vocab-size 10 --hidden-size 64 --num-attention-heads 5
+check_bad "--global-batch-size 6 is not a multiple of --micro-batch-size 4" --mock-data --vocab-size 10 --micro-batch-size 4 --global-batch-size 6
+check_bad "--seq-length: expected an integer" --seq-length abc
+exit $fail

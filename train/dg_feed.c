@@ -1,0 +1,99 @@
+/* dg_feed.c — see dg_feed.h. */
+#include "dg_feed.h"
+
+#include <string.h>
+
+#include "dg_corpus.h"
+#include "dg_tokenizer.h"
+
+/* splitmix64 of (seed, sample): the mock sample's parameters. */
+static uint64_t mix(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Split the --data-path words in place into argv-style pointers. */
+static int split_words(char *s, char **words, int max) {
+    int n = 0;
+    for (char *tok = strtok(s, " "); tok && n < max; tok = strtok(NULL, " ")) words[n++] = tok;
+    return n;
+}
+
+int dg_feed_open(dg_feed *f, const dg_train_config *c, const int64_t num_samples[3], dg_err *err) {
+    memset(f, 0, sizeof *f);
+    f->seq_length = c->model.seq_length;
+    f->seed = (uint64_t)c->seed;
+    if (c->mock_data) {
+        if (c->null_vocab_size <= 0)
+            return dg_err_set(err, DG_EINPUT, "--mock-data: --vocab-size is required");
+        f->mock = 1;
+        f->vocab = c->null_vocab_size;
+        snprintf(f->source, sizeof f->source, "mock data (vocabulary %d)", c->null_vocab_size);
+        return DG_OK;
+    }
+
+    char path_buf[4096];
+    char *words[64];
+    int n_words = 0;
+    dg_default_data dd;
+    if (!c->data_path[0]) {
+        /* The default corpus: fortunes, byte-level tokens, built once into the cache. */
+        DG_TRY(dg_corpus_default_dataset(c->data_cache_path[0] ? c->data_cache_path : NULL, 0, 1,
+                                         &dd, err));
+        snprintf(path_buf, sizeof path_buf, "%s", dd.prefix);
+        words[0] = path_buf;
+        n_words = 1;
+        f->vocab = dd.vocab_size;
+        snprintf(f->source, sizeof f->source, "the fortunes corpus, byte-level (%s)", dd.prefix);
+    } else {
+        snprintf(path_buf, sizeof path_buf, "%s", c->data_path);
+        n_words = split_words(path_buf, words, 64);
+        snprintf(f->source, sizeof f->source, "%s", c->data_path);
+        if (!strcmp(c->tokenizer_type, "NullTokenizer")) {
+            if (c->null_vocab_size <= 0)
+                return dg_err_set(err, DG_EINPUT,
+                                  "--tokenizer-type NullTokenizer: --vocab-size is required");
+            f->vocab = c->null_vocab_size + 1;
+        } else {
+            dg_tokenizer tok;
+            const char *type = c->tokenizer_type[0] ? c->tokenizer_type : NULL;
+            DG_TRY(dg_tokenizer_open(&tok, type, c->vocab_file[0] ? c->vocab_file : NULL,
+                                     c->merge_file[0] ? c->merge_file : NULL, err));
+            f->vocab = tok.vocab_size;
+            dg_tokenizer_close(&tok);
+        }
+    }
+    dg_data_config dc;
+    memset(&dc, 0, sizeof dc);
+    dc.n_words = n_words;
+    dc.words = words;
+    dc.split = c->split;
+    for (int s = 0; s < 3; s++) dc.num_samples[s] = num_samples[s];
+    dc.gpt.seq_length = c->model.seq_length;
+    dc.gpt.seed = (uint32_t)c->seed;
+    dc.gpt.drop_last_partial = 1;
+    dc.gpt.cache_dir = NULL;
+    DG_TRY(dg_data_open(&f->data, &dc, err));
+    return DG_OK;
+}
+
+void dg_feed_close(dg_feed *f) {
+    if (!f->mock) dg_data_close(&f->data);
+}
+
+int dg_feed_microbatch(const dg_feed *f, int split, int64_t consumed, int dp_rank, int dp_size,
+                       int mbs, int32_t *tokens, dg_err *err) {
+    if (!f->mock)
+        return dg_data_microbatch(&f->data, split, consumed, dp_rank, dp_size, mbs, tokens, err);
+    int64_t S1 = f->seq_length + 1;
+    for (int b = 0; b < mbs; b++) {
+        int64_t i = consumed + (int64_t)dp_rank * mbs + b;
+        uint64_t h = mix(f->seed * 1000003u + (uint64_t)split * 7919u + (uint64_t)i);
+        int64_t start = (int64_t)(h % (uint64_t)f->vocab);
+        int64_t stride = 1 + (int64_t)((h >> 32) % 3);
+        for (int64_t j = 0; j < S1; j++) tokens[b * S1 + j] = (int32_t)((start + j * stride) % f->vocab);
+    }
+    return DG_OK;
+}

@@ -1,0 +1,35 @@
+/* dg_feed.h — where training samples come from: the default fortunes corpus,
+ * Megatron indexed datasets (--data-path, blended, split), or generated
+ * tokens (--mock-data).
+ *
+ * A sample is seq_length + 1 tokens; the model reads tokens [0, S) and
+ * predicts [1, S + 1). Mock samples are arithmetic progressions modulo the
+ * vocabulary with a seeded start and stride, so a model can learn them and
+ * the loss falls, which random tokens would not allow.
+ */
+#ifndef DG_FEED_H
+#define DG_FEED_H
+
+#include "dg_blend.h"
+#include "dg_train_config.h"
+
+typedef struct dg_feed {
+    int mock;
+    dg_data data;       /* when !mock */
+    int64_t vocab;      /* tokens are in [0, vocab) */
+    int64_t seq_length;
+    uint64_t seed;
+    char source[2400];  /* what is being read, for the log */
+} dg_feed;
+
+/* Open the feed c asks for and report the tokenizer's vocabulary (before
+ * padding) in f->vocab. num_samples: wanted per split (train, valid, test). */
+int dg_feed_open(dg_feed *f, const dg_train_config *c, const int64_t num_samples[3], dg_err *err);
+void dg_feed_close(dg_feed *f);
+
+/* Micro-batch of `mbs` samples for data-parallel rank dp_rank of dp_size,
+ * after `consumed` samples of the split: tokens [mbs][seq_length + 1]. */
+int dg_feed_microbatch(const dg_feed *f, int split, int64_t consumed, int dp_rank, int dp_size,
+                       int mbs, int32_t *tokens, dg_err *err);
+
+#endif /* DG_FEED_H */

@@ -1,0 +1,168 @@
+/* dg_train_config.c — the flag table and checks of `dagatron train`. */
+#include "dg_train_config.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#define M(f) offsetof(dg_train_config, model.f)
+#define T(f) offsetof(dg_train_config, f)
+#define NR 1, 0 /* no range check */
+
+static const dg_arg_spec dg_train_specs[] = {
+    /* model */
+    {"--num-layers", DG_ARG_INT, M(num_layers), "transformer layers", 1, 4096, NULL},
+    {"--hidden-size", DG_ARG_INT, M(hidden_size), "model width", 1, 1 << 20, NULL},
+    {"--ffn-hidden-size", DG_ARG_INT, M(ffn_hidden_size), "dense MLP width (default 4 x hidden)", 1, 1 << 22, NULL},
+    {"--num-attention-heads", DG_ARG_INT, M(num_attention_heads), "query heads", 1, 4096, NULL},
+    {"--group-query-attention", DG_ARG_FLAG, T(group_query_attention), "use --num-query-groups KV heads", NR, NULL},
+    {"--num-query-groups", DG_ARG_INT, M(num_query_groups), "KV heads with --group-query-attention", 1, 4096, NULL},
+    {"--seq-length", DG_ARG_INT, M(seq_length), "tokens per sample", 1, 1 << 24, NULL},
+    {"--max-position-embeddings", DG_ARG_INT, T(max_position_embeddings), "longest position (>= --seq-length)", 1, 1 << 24, NULL},
+    {"--normalization", DG_ARG_CHOICE, T(normalization), "norm layer", NR, "RMSNorm|LayerNorm"},
+    {"--norm-epsilon", DG_ARG_DOUBLE, M(norm_epsilon), "norm epsilon", 0, 1, NULL},
+    {"--rotary-base", DG_ARG_DOUBLE, M(rope_base), "RoPE base", 1, 1e12, NULL},
+    {"--swiglu", DG_ARG_FLAG, T(swiglu), "SwiGLU MLPs (always on in dagatron)", NR, NULL},
+    {"--untie-embeddings-and-output-weights", DG_ARG_FLAG, M(untie_embeddings), "separate LM head", NR, NULL},
+    {"--make-vocab-size-divisible-by", DG_ARG_INT, T(make_vocab_divisible_by), "vocabulary padding", 1, 1 << 20, NULL},
+    /* MoE */
+    {"--num-experts", DG_ARG_INT, M(num_experts), "routed experts per MoE layer (0: dense)", 0, 1 << 16, NULL},
+    {"--moe-router-topk", DG_ARG_INT, M(moe_router_topk), "experts per token", 1, 64, NULL},
+    {"--moe-ffn-hidden-size", DG_ARG_INT, M(moe_ffn_hidden_size), "expert MLP width (default --ffn-hidden-size)", 1, 1 << 22, NULL},
+    {"--moe-router-load-balancing-type", DG_ARG_CHOICE, T(load_balancing), "balancing loss", NR, "aux_loss|none"},
+    {"--moe-aux-loss-coeff", DG_ARG_DOUBLE, M(moe_aux_loss_coeff), "load-balancing loss weight", 0, 1e6, NULL},
+    {"--moe-z-loss-coeff", DG_ARG_DOUBLE, M(moe_z_loss_coeff), "router z-loss weight", 0, 1e6, NULL},
+    {"--moe-router-score-function", DG_ARG_CHOICE, T(score_function), "router scores", NR, "softmax|sigmoid"},
+    {"--moe-router-pre-softmax", DG_ARG_FLAG, M(router_pre_softmax), "softmax before top-k", NR, NULL},
+    {"--moe-expert-capacity-factor", DG_ARG_DOUBLE, M(moe_capacity_factor), "capacity per expert (0: dropless)", 0, 1e6, NULL},
+    {"--moe-shared-expert-intermediate-size", DG_ARG_INT, M(moe_shared_expert_size), "shared expert width (0: none)", 0, 1 << 22, NULL},
+    {"--moe-layer-freq", DG_ARG_INT, M(moe_layer_freq), "every n-th layer is MoE", 1, 4096, NULL},
+    /* batch, optimizer */
+    {"--micro-batch-size", DG_ARG_INT, M(micro_batch_size), "samples per micro batch", 1, 1 << 20, NULL},
+    {"--global-batch-size", DG_ARG_INT, T(global_batch_size), "samples per iteration", 1, 1 << 30, NULL},
+    {"--lr", DG_ARG_DOUBLE, T(lr), "peak learning rate", 0, 1e3, NULL},
+    {"--min-lr", DG_ARG_DOUBLE, T(min_lr), "final learning rate", 0, 1e3, NULL},
+    {"--lr-warmup-iters", DG_ARG_INT, T(lr_warmup_iters), "linear warmup iterations", 0, 1 << 30, NULL},
+    {"--lr-decay-style", DG_ARG_CHOICE, T(lr_decay_style), "decay after warmup", NR, "constant|linear|cosine"},
+    {"--lr-decay-iters", DG_ARG_INT, T(lr_decay_iters), "iterations to decay over (default --train-iters)", 1, 1 << 30, NULL},
+    {"--weight-decay", DG_ARG_DOUBLE, T(weight_decay), "AdamW decoupled weight decay", 0, 1e3, NULL},
+    {"--adam-beta1", DG_ARG_DOUBLE, T(adam_beta1), "", 0, 1, NULL},
+    {"--adam-beta2", DG_ARG_DOUBLE, T(adam_beta2), "", 0, 1, NULL},
+    {"--adam-eps", DG_ARG_DOUBLE, T(adam_eps), "", 0, 1, NULL},
+    {"--clip-grad", DG_ARG_DOUBLE, T(clip_grad), "global L2 norm clip (0: off)", 0, 1e9, NULL},
+    {"--init-method-std", DG_ARG_DOUBLE, T(init_method_std), "std of the normal init", 0, 1e3, NULL},
+    {"--seed", DG_ARG_INT, T(seed), "random seed", 0, 2147483647, NULL},
+    {"--train-iters", DG_ARG_INT, T(train_iters), "iterations, counted from 0", 1, 1 << 30, NULL},
+    /* data */
+    {"--data-path", DG_ARG_LIST, T(data_path), "[weight] prefix ... (default: the fortunes corpus)", NR, NULL},
+    {"--mock-data", DG_ARG_FLAG, T(mock_data), "train on generated tokens", NR, NULL},
+    {"--split", DG_ARG_STRING, T(split), "train,valid,test weights", NR, NULL},
+    {"--tokenizer-type", DG_ARG_CHOICE, T(tokenizer_type), "tokenizer", NR, "ByteLevelTokenizer|GPT2BPETokenizer|NullTokenizer"},
+    {"--vocab-file", DG_ARG_STRING, T(vocab_file), "GPT-2 BPE vocab.json", NR, NULL},
+    {"--merge-file", DG_ARG_STRING, T(merge_file), "GPT-2 BPE merges.txt", NR, NULL},
+    {"--vocab-size", DG_ARG_INT, T(null_vocab_size), "vocabulary of NullTokenizer / mock data", 2, 1 << 30, NULL},
+    {"--data-cache-path", DG_ARG_STRING, T(data_cache_path), "where built datasets and indices go", NR, NULL},
+    /* checkpoints, logging */
+    {"--save", DG_ARG_STRING, T(save), "checkpoint directory to write", NR, NULL},
+    {"--load", DG_ARG_STRING, T(load), "checkpoint directory to resume from", NR, NULL},
+    {"--save-interval", DG_ARG_INT, T(save_interval), "iterations between checkpoints", 1, 1 << 30, NULL},
+    {"--log-interval", DG_ARG_INT, T(log_interval), "iterations between log lines", 1, 1 << 30, NULL},
+    {"--eval-interval", DG_ARG_INT, T(eval_interval), "iterations between evaluations", 1, 1 << 30, NULL},
+    {"--eval-iters", DG_ARG_INT, T(eval_iters), "batches per evaluation (0: none)", 0, 1 << 30, NULL},
+    {"--trace", DG_ARG_STRING, T(trace), "Chrome trace-event JSON of one step", NR, NULL},
+    {"--compute-threads", DG_ARG_INT, T(compute_threads), "compute workers (default: this rank's cores)", 0, 1024, NULL},
+};
+
+const dg_arg_spec *dg_train_flags(int *n) {
+    *n = (int)DG_ARRAY_LEN(dg_train_specs);
+    return dg_train_specs;
+}
+
+void dg_train_config_defaults(dg_train_config *c) {
+    memset(c, 0, sizeof *c);
+    dg_model_config *m = &c->model;
+    /* The main job's model: small enough to train in minutes on 2 cores. */
+    m->num_layers = 4;
+    m->hidden_size = 256;
+    m->num_attention_heads = 8;
+    m->seq_length = 128;
+    m->micro_batch_size = 4;
+    m->num_experts = 8;
+    m->moe_router_topk = 2;
+    m->moe_aux_loss_coeff = 1e-2;
+    m->moe_z_loss_coeff = 1e-3;
+    m->rope_base = 10000.0;
+    m->norm_epsilon = 1e-5;
+    m->moe_layer_freq = 1;
+    snprintf(c->normalization, sizeof c->normalization, "RMSNorm");
+    snprintf(c->score_function, sizeof c->score_function, "softmax");
+    snprintf(c->load_balancing, sizeof c->load_balancing, "aux_loss");
+    snprintf(c->lr_decay_style, sizeof c->lr_decay_style, "cosine");
+    snprintf(c->split, sizeof c->split, "969,30,1");
+    c->make_vocab_divisible_by = 128;
+    c->lr = 1e-3;
+    c->min_lr = 1e-4;
+    c->lr_warmup_iters = 10;
+    c->weight_decay = 0.01;
+    c->adam_beta1 = 0.9;
+    c->adam_beta2 = 0.999;
+    c->adam_eps = 1e-8;
+    c->clip_grad = 1.0;
+    c->init_method_std = 0.02;
+    c->seed = 1234;
+    c->train_iters = 100;
+    c->log_interval = 10;
+    c->eval_interval = 1000;
+    c->eval_iters = 10;
+    c->dp_size = 1;
+}
+
+int dg_train_config_parse(dg_train_config *c, int argc, char **argv, int first, dg_err *err) {
+    int seen[DG_ARRAY_LEN(dg_train_specs)] = {0};
+    return dg_args_parse(argc, argv, first, dg_train_specs, (int)DG_ARRAY_LEN(dg_train_specs), c,
+                         seen, err);
+}
+
+int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *err) {
+    dg_model_config *m = &c->model;
+    m->normalization_layernorm = !strcmp(c->normalization, "LayerNorm");
+    m->score_function_sigmoid = !strcmp(c->score_function, "sigmoid");
+    if (!strcmp(c->load_balancing, "none")) m->moe_aux_loss_coeff = 0.0;
+    if (!c->group_query_attention) m->num_query_groups = m->num_attention_heads;
+    if (m->num_query_groups <= 0) m->num_query_groups = m->num_attention_heads;
+    if (m->ffn_hidden_size <= 0) m->ffn_hidden_size = 4 * m->hidden_size;
+    if (m->moe_ffn_hidden_size <= 0) m->moe_ffn_hidden_size = m->ffn_hidden_size;
+    if (c->max_position_embeddings <= 0) c->max_position_embeddings = m->seq_length;
+    if (c->max_position_embeddings < m->seq_length)
+        return dg_err_set(err, DG_EINPUT, "--seq-length %d exceeds --max-position-embeddings %d",
+                          m->seq_length, c->max_position_embeddings);
+
+    /* Vocabulary: the tokenizer's (NullTokenizer and mock data: --vocab-size
+     * plus the end-of-document id), padded like Megatron so the LM head's
+     * rows divide evenly. */
+    int64_t v = vocab_from_data;
+    if (v <= 0) {
+        if (c->null_vocab_size <= 0)
+            return dg_err_set(err, DG_EINPUT,
+                              "--vocab-size: required with --tokenizer-type NullTokenizer or --mock-data");
+        v = (int64_t)c->null_vocab_size + 1;
+    }
+    int64_t d = c->make_vocab_divisible_by;
+    m->vocab_size = (int)((v + d - 1) / d * d);
+
+    if (c->global_batch_size <= 0) c->global_batch_size = m->micro_batch_size * c->dp_size;
+    int per = m->micro_batch_size * c->dp_size;
+    if (c->global_batch_size % per != 0)
+        return dg_err_set(err, DG_EINPUT,
+                          "--global-batch-size %d is not a multiple of --micro-batch-size %d x data-parallel size %d",
+                          c->global_batch_size, m->micro_batch_size, c->dp_size);
+    c->num_microbatches = c->global_batch_size / per;
+    if (c->lr_decay_iters <= 0) c->lr_decay_iters = c->train_iters;
+    if (c->min_lr > c->lr)
+        return dg_err_set(err, DG_EINPUT, "--min-lr %g exceeds --lr %g", c->min_lr, c->lr);
+    if (c->lr_warmup_iters > c->lr_decay_iters)
+        return dg_err_set(err, DG_EINPUT, "--lr-warmup-iters %d exceeds --lr-decay-iters %d",
+                          c->lr_warmup_iters, c->lr_decay_iters);
+    if (c->mock_data && c->data_path[0])
+        return dg_err_set(err, DG_EINPUT, "--mock-data and --data-path exclude each other");
+    return dg_model_config_check(m, err);
+}

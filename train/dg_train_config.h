@@ -1,0 +1,76 @@
+/* dg_train_config.h — everything `dagatron train` is told, under Megatron's
+ * flag names, with Megatron's defaults.
+ *
+ *   dg_train_config c;
+ *   dg_train_config_defaults(&c);
+ *   if (dg_train_config_parse(&c, argc, argv, 1, &err)) ...   // flags
+ *   if (dg_train_config_finish(&c, &err)) ...                 // derived values, cross checks
+ *
+ * dg_train_config_finish() rejects inconsistent sets with one line naming
+ * both flags ("--global-batch-size 10 is not a multiple of --micro-batch-size 4
+ * x data-parallel size 1").
+ */
+#ifndef DG_TRAIN_CONFIG_H
+#define DG_TRAIN_CONFIG_H
+
+#include "dg_args.h"
+#include "dg_model.h"
+
+typedef struct dg_train_config {
+    dg_model_config model; /* filled by the model flags */
+
+    /* model flags that are not plain fields of dg_model_config */
+    int group_query_attention;   /* --group-query-attention */
+    int max_position_embeddings; /* --max-position-embeddings (>= seq length) */
+    char normalization[DG_ARG_STR_LEN];  /* --normalization RMSNorm|LayerNorm */
+    int swiglu;                          /* --swiglu (the only MLP dagatron builds) */
+    char score_function[DG_ARG_STR_LEN]; /* --moe-router-score-function softmax|sigmoid */
+    char load_balancing[DG_ARG_STR_LEN]; /* --moe-router-load-balancing-type aux_loss|none */
+    int make_vocab_divisible_by;         /* --make-vocab-size-divisible-by (128) */
+
+    /* batch and optimizer */
+    int global_batch_size; /* --global-batch-size (0: micro batch x dp) */
+    double lr, min_lr;     /* --lr --min-lr */
+    int lr_warmup_iters;   /* --lr-warmup-iters */
+    char lr_decay_style[DG_ARG_STR_LEN]; /* --lr-decay-style constant|linear|cosine */
+    int lr_decay_iters;    /* --lr-decay-iters (0: --train-iters) */
+    double weight_decay, adam_beta1, adam_beta2, adam_eps, clip_grad;
+    double init_method_std; /* --init-method-std */
+    int seed;               /* --seed */
+    int train_iters;        /* --train-iters */
+
+    /* data */
+    char data_path[DG_ARG_STR_LEN]; /* --data-path [w1] p1 [w2 p2 ...] ("" = the fortunes corpus) */
+    int mock_data;                  /* --mock-data */
+    char split[DG_ARG_STR_LEN];     /* --split "969,30,1" */
+    char tokenizer_type[DG_ARG_STR_LEN]; /* ByteLevelTokenizer|GPT2BPETokenizer|NullTokenizer */
+    char vocab_file[DG_ARG_STR_LEN], merge_file[DG_ARG_STR_LEN];
+    int null_vocab_size;            /* --vocab-size (NullTokenizer / mock data) */
+    char data_cache_path[DG_ARG_STR_LEN]; /* --data-cache-path */
+
+    /* checkpoints, logs */
+    char save[DG_ARG_STR_LEN], load[DG_ARG_STR_LEN];
+    int save_interval, log_interval, eval_interval, eval_iters;
+    char trace[DG_ARG_STR_LEN];     /* --trace PATH: Chrome trace of the first logged step */
+    int compute_threads;            /* --compute-threads (0: this rank's cores) */
+
+    /* derived by dg_train_config_finish */
+    int dp_size;          /* data-parallel ranks (1 until issue 7) */
+    int num_microbatches; /* global batch / (micro batch x dp) */
+} dg_train_config;
+
+void dg_train_config_defaults(dg_train_config *c);
+
+/* Parse flags argv[first..). `seen` is internal. Returns DG_OK or DG_EINPUT;
+ * err->msg is "help" for --help. */
+int dg_train_config_parse(dg_train_config *c, int argc, char **argv, int first, dg_err *err);
+
+/* Resolve derived values (vocabulary from the tokenizer when known, padded;
+ * model fields from string flags) and check the set. vocab_from_data: the
+ * tokenizer's vocabulary size, or 0 when not known yet. */
+int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *err);
+
+/* The flag table (for --help and for other subcommands that take model flags). */
+const dg_arg_spec *dg_train_flags(int *n);
+
+#endif /* DG_TRAIN_CONFIG_H */
