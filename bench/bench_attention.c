@@ -266,16 +266,16 @@ int main(void) {
     printf("\n== linear: [%lld, %lld] x [%lld, %lld]^T, %.2f GFLOP ==\n", (long long)M, (long long)K,
            (long long)N, (long long)K, gflop);
     run_cblas(&gj); /* warm-up */
-    double t_blas = best_time(run_cblas, &gj, 3);
+    double t_blas = best_time(run_cblas, &gj, 6);
     printf("%-44s %8.1f GFLOP/s\n", "raw cblas_sgemm, OpenBLAS 1 thread", gflop / t_blas);
     for (int tt = 0; tt < 2; tt++) {
         gj.team = tt ? full : NULL;
         int th = tt ? nth : 1;
         char what[64];
         snprintf(what, sizeof what, "dg_cpu_sgemm, %d thread%s", th, th > 1 ? "s" : "");
-        printf("%-44s %8.1f GFLOP/s\n", what, gflop / best_time(run_dg_sgemm, &gj, 3));
+        printf("%-44s %8.1f GFLOP/s\n", what, gflop / best_time(run_dg_sgemm, &gj, 6));
         snprintf(what, sizeof what, "matmul op kernel (linear), %d thread%s", th, th > 1 ? "s" : "");
-        printf("%-44s %8.1f GFLOP/s\n", what, gflop / best_time(run_matmul_op, &gj, 3));
+        printf("%-44s %8.1f GFLOP/s\n", what, gflop / best_time(run_matmul_op, &gj, 6));
     }
     dg_graph_free(gj.g);
     dg_free(A);
@@ -297,7 +297,7 @@ int main(void) {
             int th = tt ? nth : 1;
             j.wf = dg_aligned_alloc(dg_cpu_attention_fwd_workspace(&a.d, th));
             j.wb = dg_aligned_alloc(dg_cpu_attention_bwd_workspace(&a.d, th));
-            int reps = Ts[i] >= 2048 ? 4 : 10;
+            int reps = Ts[i] >= 2048 ? 6 : 20;
             double tf = best_time(run_attn_fwd, &j, reps);
             double tb = best_time(run_attn_bwd, &j, reps);
             double gf = fwd_flop * 1e-9 / tf, gb = 2.5 * fwd_flop * 1e-9 / tb;

@@ -36,7 +36,7 @@ int dg_cmd_train(int argc, char **argv) {
         return DG_EINPUT;
     }
     dg_train_result res;
-    st = dg_train(&c, &res, &err);
+    st = dg_train(&c, NULL, &res, &err);
     if (st != DG_OK) {
         dg_err_print(&err);
         MPI_Finalize();

@@ -413,7 +413,7 @@ static pair_ent ent_pop(pair_ent *h, int64_t *n) {
 
 static int64_t merge_piece_long(const dg_bpe *b, int32_t *ids, int64_t n) {
     int64_t *next = dg_malloc(sizeof(int64_t) * (size_t)n), *prev = dg_malloc(sizeof(int64_t) * (size_t)n);
-    pair_ent *heap = dg_malloc(sizeof(pair_ent) * (size_t)(2 * n));
+    pair_ent *heap = dg_malloc(sizeof(pair_ent) * (size_t)(3 * n)); /* n-1 pairs + 2 per merge */
     int64_t nh = 0;
     for (int64_t i = 0; i < n; i++) {
         next[i] = i + 1 < n ? i + 1 : -1;

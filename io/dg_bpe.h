@@ -7,7 +7,8 @@
  *    implemented by hand in dg_bpe_pretok.c over UTF-8).
  *  - Each piece starts as one token per byte; the adjacent pair with the
  *    lowest merge rank is merged (all its occurrences, left to right) until
- *    no pair has a rank.
+ *    no pair has a rank. Pieces over 64 bytes use a heap of pairs (same
+ *    result, O(n log n) instead of quadratic), shorter ones are memoized.
  *  - vocab.json maps token strings to ids, where a token's bytes are written
  *    with GPT-2's byte-to-unicode table (printable bytes stand for
  *    themselves, the others for U+0100.. in order; a space is "Ġ").

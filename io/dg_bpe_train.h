@@ -23,7 +23,8 @@ typedef struct dg_bpe_trainer dg_bpe_trainer;
 dg_bpe_trainer *dg_bpe_trainer_new(void);
 /* Count the pieces of one text (a document). */
 void dg_bpe_trainer_add(dg_bpe_trainer *t, const uint8_t *text, size_t n);
-/* Learn the merges; out gets the tokenizer (dg_bpe_from_merges layout).
+/* Learn the merges (once per trainer); out gets the tokenizer
+ * (dg_bpe_from_merges layout).
  * vocab_size must be >= 257. If the corpus runs out of pairs first, the
  * vocabulary is smaller (out->vocab_size says how large). */
 int dg_bpe_trainer_train(dg_bpe_trainer *t, int32_t vocab_size, dg_bpe *out, dg_err *err);

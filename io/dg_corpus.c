@@ -17,49 +17,84 @@ dg_input_format dg_corpus_guess_format(const char *path) {
     return (ends_with(path, ".json") || ends_with(path, ".jsonl")) ? DG_INPUT_JSONL : DG_INPUT_TEXT;
 }
 
-static void push_rec(dg_record **recs, int64_t *count, int64_t *cap, const uint8_t *p, size_t n, int64_t line) {
-    if (*count == *cap) {
-        *cap = *cap ? 2 * *cap : 1024;
-        *recs = dg_realloc(*recs, sizeof(dg_record) * (size_t)*cap);
-    }
-    (*recs)[(*count)++] = (dg_record){p, n, line};
-}
-
 static int blank(const uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (p[i] != ' ' && p[i] != '\t' && p[i] != '\r') return 0;
     return 1;
 }
 
-void dg_corpus_split(const uint8_t *p, size_t n, dg_input_format fmt, const char *separator, dg_record **recs,
-                     int64_t *count) {
-    int64_t cap = 0;
-    *recs = NULL;
-    *count = 0;
-    if (fmt == DG_INPUT_TEXT && !separator) {
-        if (n) push_rec(recs, count, &cap, p, n, 1);
-        return;
+void dg_record_cursor_init(dg_record_cursor *c, const uint8_t *p, size_t n, dg_input_format fmt,
+                           const char *separator) {
+    c->p = p;
+    c->n = n;
+    c->pos = 0;
+    c->line = 1;
+    c->fmt = fmt;
+    c->separator = fmt == DG_INPUT_TEXT ? separator : NULL;
+}
+
+int64_t dg_record_cursor_next(dg_record_cursor *c, dg_record *out, int64_t max, size_t max_bytes) {
+    const uint8_t *p = c->p;
+    size_t n = c->n, bytes = 0;
+    int64_t k = 0;
+    if (c->fmt == DG_INPUT_TEXT && !c->separator) { /* the whole file is one document */
+        if (c->pos < n && max > 0) out[k++] = (dg_record){p, n, 1};
+        c->pos = n;
+        return k;
     }
-    size_t sl = separator ? strlen(separator) : 0;
-    size_t doc = 0;
-    int64_t line = 1, doc_line = 1;
-    for (size_t i = 0; i < n; line++) {
-        size_t e = i;
+    size_t sl = c->separator ? strlen(c->separator) : 0;
+    size_t doc = c->pos; /* text: where the current document starts */
+    int64_t doc_line = c->line;
+    while (c->pos < n && k < max && bytes < max_bytes) {
+        size_t i = c->pos, e = i;
         while (e < n && p[e] != '\n') e++;
-        size_t len = e - i;
-        if (fmt == DG_INPUT_JSONL) {
-            if (!blank(p + i, len)) push_rec(recs, count, &cap, p + i, len, line);
+        size_t len = e - i, next = e < n ? e + 1 : n;
+        if (c->fmt == DG_INPUT_JSONL) {
+            if (!blank(p + i, len)) {
+                out[k++] = (dg_record){p + i, len, c->line};
+                bytes += len;
+            }
         } else {
             size_t l2 = (len && p[i + len - 1] == '\r') ? len - 1 : len;
-            if (l2 == sl && memcmp(p + i, separator, sl) == 0) {
-                if (i > doc) push_rec(recs, count, &cap, p + doc, i - doc, doc_line);
-                doc = e < n ? e + 1 : n;
-                doc_line = line + 1;
+            if (l2 == sl && memcmp(p + i, c->separator, sl) == 0) {
+                if (i > doc) {
+                    out[k++] = (dg_record){p + doc, i - doc, doc_line};
+                    bytes += i - doc;
+                }
+                doc = next;
+                doc_line = c->line + 1;
             }
         }
-        i = e < n ? e + 1 : n;
+        c->pos = next;
+        c->line++;
     }
-    if (fmt == DG_INPUT_TEXT && n > doc) push_rec(recs, count, &cap, p + doc, n - doc, doc_line);
+    if (c->fmt == DG_INPUT_TEXT && doc < c->pos) {
+        if (c->pos >= n && k < max) { /* the last document has no separator after it */
+            out[k++] = (dg_record){p + doc, n - doc, doc_line};
+        } else { /* no room for the document in hand: resume at its start */
+            c->pos = doc;
+            c->line = doc_line;
+        }
+    }
+    return k;
+}
+
+void dg_corpus_split(const uint8_t *p, size_t n, dg_input_format fmt, const char *separator, dg_record **recs,
+                     int64_t *count) {
+    dg_record_cursor c;
+    dg_record_cursor_init(&c, p, n, fmt, separator);
+    int64_t cap = 1024;
+    *recs = dg_malloc(sizeof(dg_record) * (size_t)cap);
+    *count = 0;
+    for (;;) {
+        if (*count == cap) {
+            cap *= 2;
+            *recs = dg_realloc(*recs, sizeof(dg_record) * (size_t)cap);
+        }
+        int64_t got = dg_record_cursor_next(&c, *recs + *count, cap - *count, SIZE_MAX);
+        if (got == 0) break;
+        *count += got;
+    }
 }
 
 int dg_corpus_json_text(const dg_record *r, const char *path, const char *key, dg_bytebuf *text, dg_i32buf *seg,

@@ -34,6 +34,23 @@ typedef struct dg_record {
 /* JSONL for *.json / *.jsonl (and .gz is refused), TEXT otherwise. */
 dg_input_format dg_corpus_guess_format(const char *path);
 
+/* Reads the records of p[0, n) a batch at a time (inputs may be far larger
+ * than memory for a record array). */
+typedef struct dg_record_cursor {
+    const uint8_t *p;
+    size_t n, pos;         /* next byte to look at */
+    int64_t line;          /* its line number */
+    dg_input_format fmt;
+    const char *separator; /* TEXT only; NULL: the whole file is one document */
+} dg_record_cursor;
+
+void dg_record_cursor_init(dg_record_cursor *c, const uint8_t *p, size_t n, dg_input_format fmt,
+                           const char *separator);
+/* Up to `max` records into out[], stopping early once max_bytes of record
+ * bytes are gathered; returns how many (0 at the end). A text document is
+ * never split between calls. */
+int64_t dg_record_cursor_next(dg_record_cursor *c, dg_record *out, int64_t max, size_t max_bytes);
+
 /* Split p[0, n) into records; *recs (free with dg_free) gets *count of them. */
 void dg_corpus_split(const uint8_t *p, size_t n, dg_input_format fmt, const char *separator, dg_record **recs,
                      int64_t *count);

@@ -111,31 +111,32 @@ static int write_batch(const dg_preprocess_opts *o, job *jobs, int nw, dg_indexe
     return DG_OK;
 }
 
-/* Tokenize the records [0, count) of one file and append them to the
- * writers. Two sets of jobs alternate: while the workers tokenize batch
- * k+1, this thread writes batch k. */
-static int run_file(const dg_preprocess_opts *o, const char *path, dg_input_format fmt, const dg_record *recs,
-                    int64_t count, job *jobs[2], dg_indexed_writer *w, dg_preprocess_stats *stats, dg_err *err) {
+/* Tokenize the records of one file and append them to the writers. Two
+ * sets of jobs (and record batches) alternate: while the workers tokenize
+ * batch k+1, this thread writes batch k. */
+static int run_file(const dg_preprocess_opts *o, const char *path, dg_input_format fmt, dg_record_cursor *cursor,
+                    job *jobs[2], dg_indexed_writer *w, dg_preprocess_stats *stats, dg_err *err) {
     int nw = o->workers;
+    int64_t cap = (int64_t)BATCH_RECORDS * nw;
+    dg_record *recs[2] = {dg_malloc(sizeof(dg_record) * (size_t)cap), dg_malloc(sizeof(dg_record) * (size_t)cap)};
     pthread_t *th = dg_malloc(sizeof(pthread_t) * (size_t)nw);
     int st = DG_OK, cur = 0, pending = 0;
-    for (int64_t b = 0; b < count && st == DG_OK;) {
-        /* A batch: up to BATCH_RECORDS records or BATCH_BYTES bytes per worker. */
-        int64_t e = b;
+    while (st == DG_OK) {
+        int64_t count = dg_record_cursor_next(cursor, recs[cur], cap, (size_t)BATCH_BYTES * (size_t)nw);
+        if (count == 0) break;
         size_t bytes = 0;
-        while (e < count && e - b < (int64_t)BATCH_RECORDS * nw && bytes < (size_t)BATCH_BYTES * (size_t)nw)
-            bytes += recs[e++].n;
-        /* Split [b, e) over workers by bytes so they finish together. */
+        for (int64_t r = 0; r < count; r++) bytes += recs[cur][r].n;
+        /* Split the batch over workers by bytes so they finish together. */
         size_t per = bytes / (size_t)nw + 1, acc = 0;
-        int64_t r = b;
+        int64_t r = 0;
         for (int t = 0; t < nw; t++) {
             job *j = &jobs[cur][t];
             j->path = path;
             j->fmt = fmt;
-            j->recs = recs;
+            j->recs = recs[cur];
             j->begin = r;
             size_t goal = per * (size_t)(t + 1);
-            while (r < e && (acc < goal || t == nw - 1)) acc += recs[r++].n;
+            while (r < count && (acc < goal || t == nw - 1)) acc += recs[cur][r++].n;
             j->end = r;
         }
         for (int t = 0; t < nw; t++) DG_CHECK0(pthread_create(&th[t], NULL, work, &jobs[cur][t]));
@@ -143,10 +144,11 @@ static int run_file(const dg_preprocess_opts *o, const char *path, dg_input_form
         for (int t = 0; t < nw; t++) DG_CHECK0(pthread_join(th[t], NULL));
         pending = 1;
         cur ^= 1;
-        b = e;
     }
     if (pending && st == DG_OK) st = write_batch(o, jobs[cur ^ 1], nw, w, stats, err);
     dg_free(th);
+    dg_free(recs[0]);
+    dg_free(recs[1]);
     return st;
 }
 
@@ -201,12 +203,10 @@ int dg_preprocess_run(const dg_preprocess_opts *o_in, dg_preprocess_stats *stats
         dg_map m;
         st = dg_map_file(&m, o.inputs[i], err);
         if (st != DG_OK) break;
-        dg_record *recs;
-        int64_t count;
-        dg_corpus_split(m.p, m.n, f, f == DG_INPUT_TEXT ? o.doc_separator : NULL, &recs, &count);
-        st = run_file(&o, o.inputs[i], f, recs, count, jobs, w, stats, err);
+        dg_record_cursor cursor;
+        dg_record_cursor_init(&cursor, m.p, m.n, f, o.doc_separator);
+        st = run_file(&o, o.inputs[i], f, &cursor, jobs, w, stats, err);
         stats->bytes_in += (int64_t)m.n;
-        dg_free(recs);
         dg_unmap(&m);
     }
     for (int t = 0; t < o.workers; t++) {

@@ -29,6 +29,14 @@ static int check_routing(const dg_node *n, const dg_tensor *z, const dg_tensor *
         return DG_INFER_FAIL(err, "rule 'attrs' broken: score function %lld is neither softmax (0) "
                                   "nor sigmoid (1)",
                              (long long)n->attrs.i[1]);
+    int64_t B = n->attrs.i[2];
+    if (B < 0 || (B > 1 && T % B != 0))
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: num_seqs %lld must divide T=%lld",
+                             (long long)B, (long long)T);
+    if (B > 1 && r && r->ndim == 1)
+        return DG_INFER_FAIL(err, "rule 'shape' broken: the per-sequence loss (num_seqs %lld) needs "
+                                  "indices [T, k] or no routing input, not counts [E]",
+                             (long long)B);
     if (!r) return DG_OK; /* top-k of the aux scores, computed by the kernel */
     if (r->dtype == DG_I32 && r->ndim == 2 && r->shape[0] == T && r->shape[1] == k) {
         *is_indices = 1;
@@ -47,26 +55,32 @@ static int check_routing(const dg_node *n, const dg_tensor *z, const dg_tensor *
 /* Bytes rounded up to whole cache lines, so workspace parts stay aligned. */
 static size_t lines(size_t n) { return (n + 63) / 64 * 64; }
 
-/* Workspace: f [E] floats, then (without a routing input) T*k indices. */
+static dg_moe_seqs seqs_of(const dg_node *n) {
+    dg_moe_seqs q = {DG_MAX(n->attrs.i[2], 1), (int)n->attrs.i[3]};
+    return q;
+}
+
+/* Workspace: f [B, E] floats, then (without a routing input) T*k indices. */
 static size_t f_bytes(const dg_graph *g, const dg_node *n, int zin) {
     const dg_tensor *z = DG_IN(g, n, zin);
-    size_t b = lines(sizeof(float) * (size_t)z->shape[1]);
+    size_t b = lines(sizeof(float) * (size_t)(seqs_of(n).B * z->shape[1]));
     if (n->n_in == zin + 1) b += lines(sizeof(int32_t) * (size_t)(z->shape[0] * n->attrs.i[0]));
     return b;
 }
 
-/* f as floats [E] at the start of the workspace: from the routing input
+/* f as floats [B, E] at the start of the workspace: from the routing input
  * (r != NULL) or Megatron's top-k of the aux scores. */
 static float *counts_f(const dg_exec_env *env, const dg_node *n, const dg_tensor *z,
                        const dg_tensor *r, const void *routing, const float *logits) {
     int64_t T = z->shape[0], E = z->shape[1];
+    dg_moe_seqs q = seqs_of(n);
     float *f = env->workspace;
     if (!r) {
-        int32_t *idx = (int32_t *)((char *)env->workspace + lines(sizeof(float) * (size_t)E));
+        int32_t *idx = (int32_t *)((char *)env->workspace + lines(sizeof(float) * (size_t)(q.B * E)));
         dg_cpu_moe_aux_counts(env->team, (dg_moe_score_fn)n->attrs.i[1], logits, T, E,
-                              (int)n->attrs.i[0], idx, f);
+                              (int)n->attrs.i[0], q, idx, f);
     } else if (r->ndim == 2) {
-        dg_cpu_moe_count(routing, dg_tensor_numel(r), E, f);
+        dg_cpu_moe_count(routing, T, (int)r->shape[1], E, q, f);
     } else {
         const int32_t *c = routing;
         for (int64_t e = 0; e < E; e++) f[e] = (float)c[e];
@@ -95,7 +109,7 @@ static void cost_aux(const dg_graph *g, const dg_node *n, dg_cost *c) {
 static size_t ws_aux(const dg_graph *g, const dg_node *n, int nthreads) {
     (void)nthreads;
     const dg_tensor *z = DG_IN(g, n, 0);
-    return f_bytes(g, n, 0) + dg_cpu_moe_aux_work_bytes(z->shape[0], z->shape[1]);
+    return f_bytes(g, n, 0) + dg_cpu_moe_aux_work_bytes(z->shape[0], z->shape[1], seqs_of(n).B);
 }
 
 static int k_aux(const dg_exec_env *env, const dg_graph *g, const dg_node *n, void *const *in,
@@ -105,7 +119,7 @@ static int k_aux(const dg_exec_env *env, const dg_graph *g, const dg_node *n, vo
     const float *f = counts_f(env, n, z, n->n_in > 1 ? DG_IN(g, n, 1) : NULL,
                               n->n_in > 1 ? in[1] : NULL, in[0]);
     *(float *)out[0] = dg_cpu_moe_aux_loss(env->team, (dg_moe_score_fn)n->attrs.i[1], in[0], f, T, E,
-                                           (int)n->attrs.i[0], (float)n->attrs.f[0],
+                                           (int)n->attrs.i[0], seqs_of(n), (float)n->attrs.f[0],
                                            (char *)env->workspace + f_bytes(g, n, 0));
     return DG_OK;
 }
@@ -118,16 +132,23 @@ static int adj_aux(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 
 const dg_op_def dg_op_moe_aux_loss = {
     .name = "moe_aux_loss", .min_inputs = 1, .max_inputs = 2, .n_outputs = 1,
-    .iattr_names = {"topk", "score_function"}, .fattr_names = {"coeff"},
+    .iattr_names = {"topk", "score_function", "num_seqs", "seq_major"}, .fattr_names = {"coeff"},
     .infer = infer_aux, .cost = cost_aux, .adjoint = adj_aux, .workspace = ws_aux,
     .kernel = {k_aux},
 };
 
 int dg_moe_aux_loss(dg_graph *g, int logits, int routing, int topk, dg_moe_score_fn score,
                     double coeff) {
+    return dg_moe_seq_aux_loss(g, logits, routing, topk, score, coeff, 1, 0);
+}
+
+int dg_moe_seq_aux_loss(dg_graph *g, int logits, int routing, int topk, dg_moe_score_fn score,
+                        double coeff, int64_t num_seqs, int seq_major) {
     dg_attrs a = dg_attrs_zero();
     a.i[0] = topk;
     a.i[1] = score;
+    a.i[2] = num_seqs;
+    a.i[3] = seq_major ? 1 : 0;
     a.f[0] = coeff;
     return dg_add1(g, &dg_op_moe_aux_loss, &a, (int[]){logits, routing}, routing >= 0 ? 2 : 1,
                    "moe_aux_loss");
@@ -161,13 +182,14 @@ static int k_aux_grad(const dg_exec_env *env, const dg_graph *g, const dg_node *
     const float *f = counts_f(env, n, z, n->n_in > 2 ? DG_IN(g, n, 2) : NULL,
                               n->n_in > 2 ? in[2] : NULL, in[1]);
     dg_cpu_moe_aux_loss_bwd(env->team, (dg_moe_score_fn)n->attrs.i[1], in[1], f, T, E,
-                            (int)n->attrs.i[0], (float)n->attrs.f[0], *(const float *)in[0], out[0]);
+                            (int)n->attrs.i[0], seqs_of(n), (float)n->attrs.f[0],
+                            *(const float *)in[0], out[0]);
     return DG_OK;
 }
 
 const dg_op_def dg_op_moe_aux_loss_grad = {
     .name = "moe_aux_loss_grad", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1,
-    .iattr_names = {"topk", "score_function"}, .fattr_names = {"coeff"},
+    .iattr_names = {"topk", "score_function", "num_seqs", "seq_major"}, .fattr_names = {"coeff"},
     .infer = infer_aux_grad, .cost = cost_aux_grad, .workspace = ws_aux_grad,
     .kernel = {k_aux_grad},
 };

@@ -22,6 +22,16 @@
  *     the same f as the absent form.
  * T is the local token count (no SP/CP all-reduce here).
  *
+ * Sequence-level variant (--moe-router-load-balancing-type seq_aux_loss):
+ * the T tokens are B sequences of S = T/B; P and f are taken per sequence
+ * and the loss is their average:
+ *     seq_aux = coeff * E / (k * S^2) / B * sum_b sum_e P_be * f_be
+ * Token t belongs to sequence t % B when the tokens are in [S, B] order
+ * (seq_major, Megatron's layout, where it reshapes [S*B, E] to [S, B*E]),
+ * or t / S in [B, S] order. B = 1 is the plain loss above. The routing
+ * input must then be indices [T, k] or absent (counts [E] have no
+ * sequences).
+ *
  * z-loss (ST-MoE, Megatron's z_loss_func, --moe-z-loss-coeff):
  *
  *     z = coeff * mean_t logsumexp(logits_t)^2
@@ -32,7 +42,8 @@
  *
  * Attr slots:
  *   "moe_aux_loss", "moe_aux_loss_grad": i[0] topk, i[1] score function
- *       (dg_moe_score_fn), f[0] coeff
+ *       (dg_moe_score_fn), i[2] num_seqs (0 or 1: whole batch), i[3]
+ *       seq_major, f[0] coeff
  *   "moe_z_loss", "moe_z_loss_grad": f[0] coeff
  * Inputs: "moe_aux_loss" (logits [, routing]), "moe_z_loss" (logits).
  * Backward ops take (dloss scalar, logits [, routing]) and give dlogits [T, E].
@@ -53,6 +64,11 @@ extern const dg_op_def dg_op_moe_z_loss_grad;
  * the scalar's id, or -1 after a builder error. */
 int dg_moe_aux_loss(dg_graph *g, int logits, int routing, int topk, dg_moe_score_fn score,
                     double coeff);
+
+/* The sequence-level loss over num_seqs sequences, tokens in [S, B]
+ * order when seq_major, else [B, S]. Returns the scalar's id, or -1. */
+int dg_moe_seq_aux_loss(dg_graph *g, int logits, int routing, int topk, dg_moe_score_fn score,
+                        double coeff, int64_t num_seqs, int seq_major);
 
 /* z-loss of logits [T, E]. Returns the scalar's id, or -1. */
 int dg_moe_z_loss(dg_graph *g, int logits, double coeff);

@@ -9,8 +9,14 @@
  * its condition variable; the caller of dg_sched_run sleeps until the step
  * is finished. One lock is enough: a task holds it twice for well under a
  * microsecond, and compute kernels run one at a time anyway.
+ *
+ * Before sleeping, a driver spins briefly (without the lock) on its stream's
+ * kick counter, which make_ready bumps: a cross-stream edge is often
+ * released within microseconds, and waking a sleeping thread costs several.
+ * The spin is bounded, so an idle runtime sleeps.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "dg_op.h"
@@ -30,6 +36,9 @@ typedef struct run_state {
     double sched_time[DG_STREAM_COUNT];
 } run_state;
 
+/* Iterations of the pre-sleep spin: a few microseconds. */
+#define DG_DRIVER_SPIN 30000
+
 typedef struct driver {
     struct dg_runtime *rt;
     int s; /* stream index */
@@ -40,6 +49,8 @@ struct dg_runtime {
     dg_topo *topo;
     dg_pool *pool;
     int nthreads, rank, pin;
+    int spin;        /* drivers spin before sleeping: only if each has a core of its own */
+    int comm_slot;   /* the comm driver's core slot, -1: the whole rank cpuset */
     dg_stream *streams[DG_STREAM_COUNT];
     dg_comm *self;
     dg_comm *groups[DG_AXIS_COUNT];
@@ -49,6 +60,7 @@ struct dg_runtime {
     pthread_mutex_t mu;
     pthread_cond_t cv[DG_STREAM_COUNT];
     pthread_cond_t cv_caller;
+    atomic_ulong kick[DG_STREAM_COUNT]; /* bumped when a stream may have new work */
     run_state *run; /* the step in progress, NULL when idle */
     int stop;
 
@@ -82,15 +94,19 @@ static int take(const dg_runtime *rt, run_state *rs, int s) {
 
 /* Node v's last predecessor finished: queue it and wake its stream's driver
  * unless that is the caller itself (it will look again before sleeping). */
+static void kick(dg_runtime *rt, int s) {
+    atomic_fetch_add_explicit(&rt->kick[s], 1, memory_order_release);
+    pthread_cond_signal(&rt->cv[s]);
+}
+
 static void make_ready(dg_runtime *rt, run_state *rs, int v, int self) {
     const dg_sched_plan *p = rs->p;
     int s = p->stream[v];
     if (rt->streams[s]->in_order) {
-        if (rs->next[s] < p->n_stream[s] && p->seq[s][rs->next[s]] == v && s != self)
-            pthread_cond_signal(&rt->cv[s]);
+        if (rs->next[s] < p->n_stream[s] && p->seq[s][rs->next[s]] == v && s != self) kick(rt, s);
     } else {
         dg_heap_push(&rs->heap[s], v);
-        if (s != self) pthread_cond_signal(&rt->cv[s]);
+        if (s != self) kick(rt, s);
     }
 }
 
@@ -125,13 +141,24 @@ static void *driver_main(void *arg) {
     int s = d->s;
     if (rt->pin) {
         if (s == DG_STREAM_COMPUTE) dg_topo_bind_self(rt->topo, 0, "compute.0");
-        else dg_topo_bind_self(rt->topo, -1, dg_stream_name((dg_stream_class)s));
+        else dg_topo_bind_self(rt->topo, rt->comm_slot, dg_stream_name((dg_stream_class)s));
     }
     pthread_mutex_lock(&rt->mu);
     rt->started++;
     pthread_cond_broadcast(&rt->cv_caller);
     for (;;) {
-        while (!rt->stop && !(rt->run && has_work(rt, rt->run, s))) pthread_cond_wait(&rt->cv[s], &rt->mu);
+        while (!rt->stop && !(rt->run && has_work(rt, rt->run, s))) {
+            /* spin a little without the lock, then sleep */
+            unsigned long seen = atomic_load(&rt->kick[s]);
+            int in_step = rt->spin && rt->run != NULL;
+            pthread_mutex_unlock(&rt->mu);
+            for (int i = 0; in_step && i < DG_DRIVER_SPIN; i++)
+                if (atomic_load_explicit(&rt->kick[s], memory_order_acquire) != seen) break;
+            pthread_mutex_lock(&rt->mu);
+            if (rt->stop || (rt->run && has_work(rt, rt->run, s))) break;
+            if (atomic_load(&rt->kick[s]) != seen) continue;
+            pthread_cond_wait(&rt->cv[s], &rt->mu);
+        }
         if (rt->stop) break;
         double tw = dg_now();
         run_state *rs = rt->run;
@@ -194,6 +221,11 @@ dg_runtime *dg_runtime_new(const dg_runtime_opts *o, dg_err *err) {
     rt->nthreads = nth;
     rt->rank = o->rank;
     rt->pin = !o->no_pin;
+    /* The comm thread gets a core of its own when the team leaves one free;
+     * otherwise it floats over the rank's cores (it mostly sleeps). Spinning
+     * before sleep pays only when no two busy threads share a core. */
+    rt->comm_slot = nth < info.rank_cores ? info.rank_cores - 1 : -1;
+    rt->spin = nth + 1 <= info.rank_cores;
     rt->self = dg_comm_self_new();
     for (int a = 0; a < DG_AXIS_COUNT; a++) rt->groups[a] = o->groups[a] ? o->groups[a] : rt->self;
     rt->pool = dg_pool_new(nth, rt->pin ? topo : NULL, 0, "compute");
@@ -202,6 +234,7 @@ dg_runtime *dg_runtime_new(const dg_runtime_opts *o, dg_err *err) {
     DG_CHECK0(pthread_mutex_init(&rt->mu, NULL));
     DG_CHECK0(pthread_cond_init(&rt->cv_caller, NULL));
     for (int s = 0; s < DG_STREAM_COUNT; s++) {
+        atomic_init(&rt->kick[s], 0);
         DG_CHECK0(pthread_cond_init(&rt->cv[s], NULL));
         rt->drivers[s] = (driver){rt, s, 0};
         DG_CHECK0(pthread_create(&rt->drivers[s].thread, NULL, driver_main, &rt->drivers[s]));
@@ -357,7 +390,7 @@ int dg_sched_run(dg_sched_plan *p, dg_runtime *rt, dg_sched_stats *stats, dg_err
         if (rs.remaining[p->order[k]] == 0) make_ready(rt, &rs, p->order[k], -1);
     if (nn == 0) rs.finished = 1;
     rt->run = &rs;
-    for (int s = 0; s < DG_STREAM_COUNT; s++) pthread_cond_signal(&rt->cv[s]);
+    for (int s = 0; s < DG_STREAM_COUNT; s++) kick(rt, s);
     while (!rs.finished) pthread_cond_wait(&rt->cv_caller, &rt->mu);
     rt->run = NULL;
     pthread_mutex_unlock(&rt->mu);

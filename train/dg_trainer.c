@@ -31,6 +31,8 @@ typedef struct trainer {
     float **m, **v;    /* AdamW moments */
     int32_t *batch;    /* [mbs][S + 1] */
     double peak_flops; /* measured sgemm peak x compute threads */
+    const dg_train_hooks *hooks;
+    int iteration, microbatch; /* where the loop is, for the hooks */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -150,6 +152,8 @@ static int run_microbatch(trainer *t, int split, int64_t consumed, losses *l, dg
     const dg_model_config *m = &t->c->model;
     int64_t B = m->micro_batch_size, S = m->seq_length;
     DG_TRY(dg_feed_microbatch(&t->feed, split, consumed, 0, 1, (int)B, t->batch, err));
+    if (t->hooks && t->hooks->on_batch)
+        t->hooks->on_batch(t->hooks->ctx, t->iteration, t->microbatch, t->batch, (int)B, (int)S);
     int32_t *tok = dg_runtime_ptr(t->rt, t->io.tokens), *tgt = dg_runtime_ptr(t->rt, t->io.targets);
     float *mask = dg_runtime_ptr(t->rt, t->io.loss_mask);
     for (int64_t b = 0; b < B; b++)
@@ -188,9 +192,12 @@ static double grad_norm(const trainer *t) {
 
 static void adamw_step(trainer *t, double lr, int64_t step, double clip_coef) {
     const dg_train_config *c = t->c;
-    dg_adamw_hparams h = {lr, c->adam_beta1, c->adam_beta2, c->adam_eps, c->weight_decay, step};
     for (int i = 0; i < t->n_params; i++) {
         const dg_tensor *p = &t->g->tensors[t->params[i]];
+        /* Megatron exempts biases and 1-D parameters (norm weights) from
+         * weight decay (get_param_groups: no_wd for ndim == 1 or bias). */
+        double wd = (p->ndim == 1 || strstr(p->name, ".bias")) ? 0.0 : c->weight_decay;
+        dg_adamw_hparams h = {lr, c->adam_beta1, c->adam_beta2, c->adam_eps, wd, step};
         int64_t n = dg_tensor_numel(p);
         if (clip_coef < 1.0) dg_cpu_scale(t->team, t->acc[i], (float)clip_coef, t->acc[i], n);
         float *w = dg_runtime_ptr(t->rt, p->id);
@@ -227,11 +234,12 @@ static void log_line(const trainer *t, int it, int64_t consumed, double ms, cons
 
 /* ---- the loop ---------------------------------------------------------------------------- */
 
-int dg_train(dg_train_config *c, dg_train_result *res, dg_err *err) {
+int dg_train(dg_train_config *c, const dg_train_hooks *hooks, dg_train_result *res, dg_err *err) {
     dg_cpu_init();
     trainer t;
     memset(&t, 0, sizeof t);
     t.c = c;
+    t.hooks = hooks;
     memset(res, 0, sizeof *res);
 
     /* Data first: its tokenizer decides the vocabulary. */
@@ -246,6 +254,8 @@ int dg_train(dg_train_config *c, dg_train_result *res, dg_err *err) {
         teardown(&t);
         return st;
     }
+    for (int i = 0; hooks && hooks->on_param && i < t.n_params; i++)
+        hooks->on_param(hooks->ctx, &t.g->tensors[t.params[i]], dg_runtime_ptr(t.rt, t.params[i]));
     printf("dagatron train: %s; model: %d layers, hidden %d, %d heads (%d query groups), %d experts top-%d, "
            "vocabulary %d (padded), %d parameter tensors; graph: %d nodes, %d tensors; "
            "%d compute threads, sgemm peak %.1f GFLOP/s\n",
@@ -269,7 +279,9 @@ int dg_train(dg_train_config *c, dg_train_result *res, dg_err *err) {
         losses l = {0};
         for (int i = 0; i < t.n_params; i++)
             memset(t.acc[i], 0, dg_tensor_bytes(&t.g->tensors[t.params[i]]));
+        t.iteration = it;
         for (int mb = 0; mb < c->num_microbatches && st == DG_OK; mb++) {
+            t.microbatch = mb;
             st = run_microbatch(&t, DG_SPLIT_TRAIN, consumed + (int64_t)mb * c->model.micro_batch_size, &l, err);
             for (int i = 0; i < t.n_params && st == DG_OK; i++) {
                 const dg_tensor *p = &t.g->tensors[t.params[i]];
@@ -291,9 +303,12 @@ int dg_train(dg_train_config *c, dg_train_result *res, dg_err *err) {
             nans++;
             skipped++;
         } else {
-            double clip = (c->clip_grad > 0 && gnorm > c->clip_grad) ? c->clip_grad / (gnorm + 1e-6) : 1.0;
+            /* Megatron's clip_grad_norm_fp32: scale by max_norm / (norm + 1e-6) when below 1. */
+            double clip = c->clip_grad > 0 ? c->clip_grad / (gnorm + 1e-6) : 1.0;
             adamw_step(&t, lr, ++updates, clip);
         }
+        if (hooks && hooks->on_iteration)
+            hooks->on_iteration(hooks->ctx, it, l.lm, l.aux, l.z, gnorm, lr);
         double ms = (dg_now() - t0) * 1e3;
         if (res->iterations == 0) res->first_lm_loss = l.lm;
         res->last_lm_loss = l.lm;

@@ -24,7 +24,23 @@ typedef struct dg_train_result {
     int skipped, nan_iters;
 } dg_train_result;
 
-/* Train as configured (c must have passed dg_train_config_finish). */
-int dg_train(dg_train_config *c, dg_train_result *res, dg_err *err);
+/* Optional observers, for tests and tools that want to see inside a run
+ * (the PyTorch oracle reads the initial weights and every batch). Any
+ * callback may be NULL. */
+typedef struct dg_train_hooks {
+    void *ctx;
+    /* After initialisation: each parameter's name, shape and fp32 values. */
+    void (*on_param)(void *ctx, const dg_tensor *t, const float *values);
+    /* Each micro-batch's samples: tokens [mbs][seq_length + 1]. */
+    void (*on_batch)(void *ctx, int iteration, int microbatch, const int32_t *tokens, int mbs,
+                     int seq_length);
+    /* After each iteration: its losses (averaged over micro-batches), the
+     * gradient norm before clipping, and the learning rate used. */
+    void (*on_iteration)(void *ctx, int iteration, double lm_loss, double aux_loss, double z_loss,
+                         double grad_norm, double lr);
+} dg_train_hooks;
+
+/* Train as configured. hooks may be NULL. */
+int dg_train(dg_train_config *c, const dg_train_hooks *hooks, dg_train_result *res, dg_err *err);
 
 #endif /* DG_TRAINER_H */

@@ -229,7 +229,8 @@ typedef struct aux_args {
     float *scores, *dlogits;
     double *P;
     int64_t T, E;
-    float c; /* dloss * coeff * E / (k T^2) in the backward */
+    dg_moe_seqs q;
+    float c; /* dloss * coeff * E / (k S^2 B) in the backward */
 } aux_args;
 
 /* Aux-loss scores of one token: softmax over all E, or sigmoid / (sum + 1e-20). */
@@ -255,30 +256,44 @@ static void aux_rows(void *p, int64_t t0, int64_t t1) {
         aux_scores_row(a->score, a->logits + t * a->E, a->E, a->scores + t * a->E);
 }
 
-/* P_e = sum over tokens, in token order, whatever the split. */
-static void aux_cols(void *p, int64_t e0, int64_t e1) {
+/* P_be = sum over sequence b's tokens, in token order, whatever the split;
+ * pairs (b, e) are split over the team. */
+static void aux_cols(void *p, int64_t u0, int64_t u1) {
     const aux_args *a = p;
-    for (int64_t e = e0; e < e1; e++) {
+    int64_t B = a->q.B, S = a->T / B;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t b = u / a->E, e = u % a->E;
         double s = 0;
-        for (int64_t t = 0; t < a->T; t++) s += a->scores[t * a->E + e];
-        a->P[e] = s;
+        for (int64_t i = 0; i < S; i++) {
+            int64_t t = a->q.seq_major ? i * B + b : b * S + i;
+            s += a->scores[t * a->E + e];
+        }
+        a->P[u] = s;
     }
 }
 
-size_t dg_cpu_moe_aux_work_bytes(int64_t T, int64_t E) {
-    return sizeof(double) * (size_t)E + sizeof(float) * (size_t)(T * E);
+size_t dg_cpu_moe_aux_work_bytes(int64_t T, int64_t E, int64_t B) {
+    return sizeof(double) * (size_t)(DG_MAX(B, 1) * E) + sizeof(float) * (size_t)(T * E);
+}
+
+/* coeff * E / (k S^2) / B */
+static double aux_scale(int64_t T, int64_t E, int k, dg_moe_seqs q, float coeff) {
+    double B = (double)DG_MAX(q.B, 1), S = (double)T / B;
+    return (double)E * coeff / ((double)k * S * S) / B;
 }
 
 float dg_cpu_moe_aux_loss(const dg_team *team, dg_moe_score_fn score, const float *logits,
-                          const float *f, int64_t T, int64_t E, int k, float coeff, void *work) {
+                          const float *f, int64_t T, int64_t E, int k, dg_moe_seqs q, float coeff,
+                          void *work) {
+    q.B = DG_MAX(q.B, 1);
     double *P = work;
-    float *scores = (float *)(P + E);
-    aux_args a = {.score = score, .logits = logits, .scores = scores, .P = P, .T = T, .E = E};
+    float *scores = (float *)(P + q.B * E);
+    aux_args a = {.score = score, .logits = logits, .scores = scores, .P = P, .T = T, .E = E, .q = q};
     dg_team_run(team, T, aux_rows, &a);
-    dg_team_run(team, E, aux_cols, &a);
+    dg_team_run(team, q.B * E, aux_cols, &a);
     double s = 0;
-    for (int64_t e = 0; e < E; e++) s += P[e] * (double)f[e];
-    return (float)(s * ((double)E * coeff / ((double)k * (double)T * (double)T)));
+    for (int64_t u = 0; u < q.B * E; u++) s += P[u] * (double)f[u];
+    return (float)(s * aux_scale(T, E, k, q, coeff));
 }
 
 static void aux_bwd_rows(void *p, int64_t t0, int64_t t1) {
@@ -289,29 +304,31 @@ static void aux_bwd_rows(void *p, int64_t t0, int64_t t1) {
         float *dz = a->dlogits + t * E;
         /* dz doubles as the row's scores before it is overwritten */
         aux_scores_row(a->score, z, E, dz);
+        const float *f = a->f + dg_moe_seq_of(a->q, t, a->T) * E; /* this sequence's counts */
         double dot = 0;
-        for (int64_t e = 0; e < E; e++) dot += (double)dz[e] * a->c * a->f[e];
+        for (int64_t e = 0; e < E; e++) dot += (double)dz[e] * a->c * f[e];
         if (a->score == DG_MOE_SCORE_SIGMOID) {
             /* s = q / S with q = sigmoid(z): dq = (ds - <ds, s>) / S */
             double S = DG_MOE_SIGMOID_EPS;
             for (int64_t e = 0; e < E; e++) S += dg_sigmoid(z[e]);
             for (int64_t e = 0; e < E; e++) {
                 float q = dg_sigmoid(z[e]);
-                double dq = ((double)a->c * a->f[e] - dot) / S;
+                double dq = ((double)a->c * f[e] - dot) / S;
                 dz[e] = (float)(dq * q * (1.0f - q));
             }
         } else {
             for (int64_t e = 0; e < E; e++)
-                dz[e] = (float)((double)dz[e] * ((double)a->c * a->f[e] - dot));
+                dz[e] = (float)((double)dz[e] * ((double)a->c * f[e] - dot));
         }
     }
 }
 
 void dg_cpu_moe_aux_loss_bwd(const dg_team *team, dg_moe_score_fn score, const float *logits,
-                             const float *f, int64_t T, int64_t E, int k, float coeff, float dloss,
-                             float *dlogits) {
-    aux_args a = {.score = score, .logits = logits, .f = f, .dlogits = dlogits, .T = T, .E = E};
-    a.c = (float)((double)dloss * coeff * (double)E / ((double)k * (double)T * (double)T));
+                             const float *f, int64_t T, int64_t E, int k, dg_moe_seqs q,
+                             float coeff, float dloss, float *dlogits) {
+    q.B = DG_MAX(q.B, 1);
+    aux_args a = {.score = score, .logits = logits, .f = f, .dlogits = dlogits, .T = T, .E = E, .q = q};
+    a.c = (float)((double)dloss * aux_scale(T, E, k, q, coeff));
     dg_team_run(team, T, aux_bwd_rows, &a);
 }
 
@@ -348,16 +365,16 @@ static void aux_topk_rows(void *p, int64_t t0, int64_t t1) {
 }
 
 void dg_cpu_moe_aux_counts(const dg_team *team, dg_moe_score_fn score, const float *logits,
-                           int64_t T, int64_t E, int k, int32_t *idx_work, float *f) {
+                           int64_t T, int64_t E, int k, dg_moe_seqs q, int32_t *idx_work, float *f) {
     auxc_args a = {.score = score, .logits = logits, .idx = idx_work, .E = E, .k = k};
     dg_team_run(team, T, aux_topk_rows, &a);
-    dg_cpu_moe_count(idx_work, T * k, E, f);
+    dg_cpu_moe_count(idx_work, T, k, E, q, f);
 }
 
-void dg_cpu_moe_count(const int32_t *indices, int64_t n, int64_t E, float *f) {
-    for (int64_t e = 0; e < E; e++) f[e] = 0.0f;
-    for (int64_t i = 0; i < n; i++)
-        if (indices[i] >= 0 && indices[i] < E) f[indices[i]] += 1.0f;
+void dg_cpu_moe_count(const int32_t *indices, int64_t T, int k, int64_t E, dg_moe_seqs q, float *f) {
+    for (int64_t u = 0; u < DG_MAX(q.B, 1) * E; u++) f[u] = 0.0f;
+    for (int64_t i = 0; i < T * k; i++)
+        if (indices[i] >= 0 && indices[i] < E) f[dg_moe_seq_of(q, i / k, T) * E + indices[i]] += 1.0f;
 }
 
 /* ---- z-loss --------------------------------------------------------------------- */

@@ -45,7 +45,7 @@ static inline DG_HD int dg_moe_before(float a, int ia, float b, int ib) {
     return a > b || (a == b && ia < ib);
 }
 
-/* Offer candidate (v, e) to a sorted top-k list of `n` (< = k) entries. */
+/* Offer candidate (v, e) to a sorted top-k list holding *n (<= k) entries. */
 static inline DG_HD void dg_moe_topk_push(float v, int e, int k, int *n, float *val, int *idx) {
     int pos = *n < k ? *n : k;
     if (pos == k && !dg_moe_before(v, e, val[k - 1], idx[k - 1])) return;
@@ -82,7 +82,7 @@ static inline DG_HD float dg_moe_softmax_at(float z, float max, double sum) {
 /* ---- router ---------------------------------------------------------------
  * logits [T, E] -> probs [T, k], indices [T, k] i32, and routed [E] i32: the
  * number of tokens each expert was chosen by before capacity dropping (what
- * Megatron's aux loss counts).
+ * Megatron's aux loss counts, unless groups or an expert bias are on).
  *   softmax, !pre_softmax: top-k of the logits, probs = softmax over those k
  *   softmax,  pre_softmax: probs = top-k of softmax over all E
  *   sigmoid:              top-k of sigmoid(logits); divided by their sum
@@ -125,28 +125,43 @@ void dg_cpu_moe_router_bwd(const dg_team *team, const dg_moe_router_cfg *cfg, co
 
 /* ---- load-balancing loss (Switch / GShard, Megatron's
  * switch_load_balancing_loss_func) ----------------------------------------
- *   aux = coeff * E / (k * T^2) * sum_e P_e * f_e,  P_e = sum_t score[t, e]
+ * The T tokens form B sequences of S = T / B tokens; B = 1 is Megatron's
+ * "aux_loss" (the whole micro-batch), B > 1 its "seq_aux_loss":
+ *   aux = coeff * E / (k * S^2) / B * sum_b sum_e P_be * f_be
+ *   P_be = sum over tokens t of sequence b of score[t, e]
+ * Token t is in sequence (seq_major ? t % B : t / S): [S, B] order
+ * (Megatron's native layout) or [B, S].
  * score: softmax over all E, or sigmoid normalised over all E (sum + 1e-20;
- * Megatron's compute_routing_scores_for_aux_loss). f: counts [E]. `work`
- * holds dg_cpu_moe_aux_work_bytes(T, E) bytes. Returns aux. */
-size_t dg_cpu_moe_aux_work_bytes(int64_t T, int64_t E);
+ * Megatron's compute_routing_scores_for_aux_loss). f: counts [B, E]. `work`
+ * holds dg_cpu_moe_aux_work_bytes(T, E, B) bytes. Returns aux. */
+typedef struct dg_moe_seqs {
+    int64_t B;     /* number of sequences, >= 1, divides T */
+    int seq_major; /* 1: token t = s * B + b; 0: t = b * S + s */
+} dg_moe_seqs;
+
+static inline DG_HD int64_t dg_moe_seq_of(dg_moe_seqs q, int64_t t, int64_t T) {
+    return q.B <= 1 ? 0 : q.seq_major ? t % q.B : t / (T / q.B);
+}
+
+size_t dg_cpu_moe_aux_work_bytes(int64_t T, int64_t E, int64_t B);
 float dg_cpu_moe_aux_loss(const dg_team *team, dg_moe_score_fn score, const float *logits,
-                          const float *f, int64_t T, int64_t E, int k, float coeff, void *work);
+                          const float *f, int64_t T, int64_t E, int k, dg_moe_seqs q, float coeff,
+                          void *work);
 /* dlogits [T, E] = d aux / d logits * dloss. f is a constant (no gradient). */
 void dg_cpu_moe_aux_loss_bwd(const dg_team *team, dg_moe_score_fn score, const float *logits,
-                             const float *f, int64_t T, int64_t E, int k, float coeff, float dloss,
-                             float *dlogits);
+                             const float *f, int64_t T, int64_t E, int k, dg_moe_seqs q,
+                             float coeff, float dloss, float *dlogits);
 
-/* Counts of expert ids in indices [n] (ids outside [0, E) are skipped), as
- * floats [E]. Serial: O(n). */
-void dg_cpu_moe_count(const int32_t *indices, int64_t n, int64_t E, float *f);
+/* Per-sequence counts f [B, E] (floats) of the expert ids in indices [T, k]
+ * (ids outside [0, E) are skipped). Serial: O(T*k). */
+void dg_cpu_moe_count(const int32_t *indices, int64_t T, int k, int64_t E, dg_moe_seqs q, float *f);
 
-/* Megatron's own f: counts [E] (as floats) of the top-k of each token's
- * aux-loss scores (compute_routing_scores_for_aux_loss), ignoring groups,
- * expert bias and capacity. idx_work holds T*k ints. Top-k per token is
- * split over tokens, the count is serial. */
+/* Megatron's own f [B, E]: counts of the top-k of each token's aux-loss
+ * scores (compute_routing_scores_for_aux_loss), ignoring groups, expert
+ * bias and capacity. idx_work holds T*k ints. Top-k per token is split over
+ * tokens, the count is serial. */
 void dg_cpu_moe_aux_counts(const dg_team *team, dg_moe_score_fn score, const float *logits,
-                           int64_t T, int64_t E, int k, int32_t *idx_work, float *f);
+                           int64_t T, int64_t E, int k, dg_moe_seqs q, int32_t *idx_work, float *f);
 
 /* ---- z-loss (ST-MoE; Megatron's z_loss_func) -------------------------------
  *   z = coeff * mean_t logsumexp(logits_t)^2

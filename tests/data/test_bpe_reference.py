@@ -92,6 +92,11 @@ EXTRA = [
     "   leading and trailing   ",
     "numbers 3.14159 2,718 1e10 0x1F #42 @user $100 100% a+b=c",
     "\u00a0nbsp\u00a0 and\u3000ideographic space\u2003em",
+    # Long pieces (dagatron merges pieces over 64 bytes with a heap).
+    "".join("ACGT"[i * 7919 % 13 % 4] for i in range(3000)),
+    "ab" * 1500 + " " + "a" * 999 + " the" * 50,
+    "1234567890" * 120 + " " + "!?" * 300 + "   " + "\u00e9t\u00e9" * 200,
+    " " + "theory" * 300,
 ]
 
 

@@ -2,7 +2,8 @@
  * one document per fortune; dg_corpus_default_dataset builds the tokenized
  * .bin/.idx once (byte-level and BPE 4096) and re-uses it; the training feed
  * opens it with --split 969,30,1 and yields samples whose tokens decode to
- * fortune text. Also the record splitter (JSONL lines, separators). */
+ * fortune text. Also the record splitter (JSONL lines, separators) and its
+ * batch-at-a-time cursor. */
 #include "dg_test_data_util.h"
 
 #include <setjmp.h>
@@ -43,6 +44,39 @@ static void test_split_records(void **s) {
     dg_bytebuf_free(&text);
     dg_i32buf_free(&seg);
     dg_free(r);
+}
+
+/* Reading a batch at a time gives the records of a one-shot split. */
+static void test_cursor_batches(void **s) {
+    (void)s;
+    const char *inputs[2] = {"a\n%\nb b\n%\n%\nc\nd\n%\ne", "{\"t\": 1}\n\n{\"t\": 2}\n{\"t\": 3}\n"};
+    dg_input_format fmts[2] = {DG_INPUT_TEXT, DG_INPUT_JSONL};
+    for (int f = 0; f < 2; f++) {
+        const uint8_t *p = (const uint8_t *)inputs[f];
+        size_t n = strlen(inputs[f]);
+        dg_record *all;
+        int64_t count;
+        dg_corpus_split(p, n, fmts[f], "%", &all, &count);
+        assert_int_equal(count, f == 0 ? 4 : 3);
+        for (int64_t max = 1; max <= 3; max++) {
+            for (size_t max_bytes = 1; max_bytes <= 100; max_bytes += 99) {
+                dg_record_cursor c;
+                dg_record_cursor_init(&c, p, n, fmts[f], "%");
+                dg_record out[3];
+                int64_t k = 0, got;
+                while ((got = dg_record_cursor_next(&c, out, max, max_bytes)) > 0) {
+                    for (int64_t i = 0; i < got; i++, k++) {
+                        assert_true(k < count);
+                        assert_ptr_equal(out[i].p, all[k].p);
+                        assert_int_equal(out[i].n, all[k].n);
+                        assert_int_equal(out[i].line, all[k].line);
+                    }
+                }
+                assert_int_equal(k, count);
+            }
+        }
+        dg_free(all);
+    }
 }
 
 static void check_default(int32_t vocab) {
@@ -105,6 +139,7 @@ int main(void) {
     tdir_make(g_dir, sizeof g_dir, "corpus");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_records),
+        cmocka_unit_test(test_cursor_batches),
         cmocka_unit_test(test_default_byte),
         cmocka_unit_test(test_default_bpe),
     };

@@ -8,9 +8,10 @@
  * "name dtype ndim dims...", in file order) and <dir>/case<i>.bin, plus
  * <dir>/cases.txt with one line per case: "topk score pre_softmax
  * capacity_factor drop_policy scaling aux_coeff z_coeff num_groups
- * group_topk has_bias". Cases with groups or a bias feed the aux loss no
+ * group_topk has_bias num_seqs". Cases with groups or a bias feed the aux loss no
  * routing input (its own top-k, as Megatron); the others the router's
- * pre-drop counts, which are the same thing there. */
+ * pre-drop counts, which are the same thing there. num_seqs > 1: the
+ * sequence-level aux loss, tokens in [S, B] order. */
 #include <stdio.h>
 #include <string.h>
 
@@ -30,20 +31,23 @@ typedef struct dump_case {
     double scaling, aux_coeff, z_coeff;
     int groups, group_topk, bias; /* bias: 1 = an expert bias input */
     int aux_self;                 /* 1: aux loss without routing input (Megatron's top-k) */
+    int num_seqs;                 /* > 1: seq_aux_loss over that many sequences, [S, B] order */
 } dump_case;
 
 static const dump_case cases[] = {
-    {2, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 0, 1e-2, 1e-3, 0, 0, 0, 0},
-    {2, DG_MOE_SCORE_SOFTMAX, 1, 0, 0, 0, 1e-2, 1e-3, 0, 0, 0, 0},
-    {2, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 1e-2, 1e-3, 0, 0, 0, 0},
-    {1, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 1e-2, 1e-3, 0, 0, 0, 0},
-    {3, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 2.5, 1e-1, 1e-2, 0, 0, 0, 0},
-    {2, DG_MOE_SCORE_SOFTMAX, 0, 1.0, DG_MOE_DROP_PROBS, 0, 1e-2, 1e-3, 0, 0, 0, 0},
-    {2, DG_MOE_SCORE_SIGMOID, 0, 0.75, DG_MOE_DROP_POSITION, 0, 1e-2, 1e-3, 0, 0, 0, 0},
-    {4, DG_MOE_SCORE_SOFTMAX, 1, 0, 0, 0, 1e-1, 1e-3, 3, 2, 0, 1},
-    {2, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 0, 1e-1, 1e-3, 3, 1, 0, 1},
-    {2, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 1e-1, 1e-3, 0, 0, 1, 1},
-    {3, DG_MOE_SCORE_SIGMOID, 0, 1.0, DG_MOE_DROP_PROBS, 0, 1e-1, 1e-3, 2, 1, 1, 1},
+    {2, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 0, 1e-2, 1e-3, 0, 0, 0, 0, 0},
+    {2, DG_MOE_SCORE_SOFTMAX, 1, 0, 0, 0, 1e-2, 1e-3, 0, 0, 0, 0, 0},
+    {2, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 1e-2, 1e-3, 0, 0, 0, 0, 0},
+    {1, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 1e-2, 1e-3, 0, 0, 0, 0, 0},
+    {3, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 2.5, 1e-1, 1e-2, 0, 0, 0, 0, 0},
+    {2, DG_MOE_SCORE_SOFTMAX, 0, 1.0, DG_MOE_DROP_PROBS, 0, 1e-2, 1e-3, 0, 0, 0, 0, 0},
+    {2, DG_MOE_SCORE_SIGMOID, 0, 0.75, DG_MOE_DROP_POSITION, 0, 1e-2, 1e-3, 0, 0, 0, 0, 0},
+    {4, DG_MOE_SCORE_SOFTMAX, 1, 0, 0, 0, 1e-1, 1e-3, 3, 2, 0, 1, 0},
+    {2, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 0, 1e-1, 1e-3, 3, 1, 0, 1, 0},
+    {2, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 1e-1, 1e-3, 0, 0, 1, 1, 0},
+    {3, DG_MOE_SCORE_SIGMOID, 0, 1.0, DG_MOE_DROP_PROBS, 0, 1e-1, 1e-3, 2, 1, 1, 1, 0},
+    {2, DG_MOE_SCORE_SOFTMAX, 0, 0, 0, 0, 1e-1, 1e-3, 0, 0, 0, 1, 4},
+    {2, DG_MOE_SCORE_SIGMOID, 0, 0, 0, 0, 1e-1, 1e-3, 0, 0, 0, 1, 3},
 };
 
 static void put(FILE *txt, FILE *bin, const dg_graph *g, const dg_buffers *b, const char *name,
@@ -76,8 +80,10 @@ static int run_case(const char *dir, int ci) {
     o.expert_bias = bias;
     dg_router_out r;
     dg_moe_router(g, logits, &o, &r);
-    int aux = dg_moe_aux_loss(g, logits, c->aux_self ? -1 : r.tokens_per_expert, c->topk, o.score,
-                              c->aux_coeff);
+    int aux = c->num_seqs > 1
+                  ? dg_moe_seq_aux_loss(g, logits, -1, c->topk, o.score, c->aux_coeff, c->num_seqs, 1)
+                  : dg_moe_aux_loss(g, logits, c->aux_self ? -1 : r.tokens_per_expert, c->topk,
+                                    o.score, c->aux_coeff);
     int zl = dg_moe_z_loss(g, logits, c->z_coeff);
     dg_permute_out po;
     dg_moe_permute(g, x, r.indices, E, &po);
@@ -146,9 +152,9 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < DG_ARRAY_LEN(cases); i++) {
         const dump_case *c = &cases[i];
-        fprintf(f, "%d %d %d %.17g %d %.17g %.17g %.17g %d %d %d\n", c->topk, c->score, c->pre,
+        fprintf(f, "%d %d %d %.17g %d %.17g %.17g %.17g %d %d %d %d\n", c->topk, c->score, c->pre,
                 c->cap, c->policy, c->scaling, c->aux_coeff, c->z_coeff, c->groups, c->group_topk,
-                c->bias);
+                c->bias, c->num_seqs);
         if (run_case(argv[1], (int)i)) return 1;
     }
     fclose(f);

@@ -3,11 +3,11 @@
 Runs moe_ref_dump (argv[1]) into a temporary directory, then recomputes each
 case with PyTorch from Megatron-Core's formulas (topk_routing_with_score_function
 with group_limited_topk and expert bias, apply_router_token_dropping,
-compute_routing_scores_for_aux_loss,
-switch_load_balancing_loss_func, z_loss_func, permute/unpermute with probs)
-and compares routing, outputs, losses (relative 1e-5) and the gradients of
-every parameter (1e-4 relative to the tensor's largest magnitude). Exits 1
-on any mismatch.
+compute_routing_scores_for_aux_loss, switch_load_balancing_loss_func and the
+router's sequence-level form, z_loss_func, permute/unpermute with probs) and
+compares routing, outputs, losses (relative 1e-5) and the gradients of every
+parameter (1e-4 relative to the tensor's largest magnitude). Exits 1 on any
+mismatch.
 
 One deliberate difference: for the "position" drop policy Megatron takes
 torch.topk of the 0/1 routing map over tokens, which leaves the choice among
@@ -88,7 +88,7 @@ def route(logits, k, score, pre, cap, policy, scaling, G=0, gk=0, bias=None):
     return rprobs, rmap
 
 
-def aux_loss(logits, k, score, coeff):
+def aux_loss(logits, k, score, coeff, num_seqs=1):
     T, E = logits.shape
     if score == 0:
         scores = torch.softmax(logits, dim=-1)
@@ -96,7 +96,14 @@ def aux_loss(logits, k, score, coeff):
         s = torch.sigmoid(logits)
         scores = s / (s.sum(dim=-1, keepdim=True) + 1e-20)
     _, idx = torch.topk(scores, k, dim=1)
-    tpe = torch.zeros_like(logits).int().scatter(1, idx, 1).sum(dim=0)
+    rmap = torch.zeros_like(logits).int().scatter(1, idx, 1)
+    if num_seqs > 1:
+        # Megatron's _apply_seq_aux_loss: tokens are [S, B]; [S*B, E] -> [S, B*E]
+        S = T // num_seqs
+        scores = scores.reshape(S, -1)
+        tpe = rmap.reshape(S, -1).sum(dim=0)
+        return torch.sum(scores.sum(dim=0) * tpe) * (E * coeff / (k * S * S)) / num_seqs
+    tpe = rmap.sum(dim=0)
     return torch.sum(scores.sum(dim=0) * tpe) * (E * coeff / (k * T * T))
 
 
@@ -105,7 +112,7 @@ def z_loss(logits, coeff):
 
 
 def run_case(d, i, cfg):
-    k, score, pre, cap, policy, scaling, aux_c, z_c, G, gk, has_bias = cfg
+    k, score, pre, cap, policy, scaling, aux_c, z_c, G, gk, has_bias, nseq = cfg
     D = load(d, i)
     P = {n: torch.tensor(D[n], requires_grad=True) for n in ("x", "wr", "w1", "w2")}
     x, wr, w1, w2 = P["x"], P["wr"], P["w1"], P["w2"]
@@ -114,7 +121,7 @@ def run_case(d, i, cfg):
     bias = torch.from_numpy(D["bias"]) if has_bias else None
     rprobs, rmap = route(logits, int(k), int(score), int(pre), cap, int(policy), scaling, int(G),
                          int(gk), bias)
-    aux = aux_loss(logits, int(k), int(score), aux_c)
+    aux = aux_loss(logits, int(k), int(score), aux_c, int(nseq))
     z = z_loss(logits, z_c)
     y = torch.zeros_like(x)
     for e in range(w1.shape[0]):
@@ -159,8 +166,8 @@ def run_case(d, i, cfg):
         if err > GRAD_RTOL:
             bad.append("grad %s: rel err %.2e" % (n, err))
     dropped = T * int(k) - int(rmap.sum().item())
-    print("%s case %d (k=%d score=%d pre=%d cap=%g policy=%d scale=%g groups=%d/%d bias=%d): %d slots dropped, loss %.7e, worst grad err %.2e%s"
-          % ("ok  " if not bad else "FAIL", i, k, score, pre, cap, policy, scaling, G, gk, has_bias, dropped,
+    print("%s case %d (k=%d score=%d pre=%d cap=%g policy=%d scale=%g groups=%d/%d bias=%d seqs=%d): %d slots dropped, loss %.7e, worst grad err %.2e%s"
+          % ("ok  " if not bad else "FAIL", i, k, score, pre, cap, policy, scaling, G, gk, has_bias, nseq, dropped,
              loss.item(), worst,
              "" if not bad else ": " + "; ".join(bad)))
     return not bad

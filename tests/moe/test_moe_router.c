@@ -360,6 +360,59 @@ static void test_losses_values(void **s) {
     dg_graph_free(g);
 }
 
+/* The sequence-level loss is the mean over sequences of the plain loss of
+ * each sequence's tokens, in either token order; one sequence is the plain
+ * loss. */
+static void test_seq_aux_values(void **s) {
+    (void)s;
+    enum { B = 4, S = 6, T = B * S, E = 5, K = 2 };
+    for (int major = 0; major < 2; major++)
+        for (int score = 0; score < 2; score++) {
+            dg_graph *g = dg_graph_new("seq_aux");
+            int z = dg_input_new(g, "logits", DG_F32, 2, DG_SHAPE(T, E));
+            int ix = dg_input_new(g, "indices", DG_I32, 2, DG_SHAPE(T, K));
+            int a_ix = dg_moe_seq_aux_loss(g, z, ix, K, (dg_moe_score_fn)score, 0.1, B, major);
+            int a_self = dg_moe_seq_aux_loss(g, z, -1, K, (dg_moe_score_fn)score, 0.1, B, major);
+            int a_one = dg_moe_seq_aux_loss(g, z, ix, K, (dg_moe_score_fn)score, 0.1, 1, major);
+            int a_plain = dg_moe_aux_loss(g, z, ix, K, (dg_moe_score_fn)score, 0.1);
+            assert_true(a_ix >= 0 && a_self >= 0 && a_one >= 0 && a_plain >= 0);
+            dg_buffers b;
+            dg_buffers_alloc(g, &b);
+            dg_test_rng rng = {21};
+            dg_test_fill_normal(&rng, b.ptr[z], T * E, 1.5);
+            int32_t *I = b.ptr[ix];
+            for (int i = 0; i < T * K; i++) I[i] = (int32_t)((i * 3 + i / 4) % E);
+            dg_err err = {{0}};
+            assert_int_equal(dg_run_serial(g, NULL, &b, NULL, &err), DG_OK);
+            const float *Z = b.ptr[z];
+            double want = 0, want_self = 0;
+            for (int q = 0; q < B; q++) {
+                float rows[S * E];
+                int f[E] = {0}, fs[E] = {0};
+                for (int i = 0; i < S; i++) {
+                    int t = major ? i * B + q : q * S + i;
+                    memcpy(rows + i * E, Z + t * E, sizeof(float) * E);
+                    for (int j = 0; j < K; j++) f[I[t * K + j]]++;
+                    int used[E] = {0};
+                    for (int j = 0; j < K; j++) { /* top-k of the row: the self form's counts */
+                        int best = -1;
+                        for (int e = 0; e < E; e++)
+                            if (!used[e] && (best < 0 || Z[t * E + e] > Z[t * E + best])) best = e;
+                        used[best] = 1;
+                        fs[best]++;
+                    }
+                }
+                want += ref_aux(rows, f, S, E, K, score, 0.1) / B;
+                want_self += ref_aux(rows, fs, S, E, K, score, 0.1) / B;
+            }
+            assert_true(moe_close(*dg_buf_f32(&b, a_ix), want, 1e-6, 0));
+            assert_true(moe_close(*dg_buf_f32(&b, a_self), want_self, 1e-6, 0));
+            assert_true(*dg_buf_f32(&b, a_one) == *dg_buf_f32(&b, a_plain));
+            dg_buffers_free(&b);
+            dg_graph_free(g);
+        }
+}
+
 /* ---- gradients -------------------------------------------------------------------------- */
 
 typedef struct gc_ctx {
@@ -367,7 +420,8 @@ typedef struct gc_ctx {
     int T, E;
     int logits, ix, bias; /* set by build */
     int form;       /* aux: 0 indices input, 1 counts input, 2 router + aux + z together,
-                     * 3 no routing input (Megatron's own top-k) */
+                     * 3 no routing input (Megatron's own top-k), 4 per-sequence with
+                     * indices ([S, B] order), 5 per-sequence without ([B, S]) */
 } gc_ctx;
 
 static void init_logits(const dg_graph *g, dg_buffers *b, void *p) {
@@ -438,6 +492,11 @@ static int build_aux(dg_graph *g, void *p) {
     c->ix = c->bias = -1;
     double coeff = c->T; /* so that gradients are O(0.1) */
     if (c->form == 3) return dg_moe_aux_loss(g, c->logits, -1, c->c.k, (dg_moe_score_fn)c->c.score, coeff);
+    if (c->form == 4 || c->form == 5) {
+        c->ix = c->form == 4 ? dg_input_new(g, "indices", DG_I32, 2, DG_SHAPE(c->T, c->c.k)) : -1;
+        return dg_moe_seq_aux_loss(g, c->logits, c->ix, c->c.k, (dg_moe_score_fn)c->c.score,
+                                   coeff / 2, 2, c->form == 4);
+    }
     if (c->form == 0 || c->form == 1) {
         c->ix = c->form == 0 ? dg_input_new(g, "indices", DG_I32, 2, DG_SHAPE(c->T, c->c.k))
                              : dg_input_new(g, "counts", DG_I32, 1, DG_SHAPE(c->E));
@@ -458,7 +517,7 @@ static int build_aux(dg_graph *g, void *p) {
 static void test_aux_loss_grad(void **s) {
     (void)s;
     dg_gradcheck_opts o = {.atol = 1e-4, .max_checks = 64};
-    for (int form = 0; form < 4; form++)
+    for (int form = 0; form < 6; form++)
         for (int score = 0; score < 2; score++) {
             gc_ctx c = {.c = {2, score, 0, 0, 0, 0}, .T = 10, .E = 5, .form = form};
             /* form 2 sums large terms (z-loss times sum(r)): float noise in
@@ -555,6 +614,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_router_values),  cmocka_unit_test(test_router_ties),
         cmocka_unit_test(test_router_capacity), cmocka_unit_test(test_losses_values),
+        cmocka_unit_test(test_seq_aux_values),
         cmocka_unit_test(test_router_grad),    cmocka_unit_test(test_aux_loss_grad),
         cmocka_unit_test(test_z_loss_grad),    cmocka_unit_test(test_router_threads),
         cmocka_unit_test(test_router_infer_errors),
