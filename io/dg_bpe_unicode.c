@@ -1,6 +1,9 @@
 /* dg_bpe_unicode.c — generated: Unicode letter (L*) and number (N*) ranges
  * from Python 3.11.2's unicodedata (Unicode 14.0.0), for the GPT-2
- * pre-tokenizer's \p{L} and \p{N} classes (see dg_bpe_pretok.c). */
+ * pre-tokenizer's \p{L} and \p{N} classes (see dg_bpe_pretok.c).
+ * To regenerate: for every code point cp < 0x110000, take
+ * unicodedata.category(chr(cp)) starting with "L" (letters) or "N" (numbers)
+ * and merge consecutive code points into inclusive {lo, hi} ranges. */
 #include "dg_bpe.h"
 
 const dg_cp_range dg_unicode_letters[] = {

@@ -201,10 +201,12 @@ int dg_gpt_dataset_build(dg_gpt_dataset *ds, const dg_indexed *data, int64_t seq
             ds->cache_hit = 1;
             return DG_OK;
         }
-        int st = dg_mkdirs(dir, err);
+        /* The default place beside the data may be read-only: then build in
+         * memory without caching. A cache dir the user named must work. */
+        int st = dg_mkdirs(dir, cfg->cache_dir ? err : NULL);
         if (st != DG_OK) {
             ds->cache_base[0] = 0;
-            return st;
+            if (cfg->cache_dir) return st;
         }
     }
 
@@ -227,11 +229,12 @@ int dg_gpt_dataset_build(dg_gpt_dataset *ds, const dg_indexed *data, int64_t seq
     if (first < total) dg_mt_shuffle_i64(&rng, ds->shuffle_index + first, total - first);
 
     if (ds->cache_base[0]) {
-        int st = save_cache(ds, desc, err);
-        if (st != DG_OK) {
+        int st = save_cache(ds, desc, cfg->cache_dir ? err : NULL);
+        if (st != DG_OK && cfg->cache_dir) {
             dg_gpt_dataset_free(ds);
             return st;
         }
+        if (st != DG_OK) ds->cache_base[0] = 0;
     }
     return DG_OK;
 }

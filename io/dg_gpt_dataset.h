@@ -41,8 +41,9 @@ typedef struct dg_gpt_config {
     uint32_t seed;          /* Megatron's --seed (random_seed) */
     int drop_last_partial;  /* 1 (Megatron's default for train): drop a final short sample */
     int32_t pad_token;      /* fills a short final sample when drop_last_partial == 0 */
-    /* Where the .npy indices are cached: NULL means <dir of the prefix>/cache/GPTDataset_indices,
-     * "" disables caching. */
+    /* Where the .npy indices are cached: NULL means <dir of the prefix>/cache/GPTDataset_indices
+     * (silently not cached when that is not writable), "" disables caching; a named
+     * directory that cannot be written is DG_EINPUT. */
     const char *cache_dir;
 } dg_gpt_config;
 

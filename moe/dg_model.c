@@ -127,7 +127,7 @@ static int dense_mlp(dg_graph *g, const char *pre, const char *what, int x, int6
 /* Routed experts on x [B, S, H]: router, permute, grouped SwiGLU experts,
  * weighted unpermute. Adds the layer's aux and z losses to *aux, *z. */
 static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int x, int *aux,
-                     int *z) {
+                     int *z, int *counts) {
     int64_t B = c->micro_batch_size, S = c->seq_length, H = c->hidden_size, T = B * S;
     int64_t E = c->num_experts, F = c->moe_ffn_hidden_size;
     int wr = param(g, pre, "mlp.router.weight", 2, DG_SHAPE(E, H));
@@ -142,6 +142,7 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int
     ro.capacity_factor = c->moe_capacity_factor;
     dg_router_out r;
     if (dg_moe_router(g, logits, &ro, &r) < 0) return -1;
+    *counts = r.tokens_per_expert;
 
     int a = dg_moe_aux_loss(g, logits, r.tokens_per_expert, c->moe_router_topk, ro.score,
                             c->moe_aux_loss_coeff);
@@ -180,9 +181,11 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
         int h = norm(g, c, pre, "input_layernorm", x);
         x = dg_add(g, x, attention_block(g, c, pre, h));
         int h2 = norm(g, c, pre, "pre_mlp_layernorm", x);
+        int counts = -1;
         int y = dg_model_layer_is_moe(c, l)
-                    ? moe_block(g, c, pre, h2, &aux, &z)
+                    ? moe_block(g, c, pre, h2, &aux, &z, &counts)
                     : dense_mlp(g, pre, "mlp", h2, H, c->ffn_hidden_size);
+        if (l < DG_MODEL_MAX_TRACKED) io->tokens_per_expert[l] = counts;
         x = dg_add(g, x, y);
         if (g->status != DG_OK) break;
     }

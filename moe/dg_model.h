@@ -48,7 +48,11 @@ typedef struct dg_model_io {
     int aux_loss; /* f32 scalar: sum of load-balancing losses over layers (-1 if dense) */
     int z_loss;   /* f32 scalar: sum of router z-losses (-1 if dense) */
     int loss;     /* f32 scalar: lm + aux + z: what backward starts from */
+    /* Per layer: i32 [E] tokens routed to each expert (-1 for dense layers,
+     * and for layers >= DG_MODEL_MAX_TRACKED). */
+    int tokens_per_expert[64];
 } dg_model_io;
+#define DG_MODEL_MAX_TRACKED 64
 
 /* Parameter names follow Megatron-Core's state dict, e.g.
  *   embedding.word_embeddings.weight                     [V, H]

@@ -218,8 +218,9 @@ static int k_gather(const dg_exec_env *env, const dg_graph *g, const dg_node *n,
 static int adj_gather(dg_graph *g, const dg_node *n, const int *dout, int *din) {
     int has_p = n->n_in > 2;
     if (has_p && g->tensors[n->in[2]].requires_grad) {
-        g->status = dg_err_set(&g->err, DG_EINPUT,
-                               "moe_gather: rule 'differentiable' broken: no gradient w.r.t. probs");
+        if (g->status == DG_OK)
+            g->status = dg_err_set(&g->err, DG_EINPUT,
+                                   "moe_gather: rule 'differentiable' broken: no gradient w.r.t. probs");
         return g->status;
     }
     if (g->tensors[n->in[0]].requires_grad)

@@ -42,10 +42,16 @@
  * As in Megatron, nothing is dropped when capacity > T. Padding to capacity
  * (--moe-pad-expert-input-to-capacity) is not supported.
  *
- * tokens_per_expert counts the selection before dropping, which is what
- * Megatron's load-balancing loss uses (compute_routing_scores_for_aux_loss
- * takes the top-k of the full scores, i.e. the same experts): pass it to
- * dg_moe_aux_loss(). Permutation (dg_permute.h) counts kept slots itself.
+ * tokens_per_expert counts the selection before dropping. Megatron's
+ * load-balancing loss counts the plain top-k of the full scores
+ * (compute_routing_scores_for_aux_loss): the same experts unless groups or
+ * an expert bias are on. dg_moe_aux_loss(g, logits, -1, ...) computes that
+ * top-k itself and matches Megatron in every mode; passing
+ * tokens_per_expert is equivalent without groups and bias. Permutation
+ * (dg_permute.h) counts kept slots itself.
+ *
+ * Start options from dg_router_opts_default() (expert_bias = -1 there;
+ * a zeroed struct would name tensor 0 as the bias).
  *
  * Attr slots of "moe_router" (and of its backward "moe_router_grad"):
  *   i[0] topk            i[1] score function (dg_moe_score_fn: 0 softmax, 1 sigmoid)

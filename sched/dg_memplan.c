@@ -12,13 +12,14 @@ static size_t align_up(size_t n) {
 static bool planned(const dg_tensor *t) { return t->role == DG_ROLE_ACTIVATION && t->producer >= 0; }
 
 static bool lives_overlap(const dg_memplan *mp, int a, int b) {
-    return mp->first[a] <= mp->last[b] && mp->first[b] <= mp->last[a];
+    return mp->first[a] < mp->last[b] && mp->first[b] < mp->last[a];
 }
 
 /* Sort key for placement: biggest first, then earliest, then id. */
 typedef struct place_key {
     size_t size;
-    int first, id;
+    double first;
+    int id;
 } place_key;
 
 static int place_cmp(const void *pa, const void *pb) {
@@ -28,19 +29,45 @@ static int place_cmp(const void *pa, const void *pb) {
     return (a->id > b->id) - (a->id < b->id);
 }
 
+/* A lifetime boundary for the live-bytes sweep: at time t, add delta. */
+typedef struct life_ev {
+    double t;
+    int64_t delta;
+} life_ev;
+
+static int life_ev_cmp(const void *pa, const void *pb) {
+    const life_ev *a = pa, *b = pb;
+    if (a->t != b->t) return a->t < b->t ? -1 : 1;
+    return (a->delta > b->delta) - (a->delta < b->delta); /* frees before allocations */
+}
+
 int dg_memplan_build(const dg_graph *g, const int *order, const int *keep, int n_keep,
                      dg_memplan *mp, dg_err *err) {
+    size_t nn = (size_t)DG_MAX(g->n_nodes, 1);
+    double *start = dg_malloc(sizeof(double) * nn), *end = dg_malloc(sizeof(double) * nn);
+    for (int k = 0; k < g->n_nodes; k++) {
+        start[order[k]] = k;
+        end[order[k]] = k + 1;
+    }
+    int st = dg_memplan_build_timed(g, start, end, keep, n_keep, mp, err);
+    dg_free(start);
+    dg_free(end);
+    return st;
+}
+
+int dg_memplan_build_timed(const dg_graph *g, const double *start, const double *end,
+                           const int *keep, int n_keep, dg_memplan *mp, dg_err *err) {
     int nt = g->n_tensors, nn = g->n_nodes;
     memset(mp, 0, sizeof *mp);
     mp->n_tensors = nt;
     mp->offset = dg_malloc(sizeof(int64_t) * (size_t)DG_MAX(nt, 1));
     mp->size = dg_calloc((size_t)DG_MAX(nt, 1), sizeof(size_t));
-    mp->first = dg_malloc(sizeof(int) * (size_t)DG_MAX(nt, 1));
-    mp->last = dg_malloc(sizeof(int) * (size_t)DG_MAX(nt, 1));
-    int *pos = dg_malloc(sizeof(int) * (size_t)DG_MAX(nn, 1));
-    for (int k = 0; k < nn; k++) pos[order[k]] = k;
+    mp->first = dg_malloc(sizeof(double) * (size_t)DG_MAX(nt, 1));
+    mp->last = dg_malloc(sizeof(double) * (size_t)DG_MAX(nt, 1));
+    double horizon = 0; /* the end of the step */
+    for (int v = 0; v < nn; v++) horizon = DG_MAX(horizon, end[v]);
 
-    /* 1. lifetimes: [producer, last reader]; unread or kept: to the end */
+    /* 1. lifetimes: [start of producer, end of last reader); unread or kept: to the end */
     for (int t = 0; t < nt; t++) {
         mp->offset[t] = -1;
         mp->first[t] = mp->last[t] = -1;
@@ -49,8 +76,9 @@ int dg_memplan_build(const dg_graph *g, const int *order, const int *keep, int n
         if (tt->producer >= nn)
             return dg_err_set(err, DG_EINTERNAL, "memplan: tensor %d has producer %d of %d nodes", t,
                               tt->producer, nn);
-        mp->first[t] = pos[tt->producer];
-        mp->last[t] = -2; /* no reader yet */
+        mp->offset[t] = 0; /* planned; placed in 3. */
+        mp->first[t] = start[tt->producer];
+        mp->last[t] = -1; /* no reader yet */
         mp->size[t] = align_up(dg_tensor_bytes(tt));
         mp->naive_bytes += mp->size[t];
         mp->n_planned++;
@@ -58,34 +86,35 @@ int dg_memplan_build(const dg_graph *g, const int *order, const int *keep, int n
     for (int v = 0; v < nn; v++)
         for (int i = 0; i < g->nodes[v].n_in; i++) {
             int t = g->nodes[v].in[i];
-            if (t >= 0 && t < nt && mp->first[t] >= 0) mp->last[t] = DG_MAX(mp->last[t], pos[v]);
+            if (t >= 0 && t < nt && mp->offset[t] >= 0) mp->last[t] = DG_MAX(mp->last[t], end[v]);
         }
     for (int t = 0; t < nt; t++)
-        if (mp->first[t] >= 0 && mp->last[t] == -2) mp->last[t] = nn;
+        if (mp->offset[t] >= 0 && mp->last[t] < 0) mp->last[t] = horizon;
     for (int k = 0; k < n_keep; k++)
-        if (keep[k] >= 0 && keep[k] < nt && mp->first[keep[k]] >= 0) mp->last[keep[k]] = nn;
-    dg_free(pos);
+        if (keep[k] >= 0 && keep[k] < nt && mp->offset[keep[k]] >= 0) mp->last[keep[k]] = horizon;
 
-    /* 2. the lower bound: live bytes at each position (difference array) */
-    int64_t *delta = dg_calloc((size_t)nn + 2, sizeof(int64_t));
+    /* 2. the lower bound: most bytes live at once (sweep over boundaries) */
+    life_ev *ev = dg_malloc(sizeof *ev * (size_t)DG_MAX(2 * mp->n_planned, 1));
+    int ne = 0;
     for (int t = 0; t < nt; t++)
-        if (mp->first[t] >= 0) {
-            delta[mp->first[t]] += (int64_t)mp->size[t];
-            delta[mp->last[t] + 1] -= (int64_t)mp->size[t];
+        if (mp->offset[t] >= 0) {
+            ev[ne++] = (life_ev){mp->first[t], (int64_t)mp->size[t]};
+            ev[ne++] = (life_ev){mp->last[t], -(int64_t)mp->size[t]};
         }
+    qsort(ev, (size_t)ne, sizeof *ev, life_ev_cmp);
     int64_t live = 0;
-    for (int k = 0; k <= nn; k++) {
-        live += delta[k];
-        if ((size_t)live > mp->live_peak_bytes) mp->live_peak_bytes = (size_t)live;
+    for (int i = 0; i < ne; i++) {
+        live += ev[i].delta;
+        if (live > 0 && (size_t)live > mp->live_peak_bytes) mp->live_peak_bytes = (size_t)live;
     }
-    dg_free(delta);
+    dg_free(ev);
 
     /* 3. placement: biggest first, into the best (smallest) fitting gap
      * among the tensors already placed whose lifetimes intersect */
     place_key *keys = dg_malloc(sizeof *keys * (size_t)DG_MAX(mp->n_planned, 1));
     int nk = 0;
     for (int t = 0; t < nt; t++)
-        if (mp->first[t] >= 0) keys[nk++] = (place_key){mp->size[t], mp->first[t], t};
+        if (mp->offset[t] >= 0) keys[nk++] = (place_key){mp->size[t], mp->first[t], t};
     qsort(keys, (size_t)nk, sizeof *keys, place_cmp);
     int *placed = dg_malloc(sizeof(int) * (size_t)DG_MAX(nk, 1)); /* sorted by offset */
     int np = 0;
@@ -125,7 +154,8 @@ int dg_memplan_build(const dg_graph *g, const int *order, const int *keep, int n
  * lifetimes meet when the younger one is born, so each new tensor is only
  * checked against the ones alive at that moment (a handful, not all). */
 typedef struct life_key {
-    int first, id;
+    double first;
+    int id;
 } life_key;
 
 static int life_cmp(const void *pa, const void *pb) {
@@ -156,12 +186,12 @@ int dg_memplan_validate(const dg_graph *g, const dg_memplan *mp, dg_err *err) {
         int w = 0;
         for (int k = 0; k < nl; k++) {
             int a = live[k];
-            if (mp->last[a] < mp->first[b]) continue; /* dead: drop from the live set */
+            if (mp->last[a] <= mp->first[b]) continue; /* dead: drop from the live set */
             live[w++] = a;
             int64_t a_lo = mp->offset[a], a_hi = a_lo + (int64_t)dg_tensor_bytes(&g->tensors[a]);
             if (st == DG_OK && a_lo < b_hi && b_lo < a_hi)
                 st = dg_err_set(err, DG_EINTERNAL,
-                                "memplan: tensors %d '%s' [%d,%d] and %d '%s' [%d,%d] are live together "
+                                "memplan: tensors %d '%s' [%g,%g) and %d '%s' [%g,%g) are live together "
                                 "but overlap at arena bytes %lld..%lld",
                                 a, g->tensors[a].name, mp->first[a], mp->last[a], b,
                                 g->tensors[b].name, mp->first[b], mp->last[b],

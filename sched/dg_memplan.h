@@ -1,10 +1,15 @@
 /* dg_memplan.h — static memory planning: activations packed into one arena.
  *
  * Every activation (role ACTIVATION, written by a node) has a lifetime
- * [first, last] in a fixed order of the nodes: first = the position of its
- * producer, last = the position of its last reader. Lifetimes are inclusive,
- * so a node's outputs never share memory with its own inputs. Two
- * activations whose lifetimes intersect must not overlap in the arena; the
+ * [first, last): from the start of its producer to the end of its last
+ * reader, on a timeline where every node occupies [start, end) with
+ * start < end. With a plain order the timeline is positions (node k runs in
+ * [k, k+1)); the scheduler passes the times of its simulated two-stream
+ * schedule instead, so tensors of tasks that run side by side on the
+ * compute and comm streams are live together and do not share memory
+ * (sharing would serialise the streams). A node's outputs never share memory
+ * with its own inputs (both are live during the node). Two activations whose
+ * lifetimes intersect must not overlap in the arena; the
  * planner packs them "greedy by size, best fit": largest tensor first, into
  * the smallest gap left by the already placed tensors it is live with (or on
  * top of them), every offset 64-byte aligned. The arena is one allocation
@@ -12,7 +17,7 @@
  *
  * Activations that nobody reads (the loss, saved statistics, outputs the
  * caller wants) and the ones listed in `keep` live to the end of the step
- * (last = n_nodes), so they can be read after the run.
+ * (last = the latest end), so they can be read after the run.
  *
  * Parameters, gradients, optimizer state, inputs and leaf activations are
  * not planned: they live in persistent buffers (offset -1).
@@ -37,17 +42,24 @@ typedef struct dg_memplan {
     int n_tensors;
     int64_t *offset;  /* per tensor: byte offset in the arena, -1 if persistent */
     size_t *size;     /* per tensor: bytes reserved (64-aligned), 0 if persistent */
-    int *first, *last;/* per tensor: lifetime as positions in the order, -1 if persistent */
+    double *first, *last; /* per tensor: lifetime [first, last) on the timeline, -1 if persistent */
     int n_planned;    /* activations placed in the arena */
     size_t arena_bytes;     /* planned peak */
     size_t naive_bytes;     /* sum of all planned activations (aligned) */
-    size_t live_peak_bytes; /* lower bound: most bytes live at one position */
+    size_t live_peak_bytes; /* lower bound: most bytes live at one time */
 } dg_memplan;
 
-/* Plan the activations of g for `order` (a topological order of all nodes).
- * keep: activation ids that must survive the step (may be NULL). */
+/* Plan the activations of g for `order` (a topological order of all nodes;
+ * node order[k] occupies [k, k+1)). keep: activation ids that must survive
+ * the step (may be NULL). */
 int dg_memplan_build(const dg_graph *g, const int *order, const int *keep, int n_keep,
                      dg_memplan *mp, dg_err *err);
+
+/* The same on an explicit timeline: node v occupies [start[v], end[v]),
+ * start[v] < end[v], and every producer ends no later than its readers
+ * start. */
+int dg_memplan_build_timed(const dg_graph *g, const double *start, const double *end,
+                           const int *keep, int n_keep, dg_memplan *mp, dg_err *err);
 
 /* Check that no two planned tensors with intersecting lifetimes overlap in
  * memory and that all lie inside the arena. Returns DG_OK, or DG_EINTERNAL

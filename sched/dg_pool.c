@@ -16,7 +16,7 @@
 
 /* Spin iterations before sleeping: a few microseconds, enough to catch the
  * next kernel of a busy step, short enough that an idle team sleeps. */
-#define DG_POOL_SPIN 4000
+#define DG_POOL_SPIN 30000
 
 typedef struct dg_pool_helper {
     dg_pool *pool;
@@ -37,6 +37,7 @@ struct dg_pool {
     atomic_ulong gen;       /* bumped once per job */
     atomic_int pending;     /* helpers still running the current job */
     bool stop;
+    int started; /* helpers that have bound themselves (dg_pool_new waits) */
 
     /* the current job (written before gen is bumped) */
     dg_range_fn fn;
@@ -62,6 +63,10 @@ static void *helper_main(void *argp) {
         snprintf(nm, sizeof nm, "%s.%d", p->name, h->index);
         dg_topo_bind_self(p->topo, p->first_slot + h->index, nm);
     }
+    pthread_mutex_lock(&p->mu);
+    p->started++;
+    pthread_cond_broadcast(&p->cv_done);
+    pthread_mutex_unlock(&p->mu);
     /* Generation 0 means "no job yet": a job may be published before this
      * thread gets here, and must not be mistaken for one already done. */
     unsigned long seen = 0;
@@ -132,6 +137,10 @@ dg_pool *dg_pool_new(int nthreads, dg_topo *topo, int first_slot, const char *na
         p->helpers[i].index = i;
         DG_CHECK0(pthread_create(&p->helpers[i].thread, NULL, helper_main, &p->helpers[i]));
     }
+    /* Return once every helper is pinned, so placement reports are complete. */
+    pthread_mutex_lock(&p->mu);
+    while (p->started < nthreads - 1) pthread_cond_wait(&p->cv_done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
     return p;
 }
 

@@ -3,7 +3,7 @@
 
 #include "dg_op.h"
 
-static double node_cost(const dg_graph *g, const dg_node *n) {
+double dg_prio_node_cost(const dg_graph *g, const dg_node *n) {
     if (!n->op || !n->op->cost) return 1.0;
     dg_cost c = {0, 0};
     n->op->cost(g, n, &c);
@@ -17,7 +17,7 @@ void dg_prio_bottom_levels(const dg_graph *g, const int *order, const int *succ_
         int v = order[k];
         double tail = 0;
         for (int e = succ_off[v]; e < succ_off[v + 1]; e++) tail = DG_MAX(tail, bottom[succ[e]]);
-        bottom[v] = node_cost(g, &g->nodes[v]) + tail;
+        bottom[v] = dg_prio_node_cost(g, &g->nodes[v]) + tail;
     }
 }
 

@@ -18,6 +18,9 @@
 
 #include "dg_graph.h"
 
+/* A node's cost: op->cost's flops + bytes, at least 1. */
+double dg_prio_node_cost(const dg_graph *g, const dg_node *n);
+
 /* Bottom levels over a successor list in CSR form (succ_off has n_nodes+1
  * entries), visiting nodes in reverse `order` (a topological order). */
 void dg_prio_bottom_levels(const dg_graph *g, const int *order, const int *succ_off,

@@ -8,26 +8,33 @@
  *   dg_sched_run(p, rt, &st, &err);                          // one step
  *   dg_sched_stats_print(&st, stdout, "");
  *
- * The plan (numbered as in dg_sched.c):
+ * The plan (numbered as in dg_sched_plan.c):
  *   1. data edges: producer -> reader for every tensor read by a node;
  *   2. priorities: bottom levels from op cost, node->priority first (dg_prio.h);
- *   3. the plan order: Kahn's algorithm taking the most urgent ready node;
- *   4. the memory plan against that order (dg_memplan.h) and its validator;
- *   5. memory edges (below); 6. stream assignment: collectives (op->comm !=
- *   DG_COMM_NONE) or nodes a pass put on DG_STREAM_COMM go to the comm
- *   stream, everything else to the compute stream.
+ *   3. stream assignment: collectives (op->comm != DG_COMM_NONE) and nodes a
+ *      pass put on DG_STREAM_COMM go to the comm stream, the rest to compute;
+ *   4. the plan order: a simulated run of the two streams (each takes its
+ *      most urgent ready task; op cost is the duration), sorted by start;
+ *   5. the memory plan on the simulated timeline (dg_memplan.h), validated;
+ *   6. memory edges (below); 7. each stream's task sequence in plan order.
  *
- * Why memory edges: the memory plan is computed against one fixed order, but
- * the executor runs two streams at once and picks among ready compute tasks
- * by priority, so the run order differs from the plan order. The plan stays
- * valid if a tensor's slot is reused only after the previous occupants are
- * dead: for every two planned tensors A and B that share arena bytes and
- * where A dies before B is born (in the plan order), every reader of A (or A's
- * producer, if unread) gets an edge to B's producer. These edges all point
- * forward in the plan order, so the graph stays acyclic and the executor
- * cannot deadlock; most coincide with data edges already there. The
- * alternative, planning against a stream-aware order, would still need the
- * same edges to be safe under timing, so we plan simply and constrain.
+ * Why a stream-aware timeline: planning memory against one serial order
+ * would let a comm tensor reuse the slot of a compute tensor that dies
+ * "earlier" in that order although the two streams run side by side; the
+ * memory edges below would then serialise comm behind compute and kill the
+ * overlap. On the simulated timeline, tensors of concurrent tasks are live
+ * together and never share memory.
+ *
+ * Why memory edges: the executor does not follow the simulation: it runs two
+ * streams at once and picks among ready compute tasks by priority at run
+ * time. The plan stays valid if a tensor's slot is reused only after the
+ * previous occupants are dead: for every two planned tensors A and B that
+ * share arena bytes, where A dies before B is born, every reader of A (and
+ * A's producer) gets an edge to B's producer. These edges point forward in
+ * the plan order, so the graph stays acyclic and, with the comm stream
+ * running its tasks in plan order, the executor cannot deadlock. Only the
+ * last previous occupants of B's bytes need edges (older ones are ordered
+ * before those already), and most coincide with data edges.
  *
  * The runtime (dg_runtime) owns the threads: a compute team of N workers
  * pinned to the rank's cores (dg_pool; its member 0 is the compute stream's
@@ -66,6 +73,7 @@ typedef struct dg_sched_plan {
     const dg_graph *g; /* borrowed: must outlive the plan, not change */
     int n_nodes;
     int *order;        /* [n_nodes] plan order (position -> node) */
+    double *sim_start, *sim_end; /* the simulated schedule (cost units) */
     int *pos;          /* node -> position in order */
     double *bottom;    /* bottom level (cost to the end of the step) */
     int *rank;         /* priority rank, 0 = most urgent */
@@ -127,7 +135,10 @@ typedef struct dg_sched_stats {
     double t_step;                      /* wall seconds from first task start to last task end */
     double busy[DG_STREAM_COUNT];       /* seconds each stream ran tasks */
     double exposed_comm;                /* comm seconds with no compute running */
-    double hidden_frac;                 /* h = (T_comp + T_comm - T_step) / T_comm; 0 without comm */
+    double hidden_frac;                 /* h = (T_comp + T_comm - T_step) / T_comm; 0 without comm.
+                                         * Idle gaps in the step make it smaller, even negative. */
+    double overlap_frac;                /* 1 - exposed_comm / T_comm: comm time that ran under
+                                         * compute (ignores idle gaps); 0 without comm */
     double overhead_per_task;           /* seconds of scheduler work (dequeue, release) per task */
     double wall;                        /* seconds inside dg_sched_run, hand-off included */
 } dg_sched_stats;

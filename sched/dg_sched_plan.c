@@ -48,7 +48,7 @@ static void edges_csr(const edge_list *l, int nn, int **off, int **succ) {
     for (int i = 0; i < l->n; i++) (*succ)[i] = edge_to(l->e[i]); /* sorted by from */
 }
 
-/* 5. memory edges: see dg_sched.h. Visit the planned tensors by birth
+/* 6. memory edges: see dg_sched.h. Visit the planned tensors by birth
  * (plan position of their producer) while tracking, for each byte range of
  * the arena, the tensor that occupied it last. A newborn B only needs edges
  * from the last occupants of its bytes: each of them died before B was born
@@ -62,13 +62,76 @@ typedef struct seg {
 } seg;
 
 typedef struct born {
-    int first, id;
+    double first;
+    int id;
 } born;
 
 static int born_cmp(const void *a, const void *b) {
     const born *x = a, *y = b;
     if (x->first != y->first) return x->first < y->first ? -1 : 1;
     return (x->id > y->id) - (x->id < y->id);
+}
+
+/* 4. Discrete-event simulation: at most one task per stream at a time; an
+ * idle stream starts its most urgent ready task (by rank); time advances to
+ * the earliest end. Durations are op costs (>= 1), so a producer ends strictly
+ * before its consumers start, and sorting by start time gives a topological
+ * order. Ties in start time keep dispatch order. */
+typedef struct sim_key {
+    double t;
+    int seq, v;
+} sim_key;
+
+static int sim_cmp(const void *pa, const void *pb) {
+    const sim_key *a = pa, *b = pb;
+    if (a->t != b->t) return a->t < b->t ? -1 : 1;
+    return (a->seq > b->seq) - (a->seq < b->seq);
+}
+
+static void simulate(dg_sched_plan *p, const dg_graph *g, const edge_list *el, const int *doff,
+                     const int *dsucc) {
+    int nn = p->n_nodes;
+    size_t sz = (size_t)DG_MAX(nn, 1);
+    int *indeg = dg_calloc(sz, sizeof(int));
+    for (int i = 0; i < el->n; i++) indeg[edge_to(el->e[i])]++;
+    dg_heap h[DG_STREAM_COUNT];
+    for (int s = 0; s < DG_STREAM_COUNT; s++) h[s] = (dg_heap){dg_malloc(sizeof(int) * sz), 0, p->rank};
+    for (int v = 0; v < nn; v++)
+        if (indeg[v] == 0) dg_heap_push(&h[p->stream[v]], v);
+    sim_key *keys = dg_malloc(sizeof *keys * sz);
+    int running[DG_STREAM_COUNT], dispatched = 0, finished = 0;
+    double now = 0;
+    for (int s = 0; s < DG_STREAM_COUNT; s++) running[s] = -1;
+    while (finished < nn) {
+        for (int s = 0; s < DG_STREAM_COUNT; s++)
+            if (running[s] < 0 && h[s].n > 0) {
+                int v = dg_heap_pop(&h[s]);
+                running[s] = v;
+                p->sim_start[v] = now;
+                p->sim_end[v] = now + dg_prio_node_cost(g, &g->nodes[v]);
+                keys[dispatched] = (sim_key){now, dispatched, v};
+                dispatched++;
+            }
+        int s_min = -1;
+        for (int s = 0; s < DG_STREAM_COUNT; s++)
+            if (running[s] >= 0 && (s_min < 0 || p->sim_end[running[s]] < p->sim_end[running[s_min]]))
+                s_min = s;
+        DG_ASSERT(s_min >= 0); /* acyclic: something is always running or ready */
+        int v = running[s_min];
+        running[s_min] = -1;
+        now = p->sim_end[v];
+        finished++;
+        for (int e = doff[v]; e < doff[v + 1]; e++)
+            if (--indeg[dsucc[e]] == 0) dg_heap_push(&h[p->stream[dsucc[e]]], dsucc[e]);
+    }
+    qsort(keys, (size_t)nn, sizeof *keys, sim_cmp);
+    for (int k = 0; k < nn; k++) {
+        p->order[k] = keys[k].v;
+        p->pos[keys[k].v] = k;
+    }
+    for (int s = 0; s < DG_STREAM_COUNT; s++) dg_free(h[s].a);
+    dg_free(keys);
+    dg_free(indeg);
 }
 
 static void memory_edges(const dg_graph *g, const dg_memplan *mp, edge_list *l) {
@@ -167,38 +230,32 @@ dg_sched_plan *dg_sched_plan_new(const dg_graph *g, const dg_sched_opts *o, dg_e
     dg_prio_bottom_levels(g, p->order, doff, dsucc, p->bottom);
     dg_prio_rank(g, p->bottom, p->rank);
 
-    /* 3. the plan order: list scheduling by rank over the data edges */
-    {
-        int *indeg = dg_calloc(sz, sizeof(int));
-        for (int i = 0; i < el.n; i++) indeg[edge_to(el.e[i])]++;
-        dg_heap h = {dg_malloc(sizeof(int) * sz), 0, p->rank};
-        for (int v = 0; v < nn; v++)
-            if (indeg[v] == 0) dg_heap_push(&h, v);
-        int k = 0;
-        while (h.n > 0) {
-            int v = dg_heap_pop(&h);
-            p->order[k++] = v;
-            for (int e = doff[v]; e < doff[v + 1]; e++)
-                if (--indeg[dsucc[e]] == 0) dg_heap_push(&h, dsucc[e]);
-        }
-        DG_ASSERT(k == nn); /* acyclic: dg_graph_topo_order said so */
-        for (int i = 0; i < nn; i++) p->pos[p->order[i]] = i;
-        dg_free(h.a);
-        dg_free(indeg);
+    /* 3. streams: collectives and comm-class nodes on comm, the rest compute */
+    for (int v = 0; v < nn; v++) {
+        const dg_node *n = &g->nodes[v];
+        p->stream[v] = (n->op->comm != DG_COMM_NONE || n->stream == DG_STREAM_COMM) ? DG_STREAM_COMM
+                                                                                   : DG_STREAM_COMPUTE;
+        p->n_stream[p->stream[v]]++;
     }
+
+    /* 4. the plan order: a simulated run of both streams, each taking its
+     * most urgent ready task, with op cost as duration */
+    p->sim_start = dg_malloc(sizeof(double) * sz);
+    p->sim_end = dg_malloc(sizeof(double) * sz);
+    simulate(p, g, &el, doff, dsucc);
     dg_free(doff);
     dg_free(dsucc);
 
-    /* 4. the memory plan, checked */
+    /* 5. the memory plan on the simulated timeline, checked */
     p->planned = !o->no_memory_plan;
     if (p->planned) {
-        if (dg_memplan_build(g, p->order, o->keep, o->n_keep, &p->mem, err) != DG_OK ||
+        if (dg_memplan_build_timed(g, p->sim_start, p->sim_end, o->keep, o->n_keep, &p->mem, err) != DG_OK ||
             dg_memplan_validate(g, &p->mem, err) != DG_OK) {
             dg_free(el.e);
             dg_sched_plan_free(p);
             return NULL;
         }
-        /* 5. memory edges */
+        /* 6. memory edges */
         memory_edges(g, &p->mem, &el);
         int before = p->n_data_edges;
         edges_unique(&el);
@@ -211,13 +268,7 @@ dg_sched_plan *dg_sched_plan_new(const dg_graph *g, const dg_sched_opts *o, dg_e
     }
     dg_free(el.e);
 
-    /* 6. streams: collectives and comm-class nodes on comm, the rest compute */
-    for (int v = 0; v < nn; v++) {
-        const dg_node *n = &g->nodes[v];
-        p->stream[v] = (n->op->comm != DG_COMM_NONE || n->stream == DG_STREAM_COMM) ? DG_STREAM_COMM
-                                                                                   : DG_STREAM_COMPUTE;
-        p->n_stream[p->stream[v]]++;
-    }
+    /* 7. each stream's sequence, in plan order (the comm stream runs it as is) */
     for (int s = 0; s < DG_STREAM_COUNT; s++) {
         p->seq[s] = dg_malloc(sizeof(int) * (size_t)DG_MAX(p->n_stream[s], 1));
         int k = 0;
@@ -234,6 +285,8 @@ void dg_sched_plan_free(dg_sched_plan *p) {
     dg_free(p->bottom);
     dg_free(p->rank);
     dg_free(p->stream);
+    dg_free(p->sim_start);
+    dg_free(p->sim_end);
     dg_free(p->succ_off);
     dg_free(p->succ);
     dg_free(p->npred);

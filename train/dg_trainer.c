@@ -33,6 +33,8 @@ typedef struct trainer {
     double peak_flops; /* measured sgemm peak x compute threads */
     const dg_train_hooks *hooks;
     int iteration, microbatch; /* where the loop is, for the hooks */
+    int64_t *expert_tokens;    /* [layers][E]: routed tokens over the log window */
+    int64_t eval_consumed;     /* validation samples read so far */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -87,9 +89,13 @@ static int setup(trainer *t, dg_err *err) {
     DG_TRY(dg_autodiff(t->g, t->io.loss, dg_ops_autodiff(), NULL, err));
     DG_TRY(dg_verify_after(t->g, "autodiff", err));
 
-    int keep[4] = {t->io.lm_loss, t->io.loss, t->io.aux_loss, t->io.z_loss};
-    int n_keep = 2 + (t->io.aux_loss >= 0) + (t->io.z_loss >= 0);
-    if (t->io.aux_loss < 0) keep[2] = t->io.z_loss;
+    /* What the loop reads after a step: the losses and the routers' counts. */
+    int keep[4 + DG_MODEL_MAX_TRACKED], n_keep = 0;
+    int wanted[4] = {t->io.lm_loss, t->io.loss, t->io.aux_loss, t->io.z_loss};
+    for (int i = 0; i < 4; i++)
+        if (wanted[i] >= 0) keep[n_keep++] = wanted[i];
+    for (int l = 0; l < DG_MODEL_MAX_TRACKED && l < c->model.num_layers; l++)
+        if (t->io.tokens_per_expert[l] >= 0) keep[n_keep++] = t->io.tokens_per_expert[l];
     dg_sched_opts so = {keep, n_keep, 0};
     t->plan = dg_sched_plan_new(t->g, &so, err);
     if (!t->plan) return DG_EINPUT;
@@ -117,6 +123,8 @@ static int setup(trainer *t, dg_err *err) {
                               t->g->tensors[t->params[i]].name);
     }
     init_params(t);
+    t->expert_tokens = dg_calloc((size_t)c->model.num_layers * (size_t)DG_MAX(c->model.num_experts, 1),
+                                 sizeof(int64_t));
     t->batch = dg_malloc(sizeof(int32_t) * (size_t)c->model.micro_batch_size *
                          (size_t)(c->model.seq_length + 1));
     t->peak_flops = dg_measure_sgemm_peak() * dg_runtime_threads(t->rt);
@@ -134,6 +142,7 @@ static void teardown(trainer *t) {
     dg_free(t->v);
     dg_free(t->params);
     dg_free(t->batch);
+    dg_free(t->expert_tokens);
     if (t->rt) dg_runtime_free(t->rt);
     if (t->plan) dg_sched_plan_free(t->plan);
     if (t->g) dg_graph_free(t->g);
@@ -172,7 +181,45 @@ static int run_microbatch(trainer *t, int split, int64_t consumed, losses *l, dg
     l->total += *(float *)dg_runtime_ptr(t->rt, t->io.loss);
     if (t->io.aux_loss >= 0) l->aux += *(float *)dg_runtime_ptr(t->rt, t->io.aux_loss);
     if (t->io.z_loss >= 0) l->z += *(float *)dg_runtime_ptr(t->rt, t->io.z_loss);
+    int E = m->num_experts;
+    for (int layer = 0; split == DG_SPLIT_TRAIN && layer < m->num_layers && layer < DG_MODEL_MAX_TRACKED; layer++) {
+        if (t->io.tokens_per_expert[layer] < 0) continue;
+        const int32_t *cnt = dg_runtime_ptr(t->rt, t->io.tokens_per_expert[layer]);
+        for (int e = 0; e < E; e++) t->expert_tokens[(int64_t)layer * E + e] += cnt[e];
+    }
     return DG_OK;
+}
+
+/* Megatron's validation block: eval_iters micro-batches of the valid split,
+ * continuing where the previous evaluation stopped. */
+static int run_eval(trainer *t, int it, dg_err *err) {
+    const dg_train_config *c = t->c;
+    if (c->eval_iters <= 0 || (!t->feed.mock && !t->feed.data.split[DG_SPLIT_VALID].present))
+        return DG_OK;
+    losses l = {0};
+    int n = c->eval_iters * c->num_microbatches;
+    for (int k = 0; k < n; k++) {
+        DG_TRY(run_microbatch(t, DG_SPLIT_VALID, t->eval_consumed, &l, err));
+        t->eval_consumed += c->model.micro_batch_size;
+    }
+    double lm = l.lm / n;
+    const char *bar = "------------------------------------------------------------------------------------------";
+    printf("%s\n validation loss at iteration %d | lm loss value: %.6E | lm loss PPL: %.6E |\n%s\n", bar,
+           it, lm, exp(lm < 700 ? lm : 700), bar);
+    fflush(stdout);
+    return DG_OK;
+}
+
+static void log_expert_tokens(trainer *t) {
+    const dg_model_config *m = &t->c->model;
+    int E = m->num_experts;
+    for (int layer = 0; layer < m->num_layers && layer < DG_MODEL_MAX_TRACKED; layer++) {
+        if (t->io.tokens_per_expert[layer] < 0) continue;
+        printf("   layer %2d tokens per expert:", layer);
+        for (int e = 0; e < E; e++) printf(" %lld", (long long)t->expert_tokens[(int64_t)layer * E + e]);
+        printf("\n");
+    }
+    memset(t->expert_tokens, 0, sizeof(int64_t) * (size_t)m->num_layers * (size_t)DG_MAX(E, 1));
 }
 
 /* ---- the optimizer step ------------------------------------------------------------ */
@@ -324,10 +371,12 @@ int dg_train(dg_train_config *c, const dg_train_hooks *hooks, dg_train_result *r
             losses avg = {window.lm / window_n, window.aux / window_n, window.z / window_n, 0};
             log_line(&t, it, consumed, window_ms / window_n, &avg, lr, window_gnorm / window_n,
                      skipped, nans);
+            log_expert_tokens(&t);
             memset(&window, 0, sizeof window);
             window_ms = window_gnorm = 0.0;
             window_n = 0;
         }
+        if (it % c->eval_interval == 0 || it == c->train_iters) st = run_eval(&t, it, err);
     }
     res->skipped = skipped;
     res->nan_iters = nans;

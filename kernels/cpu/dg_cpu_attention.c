@@ -31,11 +31,12 @@ static float *take(char **p, size_t nfloats) {
 }
 
 /* Per-thread scratch. Forward: score tile [T, T], Q^T [D, T], accumulator
- * [T, D], m and l [T]. Backward: two score tiles [T, T], two transposed
- * operand tiles [D, T], and lse / Delta of a query tile [T]. */
+ * [T, D], and per row m, l, new max, rescale factor, tile sum [T].
+ * Backward: two score tiles [T, T], two transposed operand tiles [D, T],
+ * and lse / Delta of a query tile [T]. */
 static size_t fwd_thread_bytes(const dg_attn_dims *d) {
     return round64(sizeof(float) * T * T) + 2 * round64(sizeof(float) * T * (size_t)d->D) +
-           2 * round64(sizeof(float) * T);
+           5 * round64(sizeof(float) * T);
 }
 static size_t bwd_thread_bytes(const dg_attn_dims *d) {
     return 2 * round64(sizeof(float) * T * T) + 2 * round64(sizeof(float) * T * (size_t)d->D) +
@@ -150,9 +151,14 @@ static void fwd_unit(const attn_ctx *c, int64_t u, char *scr) {
     const int br = tile_rows(d, it);
     float *st = take(&scr, T * T), *qt = take(&scr, (size_t)(T * D));
     float *acc = take(&scr, (size_t)(T * D)), *m = take(&scr, T), *l = take(&scr, T);
-    for (int r = 0; r < br; r++) {
-        m[r] = -INFINITY;
+    float *mx = take(&scr, T), *alpha = take(&scr, T), *rsum = take(&scr, T);
+    /* per-row state for all T rows, so the row loops below have a fixed
+     * width and vectorize; rows >= br stay inert (max 0, sum 0) */
+    for (int r = 0; r < T; r++) {
+        m[r] = r < br ? -INFINITY : 0.0f;
         l[r] = 0.0f;
+        mx[r] = 0.0f;
+        rsum[r] = 0.0f;
     }
     memset(acc, 0, sizeof(float) * (size_t)(br * D));
 
@@ -167,16 +173,18 @@ static void fwd_unit(const attn_ctx *c, int64_t u, char *scr) {
         /* st[br, bc] = scale Qi Kj^T, Qi given as its transpose qt */
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, br, bc, (int)D, d->scale, qt, T, kj,
                     (int)ldk, 0.0f, st, T);
-        for (int r = 0; r < br; r++) {
-            float *sr = st + (size_t)r * T;
-            int lim = row_limit(diag, r, bc);
-            float mx = row_max(sr, lim);
-            float mnew = mx > m[r] ? mx : m[r];
-            float alpha = dg_attn_rescale(m[r], mnew);
-            l[r] = l[r] * alpha + row_exp_sum(sr, lim, mnew);
+        /* online softmax: new row maxima, rescale factors, exponentials */
+        for (int r = 0; r < br; r++) mx[r] = row_max(st + (size_t)r * T, row_limit(diag, r, bc));
+        for (int r = 0; r < T; r++) {
+            float mnew = mx[r] > m[r] ? mx[r] : m[r];
+            alpha[r] = dg_attn_rescale(m[r], mnew);
             m[r] = mnew;
-            if (alpha != 1.0f) scale_row(acc + r * D, alpha, D);
         }
+        for (int r = 0; r < br; r++)
+            rsum[r] = row_exp_sum(st + (size_t)r * T, row_limit(diag, r, bc), m[r]);
+        for (int r = 0; r < T; r++) l[r] = l[r] * alpha[r] + rsum[r];
+        for (int r = 0; r < br; r++)
+            if (alpha[r] != 1.0f) scale_row(acc + r * D, alpha[r], D);
         /* acc[br, D] += P[br, bc] Vj[bc, D] */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, br, (int)D, bc, 1.0f, st, T, vj,
                     (int)ldk, 1.0f, acc, (int)D);

@@ -5,7 +5,6 @@
 
 #include "dg_base.h"
 
-
 /* ---- router ------------------------------------------------------------------ */
 
 /* Routing score of expert e, the value top-k ranks: the logit (softmax

@@ -89,12 +89,12 @@ static void test_lifetimes(void **state) {
     assert_int_equal(dg_memplan_build(g, order, &b, 1, &mp, &err), DG_OK);
     assert_int_equal(mp.offset[x], -1);
     assert_int_equal(mp.offset[w], -1);
-    assert_int_equal(mp.first[a], 0);
-    assert_int_equal(mp.last[a], 3);
-    assert_int_equal(mp.last[b], 4); /* kept */
-    assert_int_equal(mp.first[c], 2);
-    assert_int_equal(mp.last[c], 3);
-    assert_int_equal(mp.last[d], 4); /* unread */
+    /* node k runs in [k, k+1); lifetimes are [producer start, last reader end) */
+    assert_true(mp.first[a] == 0 && mp.last[a] == 4);
+    assert_true(mp.first[b] == 1 && mp.last[b] == 4); /* kept: to the end */
+    assert_true(mp.first[c] == 2 && mp.last[c] == 4);
+    assert_true(mp.first[d] == 3 && mp.last[d] == 4); /* unread: to the end */
+    /* b is kept, so c cannot take its place; a and b are live together */
     assert_int_equal(mp.naive_bytes, 4 * 64);
     assert_int_equal(dg_memplan_validate(g, &mp, &err), DG_OK);
     dg_memplan_free(&mp);

@@ -1,0 +1,201 @@
+/* dg_checkpoint.h — training checkpoints: save, find the latest, load.
+ *
+ * Layout (Megatron's, with a JSON manifest instead of a pickle):
+ *
+ *   <dir>/latest_checkpointed_iteration.txt   the iteration as decimal text, no newline
+ *   <dir>/iter_0000010/metadata.json          the manifest (below)
+ *   <dir>/iter_0000010/model_optim_rng.bin    the tensor bytes, little-endian,
+ *                                             each tensor 64-byte aligned
+ *
+ * The manifest holds a format name and version, the run's counters
+ * (iteration, consumed samples, optimizer steps, skipped and NaN
+ * iterations), the RNG state words, every dg_model_config field by name,
+ * the tokenizer and data description, and a tensor table. Each table entry
+ * is { name, dtype, global_shape, slice_start, shape, file, offset, nbytes,
+ * crc32 }: `shape` is the part of the `global_shape` tensor this entry
+ * holds, starting at `slice_start`, and `file` is relative to the iteration
+ * directory, so per-rank shards (mp_rank_XX/...) fit the same table later.
+ * crc32 is zlib's CRC-32 of the entry's bytes, so a Python tool can verify a
+ * checkpoint with the standard library alone.
+ *
+ * Tensors are addressed by name. Parameters use Megatron-Core's state-dict
+ * names (decoder.layers.0.mlp.router.weight); AdamW's moments are
+ * "optimizer.exp_avg.<name>" and "optimizer.exp_avg_sq.<name>".
+ *
+ * Crash safety. dg_ckpt_save writes everything into
+ * <dir>/iter_NNNNNNN.tmp-<pid>/, fsyncs each file and the directory, renames
+ * it to iter_NNNNNNN/ (atomically swapping out an existing one), fsyncs
+ * <dir>, and only then replaces the tracker (temp file, fsync, rename,
+ * fsync <dir>). A process killed at any point leaves the previous checkpoint
+ * and a tracker naming it. Readers ignore every name that is not exactly
+ * iter_<digits>; the next save removes the stale *.tmp-* directories of
+ * processes that no longer exist.
+ *
+ * Errors: bad input on load (no tracker, a tracker that is not a number or
+ * names a missing directory, a malformed manifest, a missing tensor, a
+ * shape or dtype mismatch, a truncated file, a checksum mismatch) and I/O
+ * failures on save are DG_EINPUT with one line naming the file and the
+ * problem. A failed save removes its temporary directory and leaves the
+ * tracker untouched.
+ *
+ * Test hook: when the environment variable DG_CKPT_TEST_DELAY_MS is set,
+ * dg_ckpt_save sleeps that many milliseconds after writing each tensor, so
+ * a test can kill a save midway.
+ */
+#ifndef DG_CHECKPOINT_H
+#define DG_CHECKPOINT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dg_base.h"
+#include "dg_graph.h"
+#include "dg_model.h"
+
+#define DG_CKPT_FORMAT "dagatron-checkpoint"
+#define DG_CKPT_VERSION 1
+#define DG_CKPT_TRACKER "latest_checkpointed_iteration.txt"
+#define DG_CKPT_MANIFEST "metadata.json"
+#define DG_CKPT_BIN "model_optim_rng.bin"
+
+#define DG_CKPT_NAME_LEN 128 /* "optimizer.exp_avg_sq." + a Megatron parameter name */
+#define DG_CKPT_STR_LEN 1024 /* paths and flag values kept in the manifest */
+#define DG_CKPT_RNG_WORDS 4
+#define DG_CKPT_LATEST (-1) /* dg_ckpt_load / dg_ckpt_read_manifest: the tracker's iteration */
+
+/* ---- what a checkpoint holds besides tensors ------------------------------ */
+
+/* How tokens were made: enough for `dagatron generate` to reopen the
+ * tokenizer from the checkpoint alone. */
+typedef struct dg_ckpt_tokenizer {
+    char type[DG_CKPT_STR_LEN];       /* --tokenizer-type, e.g. "ByteLevelTokenizer" */
+    char vocab_file[DG_CKPT_STR_LEN]; /* --vocab-file ("" when none) */
+    char merge_file[DG_CKPT_STR_LEN]; /* --merge-file ("" when none) */
+    int64_t vocab_size;               /* before padding (model.vocab_size is padded) */
+} dg_ckpt_tokenizer;
+
+/* Where samples came from; the position in the stream is consumed_samples. */
+typedef struct dg_ckpt_data {
+    char path[DG_CKPT_STR_LEN];  /* --data-path as given ("" = the default corpus) */
+    char split[DG_CKPT_STR_LEN]; /* --split */
+    int mock;                    /* --mock-data */
+    int64_t seed;                /* --seed */
+} dg_ckpt_data;
+
+typedef struct dg_ckpt_meta {
+    int64_t iteration;              /* iterations completed */
+    int64_t consumed_samples;       /* training samples consumed: the data position */
+    int64_t consumed_valid_samples; /* validation samples consumed */
+    int64_t optimizer_steps;        /* AdamW steps taken (iterations minus skipped) */
+    int64_t skipped_iters;          /* updates skipped (non-finite loss or gradients) */
+    int64_t nan_iters;              /* of which non-finite */
+    uint64_t rng[DG_CKPT_RNG_WORDS]; /* RNG state words, stored exactly (as hex) */
+    dg_model_config model;
+    dg_ckpt_tokenizer tokenizer;
+    dg_ckpt_data data;
+} dg_ckpt_meta;
+
+/* Zero everything (strings empty). */
+void dg_ckpt_meta_init(dg_ckpt_meta *m);
+
+/* ---- tensors ------------------------------------------------------------- */
+
+/* One tensor to save, or to load into. On save `data` is read; on load the
+ * caller allocates data (numel x dtype size bytes) and it is filled. */
+typedef struct dg_ckpt_tensor {
+    char name[DG_CKPT_NAME_LEN];
+    dg_dtype dtype;
+    int ndim;                   /* 0 (scalar) .. DG_MAX_DIMS */
+    int64_t shape[DG_MAX_DIMS];
+    void *data;
+} dg_ckpt_tensor;
+
+/* Fill *t from a graph tensor: name = prefix + g->name, its dtype and shape,
+ * and `data`. prefix may be "" (parameters) or e.g. "optimizer.exp_avg.".
+ * Returns DG_OK, or DG_EINTERNAL if the name does not fit. */
+int dg_ckpt_tensor_from(dg_ckpt_tensor *t, const char *prefix, const dg_tensor *g, void *data,
+                        dg_err *err);
+
+/* Bytes of t's data. */
+size_t dg_ckpt_tensor_bytes(const dg_ckpt_tensor *t);
+
+/* ---- save ------------------------------------------------------------------ */
+
+/* Save m and t[0..n) as <dir>/iter_<m->iteration>/ (see the top of this
+ * file for the protocol), creating <dir> if needed and replacing an existing
+ * checkpoint of the same iteration. Then delete the oldest iter_* directories
+ * beyond the newest keep_last (keep_last <= 0 keeps all), never the one just
+ * written nor the one the tracker names. Names must be unique. */
+int dg_ckpt_save(const char *dir, const dg_ckpt_meta *m, const dg_ckpt_tensor *t, int n,
+                 int keep_last, dg_err *err);
+
+/* ---- find and read --------------------------------------------------------- */
+
+/* Does <dir> hold a tracker file? (A run given --load on an empty directory
+ * may start from scratch, as Megatron does.) */
+bool dg_ckpt_has_tracker(const char *dir);
+
+/* The iteration the tracker names. DG_EINPUT when there is no tracker, it
+ * is not a non-negative integer, or it names a directory that does not
+ * exist (the message names both). */
+int dg_ckpt_latest(const char *dir, int64_t *iteration, dg_err *err);
+
+/* <dir>/iter_NNNNNNN (Megatron's 7-digit zero padding). buf holds len bytes;
+ * DG_EINPUT if the path does not fit. */
+int dg_ckpt_iter_dir(char *buf, size_t len, const char *dir, int64_t iteration, dg_err *err);
+
+/* One entry of the manifest's tensor table. */
+typedef struct dg_ckpt_entry {
+    char name[DG_CKPT_NAME_LEN];
+    dg_dtype dtype;
+    int ndim;
+    int64_t global_shape[DG_MAX_DIMS]; /* the whole tensor */
+    int64_t slice_start[DG_MAX_DIMS];  /* where this entry's part begins */
+    int64_t shape[DG_MAX_DIMS];        /* this entry's part */
+    char file[DG_CKPT_STR_LEN];        /* relative to the iteration directory */
+    int64_t offset, nbytes;            /* byte range in file */
+    uint32_t crc32;                    /* zlib CRC-32 of those bytes */
+} dg_ckpt_entry;
+
+/* A parsed, validated manifest. */
+typedef struct dg_ckpt_manifest {
+    char path[DG_CKPT_STR_LEN]; /* .../iter_NNNNNNN/metadata.json, for messages */
+    char dir[DG_CKPT_STR_LEN];  /* .../iter_NNNNNNN */
+    dg_ckpt_meta meta;
+    int n_tensors;
+    dg_ckpt_entry *tensors;
+} dg_ckpt_manifest;
+
+/* Read and validate <dir>/iter_<iteration>/metadata.json (iteration may be
+ * DG_CKPT_LATEST). Enough for `dagatron generate` to rebuild the model and
+ * tokenizer before loading weights. Free with dg_ckpt_manifest_free. */
+int dg_ckpt_read_manifest(const char *dir, int64_t iteration, dg_ckpt_manifest *man, dg_err *err);
+void dg_ckpt_manifest_free(dg_ckpt_manifest *man);
+
+/* The manifest entry called name, or NULL. */
+const dg_ckpt_entry *dg_ckpt_find(const dg_ckpt_manifest *man, const char *name);
+
+/* Check that a checkpoint's model has the architecture of the run's: every
+ * field that changes the parameters or what they compute (layers, sizes,
+ * heads, experts, top-k, norms, router, RoPE base ...). Training settings
+ * (sequence length, micro-batch size, loss coefficients, capacity factor)
+ * may differ. DG_EINPUT naming `where`, the field and both values. */
+int dg_ckpt_check_model(const dg_model_config *ckpt, const dg_model_config *run, const char *where,
+                        dg_err *err);
+
+/* Load: read the manifest of <dir>/iter_<iteration> (DG_CKPT_LATEST: the
+ * tracker's) into *m (may be NULL), check its model against expect_model
+ * (may be NULL to skip), then fill each t[i].data from the entry of the same
+ * name, checking dtype, shape, file size and CRC. Entries nobody asked for
+ * are ignored (generate loads parameters only). Names, dtypes, shapes and
+ * file sizes are all checked before any byte is read, so those errors leave
+ * the caller's buffers untouched; a CRC mismatch is found while reading, so
+ * after it the buffers hold partial data: treat them as garbage. */
+int dg_ckpt_load(const char *dir, int64_t iteration, const dg_model_config *expect_model,
+                 dg_ckpt_meta *m, const dg_ckpt_tensor *t, int n, dg_err *err);
+
+/* zlib-compatible CRC-32 (crc32(0, NULL, 0) == 0; chain by passing the
+ * previous value). */
+uint32_t dg_crc32(uint32_t crc, const void *data, size_t n);
+
+#endif /* DG_CHECKPOINT_H */

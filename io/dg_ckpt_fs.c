@@ -1,0 +1,198 @@
+/* dg_ckpt_fs.c — see dg_ckpt_fs.h; also dg_crc32 (dg_checkpoint.h). */
+#include "dg_ckpt_fs.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- CRC-32 ---------------------------------------------------------------
+ * zlib's polynomial (reflected 0xEDB88320), slicing-by-8: eight bytes per
+ * step through eight tables. The tables are rebuilt on the stack per call
+ * (a few microseconds) rather than kept in a mutable global. */
+
+typedef struct crc_tables {
+    uint32_t t[8][256];
+} crc_tables;
+
+static void crc_tables_init(crc_tables *c) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t r = i;
+        for (int k = 0; k < 8; k++) r = (r >> 1) ^ (0xEDB88320u & (0u - (r & 1u)));
+        c->t[0][i] = r;
+    }
+    for (int s = 1; s < 8; s++)
+        for (int i = 0; i < 256; i++) c->t[s][i] = (c->t[s - 1][i] >> 8) ^ c->t[0][c->t[s - 1][i] & 0xFF];
+}
+
+uint32_t dg_crc32(uint32_t crc, const void *data, size_t n) {
+    crc_tables c;
+    crc_tables_init(&c);
+    const uint8_t *p = data;
+    uint32_t r = ~crc;
+    for (; n >= 8; n -= 8, p += 8) {
+        /* little-endian loads (the checkpoint format is little-endian) */
+        uint32_t lo = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+        lo ^= r;
+        r = c.t[7][lo & 0xFF] ^ c.t[6][(lo >> 8) & 0xFF] ^ c.t[5][(lo >> 16) & 0xFF] ^ c.t[4][lo >> 24] ^
+            c.t[3][hi & 0xFF] ^ c.t[2][(hi >> 8) & 0xFF] ^ c.t[1][(hi >> 16) & 0xFF] ^ c.t[0][hi >> 24];
+    }
+    while (n--) r = (r >> 8) ^ c.t[0][(r ^ *p++) & 0xFF];
+    return ~r;
+}
+
+/* ---- files ---------------------------------------------------------------- */
+
+int dg_ckpt_write_all(int fd, const void *buf, size_t n, const char *path, dg_err *err) {
+    const char *p = buf;
+    while (n > 0) {
+        /* Linux caps one write at ~2 GiB; stay well below it. */
+        ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return dg_err_set(err, DG_EINPUT, "%s: write failed: %s", path, strerror(errno));
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return DG_OK;
+}
+
+int dg_ckpt_read_at(int fd, void *buf, size_t n, int64_t off, const char *path, dg_err *err) {
+    char *p = buf;
+    while (n > 0) {
+        ssize_t r = pread(fd, p, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return dg_err_set(err, DG_EINPUT, "%s: read failed: %s", path, strerror(errno));
+        }
+        if (r == 0) return dg_err_set(err, DG_EINPUT, "%s: truncated at byte %lld", path, (long long)off);
+        p += r;
+        n -= (size_t)r;
+        off += r;
+    }
+    return DG_OK;
+}
+
+int dg_ckpt_write_file(const char *path, const void *buf, size_t n, dg_err *err) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) return dg_err_set(err, DG_EINPUT, "%s: cannot create: %s", path, strerror(errno));
+    int st = dg_ckpt_write_all(fd, buf, n, path, err);
+    if (st == DG_OK && fsync(fd) != 0) st = dg_err_set(err, DG_EINPUT, "%s: fsync failed: %s", path, strerror(errno));
+    if (close(fd) != 0 && st == DG_OK)
+        st = dg_err_set(err, DG_EINPUT, "%s: close failed: %s", path, strerror(errno));
+    return st;
+}
+
+int dg_ckpt_replace_file(const char *dir, const char *path, const void *buf, size_t n, dg_err *err) {
+    char tmp[DG_CKPT_STR_LEN + 32];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid()) >= sizeof tmp)
+        return dg_err_set(err, DG_EINPUT, "%s: path too long", path);
+    int st = dg_ckpt_write_file(tmp, buf, n, err);
+    if (st == DG_OK && rename(tmp, path) != 0)
+        st = dg_err_set(err, DG_EINPUT, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
+    if (st != DG_OK) {
+        unlink(tmp);
+        return st;
+    }
+    return dg_ckpt_fsync_dir(dir, err);
+}
+
+int dg_ckpt_read_file(const char *path, char **buf, size_t *n, dg_err *err) {
+    *buf = NULL;
+    *n = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return dg_err_set(err, DG_EINPUT, "%s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return dg_err_set(err, DG_EINPUT, "%s: not a regular file", path);
+    }
+    char *b = dg_malloc((size_t)sb.st_size + 1);
+    int st = dg_ckpt_read_at(fd, b, (size_t)sb.st_size, 0, path, err);
+    close(fd);
+    if (st != DG_OK) {
+        dg_free(b);
+        return st;
+    }
+    b[sb.st_size] = 0;
+    *buf = b;
+    *n = (size_t)sb.st_size;
+    return DG_OK;
+}
+
+/* ---- directories ----------------------------------------------------------- */
+
+int dg_ckpt_fsync_dir(const char *path, dg_err *err) {
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return dg_err_set(err, DG_EINPUT, "%s: cannot open directory: %s", path, strerror(errno));
+    /* Some file systems refuse fsync on a directory (EINVAL); their rename
+     * is then as durable as it gets, so that is not an error. */
+    int st = DG_OK;
+    if (fsync(fd) != 0 && errno != EINVAL)
+        st = dg_err_set(err, DG_EINPUT, "%s: fsync failed: %s", path, strerror(errno));
+    close(fd);
+    return st;
+}
+
+int dg_ckpt_mkdirs(const char *path, dg_err *err) {
+    char p[DG_CKPT_STR_LEN];
+    if ((size_t)snprintf(p, sizeof p, "%s", path) >= sizeof p)
+        return dg_err_set(err, DG_EINPUT, "%s: path too long", path);
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != 0) continue;
+        char c = *s;
+        *s = 0;
+        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+            return dg_err_set(err, DG_EINPUT, "%s: cannot create directory: %s", p, strerror(errno));
+        *s = c;
+        if (c == 0) break;
+    }
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return dg_err_set(err, DG_EINPUT, "%s: exists and is not a directory", path);
+    return DG_OK;
+}
+
+static int remove_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0; /* keep going: best effort */
+}
+
+void dg_ckpt_remove_tree(const char *path) {
+    nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- names ------------------------------------------------------------------ */
+
+bool dg_ckpt_parse_iter_name(const char *name, int64_t *iteration) {
+    if (strncmp(name, "iter_", 5) != 0) return false;
+    const char *d = name + 5;
+    size_t len = strlen(d);
+    if (len < 7 || len > 18) return false;
+    int64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (!isdigit((unsigned char)d[i])) return false;
+        v = v * 10 + (d[i] - '0');
+    }
+    *iteration = v;
+    return true;
+}
+
+bool dg_ckpt_parse_tmp_name(const char *name, long *pid) {
+    const char *t = strstr(name, ".tmp-");
+    if (!t || !isdigit((unsigned char)t[5])) return false;
+    char *end;
+    long v = strtol(t + 5, &end, 10);
+    if (*end != 0 && *end != '-') return false;
+    *pid = v;
+    return true;
+}
