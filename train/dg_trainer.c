@@ -161,7 +161,7 @@ static int run_microbatch(trainer *t, int split, int64_t consumed, losses *l, dg
     const dg_model_config *m = &t->c->model;
     int64_t B = m->micro_batch_size, S = m->seq_length;
     DG_TRY(dg_feed_microbatch(&t->feed, split, consumed, 0, 1, (int)B, t->batch, err));
-    if (t->hooks && t->hooks->on_batch)
+    if (t->hooks && t->hooks->on_batch && split == DG_SPLIT_TRAIN)
         t->hooks->on_batch(t->hooks->ctx, t->iteration, t->microbatch, t->batch, (int)B, (int)S);
     int32_t *tok = dg_runtime_ptr(t->rt, t->io.tokens), *tgt = dg_runtime_ptr(t->rt, t->io.targets);
     float *mask = dg_runtime_ptr(t->rt, t->io.loss_mask);

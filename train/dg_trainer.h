@@ -31,7 +31,7 @@ typedef struct dg_train_hooks {
     void *ctx;
     /* After initialisation: each parameter's name, shape and fp32 values. */
     void (*on_param)(void *ctx, const dg_tensor *t, const float *values);
-    /* Each micro-batch's samples: tokens [mbs][seq_length + 1]. */
+    /* Each training micro-batch's samples: tokens [mbs][seq_length + 1]. */
     void (*on_batch)(void *ctx, int iteration, int microbatch, const int32_t *tokens, int mbs,
                      int seq_length);
     /* After each iteration: its losses (averaged over micro-batches), the
