@@ -223,14 +223,14 @@ int main(void) {
 
     printf("\n== memory: causal attention, B=1 Hq=8 Hkv=2 D=64, forward + backward, %d threads ==\n",
            nth);
-    printf("%6s %12s %12s %14s %18s %16s %20s\n", "T", "ws fwd (MB)", "ws bwd (MB)",
-           "outputs (MB)", "ws+outs peak (MB)", "RSS in call (MB)", "one SxS/head (MB)");
+    printf("%6s %12s %12s %14s %18s %16s %26s\n", "T", "ws fwd (MB)", "ws bwd (MB)",
+           "outputs (MB)", "ws+outs peak (MB)", "RSS in call (MB)", "naive S x S, 8 heads (MB)");
     const int64_t Ts[2] = {512, 2048};
     mem_row rows[2];
     for (int i = 0; i < 2; i++) {
         rows[i] = memory_at(Ts[i], full);
         mem_row r = rows[i];
-        printf("%6lld %12.3f %12.3f %14.3f %18.3f %16.3f %20.3f\n", (long long)Ts[i], mb(r.ws_fwd),
+        printf("%6lld %12.3f %12.3f %14.3f %18.3f %16.3f %26.3f\n", (long long)Ts[i], mb(r.ws_fwd),
                mb(r.ws_bwd), mb(r.outs), mb(DG_MAX(r.ws_fwd, r.ws_bwd) + r.outs), mb(r.rss_growth),
                mb(r.naive));
     }

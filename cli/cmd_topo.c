@@ -1,7 +1,8 @@
 /* cmd_topo.c — `dagatron topo`: what hwloc found and where each thread went.
  *
  * Starts the runtime exactly as a training run would (compute team pinned to
- * this rank's cores, comm thread on the rank's cpuset), then prints the
+ * this rank's cores; the comm thread on a core of its own when the team
+ * leaves one free, else floating over the rank's cpuset), then prints the
  * machine, the rank's cpuset and every thread's placement. Under mpirun
  * every rank does the same and rank 0 prints all reports in rank order, so
  *   mpirun -np 2 dagatron topo

@@ -140,8 +140,60 @@ dg_comm *dg_comm_self_new(void) {
     return c;
 }
 
+/* ---- pending sends ------------------------------------------------------------ */
+
+typedef struct pending_send {
+    dg_comm_req req;
+    void *staging;
+} pending_send;
+
+struct dg_comm_pending {
+    pending_send *v;
+    int n, cap;
+};
+
+static void pending_push(dg_comm *c, dg_comm_req req, void *staging) {
+    if (!c->pending) c->pending = dg_calloc(1, sizeof *c->pending);
+    struct dg_comm_pending *q = c->pending;
+    if (q->n == q->cap) {
+        q->cap = q->cap ? 2 * q->cap : 8;
+        q->v = dg_realloc(q->v, sizeof *q->v * (size_t)q->cap);
+    }
+    q->v[q->n++] = (pending_send){req, staging};
+}
+
+/* Free the sends that have finished (test), or all of them (wait). */
+static int pending_reap(dg_comm *c, int wait, dg_err *err) {
+    struct dg_comm_pending *q = c->pending;
+    if (!q) return DG_OK;
+    int k = 0, st = DG_OK;
+    for (int i = 0; i < q->n; i++) {
+        int done = 0;
+        if (st == DG_OK) {
+            if (wait) {
+                st = c->ops->wait(c, &q->v[i].req, err);
+                done = st == DG_OK;
+            } else {
+                st = c->ops->test(c, &q->v[i].req, &done, err);
+            }
+        }
+        if (done) dg_free(q->v[i].staging);
+        else q->v[k++] = q->v[i];
+    }
+    q->n = k;
+    return st;
+}
+
+int dg_comm_flush(dg_comm *c, dg_err *err) { return pending_reap(c, 1, err); }
+
 void dg_comm_free(dg_comm *c) {
-    if (c) c->ops->free(c);
+    if (!c) return;
+    if (c->pending) { /* unfinished sends are abandoned with their buffers */
+        for (int i = 0; i < c->pending->n; i++) dg_free(c->pending->v[i].staging);
+        dg_free(c->pending->v);
+        dg_free(c->pending);
+    }
+    c->ops->free(c);
 }
 
 /* ---- lowering a node onto the flat calls ------------------------------------ */
@@ -182,6 +234,7 @@ int dg_comm_run_node(dg_comm *c, const dg_graph *g, const dg_node *n, void *cons
                      void *const *out, dg_err *err) {
     const dg_op_def *op = n->op;
     int size = c->size;
+    DG_TRY(pending_reap(c, 0, err)); /* free the sends that have finished */
     int gs = (int)n->attrs.i[DG_COLL_GROUP_SIZE];
     if (gs != size)
         return dg_err_set(err, DG_EINPUT, "node %d '%s' (op %s): group size %d but the %s group has %d rank(s)",
@@ -254,8 +307,13 @@ int dg_comm_run_node(dg_comm *c, const dg_graph *g, const dg_node *n, void *cons
     }
     case DG_COMM_SEND: {
         int peer = (int)(((c->rank + n->attrs.i[DG_COLL_PEER]) % size + size) % size);
-        st = c->ops->send(c, in[0], dg_tensor_numel(ti), dt, peer, p2p_tag(n), &req, err);
-        break;
+        size_t bytes = dg_tensor_bytes(ti);
+        void *staging = dg_malloc(bytes);
+        memcpy(staging, in[0], bytes);
+        st = c->ops->send(c, staging, dg_tensor_numel(ti), dt, peer, p2p_tag(n), &req, err);
+        if (st == DG_OK) pending_push(c, req, staging);
+        else dg_free(staging);
+        goto done; /* no wait: see dg_comm.h */
     }
     case DG_COMM_RECV: {
         int peer = (int)(((c->rank + n->attrs.i[DG_COLL_PEER]) % size + size) % size);

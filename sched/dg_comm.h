@@ -57,10 +57,15 @@ typedef struct dg_comm_ops {
     void (*free)(dg_comm *c);
 } dg_comm_ops;
 
+struct dg_comm_pending;
+
 struct dg_comm {
     const dg_comm_ops *ops;
     int rank, size;
     void *impl;
+    /* Sends started by dg_comm_run_node and not yet known to be finished,
+     * each with its staging copy. Backends leave it NULL (zeroed). */
+    struct dg_comm_pending *pending;
 };
 
 /* A group of one rank: every collective is a copy; send/recv to self go
@@ -73,8 +78,19 @@ void dg_comm_free(dg_comm *c);
  * dg_collective.h) over comm c: reshape the node's tensors into the flat
  * calls above (permuting through a scratch buffer when the gather/scatter
  * dim is not the outermost), start, wait. The group size in the node's
- * attributes must equal c->size. Returns DG_OK or an error naming the node. */
+ * attributes must equal c->size. Returns DG_OK or an error naming the node.
+ *
+ * Sends are the exception: the data is copied to a staging buffer, the send
+ * is started and the node completes at once. Two ranks that both send
+ * before they receive (a pipeline's activations and gradients crossing, a
+ * ring) would otherwise deadlock as soon as a message is too large for the
+ * eager protocol; and the staging copy frees the tensor's arena slot for
+ * reuse right away. Finished sends are reaped on later calls; call
+ * dg_comm_flush() at the end of a step (the executor does). */
 int dg_comm_run_node(dg_comm *c, const dg_graph *g, const dg_node *n, void *const *in,
                      void *const *out, dg_err *err);
+
+/* Wait for every pending send of c and free its staging buffer. */
+int dg_comm_flush(dg_comm *c, dg_err *err);
 
 #endif /* DG_COMM_H */

@@ -38,7 +38,8 @@
  *
  * The runtime (dg_runtime) owns the threads: a compute team of N workers
  * pinned to the rank's cores (dg_pool; its member 0 is the compute stream's
- * driver), a comm stream thread, the comm groups (a "self" group of one by
+ * driver), a comm stream thread (on a core of its own when the team leaves
+ * one free, else floating over the rank's cpuset), the comm groups (a "self" group of one by
  * default), the arena and the persistent buffers (parameters, gradients,
  * optimizer state, inputs), and an optional trace recorder. Idle threads
  * sleep on condition variables.
@@ -92,6 +93,9 @@ typedef struct dg_sched_plan {
 dg_sched_plan *dg_sched_plan_new(const dg_graph *g, const dg_sched_opts *o, dg_err *err);
 void dg_sched_plan_free(dg_sched_plan *p);
 
+/* Two lines: tasks per stream, edges, critical path; then the memory plan. */
+void dg_sched_plan_print(const dg_sched_plan *p, FILE *f);
+
 /* ---- the runtime --------------------------------------------------------------- */
 
 typedef struct dg_runtime_opts {
@@ -109,6 +113,8 @@ dg_runtime *dg_runtime_new(const dg_runtime_opts *o, dg_err *err);
 void dg_runtime_free(dg_runtime *rt);
 
 int dg_runtime_threads(const dg_runtime *rt); /* compute team size */
+/* The compute team, for kernels the caller runs itself between steps (an
+ * optimizer update, gradient accumulation); never during a step. */
 const dg_team *dg_runtime_team(const dg_runtime *rt);
 dg_topo *dg_runtime_topo(dg_runtime *rt);
 
@@ -143,8 +149,11 @@ typedef struct dg_sched_stats {
     double wall;                        /* seconds inside dg_sched_run, hand-off included */
 } dg_sched_stats;
 
-/* Run one step of p on rt. stats may be NULL. Returns DG_OK or the first
- * failing task's status with err naming its node. */
+/* Run one step of p on rt and return when it is finished. stats may be
+ * NULL. One step at a time per runtime (calls from two threads at once are
+ * a fatal error). Every kernel must write all of its outputs: the arena is
+ * not cleared between steps. Returns DG_OK or the first failing task's
+ * status with err naming its node; after a failure the runtime stays usable. */
 int dg_sched_run(dg_sched_plan *p, dg_runtime *rt, dg_sched_stats *stats, dg_err *err);
 
 /* The per-step summary: busy time per stream, exposed communication, h,

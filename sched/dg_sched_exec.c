@@ -400,6 +400,16 @@ int dg_sched_run(dg_sched_plan *p, dg_runtime *rt, dg_sched_stats *stats, dg_err
 
     int st = rs.status;
     if (st != DG_OK && err) *err = rs.err;
+    /* Finish the step's sends. The comm thread is idle now, so this thread
+     * may call the backend (MPI_THREAD_SERIALIZED is enough). */
+    for (int a = 0; a < DG_AXIS_COUNT; a++) {
+        dg_err fe = {{0}};
+        int fs = dg_comm_flush(rt->groups[a], &fe);
+        if (fs != DG_OK && st == DG_OK) {
+            st = fs;
+            if (err) *err = fe;
+        }
+    }
     dg_sched_stats local;
     memset(&local, 0, sizeof local);
     local.step = rt->step;

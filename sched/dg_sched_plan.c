@@ -294,3 +294,16 @@ void dg_sched_plan_free(dg_sched_plan *p) {
     if (p->mem.offset) dg_memplan_free(&p->mem);
     dg_free(p);
 }
+
+void dg_sched_plan_print(const dg_sched_plan *p, FILE *f) {
+    double crit = 0;
+    for (int v = 0; v < p->n_nodes; v++) crit = DG_MAX(crit, p->bottom[v]);
+    double span = p->n_nodes ? p->sim_end[p->order[p->n_nodes - 1]] : 0;
+    for (int v = 0; v < p->n_nodes; v++) span = DG_MAX(span, p->sim_end[v]);
+    fprintf(f,
+            "plan: %d tasks (compute %d, comm %d), %d data edges + %d memory edges, critical path "
+            "%.4g cost units, simulated step %.4g\n",
+            p->n_nodes, p->n_stream[DG_STREAM_COMPUTE], p->n_stream[DG_STREAM_COMM], p->n_data_edges,
+            p->n_mem_edges, crit, span);
+    if (p->planned) dg_memplan_print(&p->mem, f);
+}

@@ -9,9 +9,9 @@ typedef struct compute_impl {
     size_t ws_bytes;
 } compute_impl;
 
-static int compute_exec(dg_stream *s, const dg_graph *g, const dg_node *n, void *const *in,
-                        void *const *out, dg_err *err) {
-    compute_impl *c = s->impl;
+/* Run node n's CPU kernel on team c->team with c's workspace. */
+static int run_kernel(compute_impl *c, const dg_graph *g, const dg_node *n, void *const *in,
+                      void *const *out, dg_err *err) {
     dg_kernel_fn fn = n->op ? n->op->kernel[DG_BACKEND_CPU] : NULL;
     if (!fn)
         return dg_err_set(err, DG_EINPUT, "node %d '%s' (op %s): no CPU kernel", n->id, n->name,
@@ -28,6 +28,11 @@ static int compute_exec(dg_stream *s, const dg_graph *g, const dg_node *n, void 
         return dg_err_set(err, st, "node %d '%s' (op %s): kernel failed with status %d", n->id,
                           n->name, n->op->name, st);
     return DG_OK;
+}
+
+static int compute_exec(dg_stream *s, const dg_graph *g, const dg_node *n, void *const *in,
+                        void *const *out, dg_err *err) {
+    return run_kernel(s->impl, g, n, in, out, err);
 }
 
 static void compute_free(dg_stream *s) {
@@ -53,14 +58,15 @@ dg_stream *dg_stream_cpu_compute_new(const dg_team *team) {
 
 typedef struct comm_impl {
     dg_comm *groups[DG_AXIS_COUNT];
+    compute_impl local; /* for compute ops a pass put on the comm stream: no team */
 } comm_impl;
 
 static int comm_exec(dg_stream *s, const dg_graph *g, const dg_node *n, void *const *in,
                      void *const *out, dg_err *err) {
     comm_impl *c = s->impl;
-    if (!n->op || n->op->comm == DG_COMM_NONE)
-        return dg_err_set(err, DG_EINPUT, "node %d '%s' (op %s): on the comm stream but not a collective",
-                          n->id, n->name, n->op ? n->op->name : "?");
+    /* A compute op a pass placed on the comm stream (e.g. packing a buffer
+     * right before its send) runs here, on this thread alone. */
+    if (!n->op || n->op->comm == DG_COMM_NONE) return run_kernel(&c->local, g, n, in, out, err);
     dg_comm *comm = (unsigned)n->group < DG_AXIS_COUNT ? c->groups[n->group] : NULL;
     if (!comm) comm = c->groups[DG_AXIS_NONE];
     if (!comm)
@@ -70,6 +76,7 @@ static int comm_exec(dg_stream *s, const dg_graph *g, const dg_node *n, void *co
 }
 
 static void comm_free(dg_stream *s) {
+    dg_free(((comm_impl *)s->impl)->local.ws);
     dg_free(s->impl);
     dg_free(s);
 }

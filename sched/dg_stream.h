@@ -7,7 +7,8 @@
  *     (dg_pool) and a workspace; kernels run one at a time, each on the
  *     whole team, so results never depend on the number of workers;
  *   - the comm stream hands collectives to the comm backend of the node's
- *     group axis (dg_comm_run_node): start, then wait.
+ *     group axis (dg_comm_run_node): start, then wait. A compute op that a
+ *     pass placed on the comm stream runs there on one thread.
  * On the CPU an "event" (an edge between streams) is the executor's
  * dependency counter: finishing a task decrements its successors' counters
  * and wakes the other stream's driver when one reaches zero.

@@ -70,7 +70,7 @@ static void test_matmul_grad(void **s) {
 /* matmul against a naive triple loop, and 1 vs 2 threads bitwise. */
 static void test_matmul_values(void **s) {
     (void)s;
-    int64_t M = 201, K = 29, N = 41; /* M > DG_GEMM_ROW_BLOCK: several blocks */
+    int64_t M = 201, K = 29, N = 41; /* several row blocks (dg_cpu_gemm_row_block) */
     dg_graph *g = dg_graph_new("mm");
     int a = dg_param_new(g, "a", 2, DG_SHAPE(M, K));
     int b = dg_param_new(g, "b", 2, DG_SHAPE(N, K));

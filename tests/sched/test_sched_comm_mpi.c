@@ -89,7 +89,33 @@ int main(int argc, char **argv) {
     dg_sched_plan_free(p);
     dg_graph_free(g);
 
-    /* 2. split: two groups of one */
+    /* 2. both ranks send 4 MB to each other before receiving: far past the
+     * eager limit, so this deadlocks unless sends complete asynchronously */
+    {
+        dg_graph *g2 = dg_graph_new("cross");
+        int big = dg_input_new(g2, "big", DG_F32, 1, DG_SHAPE(1 << 20));
+        int sn = dg_send(g2, big, DG_AXIS_PP, 2, 1);
+        g2->nodes[sn].priority = 10; /* the send first on the comm stream */
+        int got = dg_recv(g2, DG_AXIS_PP, 2, 1, DG_F32, 1, DG_SHAPE(1 << 20));
+        int chk = t_sum(g2, got, "chk");
+        CHECK(g2->status == DG_OK);
+        dg_sched_plan *p2 = dg_sched_plan_new(g2, NULL, &err);
+        dg_runtime *rt2 = dg_runtime_new(&ro, &err);
+        dg_runtime_bind(rt2, p2, &err);
+        float *bv = dg_runtime_ptr(rt2, big);
+        for (int i = 0; i < (1 << 20); i++) bv[i] = (float)(rank + 1);
+        for (int step = 0; step < 2; step++) {
+            int st = dg_sched_run(p2, rt2, NULL, &err);
+            if (st != DG_OK) fprintf(stderr, "rank %d: %s\n", rank, err.msg);
+            CHECK(st == DG_OK);
+            CHECK(*(float *)dg_runtime_ptr(rt2, chk) == (float)((2 - rank) * (1 << 20)));
+        }
+        dg_runtime_free(rt2);
+        dg_sched_plan_free(p2);
+        dg_graph_free(g2);
+    }
+
+    /* 3. split: two groups of one */
     dg_comm *sub = NULL;
     CHECK(world->ops->split(world, rank, 0, &sub, &err) == DG_OK);
     CHECK(sub && sub->size == 1 && sub->rank == 0);

@@ -229,16 +229,21 @@ static void test_self_collectives(void **state) {
     int c = dg_reduce_scatter(g, b, DG_AXIS_TP, 1, 2);
     int d = dg_all_to_all(g, c, DG_AXIS_EP, 1, 1, 0);
     int e = dg_copy_to_group(g, d, DG_AXIS_TP, 1);
+    /* send to self, then receive it (the self comm's mailbox) */
+    int sn = dg_send(g, e, DG_AXIS_PP, 1, 1);
+    g->nodes[sn].priority = 5;
+    int r = dg_recv(g, DG_AXIS_PP, 1, 1, DG_F32, 3, DG_SHAPE(4, 6, 5));
     assert_int_equal(g->status, DG_OK);
     dg_err err = {{0}};
     dg_sched_plan *p = dg_sched_plan_new(g, NULL, &err);
     assert_non_null(p);
-    assert_int_equal(p->n_stream[DG_STREAM_COMM], 5);
+    assert_int_equal(p->n_stream[DG_STREAM_COMM], 7);
     dg_runtime *rt = dg_runtime_new(NULL, &err);
     assert_int_equal(dg_runtime_bind(rt, p, &err), DG_OK);
     t_fill(dg_runtime_ptr(rt, x), 120, 7);
     assert_int_equal(dg_sched_run(p, rt, NULL, &err), DG_OK);
     assert_memory_equal(dg_runtime_ptr(rt, x), dg_runtime_ptr(rt, e), 120 * sizeof(float));
+    assert_memory_equal(dg_runtime_ptr(rt, x), dg_runtime_ptr(rt, r), 120 * sizeof(float));
     dg_runtime_free(rt);
     dg_sched_plan_free(p);
     dg_graph_free(g);
@@ -272,6 +277,27 @@ static void test_kernel_failure(void **state) {
     dg_graph_free(g);
 }
 
+/* A compute op a pass moved to the comm stream runs there (one thread),
+ * with the same result. */
+static void test_compute_op_on_comm_stream(void **state) {
+    (void)state;
+    wide w;
+    build_wide(&w, 4, 10, 1);
+    dg_sched_opts o = {.keep = w.keep, .n_keep = w.n_keep};
+    size_t nb = kept_bytes(&w);
+    float *a[1] = {malloc(nb)}, *b[1] = {malloc(nb)};
+    run_on(&w, &o, 2, 1, a);
+    int moved = 0;
+    for (int v = 0; v < w.g->n_nodes; v += 3)
+        if (w.g->nodes[v].op->comm == DG_COMM_NONE) w.g->nodes[v].stream = DG_STREAM_COMM, moved++;
+    assert_true(moved > 2);
+    run_on(&w, &o, 2, 1, b);
+    assert_memory_equal(a[0], b[0], nb);
+    free(a[0]);
+    free(b[0]);
+    dg_graph_free(w.g);
+}
+
 static void test_empty_graph(void **state) {
     (void)state;
     dg_graph *g = dg_graph_new("empty");
@@ -295,6 +321,7 @@ int main(void) {
         cmocka_unit_test(test_priorities),
         cmocka_unit_test(test_self_collectives),
         cmocka_unit_test(test_kernel_failure),
+        cmocka_unit_test(test_compute_op_on_comm_stream),
         cmocka_unit_test(test_empty_graph),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -110,7 +110,11 @@ static void run_sched(const moe *m, dg_sched_plan *p, int threads, int runs, cha
     for (int r = 0; r < runs; r++) {
         dg_sched_stats st;
         if (dg_sched_run(p, rt, &st, &err) != DG_OK) fail_msg("run: %s", err.msg);
-        if (r == 0) dg_sched_stats_print(&st, stdout, threads == 1 ? "1 worker:  " : "2 workers: ");
+        if (r == 0) {
+            char pre[32];
+            snprintf(pre, sizeof pre, "%d worker(s): ", threads);
+            dg_sched_stats_print(&st, stdout, pre);
+        }
         gather(m, rt_ptr, rt, out[r]);
     }
     dg_runtime_free(rt);
@@ -130,6 +134,8 @@ static void test_moe_bitwise(void **state) {
     run_sched(&m, p, 1, 1, one);
     run_sched(&m, p, 2, 5, two);
     for (int r = 0; r < 5; r++) expect_equal(&m, one[0], two[r], "2 workers vs 1");
+    run_sched(&m, p, 3, 1, two); /* more workers than cores */
+    expect_equal(&m, one[0], two[0], "3 workers vs 1");
     printf("moe: %d nodes, %d compared tensors (loss %.9g), identical over 1/2 workers x 5 runs\n",
            m.g->n_nodes, m.n_outs, (double)*(float *)one[0]);
 
@@ -158,7 +164,7 @@ static void test_moe_memory_plan(void **state) {
     dg_sched_opts o = {.keep = m.keep, .n_keep = m.n_keep};
     dg_sched_plan *p = dg_sched_plan_new(m.g, &o, &err);
     if (!p) fail_msg("plan: %s", err.msg);
-    dg_memplan_print(&p->mem, stdout);
+    dg_sched_plan_print(p, stdout);
     printf("moe: planned peak %zu bytes, naive sum %zu bytes, %d memory edges\n", p->mem.arena_bytes,
            p->mem.naive_bytes, p->n_mem_edges);
     assert_int_equal(dg_memplan_validate(m.g, &p->mem, &err), DG_OK);

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include <cmocka.h>
@@ -108,11 +109,45 @@ static void test_topo(void **state) {
     dg_topo_free(t);
 }
 
+/* Bound to the whole machine while mpirun says two ranks share the node:
+ * each takes its own block of cores (run where the process is unbound). */
+static void test_topo_split_by_local_rank(void **state) {
+    (void)state;
+    dg_err err = {{0}};
+    dg_topo *t = dg_topo_new(&err);
+    dg_topo_info in;
+    dg_topo_get_info(t, &in);
+    dg_topo_free(t);
+    if (in.source != DG_TOPO_WHOLE || in.n_cores < 2 || getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) {
+        printf("skipped: process already bound or single core\n");
+        return;
+    }
+    char sets[2][64];
+    for (int r = 0; r < 2; r++) {
+        char rs[8];
+        snprintf(rs, sizeof rs, "%d", r);
+        setenv("OMPI_COMM_WORLD_LOCAL_RANK", rs, 1);
+        setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+        t = dg_topo_new(&err);
+        dg_topo_get_info(t, &in);
+        assert_int_equal(in.source, DG_TOPO_SPLIT);
+        assert_int_equal(in.local_rank, r);
+        assert_int_equal(in.rank_cores, in.n_cores / 2 + (r < in.n_cores % 2));
+        snprintf(sets[r], sizeof sets[r], "%s", in.rank_set);
+        dg_topo_free(t);
+    }
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    printf("split: rank 0 -> %s, rank 1 -> %s\n", sets[0], sets[1]);
+    assert_string_not_equal(sets[0], sets[1]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_team_covers_range),
         cmocka_unit_test(test_team_many_jobs),
         cmocka_unit_test(test_idle_team_sleeps),
+        cmocka_unit_test(test_topo_split_by_local_rank),
         cmocka_unit_test(test_topo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

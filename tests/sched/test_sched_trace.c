@@ -156,7 +156,7 @@ static void test_overlap(void **state) {
     dg_err err = {{0}};
     dg_sched_plan *p = dg_sched_plan_new(g, NULL, &err);
     assert_non_null(p);
-    dg_comm slow = {&slow_ops, 0, 1, NULL};
+    dg_comm slow = {.ops = &slow_ops, .rank = 0, .size = 1};
     dg_runtime_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.compute_threads = 1;
