@@ -54,6 +54,7 @@ bool dg_ckpt_parse_tmp_name(const char *name, long *pid);
 /* One dg_model_config field as the manifest stores it. */
 typedef struct dg_ckpt_field {
     const char *name; /* the struct field's name, also the JSON key */
+    const char *flag; /* the flag that sets it, for messages */
     size_t offset, size;
     char kind;        /* 'i' int, 'd' double */
     bool arch;        /* must match to load (dg_ckpt_check_model) */

@@ -22,31 +22,31 @@
 /* `arch`: the field shapes the parameters or changes what they compute, so
  * a checkpoint can only be loaded into a run that agrees on it. The others
  * are training settings a resumed run may change. */
-#define FI(f, a) {#f, offsetof(dg_model_config, f), sizeof(int), 'i', a}
-#define FD(f, a) {#f, offsetof(dg_model_config, f), sizeof(double), 'd', a}
+#define FI(f, flag, a) {#f, flag, offsetof(dg_model_config, f), sizeof(int), 'i', a}
+#define FD(f, flag, a) {#f, flag, offsetof(dg_model_config, f), sizeof(double), 'd', a}
 static const dg_ckpt_field k_model_fields[] = {
-    FI(num_layers, true),
-    FI(hidden_size, true),
-    FI(ffn_hidden_size, true),
-    FI(num_attention_heads, true),
-    FI(num_query_groups, true),
-    FI(seq_length, false),
-    FI(micro_batch_size, false),
-    FI(vocab_size, true),
-    FI(num_experts, true),
-    FI(moe_router_topk, true),
-    FI(moe_ffn_hidden_size, true),
-    FD(moe_aux_loss_coeff, false),
-    FD(moe_z_loss_coeff, false),
-    FD(rope_base, true),
-    FD(norm_epsilon, true),
-    FI(untie_embeddings, true),
-    FI(normalization_layernorm, true),
-    FI(score_function_sigmoid, true),
-    FI(router_pre_softmax, true),
-    FD(moe_capacity_factor, false),
-    FI(moe_layer_freq, true),
-    FI(moe_shared_expert_size, true),
+    FI(num_layers, "--num-layers", true),
+    FI(hidden_size, "--hidden-size", true),
+    FI(ffn_hidden_size, "--ffn-hidden-size", true),
+    FI(num_attention_heads, "--num-attention-heads", true),
+    FI(num_query_groups, "--num-query-groups", true),
+    FI(seq_length, "--seq-length", false),
+    FI(micro_batch_size, "--micro-batch-size", false),
+    FI(vocab_size, "--vocab-size (padded)", true),
+    FI(num_experts, "--num-experts", true),
+    FI(moe_router_topk, "--moe-router-topk", true),
+    FI(moe_ffn_hidden_size, "--moe-ffn-hidden-size", true),
+    FD(moe_aux_loss_coeff, "--moe-aux-loss-coeff", false),
+    FD(moe_z_loss_coeff, "--moe-z-loss-coeff", false),
+    FD(rope_base, "--rotary-base", true),
+    FD(norm_epsilon, "--norm-epsilon", true),
+    FI(untie_embeddings, "--untie-embeddings-and-output-weights", true),
+    FI(normalization_layernorm, "--normalization LayerNorm", true),
+    FI(score_function_sigmoid, "--moe-router-score-function sigmoid", true),
+    FI(router_pre_softmax, "--moe-router-pre-softmax", true),
+    FD(moe_capacity_factor, "--moe-expert-capacity-factor", false),
+    FI(moe_layer_freq, "--moe-layer-freq", true),
+    FI(moe_shared_expert_size, "--moe-shared-expert-intermediate-size", true),
 };
 #undef FI
 #undef FD
@@ -75,8 +75,15 @@ int dg_ckpt_check_model(const dg_model_config *ckpt, const dg_model_config *run,
         if (!f->arch) continue;
         double a = field_get(ckpt, f), b = field_get(run, f);
         if (memcmp(&a, &b, sizeof a) == 0) continue;
-        return dg_err_set(err, DG_EINPUT, "%s: the checkpoint's model has %s = %.17g, this run has %.17g", where,
-                          f->name, a, b);
+        char sa[32], sb[32];
+        snprintf(sa, sizeof sa, "%g", a);
+        snprintf(sb, sizeof sb, "%g", b);
+        if (!strcmp(sa, sb)) { /* differ beyond %g's 6 digits: show them all */
+            snprintf(sa, sizeof sa, "%.17g", a);
+            snprintf(sb, sizeof sb, "%.17g", b);
+        }
+        return dg_err_set(err, DG_EINPUT, "%s: the checkpoint's model has %s = %s, this run has %s (%s)", where,
+                          f->name, sa, sb, f->flag);
     }
     return DG_OK;
 }

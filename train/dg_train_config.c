@@ -101,7 +101,7 @@ void dg_train_config_defaults(dg_train_config *c) {
     c->make_vocab_divisible_by = 128;
     c->lr = 1e-3;
     c->min_lr = 1e-4;
-    c->lr_warmup_iters = 10;
+    c->lr_warmup_iters = 0;
     c->weight_decay = 0.01;
     c->adam_beta1 = 0.9;
     c->adam_beta2 = 0.999;

@@ -35,6 +35,7 @@ typedef struct trainer {
     int iteration, microbatch; /* where the loop is, for the hooks */
     int64_t *expert_tokens;    /* [layers][E]: routed tokens over the log window */
     int64_t eval_consumed;     /* validation samples read so far */
+    dg_sched_stats *stats;     /* non-NULL: the step being traced records here */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -176,7 +177,7 @@ static int run_microbatch(trainer *t, int split, int64_t consumed, losses *l, dg
             tgt[b * S + s] = y;
             mask[b * S + s] = 1.0f;
         }
-    DG_TRY(dg_sched_run(t->plan, t->rt, NULL, err));
+    DG_TRY(dg_sched_run(t->plan, t->rt, t->stats, err));
     l->lm += *(float *)dg_runtime_ptr(t->rt, t->io.lm_loss);
     l->total += *(float *)dg_runtime_ptr(t->rt, t->io.loss);
     if (t->io.aux_loss >= 0) l->aux += *(float *)dg_runtime_ptr(t->rt, t->io.aux_loss);
@@ -327,6 +328,16 @@ int dg_train(dg_train_config *c, const dg_train_hooks *hooks, dg_train_result *r
         for (int i = 0; i < t.n_params; i++)
             memset(t.acc[i], 0, dg_tensor_bytes(&t.g->tensors[t.params[i]]));
         t.iteration = it;
+        /* --trace: record the second iteration (the first warms caches up),
+         * or the only one. */
+        int tracing = c->trace[0] && it == (c->train_iters > 1 ? 2 : 1);
+        dg_trace *tr = NULL;
+        dg_sched_stats stats;
+        if (tracing) {
+            tr = dg_trace_new(0);
+            dg_runtime_set_trace(t.rt, tr);
+            t.stats = &stats;
+        }
         for (int mb = 0; mb < c->num_microbatches && st == DG_OK; mb++) {
             t.microbatch = mb;
             st = run_microbatch(&t, DG_SPLIT_TRAIN, consumed + (int64_t)mb * c->model.micro_batch_size, &l, err);
@@ -334,6 +345,16 @@ int dg_train(dg_train_config *c, const dg_train_hooks *hooks, dg_train_result *r
                 const dg_tensor *p = &t.g->tensors[t.params[i]];
                 dg_cpu_add(t.team, t.acc[i], dg_runtime_ptr(t.rt, p->grad), t.acc[i], dg_tensor_numel(p));
             }
+        }
+        if (tracing) {
+            dg_runtime_set_trace(t.rt, NULL);
+            t.stats = NULL;
+            if (st == DG_OK) st = dg_trace_write(tr, c->trace, err);
+            if (st == DG_OK) {
+                printf(" trace of iteration %d (last micro-batch's step) written to %s\n", it, c->trace);
+                dg_sched_stats_print(&stats, stdout, "   ");
+            }
+            dg_trace_free(tr);
         }
         if (st != DG_OK) break;
         consumed += c->global_batch_size;

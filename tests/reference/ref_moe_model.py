@@ -76,7 +76,8 @@ def router(logits, cfg):
     if fn == "sigmoid":
         scores = torch.sigmoid(logits)
         top, idx = torch.topk(scores, k, dim=-1)
-        probs = top / (top.sum(-1, keepdim=True) + 1e-20)
+        # Megatron normalises the selected sigmoid scores only when k > 1
+        probs = top / (top.sum(-1, keepdim=True) + 1e-20) if k > 1 else top
     elif cfg.get("pre_softmax", 0):
         scores = torch.softmax(logits, dim=-1)
         probs, idx = torch.topk(scores, k, dim=-1)

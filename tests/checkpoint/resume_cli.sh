@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# resume_cli.sh — checkpoints through `dagatron train` (issue 6 acceptance):
+#  1. 20 iterations straight vs 10, save, resume with --load, 10 more: the log
+#     lines of iterations 11..20 (losses, grad norm, learning rate, counters)
+#     are identical, and the iteration-20 model_optim_rng.bin files (every
+#     parameter and AdamW moment) are byte-identical.
+#  2. A run killed with SIGKILL while saving iteration 20 leaves the
+#     iteration-10 checkpoint with the tracker naming it; resuming from it
+#     reproduces the straight run's iteration-20 tensors byte for byte.
+#  3. Bad --load input exits 2 with one line naming the file and the problem.
+# Exits 77 (ctest: skipped) while the trainer does not write checkpoints.
+set -u
+BIN=${DG_DAGATRON:-$DG_BUILD/dagatron}
+TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
+fail=0
+# --lr-decay-iters pins the schedule, which otherwise follows --train-iters,
+# so a 10-iteration run takes the first 10 steps of the 20-iteration one.
+ARGS=(--mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4
+      --group-query-attention --num-query-groups 2 --seq-length 32 --num-experts 4 --moe-router-topk 2
+      --micro-batch-size 2 --global-batch-size 4 --log-interval 1 --lr 3e-3 --lr-warmup-iters 5
+      --lr-decay-iters 20 --save-interval 10)
+run() { # log args...
+  local log=$1; shift
+  "$BIN" train "${ARGS[@]}" "$@" >"$log" 2>&1 || { echo "FAIL: train $* exited $?"; cat "$log"; exit 1; }
+}
+# The deterministic fields of each iteration's log line, for iterations in
+# [first, last]: timings and the "/ train-iters" total dropped.
+iters() { # log first last
+  grep -o 'iteration *[0-9]*/.*' "$1" \
+    | sed 's#^iteration *\([0-9]*\)/ *[0-9]*#iteration \1#; s/elapsed[^|]*|//; s/tokens per second[^|]*|//;
+           s/throughput[^|]*|//; s/MFU[^|]*|//; s/peak memory[^|]*|//' \
+    | awk -v a="$2" -v b="$3" '$2 + 0 >= a && $2 + 0 <= b'
+}
+same_bin() { # what a b
+  if cmp -s "$2" "$3"; then echo "ok: $1: byte-identical"; else echo "FAIL: $1: $2 and $3 differ"; fail=1; fi
+}
+
+# ---- 1. straight vs save + resume ---------------------------------------------
+run "$TMP/a.log" --train-iters 20 --save "$TMP/a"
+if [ ! -f "$TMP/a/latest_checkpointed_iteration.txt" ]; then
+  echo "SKIP: dagatron train does not write checkpoints yet"; exit 77
+fi
+run "$TMP/b1.log" --train-iters 10 --save "$TMP/b"
+run "$TMP/b2.log" --train-iters 20 --load "$TMP/b" --save "$TMP/b"
+grep -q "loaded checkpoint" "$TMP/b2.log" || { echo "FAIL: the resumed run did not say it loaded"; fail=1; }
+[ "$(iters "$TMP/b2.log" 1 10 | wc -l)" -eq 0 ] || { echo "FAIL: the resumed run repeated iterations 1..10"; fail=1; }
+[ "$(iters "$TMP/a.log" 11 20 | wc -l)" -eq 10 ] || { echo "FAIL: expected 10 log lines for iterations 11..20"; fail=1; }
+diff <(iters "$TMP/a.log" 1 10) <(iters "$TMP/b1.log" 1 10) >"$TMP/d1"; d1=$?
+diff <(iters "$TMP/a.log" 11 20) <(iters "$TMP/b2.log" 11 20) >"$TMP/d2"; d2=$?
+if [ $d1 -eq 0 ] && [ $d2 -eq 0 ]; then
+  echo "ok: iterations 1..20 log identical losses straight and resumed"
+else
+  echo "FAIL: losses differ between the straight and the resumed run:"; cat "$TMP/d1" "$TMP/d2"; fail=1
+fi
+same_bin "iteration 10 checkpoint" "$TMP/a/iter_0000010/model_optim_rng.bin" "$TMP/b/iter_0000010/model_optim_rng.bin"
+same_bin "iteration 20 parameters and optimizer state" "$TMP/a/iter_0000020/model_optim_rng.bin" \
+  "$TMP/b/iter_0000020/model_optim_rng.bin"
+[ "$(cat "$TMP/b/latest_checkpointed_iteration.txt")" = 20 ] || { echo "FAIL: tracker is not 20 after the resumed run"; fail=1; }
+
+# ---- 2. SIGKILL during the iteration-20 save ---------------------------------------
+# DG_CKPT_TEST_DELAY_MS makes each tensor write sleep, so the save is slow
+# enough to be caught midway.
+DG_CKPT_TEST_DELAY_MS=20 "$BIN" train "${ARGS[@]}" --train-iters 20 --save "$TMP/c" >"$TMP/c.log" 2>&1 &
+pid=$!
+caught=0
+for _ in $(seq 1 3000); do
+  if compgen -G "$TMP/c/iter_0000020.tmp-*" >/dev/null; then caught=1; break; fi
+  sleep 0.01
+done
+sleep 0.1
+kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+if [ $caught -eq 1 ] && [ ! -e "$TMP/c/iter_0000020" ] && compgen -G "$TMP/c/iter_0000020.tmp-*" >/dev/null &&
+   [ "$(cat "$TMP/c/latest_checkpointed_iteration.txt")" = 10 ]; then
+  echo "ok: killed mid-save: iter_0000020 absent, its temporary directory ignored, tracker still 10"
+else
+  echo "FAIL: after SIGKILL during the save (caught=$caught):"; ls -la "$TMP/c"; cat "$TMP/c/latest_checkpointed_iteration.txt"; fail=1
+fi
+run "$TMP/c2.log" --train-iters 20 --load "$TMP/c" --save "$TMP/c"
+same_bin "resumed after SIGKILL, iteration 20" "$TMP/a/iter_0000020/model_optim_rng.bin" \
+  "$TMP/c/iter_0000020/model_optim_rng.bin"
+! compgen -G "$TMP/c/*.tmp-*" >/dev/null || { echo "FAIL: the next save left the dead run's temporaries"; fail=1; }
+
+# ---- 3. bad --load input ------------------------------------------------------------
+check_bad() { # expected-substring args...
+  local want=$1; shift
+  "$BIN" train "${ARGS[@]}" --train-iters 20 "$@" >"$TMP/bad.out" 2>"$TMP/bad.err"; rc=$?
+  if [ $rc -ne 2 ] || ! grep -q -- "$want" "$TMP/bad.err" || [ "$(wc -l <"$TMP/bad.err")" -ne 1 ]; then
+    echo "FAIL: '$*' gave rc=$rc, stderr:"; cat "$TMP/bad.err"; fail=1
+  else echo "ok: $* -> $(cat "$TMP/bad.err")"; fi
+}
+mkdir -p "$TMP/g"
+printf 'abc\n' >"$TMP/g/latest_checkpointed_iteration.txt"
+check_bad "g/latest_checkpointed_iteration.txt: expected an iteration number, got 'abc'" --load "$TMP/g"
+printf '30' >"$TMP/g/latest_checkpointed_iteration.txt"
+check_bad "iter_0000030 does not exist" --load "$TMP/g"
+check_bad "a/iter_0000020/metadata.json: the checkpoint's model has num_layers = 2, this run has 3" \
+  --load "$TMP/a" --num-layers 3
+cp -r "$TMP/a" "$TMP/t"
+truncate -s 1000 "$TMP/t/iter_0000020/model_optim_rng.bin"
+check_bad "t/iter_0000020/model_optim_rng.bin: truncated" --load "$TMP/t"
+cp "$TMP/a/iter_0000020/model_optim_rng.bin" "$TMP/t/iter_0000020/"
+printf '\x5a' | dd of="$TMP/t/iter_0000020/model_optim_rng.bin" bs=1 seek=100 conv=notrunc status=none
+check_bad "t/iter_0000020/model_optim_rng.bin: checksum mismatch in tensor" --load "$TMP/t"
+exit $fail
