@@ -145,27 +145,15 @@ static void cost_recv(const dg_graph *g, const dg_node *n, dg_cost *c) {
 
 /* ---- builders --------------------------------------------------------------- */
 
-/* The first builder error wins (dg_graph.h); later calls become no-ops. */
-static int coll_fail(dg_graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int coll_fail(dg_graph *g, const char *fmt, ...) {
-    if (g->status == DG_OK) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(g->err.msg, sizeof g->err.msg, fmt, ap);
-        va_end(ap);
-        g->status = DG_EINPUT;
-    }
-    return -1;
-}
 
 /* Add a collective node and stamp it with its group. Returns the node id or -1. */
 static int coll_add(dg_graph *g, const dg_op_def *op, const dg_attrs *a, int x, dg_axis axis,
                     const char *name) {
     if (g->status != DG_OK) return -1;
     if (axis <= DG_AXIS_NONE || axis >= DG_AXIS_COUNT)
-        return coll_fail(g, "%s: axis %d is not a parallel axis", op->name, (int)axis);
+        return dg_graph_fail(g, "%s: axis %d is not a parallel axis", op->name, (int)axis);
     if (a->i[DG_COLL_GROUP_SIZE] < 1)
-        return coll_fail(g, "%s: group_size %lld, expected >= 1", op->name,
+        return dg_graph_fail(g, "%s: group_size %lld, expected >= 1", op->name,
                          (long long)a->i[DG_COLL_GROUP_SIZE]);
     int rc = dg_graph_add(g, op, a, &x, x >= 0 ? 1 : 0, NULL, name);
     if (rc < 0) return -1;
@@ -186,7 +174,7 @@ static dg_attrs coll_attrs(int group_size) {
 static int check_input(dg_graph *g, const char *op, int x) {
     if (g->status != DG_OK) return -1;
     if (x < 0 || x >= g->n_tensors)
-        return coll_fail(g, "%s: input is tensor %d, which does not exist", op, x);
+        return dg_graph_fail(g, "%s: input is tensor %d, which does not exist", op, x);
     return DG_OK;
 }
 
@@ -259,7 +247,7 @@ static int recv_named(dg_graph *g, dg_axis axis, int group_size, int peer, dg_dt
                       int ndim, const int64_t *shape, const char *name) {
     if (g->status != DG_OK) return -1;
     if (ndim < 0 || ndim > DG_MAX_DIMS)
-        return coll_fail(g, "recv: ndim %d outside 0..%d", ndim, DG_MAX_DIMS);
+        return dg_graph_fail(g, "recv: ndim %d outside 0..%d", ndim, DG_MAX_DIMS);
     dg_attrs a = coll_attrs(group_size);
     a.i[DG_COLL_PEER] = peer;
     a.i[DG_COLL_DTYPE] = dtype;

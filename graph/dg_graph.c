@@ -82,10 +82,7 @@ void dg_graph_set_layer(dg_graph *g, int layer) { g->cur_layer = layer; }
 void dg_graph_set_microbatch(dg_graph *g, int mb) { g->cur_microbatch = mb; }
 void dg_graph_set_stage(dg_graph *g, int stage) { g->cur_stage = stage; }
 
-/* Record the first builder error; later ones are dropped so the message
- * points at the root cause. */
-static int graph_fail(dg_graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int graph_fail(dg_graph *g, const char *fmt, ...) {
+int dg_graph_fail(dg_graph *g, const char *fmt, ...) {
     if (g->status == DG_OK) {
         va_list ap;
         va_start(ap, fmt);
@@ -125,13 +122,13 @@ int dg_tensor_new(dg_graph *g, const char *name, dg_dtype dtype, int ndim,
                   const int64_t *shape, dg_role role) {
     if (g->status != DG_OK) return -1;
     if (ndim < 0 || ndim > DG_MAX_DIMS)
-        return graph_fail(g, "tensor '%s': rank %d outside 0..%d", name ? name : "?", ndim,
+        return dg_graph_fail(g, "tensor '%s': rank %d outside 0..%d", name ? name : "?", ndim,
                           DG_MAX_DIMS);
     if ((unsigned)dtype >= DG_DTYPE_COUNT)
-        return graph_fail(g, "tensor '%s': unknown dtype %d", name ? name : "?", (int)dtype);
+        return dg_graph_fail(g, "tensor '%s': unknown dtype %d", name ? name : "?", (int)dtype);
     for (int i = 0; i < ndim; i++)
         if (shape[i] <= 0)
-            return graph_fail(g, "tensor '%s': dimension %d is %lld, expected > 0",
+            return dg_graph_fail(g, "tensor '%s': dimension %d is %lld, expected > 0",
                               name ? name : "?", i, (long long)shape[i]);
     return tensor_push(g, name, dtype, ndim, shape, role);
 }
@@ -175,13 +172,13 @@ static int node_push(dg_graph *g, const dg_op_def *op, const dg_attrs *attrs, co
 int dg_graph_add(dg_graph *g, const dg_op_def *op, const dg_attrs *attrs, const int *inputs,
                  int n_in, int *out_ids, const char *name) {
     if (g->status != DG_OK) return -1;
-    if (!op) return graph_fail(g, "node '%s': no op", name ? name : "?");
+    if (!op) return dg_graph_fail(g, "node '%s': no op", name ? name : "?");
     if (n_in < op->min_inputs || n_in > op->max_inputs || n_in > DG_MAX_INPUTS)
-        return graph_fail(g, "node '%s' (op %s): %d inputs, expected %d..%d", name ? name : "?",
+        return dg_graph_fail(g, "node '%s' (op %s): %d inputs, expected %d..%d", name ? name : "?",
                           op->name, n_in, op->min_inputs, op->max_inputs);
     for (int i = 0; i < n_in; i++)
         if (inputs[i] < 0 || inputs[i] >= g->n_tensors)
-            return graph_fail(g, "node '%s' (op %s): input %d is tensor %d, which does not exist",
+            return dg_graph_fail(g, "node '%s' (op %s): input %d is tensor %d, which does not exist",
                               name ? name : "?", op->name, i, inputs[i]);
 
     int nid = node_push(g, op, attrs, inputs, n_in, name);
@@ -190,7 +187,7 @@ int dg_graph_add(dg_graph *g, const dg_op_def *op, const dg_attrs *attrs, const 
     dg_err err = {{0}};
     if (op->infer(g, &g->nodes[nid], outs, &err) != DG_OK) {
         g->n_nodes--; /* the node was never valid */
-        return graph_fail(g, "node '%s' (op %s): %s", name ? name : op->name, op->name, err.msg);
+        return dg_graph_fail(g, "node '%s' (op %s): %s", name ? name : op->name, op->name, err.msg);
     }
     bool needs_grad = false;
     for (int i = 0; i < n_in; i++) needs_grad |= g->tensors[inputs[i]].requires_grad;

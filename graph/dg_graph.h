@@ -174,6 +174,11 @@ void dg_graph_set_layer(dg_graph *g, int layer);
 void dg_graph_set_microbatch(dg_graph *g, int mb);
 void dg_graph_set_stage(dg_graph *g, int stage);
 
+/* Record a builder error on g (the first one wins, so the message points at
+ * the root cause; later builder calls become no-ops). Returns -1, so a
+ * builder can `return dg_graph_fail(g, "...", ...);`. */
+int dg_graph_fail(dg_graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Make a leaf tensor (no producer). Returns its id, or -1 after an error. */
 int dg_tensor_new(dg_graph *g, const char *name, dg_dtype dtype, int ndim,
                   const int64_t *shape, dg_role role);

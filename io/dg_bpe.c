@@ -449,23 +449,7 @@ static int64_t merge_piece_long(const dg_bpe *b, int32_t *ids, int64_t n) {
     return w;
 }
 
-static void cache_grow(dg_bpe_cache *c) {
-    size_t cap = c->cap * 2;
-    uint64_t *h = dg_calloc(cap, sizeof(uint64_t));
-    int64_t *e = dg_malloc(sizeof(int64_t) * cap);
-    for (size_t i = 0; i < c->cap; i++) {
-        if (!c->hash[i]) continue;
-        size_t s = c->hash[i] & (cap - 1);
-        while (h[s]) s = (s + 1) & (cap - 1);
-        h[s] = c->hash[i];
-        e[s] = c->entry[i];
-    }
-    dg_free(c->hash);
-    dg_free(c->entry);
-    c->hash = h;
-    c->entry = e;
-    c->cap = cap;
-}
+static void cache_grow(dg_bpe_cache *c) { dg_hash64_grow(&c->hash, &c->entry, &c->cap); }
 
 static void encode_piece(const dg_bpe *b, dg_bpe_cache *c, const uint8_t *p, size_t n, dg_i32buf *out) {
     uint64_t h = 0;

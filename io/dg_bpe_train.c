@@ -75,23 +75,7 @@ dg_bpe_trainer *dg_bpe_trainer_new(void) {
     return t;
 }
 
-static void words_grow(dg_bpe_trainer *t) {
-    size_t cap = t->wcap * 2;
-    uint64_t *h = dg_calloc(cap, sizeof(uint64_t));
-    int64_t *ix = dg_malloc(sizeof(int64_t) * cap);
-    for (size_t i = 0; i < t->wcap; i++) {
-        if (!t->wh[i]) continue;
-        size_t s = t->wh[i] & (cap - 1);
-        while (h[s]) s = (s + 1) & (cap - 1);
-        h[s] = t->wh[i];
-        ix[s] = t->wi[i];
-    }
-    dg_free(t->wh);
-    dg_free(t->wi);
-    t->wh = h;
-    t->wi = ix;
-    t->wcap = cap;
-}
+static void words_grow(dg_bpe_trainer *t) { dg_hash64_grow(&t->wh, &t->wi, &t->wcap); }
 
 static void add_word(dg_bpe_trainer *t, const uint8_t *p, size_t n) {
     uint64_t h = hash_bytes(p, n);

@@ -52,4 +52,25 @@ static inline void dg_bytebuf_free(dg_bytebuf *b) {
     b->n = b->cap = 0;
 }
 
+/* Double an open-addressing table of (hash, value) pairs: hash[cap] with 0
+ * meaning empty, linear probing on hash & (cap - 1), cap a power of two.
+ * The BPE merge cache and the BPE trainer's word table share it. */
+static inline void dg_hash64_grow(uint64_t **hash, int64_t **value, size_t *cap) {
+    size_t ncap = *cap * 2;
+    uint64_t *h = dg_calloc(ncap, sizeof(uint64_t));
+    int64_t *v = dg_malloc(sizeof(int64_t) * ncap);
+    for (size_t i = 0; i < *cap; i++) {
+        if (!(*hash)[i]) continue;
+        size_t s = (*hash)[i] & (ncap - 1);
+        while (h[s]) s = (s + 1) & (ncap - 1);
+        h[s] = (*hash)[i];
+        v[s] = (*value)[i];
+    }
+    dg_free(*hash);
+    dg_free(*value);
+    *hash = h;
+    *value = v;
+    *cap = ncap;
+}
+
 #endif /* DG_DATA_BUF_H */
