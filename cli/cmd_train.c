@@ -22,28 +22,24 @@ int dg_cmd_train(int argc, char **argv) {
         dg_err_print(&err);
         return DG_EINPUT;
     }
-    /* Launched by mpirun (or alone). Data, tensor, expert and pipeline
-     * parallelism arrive with the distributed issues; until then every rank
-     * must be the only one. */
-    int provided = 0, world = 1, rank = 0;
+    /* Launched by mpirun (or alone). Every rank runs the same loop over the
+     * rank grid (dg_grid.h); a world size the parallel sizes do not divide
+     * is reported by dg_train before any work. MPI_THREAD_MULTIPLE: the comm
+     * stream's thread calls MPI during a step, the main thread between steps. */
+    int provided = 0, rank = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (world != 1) {
-        if (rank == 0)
-            fprintf(stderr, "dagatron: world size %d: this build trains on one rank only (run mpirun -np 1)\n", world);
-        MPI_Finalize();
-        return DG_EINPUT;
-    }
     dg_train_result res;
     st = dg_train(&c, NULL, &res, &err);
     if (st != DG_OK) {
-        dg_err_print(&err);
+        /* Bad input is the same on every rank: say it once. */
+        if (rank == 0 || st != DG_EINPUT) dg_err_print(&err);
         MPI_Finalize();
         return st;
     }
-    printf("dagatron train: done: %d iterations, lm loss %.4f -> %.4f, %d skipped\n", res.iterations,
-           res.first_lm_loss, res.last_lm_loss, res.skipped);
+    if (rank == 0)
+        printf("dagatron train: done: %d iterations, lm loss %.4f -> %.4f, %d skipped\n", res.iterations,
+               res.first_lm_loss, res.last_lm_loss, res.skipped);
     MPI_Finalize();
     return 0;
 }

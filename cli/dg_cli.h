@@ -9,6 +9,7 @@
 #define DG_CLI_H
 
 int dg_cmd_train(int argc, char **argv);
+int dg_cmd_generate(int argc, char **argv);
 int dg_cmd_dump(int argc, char **argv);
 int dg_cmd_preprocess(int argc, char **argv);
 int dg_cmd_tokenizer(int argc, char **argv);

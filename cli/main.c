@@ -13,6 +13,7 @@ typedef struct dg_command {
 
 static const dg_command dg_commands[] = {
     {"train", dg_cmd_train, "pretrain an MoE model (Megatron-LM flags; run under mpirun)"},
+    {"generate", dg_cmd_generate, "continue a prompt from a checkpoint (greedy, top-k, top-p; KV cache)"},
     {"dump", dg_cmd_dump, "write the step's task graph as DOT or JSON"},
     {"preprocess", dg_cmd_preprocess, "tokenize text/JSONL into Megatron's indexed dataset (.bin/.idx)"},
     {"tokenizer", dg_cmd_tokenizer, "train a byte-level BPE tokenizer (vocab.json + merges.txt)"},

@@ -258,11 +258,12 @@ int dg_ckpt_latest(const char *dir, int64_t *iteration, dg_err *err) {
     char p[DG_CKPT_STR_LEN + 64];
     if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, DG_CKPT_TRACKER) >= sizeof p)
         return dg_err_set(err, DG_EINPUT, "%s: checkpoint path too long", dir);
+    struct stat sb;
+    if (stat(p, &sb) != 0 && errno == ENOENT)
+        return dg_err_set(err, DG_EINPUT, "%s: no checkpoint tracker; was anything saved in %s?", p, dir);
     char *text;
     size_t n;
-    if (dg_ckpt_read_file(p, &text, &n, NULL) != DG_OK)
-        return dg_err_set(err, DG_EINPUT, "%s: no checkpoint tracker (%s); was anything saved in %s?", p,
-                          strerror(errno ? errno : ENOENT), dir);
+    DG_TRY(dg_ckpt_read_file(p, &text, &n, err));
     /* Accept surrounding whitespace (hand-edited trackers), nothing else. */
     char *s = text, *end = text + n;
     while (s < end && isspace((unsigned char)*s)) s++;
@@ -286,7 +287,6 @@ int dg_ckpt_latest(const char *dir, int64_t *iteration, dg_err *err) {
     dg_free(text);
     char it_dir[DG_CKPT_STR_LEN + 32];
     DG_TRY(dg_ckpt_iter_dir(it_dir, sizeof it_dir, dir, v, err));
-    struct stat sb;
     if (stat(it_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return dg_err_set(err, DG_EINPUT, "%s names iteration %" PRId64 ", but %s does not exist", p, v, it_dir);
     *iteration = v;

@@ -15,6 +15,8 @@
  * crc32 }: `shape` is the part of the `global_shape` tensor this entry
  * holds, starting at `slice_start`, and `file` is relative to the iteration
  * directory, so per-rank shards (mp_rank_XX/...) fit the same table later.
+ * (This version writes and reads whole tensors; a slice is rejected on load
+ * until the multi-rank issues add resharding.)
  * crc32 is zlib's CRC-32 of the entry's bytes, so a Python tool can verify a
  * checkpoint with the standard library alone.
  *
@@ -26,8 +28,9 @@
  * <dir>/iter_NNNNNNN.tmp-<pid>/, fsyncs each file and the directory, renames
  * it to iter_NNNNNNN/ (atomically swapping out an existing one), fsyncs
  * <dir>, and only then replaces the tracker (temp file, fsync, rename,
- * fsync <dir>). A process killed at any point leaves the previous checkpoint
- * and a tracker naming it. Readers ignore every name that is not exactly
+ * fsync <dir>). A process killed at any point leaves the tracker naming a
+ * complete checkpoint: the previous one, or the new one if the kill came
+ * after its directory was in place. Readers ignore every name that is not exactly
  * iter_<digits>; the next save removes the stale *.tmp-* directories of
  * processes that no longer exist.
  *
@@ -50,7 +53,7 @@
 
 #include "dg_base.h"
 #include "dg_graph.h"
-#include "dg_model.h"
+#include "dg_model.h" /* the dg_model_config struct only: dg_io does not link dg_moe */
 
 #define DG_CKPT_FORMAT "dagatron-checkpoint"
 #define DG_CKPT_VERSION 1
@@ -125,7 +128,12 @@ size_t dg_ckpt_tensor_bytes(const dg_ckpt_tensor *t);
  * file for the protocol), creating <dir> if needed and replacing an existing
  * checkpoint of the same iteration. Then delete the oldest iter_* directories
  * beyond the newest keep_last (keep_last <= 0 keeps all), never the one just
- * written nor the one the tracker names. Names must be unique. */
+ * written nor the one the tracker names. The tracker always ends up naming
+ * m->iteration, even when it is older than others present (as Megatron's).
+ * Returns DG_OK; DG_EINPUT naming the path for a file-system failure
+ * (permissions, a file where a directory should be, a full disk); or
+ * DG_EINTERNAL, before anything is written, for a malformed table (empty
+ * or duplicate names, bad dtype or rank, NULL data). */
 int dg_ckpt_save(const char *dir, const dg_ckpt_meta *m, const dg_ckpt_tensor *t, int n,
                  int keep_last, dg_err *err);
 

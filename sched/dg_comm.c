@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dg_collective.h"
+#include "dg_collective_v.h"
 #include "dg_op.h"
 
 /* ---- "self": a group of one ------------------------------------------------ */
@@ -230,6 +231,24 @@ static int p2p_tag(const dg_node *n) {
     return (mb * 2 + ph) & 0x7fff;
 }
 
+/* all_to_all_v (dg_collective_v.h): the counts come from the node's i32
+ * inputs; rows past what arrives are zeroed, so the output is fully written. */
+static int run_all_to_all_v(dg_comm *c, const dg_graph *g, const dg_node *n, void *const *in,
+                            void *const *out, dg_err *err) {
+    int64_t *v = dg_malloc(sizeof(int64_t) * 4 * (size_t)c->size), got = 0;
+    int64_t *sc = v, *sd = v + c->size, *rc = v + 2 * c->size, *rd = v + 3 * c->size;
+    const dg_tensor *y = dg_Tc(g, n->out[0]);
+    dg_comm_req req = {0};
+    int st = dg_all_to_all_v_layout(g, n, c->size, in[1], in[2], sc, sd, rc, rd, &got, err);
+    if (st == DG_OK)
+        st = c->ops->all_to_allv(c, in[0], sc, sd, out[0], rc, rd, y->dtype, &req, err);
+    if (st == DG_OK) st = c->ops->wait(c, &req, err);
+    size_t es = dg_dtype_size(y->dtype);
+    if (st == DG_OK) memset((char *)out[0] + (size_t)got * es, 0, (size_t)(dg_tensor_numel(y) - got) * es);
+    dg_free(v);
+    return st;
+}
+
 int dg_comm_run_node(dg_comm *c, const dg_graph *g, const dg_node *n, void *const *in,
                      void *const *out, dg_err *err) {
     const dg_op_def *op = n->op;
@@ -280,6 +299,10 @@ int dg_comm_run_node(dg_comm *c, const dg_graph *g, const dg_node *n, void *cons
         goto done;
     }
     case DG_COMM_ALL_TO_ALL: {
+        if (op == &dg_op_all_to_all_v) {
+            st = run_all_to_all_v(c, g, n, in, out, err);
+            goto done;
+        }
         int sd = (int)n->attrs.i[DG_COLL_SPLIT_DIM], cd = (int)n->attrs.i[DG_COLL_CONCAT_DIM];
         int64_t total = dg_tensor_numel(ti), chunk = total / size;
         int64_t so, si, co, ci;

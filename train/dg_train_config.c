@@ -61,9 +61,18 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--merge-file", DG_ARG_STRING, T(merge_file), "GPT-2 BPE merges.txt", NR, NULL},
     {"--vocab-size", DG_ARG_INT, T(null_vocab_size), "vocabulary of NullTokenizer / mock data", 2, 1 << 30, NULL},
     {"--data-cache-path", DG_ARG_STRING, T(data_cache_path), "where built datasets and indices go", NR, NULL},
+    /* parallelism */
+    {"--tensor-model-parallel-size", DG_ARG_INT, T(tensor_model_parallel_size), "TP ranks", 1, 1 << 16, NULL},
+    {"--context-parallel-size", DG_ARG_INT, T(context_parallel_size), "CP ranks", 1, 1 << 16, NULL},
+    {"--expert-model-parallel-size", DG_ARG_INT, T(expert_model_parallel_size), "EP ranks", 1, 1 << 16, NULL},
+    {"--pipeline-model-parallel-size", DG_ARG_INT, T(pipeline_model_parallel_size), "PP stages", 1, 1 << 16, NULL},
+    {"--use-distributed-optimizer", DG_ARG_FLAG, T(use_distributed_optimizer), "shard optimizer state over DP (ZeRO-1)", NR, NULL},
+    {"--overlap-grad-reduce", DG_ARG_FLAG, T(overlap_grad_reduce), "reduce gradient buckets during backward", NR, NULL},
+    {"--ddp-bucket-size", DG_ARG_INT, T(ddp_bucket_size), "gradient bucket size in elements (default max(40M, 1M x DP))", 1, 2147483647, NULL},
     /* checkpoints, logging */
     {"--save", DG_ARG_STRING, T(save), "checkpoint directory to write", NR, NULL},
     {"--load", DG_ARG_STRING, T(load), "checkpoint directory to resume from", NR, NULL},
+    {"--ckpt-keep-last", DG_ARG_INT, T(keep_last), "checkpoints to keep (0: all)", 0, 1 << 30, NULL},
     {"--save-interval", DG_ARG_INT, T(save_interval), "iterations between checkpoints", 1, 1 << 30, NULL},
     {"--log-interval", DG_ARG_INT, T(log_interval), "iterations between log lines", 1, 1 << 30, NULL},
     {"--eval-interval", DG_ARG_INT, T(eval_interval), "iterations between evaluations", 1, 1 << 30, NULL},
@@ -114,6 +123,10 @@ void dg_train_config_defaults(dg_train_config *c) {
     c->eval_interval = 1000;
     c->eval_iters = 10;
     c->dp_size = 1;
+    c->tensor_model_parallel_size = 1;
+    c->context_parallel_size = 1;
+    c->expert_model_parallel_size = 1;
+    c->pipeline_model_parallel_size = 1;
 }
 
 int dg_train_config_parse(dg_train_config *c, int argc, char **argv, int first, dg_err *err) {

@@ -54,8 +54,18 @@ typedef struct dg_train_config {
     char trace[DG_ARG_STR_LEN];     /* --trace PATH: Chrome trace of the first logged step */
     int compute_threads;            /* --compute-threads (0: this rank's cores) */
 
-    /* derived by dg_train_config_finish */
-    int dp_size;          /* data-parallel ranks (1 until issue 7) */
+    /* parallelism (dg_grid.h); DP is derived from the world size */
+    int tensor_model_parallel_size;   /* --tensor-model-parallel-size */
+    int context_parallel_size;        /* --context-parallel-size */
+    int expert_model_parallel_size;   /* --expert-model-parallel-size */
+    int pipeline_model_parallel_size; /* --pipeline-model-parallel-size */
+    int use_distributed_optimizer;    /* --use-distributed-optimizer (ZeRO-1) */
+    int overlap_grad_reduce;          /* --overlap-grad-reduce */
+    int ddp_bucket_size;              /* --ddp-bucket-size, elements (0: max(40M, 1M x DP)) */
+    int keep_last;                    /* --ckpt-keep-last: checkpoints kept (0: all) */
+
+    /* derived by dg_train_config_finish (dp_size set by the trainer from the grid first) */
+    int dp_size;          /* data shards: Megatron's data-parallel size (EP x DP ranks) */
     int num_microbatches; /* global batch / (micro batch x dp) */
 } dg_train_config;
 

@@ -6,10 +6,11 @@
 #include <sys/resource.h>
 
 #include "dg_autodiff.h"
-#include "dg_cpu_adamw.h"
-#include "dg_cpu_elementwise.h"
 #include "dg_cpu_gemm.h"
+#include "dg_dist.h"
+#include "dg_dist_ckpt.h"
 #include "dg_feed.h"
+#include "dg_grid.h"
 #include "dg_flops.h"
 #include "dg_lr.h"
 #include "dg_op_basic.h"
@@ -27,8 +28,13 @@ typedef struct trainer {
     dg_feed feed;
     int n_params;
     int *params;       /* tensor ids of the parameters, in graph order */
-    float **acc;       /* fp32 gradient accumulators, one per parameter */
-    float **m, **v;    /* AdamW moments */
+    dg_grid *grid;     /* NULL: no MPI (a world of one) */
+    dg_dp_buckets buckets; /* the DP pass's gradient buckets */
+    dg_dist dist;      /* accumulated gradients and optimizer state per bucket */
+    void **ptrs;       /* per tensor: its buffer in the runtime */
+    dg_comm *data_comm; /* the data shards (NULL: one) */
+    int data_rank, data_size, grad_shards; /* grad_shards: CP x EP x DP */
+    int log;           /* this rank prints (world rank 0) */
     int32_t *batch;    /* [mbs][S + 1] */
     double peak_flops; /* measured sgemm peak x compute threads */
     const dg_train_hooks *hooks;
@@ -83,6 +89,13 @@ static void init_params(trainer *t) {
 
 /* ---- setup ---------------------------------------------------------------------- */
 
+/* The step graph, numbered like the design's flow:
+ *   1. forward of one micro-batch (the model builder);
+ *   2. autodiff: backward from the loss;
+ *   3. the DP pass: gradient buckets, each packed and all-reduced (or
+ *      reduce-scattered) on the comm stream;
+ *   4. the plan (priorities, streams, memory) and the runtime, whose comm
+ *      groups come from the rank grid. */
 static int setup(trainer *t, dg_err *err) {
     dg_train_config *c = t->c;
     t->g = dg_graph_new("train_step");
@@ -90,40 +103,50 @@ static int setup(trainer *t, dg_err *err) {
     DG_TRY(dg_autodiff(t->g, t->io.loss, dg_ops_autodiff(), NULL, err));
     DG_TRY(dg_verify_after(t->g, "autodiff", err));
 
-    /* What the loop reads after a step: the losses and the routers' counts. */
-    int keep[4 + DG_MODEL_MAX_TRACKED], n_keep = 0;
+    dg_comm *groups[DG_AXIS_COUNT] = {0};
+    if (t->grid) dg_grid_runtime_groups(t->grid, groups);
+    int dp_cp = groups[DG_AXIS_DP] ? groups[DG_AXIS_DP]->size : 1;
+    int edp = groups[DG_AXIS_EDP] ? groups[DG_AXIS_EDP]->size : 1;
+    /* Megatron's default bucket: max(40M, 1M x DP) elements. */
+    int64_t bucket = c->ddp_bucket_size > 0 ? c->ddp_bucket_size : DG_MAX(40000000, 1000000 * (int64_t)dp_cp);
+    dg_dp_opts dpo = {bucket, c->overlap_grad_reduce, c->use_distributed_optimizer, dp_cp, edp,
+                      dg_dist_pack_op()};
+    DG_TRY(dg_pass_dp(t->g, &dpo, &t->buckets, err));
+    DG_TRY(dg_verify_after(t->g, "dp pass", err));
+
+    /* What the loop reads after a step: the losses, the routers' counts and
+     * the reduced gradient buckets. */
+    int *keep = dg_malloc(sizeof(int) * (size_t)(4 + DG_MODEL_MAX_TRACKED + t->buckets.n));
+    int n_keep = 0;
     int wanted[4] = {t->io.lm_loss, t->io.loss, t->io.aux_loss, t->io.z_loss};
     for (int i = 0; i < 4; i++)
         if (wanted[i] >= 0) keep[n_keep++] = wanted[i];
     for (int l = 0; l < DG_MODEL_MAX_TRACKED && l < c->model.num_layers; l++)
         if (t->io.tokens_per_expert[l] >= 0) keep[n_keep++] = t->io.tokens_per_expert[l];
+    for (int i = 0; i < t->buckets.n; i++) keep[n_keep++] = t->buckets.b[i].reduced;
     dg_sched_opts so = {keep, n_keep, 0};
     t->plan = dg_sched_plan_new(t->g, &so, err);
+    dg_free(keep);
     if (!t->plan) return DG_EINPUT;
     dg_runtime_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.compute_threads = c->compute_threads;
+    ro.rank = t->grid ? t->grid->rank : 0;
+    for (int a = 0; a < DG_AXIS_COUNT; a++) ro.groups[a] = groups[a];
     t->rt = dg_runtime_new(&ro, err);
     if (!t->rt) return DG_EINTERNAL;
     DG_TRY(dg_runtime_bind(t->rt, t->plan, err));
     t->team = dg_runtime_team(t->rt);
+    t->ptrs = dg_malloc(sizeof(void *) * (size_t)t->g->n_tensors);
+    for (int i = 0; i < t->g->n_tensors; i++) t->ptrs[i] = dg_runtime_ptr(t->rt, i);
 
     t->params = dg_malloc(sizeof(int) * (size_t)t->g->n_tensors);
     for (int i = 0; i < t->g->n_tensors; i++)
         if (t->g->tensors[i].role == DG_ROLE_PARAMETER) t->params[t->n_params++] = i;
-    t->acc = dg_calloc((size_t)t->n_params, sizeof(float *));
-    t->m = dg_calloc((size_t)t->n_params, sizeof(float *));
-    t->v = dg_calloc((size_t)t->n_params, sizeof(float *));
-    for (int i = 0; i < t->n_params; i++) {
-        size_t bytes = dg_tensor_bytes(&t->g->tensors[t->params[i]]);
-        t->acc[i] = dg_aligned_alloc(bytes);
-        t->m[i] = dg_aligned_alloc(bytes);
-        t->v[i] = dg_aligned_alloc(bytes);
-        if (t->g->tensors[t->params[i]].grad < 0)
-            return dg_err_set(err, DG_EINTERNAL, "parameter '%s' gets no gradient",
-                              t->g->tensors[t->params[i]].name);
-    }
     init_params(t);
+    /* After init: the master weights start as a copy of the parameters. */
+    dg_dist_init(&t->dist, t->g, &t->buckets, c->use_distributed_optimizer, t->grid ? groups : NULL,
+                 t->data_comm, t->ptrs);
     t->expert_tokens = dg_calloc((size_t)c->model.num_layers * (size_t)DG_MAX(c->model.num_experts, 1),
                                  sizeof(int64_t));
     t->batch = dg_malloc(sizeof(int32_t) * (size_t)c->model.micro_batch_size *
@@ -133,15 +156,10 @@ static int setup(trainer *t, dg_err *err) {
 }
 
 static void teardown(trainer *t) {
-    for (int i = 0; i < t->n_params; i++) {
-        dg_free(t->acc[i]);
-        dg_free(t->m[i]);
-        dg_free(t->v[i]);
-    }
-    dg_free(t->acc);
-    dg_free(t->m);
-    dg_free(t->v);
+    dg_dist_free(&t->dist);
+    dg_dp_buckets_free(&t->buckets);
     dg_free(t->params);
+    dg_free(t->ptrs);
     dg_free(t->batch);
     dg_free(t->expert_tokens);
     if (t->rt) dg_runtime_free(t->rt);
@@ -156,16 +174,17 @@ typedef struct losses {
     double lm, aux, z, total;
 } losses;
 
-/* Run forward + backward on the micro-batch after `consumed` samples of a
- * split; add the losses to *l. */
+/* Run forward + backward (and the gradient reduction) on this rank's share
+ * of the micro-batch that starts after `consumed` samples of a split (all
+ * data shards together); add the losses to *l. */
 static int run_microbatch(trainer *t, int split, int64_t consumed, losses *l, dg_err *err) {
     const dg_model_config *m = &t->c->model;
     int64_t B = m->micro_batch_size, S = m->seq_length;
-    DG_TRY(dg_feed_microbatch(&t->feed, split, consumed, 0, 1, (int)B, t->batch, err));
+    DG_TRY(dg_feed_microbatch(&t->feed, split, consumed, t->data_rank, t->data_size, (int)B, t->batch, err));
     if (t->hooks && t->hooks->on_batch && split == DG_SPLIT_TRAIN)
         t->hooks->on_batch(t->hooks->ctx, t->iteration, t->microbatch, t->batch, (int)B, (int)S);
-    int32_t *tok = dg_runtime_ptr(t->rt, t->io.tokens), *tgt = dg_runtime_ptr(t->rt, t->io.targets);
-    float *mask = dg_runtime_ptr(t->rt, t->io.loss_mask);
+    int32_t *tok = t->ptrs[t->io.tokens], *tgt = t->ptrs[t->io.targets];
+    float *mask = t->ptrs[t->io.loss_mask];
     for (int64_t b = 0; b < B; b++)
         for (int64_t s = 0; s < S; s++) {
             int32_t x = t->batch[b * (S + 1) + s], y = t->batch[b * (S + 1) + s + 1];
@@ -178,21 +197,30 @@ static int run_microbatch(trainer *t, int split, int64_t consumed, losses *l, dg
             mask[b * S + s] = 1.0f;
         }
     DG_TRY(dg_sched_run(t->plan, t->rt, t->stats, err));
-    l->lm += *(float *)dg_runtime_ptr(t->rt, t->io.lm_loss);
-    l->total += *(float *)dg_runtime_ptr(t->rt, t->io.loss);
-    if (t->io.aux_loss >= 0) l->aux += *(float *)dg_runtime_ptr(t->rt, t->io.aux_loss);
-    if (t->io.z_loss >= 0) l->z += *(float *)dg_runtime_ptr(t->rt, t->io.z_loss);
+    l->lm += *(float *)t->ptrs[t->io.lm_loss];
+    l->total += *(float *)t->ptrs[t->io.loss];
+    if (t->io.aux_loss >= 0) l->aux += *(float *)t->ptrs[t->io.aux_loss];
+    if (t->io.z_loss >= 0) l->z += *(float *)t->ptrs[t->io.z_loss];
     int E = m->num_experts;
     for (int layer = 0; split == DG_SPLIT_TRAIN && layer < m->num_layers && layer < DG_MODEL_MAX_TRACKED; layer++) {
         if (t->io.tokens_per_expert[layer] < 0) continue;
-        const int32_t *cnt = dg_runtime_ptr(t->rt, t->io.tokens_per_expert[layer]);
+        const int32_t *cnt = t->ptrs[t->io.tokens_per_expert[layer]];
         for (int e = 0; e < E; e++) t->expert_tokens[(int64_t)layer * E + e] += cnt[e];
     }
     return DG_OK;
 }
 
-/* Megatron's validation block: eval_iters micro-batches of the valid split,
- * continuing where the previous evaluation stopped. */
+/* Losses summed over micro-batches and data shards, divided by n of them. */
+static int average_losses(trainer *t, losses *l, int n, dg_err *err) {
+    double v[4] = {l->lm, l->aux, l->z, l->total};
+    DG_TRY(dg_dist_sum(t->data_comm, v, 4, err));
+    double inv = 1.0 / ((double)n * t->data_size);
+    *l = (losses){v[0] * inv, v[1] * inv, v[2] * inv, v[3] * inv};
+    return DG_OK;
+}
+
+/* Megatron's validation block: eval_iters global batches of the valid
+ * split, continuing where the previous evaluation stopped. */
 static int run_eval(trainer *t, int it, dg_err *err) {
     const dg_train_config *c = t->c;
     if (c->eval_iters <= 0 || (!t->feed.mock && !t->feed.data.split[DG_SPLIT_VALID].present))
@@ -201,56 +229,33 @@ static int run_eval(trainer *t, int it, dg_err *err) {
     int n = c->eval_iters * c->num_microbatches;
     for (int k = 0; k < n; k++) {
         DG_TRY(run_microbatch(t, DG_SPLIT_VALID, t->eval_consumed, &l, err));
-        t->eval_consumed += c->model.micro_batch_size;
+        t->eval_consumed += (int64_t)c->model.micro_batch_size * t->data_size;
     }
-    double lm = l.lm / n;
+    DG_TRY(average_losses(t, &l, n, err));
     const char *bar = "------------------------------------------------------------------------------------------";
-    printf("%s\n validation loss at iteration %d | lm loss value: %.6E | lm loss PPL: %.6E |\n%s\n", bar,
-           it, lm, exp(lm < 700 ? lm : 700), bar);
+    if (t->log)
+        printf("%s\n validation loss at iteration %d | lm loss value: %.6E | lm loss PPL: %.6E |\n%s\n", bar,
+               it, l.lm, exp(l.lm < 700 ? l.lm : 700), bar);
     fflush(stdout);
     return DG_OK;
 }
 
-static void log_expert_tokens(trainer *t) {
+/* Routed tokens per expert over the log window, summed over the data shards. */
+static int log_expert_tokens(trainer *t, dg_err *err) {
     const dg_model_config *m = &t->c->model;
-    int E = m->num_experts;
-    for (int layer = 0; layer < m->num_layers && layer < DG_MODEL_MAX_TRACKED; layer++) {
+    int E = DG_MAX(m->num_experts, 1), n = m->num_layers * E;
+    double *v = dg_malloc(sizeof(double) * (size_t)n);
+    for (int i = 0; i < n; i++) v[i] = (double)t->expert_tokens[i];
+    int st = dg_dist_sum(t->data_comm, v, n, err);
+    for (int layer = 0; st == DG_OK && t->log && layer < m->num_layers && layer < DG_MODEL_MAX_TRACKED; layer++) {
         if (t->io.tokens_per_expert[layer] < 0) continue;
         printf("   layer %2d tokens per expert:", layer);
-        for (int e = 0; e < E; e++) printf(" %lld", (long long)t->expert_tokens[(int64_t)layer * E + e]);
+        for (int e = 0; e < m->num_experts; e++) printf(" %.0f", v[(int64_t)layer * E + e]);
         printf("\n");
     }
-    memset(t->expert_tokens, 0, sizeof(int64_t) * (size_t)m->num_layers * (size_t)DG_MAX(E, 1));
-}
-
-/* ---- the optimizer step ------------------------------------------------------------ */
-
-/* Global L2 norm of the accumulated gradients, summed in parameter order. */
-static double grad_norm(const trainer *t) {
-    double ss = 0.0;
-    for (int i = 0; i < t->n_params; i++) {
-        int64_t n = dg_tensor_numel(&t->g->tensors[t->params[i]]);
-        const float *a = t->acc[i];
-        double s = 0.0;
-        for (int64_t k = 0; k < n; k++) s += (double)a[k] * a[k];
-        ss += s;
-    }
-    return sqrt(ss);
-}
-
-static void adamw_step(trainer *t, double lr, int64_t step, double clip_coef) {
-    const dg_train_config *c = t->c;
-    for (int i = 0; i < t->n_params; i++) {
-        const dg_tensor *p = &t->g->tensors[t->params[i]];
-        /* Megatron exempts biases and 1-D parameters (norm weights) from
-         * weight decay (get_param_groups: no_wd for ndim == 1 or bias). */
-        double wd = (p->ndim == 1 || strstr(p->name, ".bias")) ? 0.0 : c->weight_decay;
-        dg_adamw_hparams h = {lr, c->adam_beta1, c->adam_beta2, c->adam_eps, wd, step};
-        int64_t n = dg_tensor_numel(p);
-        if (clip_coef < 1.0) dg_cpu_scale(t->team, t->acc[i], (float)clip_coef, t->acc[i], n);
-        float *w = dg_runtime_ptr(t->rt, p->id);
-        dg_cpu_adamw(t->team, &h, w, t->acc[i], t->m[i], t->v[i], w, t->m[i], t->v[i], n);
-    }
+    dg_free(v);
+    memset(t->expert_tokens, 0, sizeof(int64_t) * (size_t)n);
+    return st;
 }
 
 /* ---- logging ------------------------------------------------------------------------- */
@@ -262,10 +267,12 @@ static double peak_rss_mb(void) {
 }
 
 static void log_line(const trainer *t, int it, int64_t consumed, double ms, const losses *l,
-                     double lr, double gnorm, int skipped, int nans) {
+                     double lr, double gnorm, int64_t skipped, int64_t nans) {
     const dg_train_config *c = t->c;
+    int world = t->grid ? t->grid->world : 1;
     double tokens = (double)c->global_batch_size * c->model.seq_length;
-    double flops = dg_model_flops(&c->model, c->global_batch_size);
+    /* Megatron's throughput and MFU are per rank: the batch's FLOPs over all ranks. */
+    double flops = dg_model_flops(&c->model, c->global_batch_size) / world;
     double tflops = flops / (ms * 1e-3) / 1e12;
     double mfu = 100.0 * flops / (ms * 1e-3) / t->peak_flops;
     printf(" iteration %8d/%8d | consumed samples: %12lld | elapsed time per iteration (ms): %.1f |"
@@ -274,15 +281,85 @@ static void log_line(const trainer *t, int it, int64_t consumed, double ms, cons
            it, c->train_iters, (long long)consumed, ms, tokens / (ms * 1e-3), tflops, mfu, lr, l->lm);
     if (t->io.aux_loss >= 0) printf(" load balancing loss: %.6E |", l->aux);
     if (t->io.z_loss >= 0) printf(" z loss: %.6E |", l->z);
-    printf(" grad norm: %.3f | number of skipped iterations: %3d | number of nan iterations: %3d |"
+    printf(" grad norm: %.3f | number of skipped iterations: %3lld | number of nan iterations: %3lld |"
            " peak memory (MB): %.0f |\n",
-           gnorm, skipped, nans, peak_rss_mb());
+           gnorm, (long long)skipped, (long long)nans, peak_rss_mb());
     fflush(stdout);
 }
 
 /* ---- the loop ---------------------------------------------------------------------------- */
 
+/* The rank grid and the data shards. Sizes that do not fit the world are
+ * bad input, found before any other work. */
+static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
+    dg_train_config *c = t->c;
+    t->data_rank = 0;
+    t->data_size = t->grad_shards = 1;
+    t->log = 1;
+    if (comm == MPI_COMM_NULL) {
+        if (c->tensor_model_parallel_size * c->context_parallel_size * c->expert_model_parallel_size *
+                c->pipeline_model_parallel_size != 1)
+            return dg_err_set(err, DG_EINPUT, "model parallelism needs MPI (run under mpirun)");
+        return DG_OK;
+    }
+    dg_grid_sizes sz = {c->tensor_model_parallel_size, c->context_parallel_size,
+                        c->expert_model_parallel_size, c->pipeline_model_parallel_size, 0};
+    int st = DG_OK;
+    t->grid = dg_grid_new(comm, &sz, &st, err);
+    if (!t->grid) return st;
+    const char *todo = sz.tp > 1 ? "--tensor-model-parallel-size" : sz.cp > 1 ? "--context-parallel-size"
+                     : sz.pp > 1 ? "--pipeline-model-parallel-size" : sz.ep > 1 ? "--expert-model-parallel-size" : NULL;
+    if (todo)
+        return dg_err_set(err, DG_EINPUT, "%s > 1: the trainer runs data parallelism only so far", todo);
+    t->data_rank = t->grid->data_rank;
+    t->data_size = t->grid->data_size;
+    t->grad_shards = t->grid->dp_cp->size;
+    t->data_comm = t->grid->group[DG_AXIS_DP];
+    t->log = t->grid->rank == 0;
+    c->dp_size = t->data_size;
+    return DG_OK;
+}
+
+static void print_startup(const trainer *t) {
+    const dg_train_config *c = t->c;
+    printf("dagatron train: %s; model: %d layers, hidden %d, %d heads (%d query groups), %d experts top-%d, "
+           "vocabulary %d (padded), %d parameter tensors; graph: %d nodes, %d tensors; "
+           "%d compute threads, sgemm peak %.1f GFLOP/s\n",
+           t->feed.source, c->model.num_layers, c->model.hidden_size, c->model.num_attention_heads,
+           c->model.num_query_groups, c->model.num_experts, c->model.moe_router_topk,
+           c->model.vocab_size, t->n_params, t->g->n_nodes, t->g->n_tensors,
+           dg_runtime_threads(t->rt), t->peak_flops / 1e9);
+    char grid[256];
+    dg_grid_sizes one = {1, 1, 1, 1, 1};
+    dg_grid_describe(t->grid ? &t->grid->sizes : &one, t->grid ? t->grid->world : 1, grid, sizeof grid);
+    int64_t elems = 0;
+    for (int i = 0; i < t->buckets.n; i++) elems += t->buckets.b[i].numel;
+    printf("dagatron train: %s; global batch %d = micro batch %d x data-parallel %d x %d micro-batches; "
+           "%d gradient buckets (%lld elements, %s, overlap %s); "
+           "optimizer state: %zu bytes per rank (fp32 master weights + exp_avg + exp_avg_sq%s)\n",
+           grid, c->global_batch_size, c->model.micro_batch_size, t->data_size, c->num_microbatches,
+           t->buckets.n, (long long)elems, c->use_distributed_optimizer ? "reduce-scatter" : "all-reduce",
+           c->overlap_grad_reduce ? "on" : "off", dg_dist_state_bytes(&t->dist),
+           c->use_distributed_optimizer ? ", distributed" : "");
+    fflush(stdout);
+}
+
+static int save_ckpt(trainer *t, const dg_train_counters *k, dg_err *err) {
+    dg_ckpt_run r = {t->c, t->feed.vocab, t->log, t->grid ? t->grid->world_comm : NULL};
+    DG_TRY(dg_dist_ckpt_save(&r, &t->dist, t->params, t->n_params, t->ptrs, k, err));
+    if (t->log) printf(" saved checkpoint at iteration %8lld to %s\n", (long long)k->iteration, t->c->save);
+    fflush(stdout);
+    return DG_OK;
+}
+
 int dg_train(dg_train_config *c, const dg_train_hooks *hooks, dg_train_result *res, dg_err *err) {
+    int init = 0;
+    MPI_Initialized(&init);
+    return dg_train_on(c, init ? MPI_COMM_WORLD : MPI_COMM_NULL, hooks, NULL, res, err);
+}
+
+int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
+                const dg_train_final *final, dg_train_result *res, dg_err *err) {
     dg_cpu_init();
     trainer t;
     memset(&t, 0, sizeof t);
@@ -290,43 +367,52 @@ int dg_train(dg_train_config *c, const dg_train_hooks *hooks, dg_train_result *r
     t.hooks = hooks;
     memset(res, 0, sizeof *res);
 
-    /* Data first: its tokenizer decides the vocabulary. */
+    /* The grid first (a world that does not fit is bad input, before any
+     * work), then the data: its tokenizer decides the vocabulary. */
+    int st = setup_grid(&t, comm, err);
     int gbs = c->global_batch_size > 0 ? c->global_batch_size : c->model.micro_batch_size * c->dp_size;
     int evals = c->eval_iters > 0 ? c->train_iters / c->eval_interval + 1 : 0;
     int64_t want[3] = {(int64_t)c->train_iters * gbs, (int64_t)evals * c->eval_iters * gbs,
                        (int64_t)c->eval_iters * gbs};
-    int st = dg_feed_open(&t.feed, c, want, err);
+    if (st == DG_OK) st = dg_feed_open(&t.feed, c, want, err);
     if (st == DG_OK) st = dg_train_config_finish(c, t.feed.vocab, err);
     if (st == DG_OK) st = setup(&t, err);
+    dg_train_counters k = {0};
+    int loaded = 0;
+    if (st == DG_OK && c->load[0]) {
+        dg_ckpt_run r = {c, t.feed.vocab, t.log, t.grid ? t.grid->world_comm : NULL};
+        st = dg_dist_ckpt_load(&r, &t.dist, t.params, t.n_params, t.ptrs, &k, &loaded, err);
+    }
     if (st != DG_OK) {
         teardown(&t);
+        dg_grid_free(t.grid);
         return st;
     }
     for (int i = 0; hooks && hooks->on_param && i < t.n_params; i++)
-        hooks->on_param(hooks->ctx, &t.g->tensors[t.params[i]], dg_runtime_ptr(t.rt, t.params[i]));
-    printf("dagatron train: %s; model: %d layers, hidden %d, %d heads (%d query groups), %d experts top-%d, "
-           "vocabulary %d (padded), %d parameter tensors; graph: %d nodes, %d tensors; "
-           "%d compute threads, sgemm peak %.1f GFLOP/s\n",
-           t.feed.source, c->model.num_layers, c->model.hidden_size, c->model.num_attention_heads,
-           c->model.num_query_groups, c->model.num_experts, c->model.moe_router_topk,
-           c->model.vocab_size, t.n_params, t.g->n_nodes, t.g->n_tensors,
-           dg_runtime_threads(t.rt), t.peak_flops / 1e9);
-    fflush(stdout);
+        hooks->on_param(hooks->ctx, &t.g->tensors[t.params[i]], t.ptrs[t.params[i]]);
+    res->opt_state_bytes = dg_dist_state_bytes(&t.dist);
+    res->n_buckets = t.buckets.n;
+    res->data_size = t.data_size;
+    if (t.log) {
+        print_startup(&t);
+        if (loaded)
+            printf(" loaded checkpoint from %s at iteration %lld (consumed samples %lld)\n", c->load,
+                   (long long)k.iteration, (long long)k.consumed);
+        fflush(stdout);
+    }
 
     dg_lr_schedule sched = {c->lr, c->min_lr, c->lr_warmup_iters, c->lr_decay_iters,
                             !strcmp(c->lr_decay_style, "constant") ? DG_LR_CONSTANT
                             : !strcmp(c->lr_decay_style, "linear") ? DG_LR_LINEAR
                                                                    : DG_LR_COSINE};
-    int64_t consumed = 0;
-    int skipped = 0, nans = 0, updates = 0;
+    t.eval_consumed = k.consumed_valid;
     losses window = {0};
     double window_ms = 0.0, window_gnorm = 0.0;
-    int window_n = 0;
-    for (int it = 1; it <= c->train_iters && st == DG_OK; it++) {
+    int window_n = 0, saved_at = -1;
+    for (int it = (int)k.iteration + 1; it <= c->train_iters && st == DG_OK; it++) {
         double t0 = dg_now();
         losses l = {0};
-        for (int i = 0; i < t.n_params; i++)
-            memset(t.acc[i], 0, dg_tensor_bytes(&t.g->tensors[t.params[i]]));
+        dg_dist_zero(&t.dist);
         t.iteration = it;
         /* --trace: record the second iteration (the first warms caches up),
          * or the only one. */
@@ -334,47 +420,48 @@ int dg_train(dg_train_config *c, const dg_train_hooks *hooks, dg_train_result *r
         dg_trace *tr = NULL;
         dg_sched_stats stats;
         if (tracing) {
-            tr = dg_trace_new(0);
+            tr = dg_trace_new(t.grid ? t.grid->rank : 0);
             dg_runtime_set_trace(t.rt, tr);
             t.stats = &stats;
         }
         for (int mb = 0; mb < c->num_microbatches && st == DG_OK; mb++) {
             t.microbatch = mb;
-            st = run_microbatch(&t, DG_SPLIT_TRAIN, consumed + (int64_t)mb * c->model.micro_batch_size, &l, err);
-            for (int i = 0; i < t.n_params && st == DG_OK; i++) {
-                const dg_tensor *p = &t.g->tensors[t.params[i]];
-                dg_cpu_add(t.team, t.acc[i], dg_runtime_ptr(t.rt, p->grad), t.acc[i], dg_tensor_numel(p));
-            }
+            int64_t at = k.consumed + (int64_t)mb * c->model.micro_batch_size * t.data_size;
+            st = run_microbatch(&t, DG_SPLIT_TRAIN, at, &l, err);
+            if (st == DG_OK) dg_dist_accumulate(&t.dist, t.team, t.ptrs);
         }
         if (tracing) {
             dg_runtime_set_trace(t.rt, NULL);
             t.stats = NULL;
-            if (st == DG_OK) st = dg_trace_write(tr, c->trace, err);
-            if (st == DG_OK) {
+            if (st == DG_OK && t.log) st = dg_trace_write(tr, c->trace, err);
+            if (st == DG_OK && t.log) {
                 printf(" trace of iteration %d (last micro-batch's step) written to %s\n", it, c->trace);
                 dg_sched_stats_print(&stats, stdout, "   ");
             }
             dg_trace_free(tr);
         }
+        if (st == DG_OK) st = average_losses(&t, &l, c->num_microbatches, err);
         if (st != DG_OK) break;
-        consumed += c->global_batch_size;
-        double inv = 1.0 / c->num_microbatches;
-        l.lm *= inv;
-        l.aux *= inv;
-        l.z *= inv;
-        l.total *= inv;
-        for (int i = 0; i < t.n_params && c->num_microbatches > 1; i++)
-            dg_cpu_scale(t.team, t.acc[i], (float)inv, t.acc[i], dg_tensor_numel(&t.g->tensors[t.params[i]]));
-        double gnorm = grad_norm(&t);
-        double lr = dg_lr_at(&sched, updates + 1);
+        k.consumed += c->global_batch_size;
+        /* The reduced gradients are sums over the data shards: average them
+         * over shards and micro-batches, as the loss is. */
+        dg_dist_scale(&t.dist, t.team, (float)(1.0 / ((double)c->num_microbatches * t.grad_shards)));
+        double gnorm = 0;
+        st = dg_dist_grad_norm(&t.dist, &gnorm, err);
+        if (st != DG_OK) break;
+        double lr = dg_lr_at(&sched, (int)k.updates + 1);
         if (!isfinite(l.total) || !isfinite(gnorm)) {
-            nans++;
-            skipped++;
+            k.nans++;
+            k.skipped++;
         } else {
             /* Megatron's clip_grad_norm_fp32: scale by max_norm / (norm + 1e-6) when below 1. */
             double clip = c->clip_grad > 0 ? c->clip_grad / (gnorm + 1e-6) : 1.0;
-            adamw_step(&t, lr, ++updates, clip);
+            dg_dist_hparams h = {lr, c->adam_beta1, c->adam_beta2, c->adam_eps, c->weight_decay,
+                                 ++k.updates, clip};
+            st = dg_dist_step(&t.dist, t.team, &h, t.ptrs, err);
+            if (st != DG_OK) break;
         }
+        k.iteration = it;
         if (hooks && hooks->on_iteration)
             hooks->on_iteration(hooks->ctx, it, l.lm, l.aux, l.z, gnorm, lr);
         double ms = (dg_now() - t0) * 1e3;
@@ -390,17 +477,29 @@ int dg_train(dg_train_config *c, const dg_train_hooks *hooks, dg_train_result *r
         if (it % c->log_interval == 0 || it == c->train_iters) {
             /* Megatron averages the losses over the logging window. */
             losses avg = {window.lm / window_n, window.aux / window_n, window.z / window_n, 0};
-            log_line(&t, it, consumed, window_ms / window_n, &avg, lr, window_gnorm / window_n,
-                     skipped, nans);
-            log_expert_tokens(&t);
+            if (t.log)
+                log_line(&t, it, k.consumed, window_ms / window_n, &avg, lr, window_gnorm / window_n,
+                         k.skipped, k.nans);
+            st = log_expert_tokens(&t, err);
             memset(&window, 0, sizeof window);
             window_ms = window_gnorm = 0.0;
             window_n = 0;
         }
-        if (it % c->eval_interval == 0 || it == c->train_iters) st = run_eval(&t, it, err);
+        if (st == DG_OK && (it % c->eval_interval == 0 || it == c->train_iters)) st = run_eval(&t, it, err);
+        k.consumed_valid = t.eval_consumed;
+        if (st == DG_OK && c->save[0] && c->save_interval > 0 && it % c->save_interval == 0) {
+            st = save_ckpt(&t, &k, err);
+            saved_at = it;
+        }
     }
-    res->skipped = skipped;
-    res->nan_iters = nans;
+    /* Megatron saves once more at the end of training. */
+    if (st == DG_OK && c->save[0] && saved_at != (int)k.iteration && k.iteration > 0)
+        st = save_ckpt(&t, &k, err);
+    for (int i = 0; st == DG_OK && final && final->on_param && i < t.n_params; i++)
+        final->on_param(final->ctx, &t.g->tensors[t.params[i]], t.ptrs[t.params[i]]);
+    res->skipped = (int)k.skipped;
+    res->nan_iters = (int)k.nans;
     teardown(&t);
+    dg_grid_free(t.grid);
     return st;
 }

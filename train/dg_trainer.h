@@ -14,6 +14,8 @@
 #ifndef DG_TRAINER_H
 #define DG_TRAINER_H
 
+#include <mpi.h>
+
 #include "dg_train_config.h"
 
 /* What a run ended with (for tests and the CLI's summary). */
@@ -22,6 +24,9 @@ typedef struct dg_train_result {
     double first_lm_loss; /* lm loss of the first iteration run */
     double last_lm_loss;  /* lm loss of the last iteration run */
     int skipped, nan_iters;
+    size_t opt_state_bytes; /* optimizer state on this rank (master weights + moments) */
+    int n_buckets;          /* gradient buckets of the DP pass */
+    int data_size;          /* data shards (Megatron's data-parallel size) */
 } dg_train_result;
 
 /* Optional observers, for tests and tools that want to see inside a run
@@ -40,7 +45,21 @@ typedef struct dg_train_hooks {
                          double grad_norm, double lr);
 } dg_train_hooks;
 
-/* Train as configured. hooks may be NULL. */
+/* At the end of a run: each parameter's final values (tests comparing runs). */
+typedef struct dg_train_final {
+    void *ctx;
+    void (*on_param)(void *ctx, const dg_tensor *t, const float *values);
+} dg_train_final;
+
+/* Train as configured over the ranks of `comm` (the rank grid, dg_grid.h,
+ * is built over it; MPI_COMM_NULL: one rank without MPI). Every rank of comm
+ * calls it; world rank 0 prints the log. hooks and final may be NULL. Returns DG_OK,
+ * DG_EINPUT (bad flags, a world size the parallel sizes do not divide, a bad
+ * checkpoint) or DG_EINTERNAL with err set. */
+int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
+                const dg_train_final *final, dg_train_result *res, dg_err *err);
+
+/* dg_train_on over MPI_COMM_WORLD when MPI is initialised, else alone. */
 int dg_train(dg_train_config *c, const dg_train_hooks *hooks, dg_train_result *res, dg_err *err);
 
 #endif /* DG_TRAINER_H */

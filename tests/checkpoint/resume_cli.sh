@@ -93,7 +93,7 @@ printf 'abc\n' >"$TMP/g/latest_checkpointed_iteration.txt"
 check_bad "g/latest_checkpointed_iteration.txt: expected an iteration number, got 'abc'" --load "$TMP/g"
 printf '30' >"$TMP/g/latest_checkpointed_iteration.txt"
 check_bad "iter_0000030 does not exist" --load "$TMP/g"
-check_bad "a/iter_0000020/metadata.json: the checkpoint's model has num_layers = 2, this run has 3" \
+check_bad "a/iter_0000020/metadata.json: the checkpoint's model has num_layers = 2, this run has 3 (--num-layers)" \
   --load "$TMP/a" --num-layers 3
 cp -r "$TMP/a" "$TMP/t"
 truncate -s 1000 "$TMP/t/iter_0000020/model_optim_rng.bin"

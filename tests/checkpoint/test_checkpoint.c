@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <math.h>
 #include <sys/wait.h>
 
 #include "ckpt_test_util.h"
@@ -416,7 +417,14 @@ static void test_bad_requests(void **state) {
     assert_int_equal(dg_ckpt_load(f.dir, 10, &m.model, NULL, f.r.t, f.r.n, &err), DG_OK);
     m.model.num_layers = 3;
     assert_int_equal(dg_ckpt_load(f.dir, 10, &m.model, NULL, f.r.t, f.r.n, &err), DG_EINPUT);
-    assert_msg(&err, "metadata.json", "num_layers = 2, this run has 3");
+    assert_msg(&err, "metadata.json", "the checkpoint's model has num_layers = 2, this run has 3 (--num-layers)");
+    m.model.num_layers = 2;
+    m.model.norm_epsilon = 1e-6;
+    assert_int_equal(dg_ckpt_load(f.dir, 10, &m.model, NULL, f.r.t, f.r.n, &err), DG_EINPUT);
+    assert_msg(&err, "metadata.json", "norm_epsilon = 1e-05, this run has 1e-06 (--norm-epsilon)");
+    m.model.norm_epsilon = nextafter(1e-5, 1.0); /* beyond %g's digits: all 17 are shown */
+    assert_int_equal(dg_ckpt_load(f.dir, 10, &m.model, NULL, f.r.t, f.r.n, &err), DG_EINPUT);
+    assert_msg(&err, "metadata.json", "norm_epsilon = 1.0000000000000001e-05, this run has 1.0000000000000003e-05");
     bad_teardown(&f);
 }
 
@@ -442,6 +450,10 @@ static void test_bad_tracker(void **state) {
     assert_int_equal(load_all(&f, &err), DG_OK);
 
     unlink(f.tracker);
+    mkdir(f.tracker, 0777);
+    assert_int_equal(load_all(&f, &err), DG_EINPUT);
+    assert_msg(&err, "latest_checkpointed_iteration.txt", "not a regular file");
+    rmdir(f.tracker);
     assert_false(dg_ckpt_has_tracker(f.dir));
     assert_int_equal(load_all(&f, &err), DG_EINPUT);
     assert_msg(&err, "latest_checkpointed_iteration.txt", "no checkpoint tracker");
@@ -512,10 +524,12 @@ static void test_bad_save_dir(void **state) {
     assert_int_equal(dg_ckpt_save(p, &m, s.t, s.n, 0, &err), DG_EINPUT);
     assert_msg(&err, "/file", "cannot create directory");
     /* A caller bug (duplicate names) is internal, and nothing is written. */
+    dg_ckpt_tensor keep = s.t[1];
     s.t[1] = s.t[0];
     assert_int_equal(dg_ckpt_save(dir, &m, s.t, s.n, 0, &err), DG_EINTERNAL);
+    assert_msg(&err, "dg_ckpt_save", "appears twice");
     assert_false(ckpt_exists("%s/iter_0000010", dir));
-    s.t[1].data = NULL; /* shared with t[0]: free once */
+    s.t[1] = keep;
     ckpt_set_free(&s);
     ckpt_rmrf(dir);
 }

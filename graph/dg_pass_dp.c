@@ -1,0 +1,120 @@
+/* dg_pass_dp.c — see dg_pass_dp.h. */
+#include "dg_pass_dp.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "dg_collective.h"
+
+int dg_dp_is_expert(const dg_tensor *t) {
+    for (int d = 0; d < t->ndim; d++)
+        if (t->sharding.split[d] == DG_AXIS_EP) return 1;
+    return 0;
+}
+
+typedef struct ready_param {
+    int param;
+    int pos; /* position of its gradient's producer in the topological order */
+} ready_param;
+
+static int by_pos(const void *a, const void *b) {
+    const ready_param *x = a, *y = b;
+    if (x->pos != y->pos) return x->pos < y->pos ? -1 : 1;
+    return (x->param > y->param) - (x->param < y->param);
+}
+
+/* Add bucket b's pack and collective nodes to g. */
+static int emit(dg_graph *g, const dg_dp_opts *o, dg_dp_bucket *b, int index, dg_err *err) {
+    int gs = b->group_size;
+    b->padded = o->reduce_scatter ? (b->numel + gs - 1) / gs * gs : b->numel;
+    b->shard = o->reduce_scatter ? b->padded / gs : b->padded;
+    int in[DG_MAX_INPUTS];
+    for (int i = 0; i < b->n_params; i++) in[i] = g->tensors[b->params[i]].grad;
+    dg_attrs a;
+    memset(&a, 0, sizeof a);
+    a.i[0] = b->padded;
+    char name[DG_NAME_LEN];
+    snprintf(name, sizeof name, "dp_bucket%d/pack", index);
+    b->packed = dg_graph_add(g, o->pack, &a, in, b->n_params, NULL, name);
+    if (b->packed < 0) return dg_err_set(err, DG_EINTERNAL, "dp pass: %s", g->err.msg);
+    b->pack_node = g->tensors[b->packed].producer;
+    /* A bucket whose shape splits over the group carries the group's axis in
+     * its sharding descriptor once reduce-scattered (dg_reduce_scatter). */
+    b->reduced = o->reduce_scatter ? dg_reduce_scatter(g, b->packed, b->axis, gs, 0)
+                                   : dg_all_reduce(g, b->packed, b->axis, gs);
+    if (b->reduced < 0) return dg_err_set(err, DG_EINTERNAL, "dp pass: %s", g->err.msg);
+    b->comm_node = g->tensors[b->reduced].producer;
+    dg_node *pn = dg_N(g, b->pack_node), *cn = dg_N(g, b->comm_node);
+    snprintf(cn->name, sizeof cn->name, "dp_bucket%d/%s", index,
+             o->reduce_scatter ? "reduce_scatter" : "all_reduce");
+    /* Both belong to backward: they finish the step's gradients. */
+    pn->phase = cn->phase = DG_PHASE_BACKWARD;
+    pn->microbatch = cn->microbatch = -1;
+    pn->priority = o->overlap ? 1 : -1;
+    return DG_OK;
+}
+
+int dg_pass_dp(dg_graph *g, const dg_dp_opts *o, dg_dp_buckets *out, dg_err *err) {
+    memset(out, 0, sizeof *out);
+    out->reduce_scatter = o->reduce_scatter;
+    if (o->bucket_elems < 1 || o->dp_size < 1 || o->edp_size < 1 || !o->pack)
+        return dg_err_set(err, DG_EINTERNAL, "dp pass: bad options");
+    int nt = g->n_tensors, nn = g->n_nodes;
+    int *order = dg_malloc(sizeof(int) * (size_t)DG_MAX(nn, 1));
+    int *pos = dg_malloc(sizeof(int) * (size_t)DG_MAX(nn, 1));
+    ready_param *rp = dg_malloc(sizeof *rp * (size_t)DG_MAX(nt, 1));
+    int st = dg_graph_topo_order(g, order, err), np = 0;
+
+    /* 1. The parameters, in the order their gradients become final. */
+    for (int k = 0; st == DG_OK && k < nn; k++) pos[order[k]] = k;
+    for (int t = 0; st == DG_OK && t < nt; t++) {
+        const dg_tensor *p = &g->tensors[t];
+        if (p->role != DG_ROLE_PARAMETER) continue;
+        if (p->grad < 0 || g->tensors[p->grad].producer < 0)
+            st = dg_err_set(err, DG_EINTERNAL, "dp pass: parameter '%s' has no gradient", p->name);
+        else if (p->dtype != DG_F32 || g->tensors[p->grad].dtype != DG_F32)
+            st = dg_err_set(err, DG_EINTERNAL, "dp pass: parameter '%s' is not f32", p->name);
+        else
+            rp[np++] = (ready_param){t, pos[g->tensors[p->grad].producer]};
+    }
+    qsort(rp, (size_t)np, sizeof *rp, by_pos);
+
+    /* 2. Buckets: one open bucket per group (dense, expert), closed at the
+     * size limit or the input limit; then the open ones, in the same order
+     * of readiness (by their last parameter). */
+    out->b = dg_calloc((size_t)DG_MAX(np, 1), sizeof *out->b);
+    dg_dp_bucket open[2];
+    memset(open, 0, sizeof open);
+    int last_pos[2] = {-1, -1};
+    for (int i = 0; st == DG_OK && i < np; i++) {
+        const dg_tensor *p = &g->tensors[rp[i].param];
+        int e = dg_dp_is_expert(p);
+        dg_dp_bucket *b = &open[e];
+        b->axis = e ? DG_AXIS_EDP : DG_AXIS_DP;
+        b->group_size = e ? o->edp_size : o->dp_size;
+        b->params[b->n_params] = rp[i].param;
+        b->offset[b->n_params++] = b->numel;
+        b->numel += dg_tensor_numel(p);
+        last_pos[e] = rp[i].pos;
+        if (b->numel >= o->bucket_elems || b->n_params == DG_MAX_INPUTS) {
+            out->b[out->n++] = *b;
+            memset(b, 0, sizeof *b);
+        }
+    }
+    int first = last_pos[0] <= last_pos[1] ? 0 : 1;
+    for (int k = 0; k < 2; k++)
+        if (open[(first + k) % 2].n_params > 0) out->b[out->n++] = open[(first + k) % 2];
+
+    /* 3. Each bucket's pack and collective nodes. */
+    for (int i = 0; st == DG_OK && i < out->n; i++) st = emit(g, o, &out->b[i], i, err);
+    dg_free(order);
+    dg_free(pos);
+    dg_free(rp);
+    if (st != DG_OK) dg_dp_buckets_free(out);
+    return st;
+}
+
+void dg_dp_buckets_free(dg_dp_buckets *b) {
+    dg_free(b->b);
+    memset(b, 0, sizeof *b);
+}

@@ -1,0 +1,89 @@
+/* dg_pass_dp.h — data parallelism as a graph pass: bucketed gradient
+ * reduction on the comm stream.
+ *
+ * Runs after autodiff on a one-micro-batch step graph. Every parameter's
+ * gradient (the tensor autodiff left in its `grad`) is assigned to a bucket;
+ * each bucket gets two nodes:
+ *
+ *   pack      (compute stream) copies the bucket's gradients, in bucket
+ *             order, into one flat f32 tensor [padded] (zero padding);
+ *   collective (comm stream) all_reduce of it (Megatron's DDP), or, for the
+ *             distributed optimizer, reduce_scatter along dim 0, so rank r of
+ *             the group keeps block r of the bucket's sum: [padded / group].
+ *
+ * The collective's output (`reduced`) is the bucket's summed gradient; the
+ * trainer reads it after the step (list it in dg_sched_opts.keep), divides by
+ * the number of data shards and micro-batches, and runs the optimizer.
+ *
+ * Buckets, like Megatron's: parameters are taken in the order their
+ * gradients become final in backward (the position of the gradient's
+ * producer in the topological order), and a bucket is closed once it holds
+ * bucket_elems elements or more (so a parameter larger than the bucket size
+ * gets a bucket of its own), or DG_MAX_INPUTS parameters (a node's input
+ * limit; the pack node reads each gradient directly, with no staging copy).
+ * Dense and expert parameters never share a bucket: expert parameters (a
+ * dimension split over DG_AXIS_EP) reduce over DG_AXIS_EDP, the ranks that
+ * hold the same experts; the rest over DG_AXIS_DP (dg_grid.h maps it to
+ * the DP x CP group). With the distributed optimizer each bucket is padded
+ * to a multiple of its group size so it splits into equal shards.
+ *
+ * Overlap (--overlap-grad-reduce): with `overlap`, pack nodes get priority
+ * +1, above every other compute node, so a bucket is packed the moment its
+ * last gradient is final and its collective starts on the comm stream while
+ * backward goes on. Without it, pack nodes get priority -1: the compute
+ * stream runs them only when no other compute task is ready, which in a
+ * backward pass (every remaining task depends on compute only) is after the
+ * last backward node: the collectives then all run after backward. Priorities
+ * change when things run, never what is computed, so both give bitwise
+ * identical gradients.
+ *
+ * graph/ knows no compute op, so the pack op is handed in (train/ defines it,
+ * dg_dist_pack_op()): inputs are the gradients, attrs.i[0] = padded length,
+ * output f32 [padded].
+ */
+#ifndef DG_PASS_DP_H
+#define DG_PASS_DP_H
+
+#include "dg_graph.h"
+#include "dg_op.h"
+
+typedef struct dg_dp_opts {
+    int64_t bucket_elems;  /* close a bucket at this many elements (>= 1) */
+    int overlap;           /* --overlap-grad-reduce */
+    int reduce_scatter;    /* --use-distributed-optimizer */
+    int dp_size;           /* ranks of the DG_AXIS_DP group (dense gradients) */
+    int edp_size;          /* ranks of the DG_AXIS_EDP group (expert gradients) */
+    const dg_op_def *pack; /* the flat-copy op (see above) */
+} dg_dp_opts;
+
+/* The parameters of a bucket, in pack order. */
+typedef struct dg_dp_bucket {
+    dg_axis axis;      /* DG_AXIS_DP or DG_AXIS_EDP */
+    int group_size;    /* ranks the bucket is reduced over */
+    int n_params;
+    int params[DG_MAX_INPUTS];     /* parameter tensor ids */
+    int64_t offset[DG_MAX_INPUTS]; /* element offset of each in the bucket */
+    int64_t numel;     /* sum of the parameters' elements */
+    int64_t padded;    /* numel rounded up to a multiple of group_size (reduce-scatter), else numel */
+    int64_t shard;     /* elements each rank keeps: padded / group_size, or padded */
+    int packed;        /* tensor: the flat bucket [padded] */
+    int reduced;       /* tensor: the collective's output [shard] */
+    int pack_node, comm_node;
+} dg_dp_bucket;
+
+typedef struct dg_dp_buckets {
+    int n;
+    dg_dp_bucket *b;   /* in the order their collectives become ready */
+    int reduce_scatter;
+} dg_dp_buckets;
+
+/* Run the pass on g (after autodiff). Fills *out (free with
+ * dg_dp_buckets_free). Returns DG_OK, or an error when a parameter has no
+ * gradient, is not f32, or the builder fails (g->err). */
+int dg_pass_dp(dg_graph *g, const dg_dp_opts *o, dg_dp_buckets *out, dg_err *err);
+void dg_dp_buckets_free(dg_dp_buckets *b);
+
+/* Is parameter t an expert parameter (a dimension split over EP)? */
+int dg_dp_is_expert(const dg_tensor *t);
+
+#endif /* DG_PASS_DP_H */

@@ -1,0 +1,156 @@
+/* dg_model_decode.c — the decoding-step graph (see dg_model_decode.h).
+ *
+ * The helpers mirror dg_model.c's (norm, dense_mlp, moe_block) with the
+ * training-only parts left out; they are copies rather than shared code
+ * because dg_model.c keeps its helpers static and this file may not change
+ * it. test_generate checks the two builders agree on every logit.
+ */
+#include "dg_model_decode.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "dg_grouped_gemm.h"
+#include "dg_op_kv.h"
+#include "dg_ops.h"
+#include "dg_permute.h"
+#include "dg_router.h"
+#include "dg_verify.h"
+
+void dg_decode_io_free(dg_decode_io *io) {
+    dg_free(io->k_in);
+    dg_free(io->v_in);
+    dg_free(io->k_out);
+    dg_free(io->v_out);
+    io->k_in = io->v_in = io->k_out = io->v_out = NULL;
+    io->n_layers = 0;
+}
+
+/* A parameter named "<prefix><name>", cut to the IR's limit as dg_model.c does. */
+static int param(dg_graph *g, const char *prefix, const char *name, int ndim, const int64_t *shape) {
+    char full[2 * DG_NAME_LEN];
+    snprintf(full, sizeof full, "%s%s", prefix, name);
+    full[DG_NAME_LEN - 1] = 0;
+    return dg_param_new(g, full, ndim, shape);
+}
+
+static int norm(dg_graph *g, const dg_model_config *c, const char *prefix, const char *name, int x) {
+    int64_t H = c->hidden_size;
+    char wname[2 * DG_NAME_LEN];
+    snprintf(wname, sizeof wname, "%s.weight", name);
+    int w = param(g, prefix, wname, 1, DG_SHAPE(H));
+    if (!c->normalization_layernorm) return dg_rmsnorm(g, x, w, c->norm_epsilon);
+    snprintf(wname, sizeof wname, "%s.bias", name);
+    int b = param(g, prefix, wname, 1, DG_SHAPE(H));
+    return dg_layernorm(g, x, w, b, c->norm_epsilon);
+}
+
+/* Cached GQA attention on x [B, L, H] for layer l; returns [B, L, H]. */
+static int attention_block(dg_graph *g, const dg_model_config *c, const dg_decode_shape *s,
+                           const char *pre, int l, int x, int pos, dg_decode_io *io) {
+    int64_t B = s->batch, L = s->new_tokens, Smax = s->max_len, H = c->hidden_size;
+    int64_t Hq = c->num_attention_heads, Hkv = c->num_query_groups, D = H / Hq;
+    int wq = param(g, pre, "self_attention.linear_q.weight", 2, DG_SHAPE(Hq * D, H));
+    int wk = param(g, pre, "self_attention.linear_k.weight", 2, DG_SHAPE(Hkv * D, H));
+    int wv = param(g, pre, "self_attention.linear_v.weight", 2, DG_SHAPE(Hkv * D, H));
+    int wo = param(g, pre, "self_attention.linear_proj.weight", 2, DG_SHAPE(H, Hq * D));
+    int q = dg_reshape(g, dg_linear(g, x, wq), 4, DG_SHAPE(B, L, Hq, D));
+    int k = dg_reshape(g, dg_linear(g, x, wk), 4, DG_SHAPE(B, L, Hkv, D));
+    int v = dg_reshape(g, dg_linear(g, x, wv), 4, DG_SHAPE(B, L, Hkv, D));
+    q = dg_rope_at(g, q, pos, c->rope_base);
+    k = dg_rope_at(g, k, pos, c->rope_base);
+
+    char name[DG_NAME_LEN];
+    snprintf(name, sizeof name, "kv_cache.%d.k", l);
+    io->k_in[l] = dg_input_new(g, name, DG_F32, 4, DG_SHAPE(B, Smax, Hkv, D));
+    snprintf(name, sizeof name, "kv_cache.%d.v", l);
+    io->v_in[l] = dg_input_new(g, name, DG_F32, 4, DG_SHAPE(B, Smax, Hkv, D));
+    io->k_out[l] = dg_kv_append(g, io->k_in[l], k, pos);
+    io->v_out[l] = dg_kv_append(g, io->v_in[l], v, pos);
+    int a = dg_kv_attention(g, q, io->k_out[l], io->v_out[l], pos, 1.0 / sqrt((double)D));
+    a = dg_reshape(g, a, 3, DG_SHAPE(B, L, Hq * D));
+    return dg_linear(g, a, wo);
+}
+
+static int dense_mlp(dg_graph *g, const char *pre, const char *what, int x, int64_t H, int64_t F) {
+    char n1[2 * DG_NAME_LEN], n2[2 * DG_NAME_LEN];
+    snprintf(n1, sizeof n1, "%s.linear_fc1.weight", what);
+    snprintf(n2, sizeof n2, "%s.linear_fc2.weight", what);
+    int w1 = param(g, pre, n1, 2, DG_SHAPE(2 * F, H));
+    int w2 = param(g, pre, n2, 2, DG_SHAPE(H, F));
+    return dg_linear(g, dg_swiglu(g, dg_linear(g, x, w1)), w2);
+}
+
+/* Routed experts on the step's T = B * L tokens (dropless, no losses). */
+static int moe_block(dg_graph *g, const dg_model_config *c, const dg_decode_shape *s,
+                     const char *pre, int x) {
+    int64_t B = s->batch, L = s->new_tokens, H = c->hidden_size, T = B * L;
+    int64_t E = c->num_experts, F = c->moe_ffn_hidden_size;
+    int wr = param(g, pre, "mlp.router.weight", 2, DG_SHAPE(E, H));
+    int w1 = param(g, pre, "mlp.experts.linear_fc1.weight", 3, DG_SHAPE(E, 2 * F, H));
+    int w2 = param(g, pre, "mlp.experts.linear_fc2.weight", 3, DG_SHAPE(E, H, F));
+    int xt = dg_reshape(g, x, 2, DG_SHAPE(T, H));
+    int logits = dg_linear(g, xt, wr);
+
+    dg_router_opts ro = dg_router_opts_default(c->moe_router_topk);
+    ro.score = c->score_function_sigmoid ? DG_MOE_SCORE_SIGMOID : DG_MOE_SCORE_SOFTMAX;
+    ro.pre_softmax = c->router_pre_softmax;
+    ro.capacity_factor = 0; /* dropless: see dg_model_decode.h */
+    dg_router_out r;
+    if (dg_moe_router(g, logits, &ro, &r) < 0) return -1;
+
+    dg_permute_out p;
+    if (dg_moe_permute(g, xt, r.indices, (int)E, &p) < 0) return -1;
+    int u = dg_grouped_linear(g, p.x_perm, p.tokens_per_expert, w1);
+    int d = dg_grouped_linear(g, dg_swiglu(g, u), p.tokens_per_expert, w2);
+    int y = dg_moe_unpermute(g, d, r.probs, p.row_map);
+    if (c->moe_shared_expert_size > 0)
+        y = dg_add(g, y, dense_mlp(g, pre, "mlp.shared_experts", xt, H, c->moe_shared_expert_size));
+    return dg_reshape(g, y, 3, DG_SHAPE(B, L, H));
+}
+
+int dg_model_build_decode(dg_graph *g, const dg_model_config *c, const dg_decode_shape *s,
+                          dg_decode_io *io, dg_err *err) {
+    memset(io, 0, sizeof *io);
+    io->tokens = io->pos = io->logits = -1;
+    DG_TRY(dg_model_config_check(c, err));
+    if (s->batch < 1 || s->new_tokens < 1 || s->max_len < s->new_tokens)
+        return dg_err_set(err, DG_EINPUT,
+                          "decode: need batch >= 1 and 1 <= new tokens <= cache length, got batch %d, "
+                          "%d new tokens, cache %d",
+                          s->batch, s->new_tokens, s->max_len);
+    int64_t B = s->batch, L = s->new_tokens, H = c->hidden_size, V = c->vocab_size;
+    io->n_layers = c->num_layers;
+    size_t nl = sizeof(int) * (size_t)c->num_layers;
+    io->k_in = dg_malloc(nl);
+    io->v_in = dg_malloc(nl);
+    io->k_out = dg_malloc(nl);
+    io->v_out = dg_malloc(nl);
+    dg_graph_set_phase(g, DG_PHASE_FORWARD);
+    dg_graph_set_layer(g, -1);
+
+    io->tokens = dg_input_new(g, "tokens", DG_I32, 2, DG_SHAPE(B, L));
+    io->pos = dg_input_new(g, "pos", DG_I32, 1, DG_SHAPE(B));
+    int emb = dg_param_new(g, "embedding.word_embeddings.weight", 2, DG_SHAPE(V, H));
+    int x = dg_embedding(g, emb, io->tokens);
+    for (int l = 0; l < c->num_layers; l++) {
+        char pre[32];
+        snprintf(pre, sizeof pre, "decoder.layers.%d.", l);
+        dg_graph_set_layer(g, l);
+        int h = norm(g, c, pre, "input_layernorm", x);
+        x = dg_add(g, x, attention_block(g, c, s, pre, l, h, io->pos, io));
+        int h2 = norm(g, c, pre, "pre_mlp_layernorm", x);
+        int y = dg_model_layer_is_moe(c, l) ? moe_block(g, c, s, pre, h2)
+                                             : dense_mlp(g, pre, "mlp", h2, H, c->ffn_hidden_size);
+        x = dg_add(g, x, y);
+        if (g->status != DG_OK) break;
+    }
+    dg_graph_set_layer(g, -1);
+    /* The norm is per token, so taking the last token first is the same math. */
+    if (!s->all_logits && L > 1) x = dg_seq_last(g, x);
+    int h = norm(g, c, "decoder.", "final_layernorm", x);
+    int wout = c->untie_embeddings ? dg_param_new(g, "output_layer.weight", 2, DG_SHAPE(V, H)) : emb;
+    io->logits = dg_linear(g, h, wout);
+    if (g->status != DG_OK) return dg_err_set(err, g->status, "decode model: %s", g->err.msg);
+    return dg_verify_after(g, "decode model", err);
+}

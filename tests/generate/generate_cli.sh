@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# generate_cli.sh GEN_CLI — `dagatron generate` end to end on a tiny random
+# checkpoint: output starts with the prompt and has max-new-tokens bytes
+# after it (byte-level tokenizer), greedy and --top-k 1 agree, the same seed
+# gives the same text and another seed other text, 2 threads give the
+# 1-thread text, and bad flags / directories fail with one line and exit 2.
+# When $DG_BUILD/dagatron has the generate command, it is checked the same way.
+set -u
+GEN="$1"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$GEN" make-ckpt "$tmp/ckpt" || fail "make-ckpt"
+
+check() { # check RUNNER... : the assertions, with RUNNER the generate command
+    local g=("$@") prompt="The quick brown fox"
+    "${g[@]}" --load "$tmp/ckpt" --prompt "$prompt" --max-new-tokens 30 --greedy > "$tmp/g1" 2>"$tmp/err" || fail "greedy run: $(cat "$tmp/err")"
+    "${g[@]}" --load "$tmp/ckpt" --prompt "$prompt" --max-new-tokens 30 --greedy > "$tmp/g2" 2>/dev/null || fail "greedy run 2"
+    cmp -s "$tmp/g1" "$tmp/g2" || fail "greedy is not deterministic"
+    head -c ${#prompt} "$tmp/g1" | grep -qx "$prompt" || fail "output does not start with the prompt"
+    # the end-of-document token (256) may stop it early: at most 30 bytes + newline
+    local n=$(( $(stat -c %s "$tmp/g1") - ${#prompt} - 1 ))
+    [ "$n" -ge 0 ] && [ "$n" -le 30 ] || fail "greedy made $n bytes, expected <= 30"
+    grep -q "iteration 7" "$tmp/err" || fail "no summary line naming the checkpoint's iteration"
+    "${g[@]}" --load "$tmp/ckpt" --prompt "$prompt" --max-new-tokens 30 --top-k 1 --seed 9 > "$tmp/k1" 2>/dev/null || fail "top-k 1"
+    cmp -s "$tmp/g1" "$tmp/k1" || fail "--top-k 1 differs from --greedy"
+    "${g[@]}" --load "$tmp/ckpt" --prompt "$prompt" --max-new-tokens 30 --temperature 0 > "$tmp/t0" 2>/dev/null || fail "temperature 0"
+    cmp -s "$tmp/g1" "$tmp/t0" || fail "--temperature 0 differs from --greedy"
+    "${g[@]}" --load "$tmp/ckpt" --prompt "$prompt" --max-new-tokens 30 --greedy --threads 2 > "$tmp/g3" 2>/dev/null || fail "threads 2"
+    cmp -s "$tmp/g1" "$tmp/g3" || fail "--threads 2 changes the greedy text"
+    local s=(--load "$tmp/ckpt" --prompt "$prompt" --max-new-tokens 40 --top-k 40 --top-p 0.9 --temperature 1.2)
+    "${g[@]}" "${s[@]}" --seed 5 > "$tmp/s1" 2>/dev/null || fail "sampled run"
+    "${g[@]}" "${s[@]}" --seed 5 > "$tmp/s2" 2>/dev/null || fail "sampled run 2"
+    "${g[@]}" "${s[@]}" --seed 6 > "$tmp/s3" 2>/dev/null || fail "sampled run 3"
+    cmp -s "$tmp/s1" "$tmp/s2" || fail "the same --seed gave different text"
+    cmp -s "$tmp/s1" "$tmp/s3" && fail "--seed 5 and --seed 6 gave the same text"
+    "${g[@]}" --load "$tmp/ckpt" --prompt "abc" --max-new-tokens 0 > "$tmp/z" 2>/dev/null || fail "max-new-tokens 0"
+    [ "$(cat "$tmp/z")" = "abc" ] || fail "--max-new-tokens 0 should print the prompt only"
+    "${g[@]}" --load "$tmp/ckpt" --max-new-tokens 5 > /dev/null 2>&1 || fail "no --prompt (start from end-of-document)"
+    "${g[@]}" --load "$tmp/ckpt" --ckpt-step 7 --prompt "$prompt" --max-new-tokens 30 --greedy > "$tmp/c7" 2>/dev/null || fail "--ckpt-step 7"
+    cmp -s "$tmp/g1" "$tmp/c7" || fail "--ckpt-step 7 (the latest) differs"
+
+    # bad input: one line on stderr, exit 2
+    local bad
+    for bad in "--ckpt-step 8" "--top-kk 3" "--top-p 1.5" "--temperature -1" "--max-new-tokens abc" "--seed" "--top-k -2"; do
+        # shellcheck disable=SC2086
+        "${g[@]}" --load "$tmp/ckpt" $bad > /dev/null 2> "$tmp/e"
+        local rc=$?
+        [ "$rc" -eq 2 ] || fail "'$bad': exit $rc, expected 2"
+        [ "$(wc -l < "$tmp/e")" -eq 1 ] || fail "'$bad': expected one line, got: $(cat "$tmp/e")"
+    done
+    grep -q -- "--top-k" "$tmp/e" || fail "bad --top-k message does not name the flag"
+    "${g[@]}" --prompt x > /dev/null 2> "$tmp/e"; [ $? -eq 2 ] || fail "missing --load: expected exit 2"
+    "${g[@]}" --load "$tmp/nothing" > /dev/null 2> "$tmp/e"; [ $? -eq 2 ] || fail "missing directory: expected exit 2"
+    [ "$(wc -l < "$tmp/e")" -eq 1 ] || fail "missing directory: expected one line"
+}
+
+check "$GEN" generate
+if [ -n "${DG_BUILD:-}" ] && [ -x "$DG_BUILD/dagatron" ] && "$DG_BUILD/dagatron" --help 2>&1 | grep -q "^  generate "; then
+    check "$DG_BUILD/dagatron" generate
+fi
+echo "generate_cli: ok"

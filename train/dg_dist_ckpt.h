@@ -1,0 +1,56 @@
+/* dg_dist_ckpt.h — the trainer's checkpoints (--save, --save-interval,
+ * --load) on top of io/dg_checkpoint.h.
+ *
+ * A checkpoint holds every parameter (Megatron-Core names), AdamW's moments
+ * ("optimizer.exp_avg.<name>", "optimizer.exp_avg_sq.<name>"), the counters
+ * (iteration, consumed training and validation samples, optimizer steps,
+ * skipped and NaN iterations), the model config, the tokenizer and the data
+ * description, so `dagatron generate` can rebuild the model from it.
+ *
+ * Data parallelism: parameters are replicated, so world rank 0 writes them.
+ * With the distributed optimizer each rank holds a shard of the moments;
+ * the save all-gathers every bucket's moments over its group first (a
+ * collective: every rank calls dg_dist_ckpt_save), so the checkpoint holds
+ * whole tensors and does not depend on the DP size: a run may resume with
+ * another DP size or with(out) the distributed optimizer. Every rank reads
+ * the checkpoint on load and keeps its own shard. The files must therefore
+ * be visible to every rank (one machine, or a shared file system).
+ *
+ * Resuming is exact: parameters, moments and counters come back bit for bit,
+ * fp32 master weights are copies of the parameters, the data position is
+ * the consumed-sample count and the learning rate follows the optimizer-step
+ * count, so a resumed run prints the losses of an uninterrupted one.
+ * (Expert parallelism will need per-rank expert tensors; not yet.)
+ */
+#ifndef DG_DIST_CKPT_H
+#define DG_DIST_CKPT_H
+
+#include "dg_checkpoint.h"
+#include "dg_dist.h"
+#include "dg_train_config.h"
+
+/* Where a run is. */
+typedef struct dg_train_counters {
+    int64_t iteration, consumed, consumed_valid, updates, skipped, nans;
+} dg_train_counters;
+
+/* What the checkpoint says about the run besides tensors. */
+typedef struct dg_ckpt_run {
+    const dg_train_config *c;
+    int64_t vocab;      /* the tokenizer's vocabulary before padding */
+    int writer;         /* this rank writes (world rank 0) */
+    dg_comm *world;     /* all ranks, to agree on the outcome (NULL: one rank) */
+} dg_ckpt_run;
+
+/* Save iteration k->iteration of the run into c->save (collective). ptrs:
+ * each tensor's buffer. */
+int dg_dist_ckpt_save(const dg_ckpt_run *r, const dg_dist *d, const int *params, int n_params,
+                      void *const *ptrs, const dg_train_counters *k, dg_err *err);
+
+/* Load the latest checkpoint of c->load into the parameters, the optimizer
+ * state and *k. *loaded = 0 (and nothing changes) when c->load has no
+ * tracker file yet. */
+int dg_dist_ckpt_load(const dg_ckpt_run *r, dg_dist *d, const int *params, int n_params,
+                      void *const *ptrs, dg_train_counters *k, int *loaded, dg_err *err);
+
+#endif /* DG_DIST_CKPT_H */
