@@ -28,14 +28,38 @@ static int emit(dg_graph *g, const dg_dp_opts *o, dg_dp_bucket *b, int index, dg
     int gs = b->group_size;
     b->padded = o->reduce_scatter ? (b->numel + gs - 1) / gs * gs : b->numel;
     b->shard = o->reduce_scatter ? b->padded / gs : b->padded;
-    int in[DG_MAX_INPUTS];
-    for (int i = 0; i < b->n_params; i++) in[i] = g->tensors[b->params[i]].grad;
+    b->packed = b->reduced = b->pack_node = b->comm_node = -1;
+    b->master = b->gathered = b->gather_node = -1;
+    if (o->layout_only) return DG_OK;
+    /* A pack node reads at most DG_MAX_INPUTS tensors: a bucket with more
+     * parameters is packed in two levels (segments of DG_MAX_INPUTS
+     * gradients, then the segments), one extra copy of its bytes. */
+    int in[DG_MAX_INPUTS], n_in = 0;
+    char name[DG_NAME_LEN];
     dg_attrs a;
     memset(&a, 0, sizeof a);
+    int nseg = (b->n_params + DG_MAX_INPUTS - 1) / DG_MAX_INPUTS;
+    for (int sgi = 0; sgi < nseg; sgi++) {
+        int k0 = sgi * DG_MAX_INPUTS, k1 = DG_MIN(b->n_params, k0 + DG_MAX_INPUTS);
+        int seg[DG_MAX_INPUTS];
+        for (int k = k0; k < k1; k++) seg[k - k0] = g->tensors[b->params[k]].grad;
+        if (nseg == 1) {
+            memcpy(in, seg, sizeof(int) * (size_t)(k1 - k0));
+            n_in = k1 - k0;
+            break;
+        }
+        a.i[0] = (k1 < b->n_params ? b->offset[k1] : b->numel) - b->offset[k0];
+        snprintf(name, sizeof name, "dp_bucket%d/pack_segment%d", index, sgi);
+        in[n_in] = dg_graph_add(g, o->pack, &a, seg, k1 - k0, NULL, name);
+        if (in[n_in] < 0) return dg_err_set(err, DG_EINTERNAL, "dp pass: %s", g->err.msg);
+        dg_node *sn = dg_N(g, g->tensors[in[n_in++]].producer);
+        sn->phase = DG_PHASE_BACKWARD;
+        sn->microbatch = -1;
+        sn->priority = o->overlap ? 1 : -1;
+    }
     a.i[0] = b->padded;
-    char name[DG_NAME_LEN];
     snprintf(name, sizeof name, "dp_bucket%d/pack", index);
-    b->packed = dg_graph_add(g, o->pack, &a, in, b->n_params, NULL, name);
+    b->packed = dg_graph_add(g, o->pack, &a, in, n_in, NULL, name);
     if (b->packed < 0) return dg_err_set(err, DG_EINTERNAL, "dp pass: %s", g->err.msg);
     b->pack_node = g->tensors[b->packed].producer;
     /* A bucket whose shape splits over the group carries the group's axis in
@@ -54,10 +78,42 @@ static int emit(dg_graph *g, const dg_dp_opts *o, dg_dp_bucket *b, int index, dg
     return DG_OK;
 }
 
+/* Bucket b's parameter gather: master shard -> all_gather -> unpack into
+ * each parameter, which the unpack node then produces. */
+static int emit_gather(dg_graph *g, const dg_dp_opts *o, dg_dp_bucket *b, int index, dg_err *err) {
+    char name[DG_NAME_LEN];
+    snprintf(name, sizeof name, "dp_bucket%d/master_shard", index);
+    b->master = dg_tensor_new(g, name, DG_F32, 1, (int64_t[]){b->shard}, DG_ROLE_OPTIMIZER);
+    dg_graph_set_phase(g, DG_PHASE_FORWARD);
+    b->gathered = b->master >= 0 ? dg_all_gather(g, b->master, b->axis, b->group_size, 0) : -1;
+    if (b->gathered < 0) return dg_err_set(err, DG_EINTERNAL, "dp pass: %s", g->err.msg);
+    b->gather_node = g->tensors[b->gathered].producer;
+    dg_node *gn = dg_N(g, b->gather_node);
+    snprintf(gn->name, sizeof gn->name, "dp_bucket%d/param_all_gather", index);
+    gn->priority = 1;
+    gn->microbatch = gn->layer = -1;
+    for (int k = 0; k < b->n_params; k++) {
+        dg_tensor *p = dg_T(g, b->params[k]);
+        dg_attrs a;
+        memset(&a, 0, sizeof a);
+        a.i[0] = b->offset[k];
+        a.i[1] = p->ndim;
+        for (int d = 0; d < p->ndim; d++) a.i[2 + d] = p->shape[d];
+        snprintf(name, sizeof name, "dp_bucket%d/unpack%d", index, k);
+        int nid = dg_graph_add_raw(g, o->unpack, &a, &b->gathered, 1, &b->params[k], 1, name);
+        dg_node *un = dg_N(g, nid);
+        un->phase = DG_PHASE_FORWARD;
+        un->priority = 1;
+        un->microbatch = -1;
+        un->layer = p->layer;
+    }
+    return DG_OK;
+}
+
 int dg_pass_dp(dg_graph *g, const dg_dp_opts *o, dg_dp_buckets *out, dg_err *err) {
     memset(out, 0, sizeof *out);
     out->reduce_scatter = o->reduce_scatter;
-    if (o->bucket_elems < 1 || o->dp_size < 1 || o->edp_size < 1 || !o->pack)
+    if (o->bucket_elems < 1 || o->dp_size < 1 || o->edp_size < 1 || (!o->pack && !o->layout_only))
         return dg_err_set(err, DG_EINTERNAL, "dp pass: bad options");
     int nt = g->n_tensors, nn = g->n_nodes;
     int *order = dg_malloc(sizeof(int) * (size_t)DG_MAX(nn, 1));
@@ -96,7 +152,7 @@ int dg_pass_dp(dg_graph *g, const dg_dp_opts *o, dg_dp_buckets *out, dg_err *err
         b->offset[b->n_params++] = b->numel;
         b->numel += dg_tensor_numel(p);
         last_pos[e] = rp[i].pos;
-        if (b->numel >= o->bucket_elems || b->n_params == DG_MAX_INPUTS) {
+        if (b->numel >= o->bucket_elems || b->n_params == DG_DP_MAX_PARAMS) {
             out->b[out->n++] = *b;
             memset(b, 0, sizeof *b);
         }
@@ -105,8 +161,16 @@ int dg_pass_dp(dg_graph *g, const dg_dp_opts *o, dg_dp_buckets *out, dg_err *err
     for (int k = 0; k < 2; k++)
         if (open[(first + k) % 2].n_params > 0) out->b[out->n++] = open[(first + k) % 2];
 
-    /* 3. Each bucket's pack and collective nodes. */
+    /* 3. Each bucket's pack and collective nodes (unless layout only). */
     for (int i = 0; st == DG_OK && i < out->n; i++) st = emit(g, o, &out->b[i], i, err);
+
+    /* 4. The parameter gathers (distributed optimizer, overlapped). */
+    if (st == DG_OK && o->param_gather && o->reduce_scatter && !o->layout_only) {
+        if (!o->unpack) st = dg_err_set(err, DG_EINTERNAL, "dp pass: param_gather needs an unpack op");
+        dg_phase saved = g->cur_phase;
+        for (int i = 0; st == DG_OK && i < out->n; i++) st = emit_gather(g, o, &out->b[i], i, err);
+        dg_graph_set_phase(g, saved);
+    }
     dg_free(order);
     dg_free(pos);
     dg_free(rp);

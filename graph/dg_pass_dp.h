@@ -19,8 +19,10 @@
  * gradients become final in backward (the position of the gradient's
  * producer in the topological order), and a bucket is closed once it holds
  * bucket_elems elements or more (so a parameter larger than the bucket size
- * gets a bucket of its own), or DG_MAX_INPUTS parameters (a node's input
- * limit; the pack node reads each gradient directly, with no staging copy).
+ * gets a bucket of its own), or DG_DP_MAX_PARAMS parameters. A pack node
+ * reads each gradient directly; since a node has at most DG_MAX_INPUTS
+ * inputs, a bucket of more parameters is packed in two levels (segments of
+ * DG_MAX_INPUTS gradients, then the segments: one extra copy).
  * Dense and expert parameters never share a bucket: expert parameters (a
  * dimension split over DG_AXIS_EP) reduce over DG_AXIS_EDP, the ranks that
  * hold the same experts; the rest over DG_AXIS_DP (dg_grid.h maps it to
@@ -37,15 +39,33 @@
  * change when things run, never what is computed, so both give bitwise
  * identical gradients.
  *
- * graph/ knows no compute op, so the pack op is handed in (train/ defines it,
- * dg_dist_pack_op()): inputs are the gradients, attrs.i[0] = padded length,
- * output f32 [padded].
+ * Parameter gather (--overlap-param-gather, with the distributed optimizer):
+ * each bucket also gets a leaf tensor `master` [shard] (role OPTIMIZER: this
+ * rank's fp32 master weights of the bucket, which the optimizer updates
+ * between steps), an all_gather of it over the bucket's group (forward phase,
+ * priority +1) and one unpack node per parameter that copies the parameter's
+ * slice of the gathered bucket into the parameter itself. The unpack node
+ * becomes the parameter's producer, so every node reading the parameter waits
+ * for its bucket's gather and nothing else does: the gathers run on the comm
+ * stream under the forward pass, and a layer's compute starts as soon as its
+ * own bucket has arrived (Megatron's overlap of the param all-gather with the
+ * next forward). Like the gradients, parameters are gathered every
+ * micro-batch (the static step graph serves them all); the values do not
+ * change within an iteration, so this costs volume, never correctness.
+ *
+ * graph/ knows no compute op, so the pack and unpack ops are handed in
+ * (train/ defines them: dg_dist_pack_op(), dg_dist_unpack_op()). pack: inputs
+ * are the gradients, attrs.i[0] = padded length, output f32 [padded].
+ * unpack: input the gathered bucket, attrs.i[0] = element offset, i[1] = ndim,
+ * i[2..5] = shape; output the parameter.
  */
 #ifndef DG_PASS_DP_H
 #define DG_PASS_DP_H
 
 #include "dg_graph.h"
 #include "dg_op.h"
+
+#define DG_DP_MAX_PARAMS (DG_MAX_INPUTS * DG_MAX_INPUTS) /* parameters per bucket */
 
 typedef struct dg_dp_opts {
     int64_t bucket_elems;  /* close a bucket at this many elements (>= 1) */
@@ -54,6 +74,11 @@ typedef struct dg_dp_opts {
     int dp_size;           /* ranks of the DG_AXIS_DP group (dense gradients) */
     int edp_size;          /* ranks of the DG_AXIS_EDP group (expert gradients) */
     const dg_op_def *pack; /* the flat-copy op (see above) */
+    int layout_only;       /* 1: lay the buckets out but add no node (a world of
+                            * one: nothing to reduce; the trainer then reads the
+                            * gradients themselves, and packed = reduced = -1) */
+    int param_gather;      /* --overlap-param-gather (needs reduce_scatter) */
+    const dg_op_def *unpack; /* the slice-copy op (param_gather only) */
 } dg_dp_opts;
 
 /* The parameters of a bucket, in pack order. */
@@ -61,14 +86,17 @@ typedef struct dg_dp_bucket {
     dg_axis axis;      /* DG_AXIS_DP or DG_AXIS_EDP */
     int group_size;    /* ranks the bucket is reduced over */
     int n_params;
-    int params[DG_MAX_INPUTS];     /* parameter tensor ids */
-    int64_t offset[DG_MAX_INPUTS]; /* element offset of each in the bucket */
+    int params[DG_DP_MAX_PARAMS];     /* parameter tensor ids */
+    int64_t offset[DG_DP_MAX_PARAMS]; /* element offset of each in the bucket */
     int64_t numel;     /* sum of the parameters' elements */
     int64_t padded;    /* numel rounded up to a multiple of group_size (reduce-scatter), else numel */
     int64_t shard;     /* elements each rank keeps: padded / group_size, or padded */
     int packed;        /* tensor: the flat bucket [padded] */
     int reduced;       /* tensor: the collective's output [shard] */
     int pack_node, comm_node;
+    int master;        /* param_gather: leaf [shard], this rank's master weights; else -1 */
+    int gathered;      /* param_gather: the all_gather's output [padded]; else -1 */
+    int gather_node;   /* param_gather: the all_gather node; else -1 */
 } dg_dp_bucket;
 
 typedef struct dg_dp_buckets {

@@ -63,11 +63,16 @@ int dg_ep_is_expert_param(const dg_tensor *t) {
     return t->role == DG_ROLE_PARAMETER && t->ndim >= 1 && t->sharding.split[0] == DG_AXIS_EP;
 }
 
-int dg_ep_rank_input(dg_graph *g) {
+int dg_ep_find_rank_input(const dg_graph *g) {
     for (int t = 0; t < g->n_tensors; t++)
         if (g->tensors[t].role == DG_ROLE_INPUT && !strcmp(g->tensors[t].name, "ep_rank"))
             return t;
-    return dg_input_new(g, "ep_rank", DG_I32, 1, DG_SHAPE(1));
+    return -1;
+}
+
+int dg_ep_rank_input(dg_graph *g) {
+    int t = dg_ep_find_rank_input(g);
+    return t >= 0 ? t : dg_input_new(g, "ep_rank", DG_I32, 1, DG_SHAPE(1));
 }
 
 /* Rename the node that produced tensor t, so traces and dumps say which
@@ -170,7 +175,7 @@ static int chunk_allgather(dg_graph *g, const ep_ctx *e, int x, int probs, int i
     name_producer(g, pa, "ep_gather_probs.c%d", c);
     int ia = dg_all_gather(g, idx, DG_AXIS_EP, e->P, 0);
     name_producer(g, ia, "ep_gather_idx.c%d", c);
-    int loc = dg_moe_ep_local_indices(g, ia, e->ep_rank, e->G);
+    int loc = dg_moe_ep_local_indices(g, ia, e->ep_rank, e->G, e->P);
     dg_permute_out p;
     if (dg_moe_permute(g, xa, loc, e->G, &p) < 0) return -1;
     int d = expert_mlp(g, e, p.x_perm, p.tokens_per_expert, c);
@@ -209,4 +214,18 @@ int dg_ep_experts(dg_graph *g, const dg_ep_opts *o, const dg_ep_experts_args *a)
         return -1;
     }
     return dg_moe_ep_concat_rows(g, ys, e.C);
+}
+
+int dg_ep_prioritize(dg_graph *g) {
+    int raised = 0;
+    for (int v = 0; v < g->n_nodes; v++) {
+        const dg_node *n = &g->nodes[v];
+        if (n->op != &dg_op_all_to_all_v || n->group != DG_AXIS_EP) continue;
+        int src = g->tensors[n->in[0]].producer;
+        if (src < 0 || g->nodes[src].stream != DG_STREAM_COMPUTE || g->nodes[src].priority >= 1)
+            continue;
+        g->nodes[src].priority = 1;
+        raised++;
+    }
+    return raised;
 }

@@ -6,14 +6,19 @@
  * of the model is data-parallel over the EP ranks (Megatron's expert-DP
  * folding). dg_ep_experts() lowers "tokens -> routed experts -> weighted sum"
  * into graph nodes; the router, its losses and the parameters stay with the
- * model builder (moe/dg_model.c), so the single-rank math is untouched.
+ * model builder (moe/dg_model.c), so the single-rank math is untouched. In
+ * particular the load-balancing and z losses are computed on the rank's own
+ * tokens, as Megatron does (no all-reduce of the counts over EP): an EP run
+ * on P micro-batches equals the single-rank run on the same P micro-batches.
  *
  * alltoall dispatcher (--moe-token-dispatcher-type alltoall, Megatron's
  * MoEAlltoAllTokenDispatcher), per chunk of tokens:
  *   permute by global expert            moe_permute: rows grouped by expert,
  *                                       hence by destination rank
  *   exchange per-expert counts          all_to_all of i32 [E] (split/concat 0)
- *                                       -> recv counts [P, G] (rank, expert)
+ *                                       -> recv counts [P, G] (rank, expert);
+ *                                       one exchange for all chunks (their
+ *                                       counts packed by moe_ep_transpose)
  *   dispatch                            all_to_all_v (graph/dg_collective_v.h)
  *   sort chunks (rank, e) -> (e, rank)  moe_ep_sort_chunks (skipped if G == 1)
  *   expert SwiGLU MLP                   grouped_gemm fc1, swiglu, grouped_gemm fc2
@@ -37,6 +42,11 @@
  *   capacity   min(that, P * G * min(cap, Tc)), cap = Megatron's capacity
  *              of the whole micro-batch (dg_moe_capacity)
  * A run that exceeds a bound fails with the node's name, never truncates.
+ * The dropless bound is what a static graph must assume; it is up to
+ * min(k, G) * P / k times the balanced load (Tc*k rows), and the fc1 output
+ * [bound, 2F] scales with it: large dropless configurations should set a
+ * capacity factor or opts.recv_rows. The allgather dispatcher's buffers
+ * are P*Tc tokens (P*Tc*k permuted rows), as in Megatron.
  *
  * Overlap (opts.chunks = C, --moe-a2a-overlap-chunks; 1 = off): the tokens
  * are split into C equal chunks (C divides T, C <= DG_EP_MAX_CHUNKS) after
@@ -104,6 +114,10 @@ int dg_ep_is_expert_param(const dg_tensor *t);
  * fills it like the tokens. Returns its id or -1. */
 int dg_ep_rank_input(dg_graph *g);
 
+/* The "ep_rank" input if the graph has one (allgather dispatcher with
+ * ep_size > 1), else -1: what a trainer looks up to fill it. */
+int dg_ep_find_rank_input(const dg_graph *g);
+
 typedef struct dg_ep_experts_args {
     int x;              /* f32 [T, H]: the tokens */
     int probs;          /* f32 [T, k]: router probs */
@@ -113,6 +127,18 @@ typedef struct dg_ep_experts_args {
     int num_experts;    /* E, global */
     double capacity_factor; /* --moe-expert-capacity-factor (sizes the buffers); <= 0 dropless */
 } dg_ep_experts_args;
+
+/* After autodiff: give every compute node that produces the data of an EP
+ * all-to-all (forward and backward: permute, unsort, the gather of the
+ * combine's gradient, ...) priority 1, above the default 0, so the compute
+ * stream runs it as soon as it is ready and the exchange starts while the
+ * expert GEMMs of other chunks and the weight-gradient GEMMs go on. Without
+ * it the bottom-level heuristic, to which a few bytes of communication look
+ * free, runs those copies after the long GEMM chains and the all-to-alls
+ * queue up at the end of each phase. Priorities decide when nodes run, not
+ * what they compute: results are unchanged. Returns the number of nodes
+ * raised. */
+int dg_ep_prioritize(dg_graph *g);
 
 /* The routed experts' output y [T, H] = sum_j probs[t, j] * expert_j(x[t])
  * over this rank's tokens, with the experts spread over the EP group as

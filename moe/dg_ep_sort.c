@@ -258,9 +258,10 @@ static int infer_local(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, d
                              ix->name, dg_dtype_name(ix->dtype), dg_shape_str(ix, s));
     if (r->dtype != DG_I32 || dg_tensor_numel(r) != 1)
         return DG_INFER_FAIL(err, "rule 'shape' broken: ep_rank '%s' must be one i32", r->name);
-    if (n->attrs.i[0] < 1)
-        return DG_INFER_FAIL(err, "rule 'attrs' broken: experts per rank %lld must be >= 1",
-                             (long long)n->attrs.i[0]);
+    if (n->attrs.i[0] < 1 || n->attrs.i[1] < 1)
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: experts per rank %lld and ranks %lld must "
+                                  "be >= 1",
+                             (long long)n->attrs.i[0], (long long)n->attrs.i[1]);
     dg_desc_like(o, ix);
     return DG_OK;
 }
@@ -270,8 +271,8 @@ static int k_local(const dg_exec_env *env, const dg_graph *g, const dg_node *n, 
     (void)env;
     const int32_t *ix = in[0];
     int32_t *o = out[0];
-    int64_t G = n->attrs.i[0], lo = (int64_t)*(const int32_t *)in[1] * G;
-    if (lo < 0) return DG_EINPUT;
+    int64_t G = n->attrs.i[0], r = *(const int32_t *)in[1], lo = r * G;
+    if (r < 0 || r >= n->attrs.i[1]) return DG_EINPUT; /* ep_rank not filled in, or wrong */
     for (int64_t i = 0; i < dg_tensor_numel(DG_IN(g, n, 0)); i++)
         o[i] = ix[i] >= lo && ix[i] < lo + G ? (int32_t)(ix[i] - lo) : -1;
     return DG_OK;
@@ -279,13 +280,14 @@ static int k_local(const dg_exec_env *env, const dg_graph *g, const dg_node *n, 
 
 const dg_op_def dg_op_moe_ep_local_indices = {
     .name = "moe_ep_local_indices", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .iattr_names = {"experts_per_rank", NULL},
+    .iattr_names = {"experts_per_rank", "num_ranks", NULL},
     .infer = infer_local, .kernel = {k_local},
 };
 
-int dg_moe_ep_local_indices(dg_graph *g, int indices, int ep_rank, int G) {
+int dg_moe_ep_local_indices(dg_graph *g, int indices, int ep_rank, int G, int P) {
     dg_attrs a = dg_attrs_zero();
     a.i[0] = G;
+    a.i[1] = P;
     return dg_add1(g, &dg_op_moe_ep_local_indices, &a, (int[]){indices, ep_rank}, 2,
                    "moe_ep_local_indices");
 }

@@ -32,11 +32,12 @@
  *
  * Local expert selection, for the all-gather dispatcher:
  *
- *   "moe_ep_local_indices" (indices i32 [N, k], ep_rank i32 [1])  i[0] G
+ *   "moe_ep_local_indices" (indices i32 [N, k], ep_rank i32 [1])  i[0] G  i[1] P
  *     -> i32 [N, k]: e - r*G for the experts e of rank r = ep_rank (the
  *        global experts r*G .. r*G+G-1), -1 for every other slot (and for
  *        slots already -1). The rank is a runtime input, not an attribute,
- *        so every rank of the EP group runs the same graph.
+ *        so every rank of the EP group runs the same graph; a rank outside
+ *        0..P-1 (an input nobody filled) fails the kernel.
  */
 #ifndef DG_EP_SORT_H
 #define DG_EP_SORT_H
@@ -72,8 +73,8 @@ int dg_moe_ep_split_rows(dg_graph *g, int x, int C, int *out);
 /* Concatenate rows of xs[0..n). n == 1 returns xs[0]. Returns the id or -1. */
 int dg_moe_ep_concat_rows(dg_graph *g, const int *xs, int n);
 
-/* Indices of this rank's experts among G per rank (see above). Returns the
- * output id or -1. */
-int dg_moe_ep_local_indices(dg_graph *g, int indices, int ep_rank, int G);
+/* Indices of this rank's experts among G per rank on P ranks (see above).
+ * Returns the output id or -1. */
+int dg_moe_ep_local_indices(dg_graph *g, int indices, int ep_rank, int G, int P);
 
 #endif /* DG_EP_SORT_H */

@@ -61,6 +61,19 @@ dg_grid *dg_grid_new(MPI_Comm comm, const dg_grid_sizes *sz, int *status, dg_err
     dg_grid_sizes s = *sz;
     *status = dg_grid_sizes_check(world, &s, err);
     if (*status != DG_OK) return NULL;
+    /* The comm stream's thread calls MPI during a step, the owner's thread
+     * between steps: never at once, so SERIALIZED is the least we need. */
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    if (level < MPI_THREAD_SERIALIZED) {
+        *status = dg_err_set(err, DG_EINTERNAL, "MPI was initialised with thread level %d; the rank grid needs "
+                             "MPI_THREAD_SERIALIZED or more (MPI_Init_thread)", level);
+        return NULL;
+    }
+    /* MPI's default, made explicit: an MPI error aborts the job (mpirun then
+     * ends every rank) instead of returning into code that would wait for a
+     * peer forever. The groups below are dups of comm and inherit it. */
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_ARE_FATAL);
     dg_comm *wc = dg_comm_mpi_new(comm, err);
     if (!wc) {
         *status = DG_EINTERNAL;

@@ -51,6 +51,42 @@ static const dg_op_def dg_op_dp_pack = {
 
 const dg_op_def *dg_dist_pack_op(void) { return &dg_op_dp_pack; }
 
+/* ---- the unpack op: one parameter's slice of a gathered bucket ------------------- */
+
+static int infer_unpack(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
+    int ndim = (int)n->attrs.i[1];
+    if (ndim < 0 || ndim > DG_MAX_DIMS) return dg_err_set(err, DG_EINPUT, "ndim %d", ndim);
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; d++) numel *= n->attrs.i[2 + d];
+    const dg_tensor *x = dg_Tc(g, n->in[0]);
+    if (x->dtype != DG_F32 || n->attrs.i[0] < 0 || n->attrs.i[0] + numel > dg_tensor_numel(x))
+        return dg_err_set(err, DG_EINPUT, "slice [%lld, %lld) is outside the f32 bucket of %lld",
+                          (long long)n->attrs.i[0], (long long)(n->attrs.i[0] + numel),
+                          (long long)dg_tensor_numel(x));
+    dg_desc_set(o, DG_F32, ndim, &n->attrs.i[2]);
+    return DG_OK;
+}
+
+static void cost_unpack(const dg_graph *g, const dg_node *n, dg_cost *c) {
+    c->flops = 0;
+    c->bytes = 2.0 * (double)dg_tensor_bytes(dg_Tc(g, n->out[0]));
+}
+
+static int k_unpack(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
+                    void *const *out) {
+    (void)e;
+    memcpy(out[0], (const float *)in[0] + n->attrs.i[0], dg_tensor_bytes(dg_Tc(g, n->out[0])));
+    return DG_OK;
+}
+
+static const dg_op_def dg_op_dp_unpack = {
+    .name = "dp_unpack", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+    .iattr_names = {"offset", "ndim", "d0", "d1", "d2", "d3", NULL}, .stream = DG_STREAM_COMPUTE,
+    .comm = DG_COMM_NONE, .infer = infer_unpack, .cost = cost_unpack, .kernel = {k_unpack},
+};
+
+const dg_op_def *dg_dist_unpack_op(void) { return &dg_op_dp_unpack; }
+
 /* ---- state ----------------------------------------------------------------------- */
 
 static void load_master(dg_dist *d, int i, void *const *ptrs);
@@ -75,7 +111,10 @@ void dg_dist_init(dg_dist *d, const dg_graph *g, const dg_dp_buckets *layout, in
         b->hi = distributed ? b->lo + lb->shard : lb->numel;
         size_t bytes = sizeof(float) * (size_t)DG_MAX(b->hi - b->lo, 1);
         b->acc = dg_aligned_alloc(bytes);
-        b->master = dg_aligned_alloc(bytes);
+        /* With the gather in the graph, the master weights live in the
+         * runtime's buffer of the bucket's master-shard tensor. */
+        b->own_master = lb->master < 0;
+        b->master = b->own_master ? dg_aligned_alloc(bytes) : ptrs[lb->master];
         b->m = dg_aligned_alloc(bytes);
         b->v = dg_aligned_alloc(bytes);
         if (distributed) b->gather = dg_aligned_alloc(sizeof(float) * (size_t)lb->padded);
@@ -86,7 +125,7 @@ void dg_dist_init(dg_dist *d, const dg_graph *g, const dg_dp_buckets *layout, in
 void dg_dist_free(dg_dist *d) {
     for (int i = 0; i < d->n; i++) {
         dg_free(d->b[i].acc);
-        dg_free(d->b[i].master);
+        if (d->b[i].own_master) dg_free(d->b[i].master);
         dg_free(d->b[i].m);
         dg_free(d->b[i].v);
         dg_free(d->b[i].gather);
@@ -108,8 +147,18 @@ void dg_dist_zero(dg_dist *d) {
 
 void dg_dist_accumulate(dg_dist *d, const dg_team *team, void *const *ptrs) {
     for (int i = 0; i < d->n; i++) {
+        const dg_dp_bucket *lb = &d->layout->b[i];
         dg_dist_bucket *b = &d->b[i];
-        dg_cpu_add(team, b->acc, ptrs[d->layout->b[i].reduced], b->acc, b->hi - b->lo);
+        if (lb->reduced >= 0) {
+            dg_cpu_add(team, b->acc, ptrs[lb->reduced], b->acc, b->hi - b->lo);
+            continue;
+        }
+        /* layout only (a world of one): the gradients themselves */
+        for (int k = 0; k < lb->n_params; k++) {
+            const dg_tensor *p = &d->g->tensors[lb->params[k]];
+            float *a = b->acc + lb->offset[k];
+            dg_cpu_add(team, a, ptrs[p->grad], a, dg_tensor_numel(p));
+        }
     }
 }
 
@@ -130,6 +179,36 @@ int dg_dist_sum(dg_comm *c, double *v, int n, dg_err *err) {
             double s = 0;
             for (int r = 0; r < c->size; r++) s += all[(size_t)r * (size_t)n + (size_t)k];
             v[k] = s;
+        }
+    dg_free(all);
+    return st;
+}
+
+typedef struct outcome {
+    int32_t st;
+    char msg[DG_ERR_LEN];
+} outcome;
+
+int dg_dist_agree(dg_comm *c, int st, dg_err *err) {
+    if (!c || c->size == 1) return st;
+    outcome mine;
+    memset(&mine, 0, sizeof mine);
+    mine.st = st;
+    if (st != DG_OK && err) memcpy(mine.msg, err->msg, sizeof mine.msg);
+    outcome *all = dg_malloc(sizeof *all * (size_t)c->size);
+    dg_comm_req req = {0};
+    dg_err e2 = {{0}};
+    int cs = c->ops->all_gather(c, &mine, all, (int64_t)sizeof mine, DG_U8, &req, &e2);
+    if (cs == DG_OK) cs = c->ops->wait(c, &req, &e2);
+    if (cs != DG_OK) {
+        dg_free(all);
+        return dg_err_set(err, DG_EINTERNAL, "%s", e2.msg);
+    }
+    for (int i = 0; i < c->size; i++)
+        if (all[i].st != DG_OK) {
+            st = all[i].st;
+            if (err) memcpy(err->msg, all[i].msg, sizeof err->msg);
+            break;
         }
     dg_free(all);
     return st;
@@ -182,7 +261,9 @@ int dg_dist_step(dg_dist *d, const dg_team *team, const dg_dist_hparams *h, void
             dg_cpu_adamw(team, &ah, b->master + o, b->acc + o, b->m + o, b->v + o, b->master + o,
                          b->m + o, b->v + o, z - a);
         }
-        /* The updated parameters: this rank's slice, or all of it gathered. */
+        /* The updated parameters: this rank's slice, or all of it gathered;
+         * or nothing here when the next step's graph gathers them. */
+        if (lb->gathered >= 0) continue;
         const float *full = b->master;
         int64_t base = b->lo;
         if (d->distributed && b->comm && b->comm->size > 1) {
@@ -197,6 +278,21 @@ int dg_dist_step(dg_dist *d, const dg_team *team, const dg_dist_hparams *h, void
             if (full == b->master && (p0 < b->lo || p0 + cnt > b->hi)) continue; /* not all here */
             memcpy(ptrs[lb->params[k]], full + (p0 - base), sizeof(float) * (size_t)cnt);
         }
+    }
+    return DG_OK;
+}
+
+int dg_dist_sync_params(dg_dist *d, void *const *ptrs, dg_err *err) {
+    for (int i = 0; i < d->n; i++) {
+        const dg_dp_bucket *lb = &d->layout->b[i];
+        dg_dist_bucket *b = &d->b[i];
+        if (lb->gathered < 0) continue;
+        dg_comm_req req = {0};
+        DG_TRY(b->comm->ops->all_gather(b->comm, b->master, b->gather, b->hi - b->lo, DG_F32, &req, err));
+        DG_TRY(b->comm->ops->wait(b->comm, &req, err));
+        for (int k = 0; k < lb->n_params; k++)
+            memcpy(ptrs[lb->params[k]], b->gather + lb->offset[k],
+                   dg_tensor_bytes(&d->g->tensors[lb->params[k]]));
     }
     return DG_OK;
 }

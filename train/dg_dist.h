@@ -28,7 +28,10 @@
  * each parameter's weight decay: none for 1-D parameters and biases), and
  * writes the updated master weights back into the parameters: directly,
  * or through an all-gather of the bucket over its group (distributed
- * optimizer). Padding elements of a bucket are never updated.
+ * optimizer), or, with --overlap-param-gather, not at all: the next step's
+ * graph gathers them under its forward pass (dg_pass_dp.h), and
+ * dg_dist_sync_params() does it at once where the parameters are needed
+ * outside a step. Padding elements of a bucket are never updated.
  *
  * Determinism. MPI_Iallreduce / MPI_Ireduce_scatter_block with the same
  * world, layout and message sizes pick the same algorithm and so add in the
@@ -51,6 +54,9 @@
  * into a flat f32 [attrs.i[0]], zero-filling the rest. */
 const dg_op_def *dg_dist_pack_op(void);
 
+/* The unpack op of the parameter gather (dg_pass_dp.h). */
+const dg_op_def *dg_dist_unpack_op(void);
+
 /* What one rank owns of one bucket. */
 typedef struct dg_dist_bucket {
     dg_comm *comm;     /* the bucket's group (borrowed) */
@@ -59,6 +65,8 @@ typedef struct dg_dist_bucket {
     float *master;     /* [hi - lo] fp32 master weights (padding: 0) */
     float *m, *v;      /* [hi - lo] AdamW moments */
     float *gather;     /* [padded] all-gather buffer (distributed optimizer) */
+    int own_master;    /* 0: master is the runtime's buffer of the bucket's
+                        * master-shard tensor (--overlap-param-gather) */
 } dg_dist_bucket;
 
 typedef struct dg_dist {
@@ -91,6 +99,12 @@ void dg_dist_accumulate(dg_dist *d, const dg_team *team, void *const *ptrs);
 /* Scale the accumulators by s (1 / (data shards x micro-batches)). */
 void dg_dist_scale(dg_dist *d, const dg_team *team, float s);
 
+/* Every rank of c ends with the status and message of the lowest failing
+ * rank (a save fails on the writer alone, a file may be missing on one
+ * rank), so all ranks stop together and rank 0 can print the reason once.
+ * Collective over c (NULL: a group of one, st is returned). */
+int dg_dist_agree(dg_comm *c, int st, dg_err *err);
+
 /* Global L2 norm of the accumulated gradients (the same on every rank). */
 int dg_dist_grad_norm(dg_dist *d, double *norm, dg_err *err);
 
@@ -107,6 +121,11 @@ int dg_dist_step(dg_dist *d, const dg_team *team, const dg_dist_hparams *h, void
 /* Sum n doubles over the ranks of c, added in rank order (so every rank gets
  * the same bits); c may be NULL (a group of one). */
 int dg_dist_sum(dg_comm *c, double *v, int n, dg_err *err);
+
+/* Bring the parameters up to date now, for buckets whose gather is in the
+ * step graph (--overlap-param-gather: otherwise the next step would): before
+ * a checkpoint and at the end of training. Collective over the groups. */
+int dg_dist_sync_params(dg_dist *d, void *const *ptrs, dg_err *err);
 
 /* Bucket i's moments as whole-bucket arrays m[padded], v[padded] (for a
  * checkpoint): copied, or all-gathered over the bucket's group with the

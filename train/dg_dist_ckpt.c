@@ -30,35 +30,77 @@ static void moments_free(moments *mo) {
 }
 
 /* The table of tensors: each parameter, then its two moments (pointing into
- * the whole-bucket arrays). Returns the count written to t (3 n_params). */
-static int table(const dg_dist *d, const int *params, int n_params, void *const *ptrs,
-                 const moments *mo, dg_ckpt_tensor *t, dg_err *err) {
-    int n = 0;
-    for (int i = 0; i < n_params; i++) {
-        const dg_tensor *p = &d->g->tensors[params[i]];
-        float *m = NULL, *v = NULL;
-        for (int b = 0; b < d->n && !m; b++)
-            for (int k = 0; k < d->layout->b[b].n_params; k++)
-                if (d->layout->b[b].params[k] == params[i]) {
-                    m = mo->m[b] + d->layout->b[b].offset[k];
-                    v = mo->v[b] + d->layout->b[b].offset[k];
-                }
-        if (!m) return dg_err_set(err, DG_EINTERNAL, "checkpoint: parameter '%s' is in no bucket", p->name);
-        DG_TRY(dg_ckpt_tensor_from(&t[n++], "", p, ptrs[params[i]], err));
-        DG_TRY(dg_ckpt_tensor_from(&t[n++], "optimizer.exp_avg.", p, m, err));
-        DG_TRY(dg_ckpt_tensor_from(&t[n++], "optimizer.exp_avg_sq.", p, v, err));
-    }
-    return n;
+ * the whole-bucket arrays): 3 n_params entries of t.
+ *
+ * Expert parameters split over EP (dim 0, rank r holding rows r*G .. r*G+G-1)
+ * are saved whole: each of the three tensors gets a buffer of the global
+ * shape [EP G, ...] in ep_full, which `gather` fills by an all-gather over
+ * the EP group (a collective: every rank builds the table, in the same
+ * order) and which a load fills from the file, after which scatter_ep()
+ * copies this rank's rows back. */
+typedef struct ep_slices {
+    int n;
+    float **full;  /* [3 n_params] global buffers, NULL for dense tensors */
+    float **local; /* [3 n_params] this rank's slice of each */
+    int64_t *numel; /* [3 n_params] local elements */
+} ep_slices;
+
+static void ep_slices_free(ep_slices *e) {
+    for (int i = 0; i < e->n; i++) dg_free(e->full[i]);
+    dg_free(e->full);
+    dg_free(e->local);
+    dg_free(e->numel);
+    memset(e, 0, sizeof *e);
 }
 
-/* Every rank learns the worst status (the writer's save can fail alone). */
-static int agree(const dg_ckpt_run *r, int st, dg_err *err) {
-    double v = st;
-    dg_err e2 = {{0}};
-    if (dg_dist_sum(r->world, &v, 1, &e2) != DG_OK) return dg_err_set(err, DG_EINTERNAL, "%s", e2.msg);
-    if (st == DG_OK && v != 0)
-        return dg_err_set(err, DG_EINPUT, "checkpoint: another rank failed (see its message)");
-    return st;
+static int table(const dg_ckpt_run *r, const dg_dist *d, const int *params, int n_params,
+                 void *const *ptrs, const moments *mo, int gather, dg_ckpt_tensor *t, ep_slices *e,
+                 dg_err *err) {
+    dg_comm *ep = r->ep && r->ep->size > 1 ? r->ep : NULL;
+    e->n = 3 * n_params;
+    e->full = dg_calloc((size_t)DG_MAX(e->n, 1), sizeof(float *));
+    e->local = dg_calloc((size_t)DG_MAX(e->n, 1), sizeof(float *));
+    e->numel = dg_calloc((size_t)DG_MAX(e->n, 1), sizeof(int64_t));
+    int n = 0;
+    static const char *prefix[3] = {"", "optimizer.exp_avg.", "optimizer.exp_avg_sq."};
+    for (int i = 0; i < n_params; i++) {
+        const dg_tensor *p = &d->g->tensors[params[i]];
+        float *src[3] = {ptrs[params[i]], NULL, NULL};
+        for (int b = 0; b < d->n && !src[1]; b++)
+            for (int k = 0; k < d->layout->b[b].n_params; k++)
+                if (d->layout->b[b].params[k] == params[i]) {
+                    src[1] = mo->m[b] + d->layout->b[b].offset[k];
+                    src[2] = mo->v[b] + d->layout->b[b].offset[k];
+                }
+        if (!src[1]) return dg_err_set(err, DG_EINTERNAL, "checkpoint: parameter '%s' is in no bucket", p->name);
+        int sliced = ep && p->sharding.split[0] == DG_AXIS_EP;
+        for (int j = 0; j < 3; j++, n++) {
+            int64_t numel = dg_tensor_numel(p);
+            e->local[n] = src[j];
+            e->numel[n] = numel;
+            if (!sliced) {
+                DG_TRY(dg_ckpt_tensor_from(&t[n], prefix[j], p, src[j], err));
+                continue;
+            }
+            e->full[n] = dg_aligned_alloc(sizeof(float) * (size_t)(numel * ep->size));
+            DG_TRY(dg_ckpt_tensor_from(&t[n], prefix[j], p, e->full[n], err));
+            t[n].shape[0] *= ep->size;
+            if (gather) {
+                dg_comm_req req = {0};
+                DG_TRY(ep->ops->all_gather(ep, src[j], e->full[n], numel, DG_F32, &req, err));
+                DG_TRY(ep->ops->wait(ep, &req, err));
+            }
+        }
+    }
+    return DG_OK;
+}
+
+/* After a load: this rank's rows of the global expert tensors. */
+static void scatter_ep(const dg_ckpt_run *r, const ep_slices *e) {
+    for (int i = 0; i < e->n; i++)
+        if (e->full[i])
+            memcpy(e->local[i], e->full[i] + (int64_t)r->ep->rank * e->numel[i],
+                   sizeof(float) * (size_t)e->numel[i]);
 }
 
 int dg_dist_ckpt_save(const dg_ckpt_run *r, const dg_dist *d, const int *params, int n_params,
@@ -70,6 +112,8 @@ int dg_dist_ckpt_save(const dg_ckpt_run *r, const dg_dist *d, const int *params,
     for (int i = 0; st == DG_OK && i < d->n; i++)
         st = dg_dist_gather_moments((dg_dist *)d, i, mo.m[i], mo.v[i], err);
     dg_ckpt_tensor *t = dg_calloc((size_t)DG_MAX(3 * n_params, 1), sizeof *t);
+    ep_slices e = {0};
+    if (st == DG_OK) st = table(r, d, params, n_params, ptrs, &mo, 1, t, &e, err);
     if (st == DG_OK && r->writer) {
         dg_ckpt_meta meta;
         dg_ckpt_meta_init(&meta);
@@ -89,12 +133,12 @@ int dg_dist_ckpt_save(const dg_ckpt_run *r, const dg_dist *d, const int *params,
         snprintf(meta.data.split, sizeof meta.data.split, "%s", c->split);
         meta.data.mock = c->mock_data;
         meta.data.seed = c->seed;
-        int n = table(d, params, n_params, ptrs, &mo, t, err);
-        st = n < 0 ? DG_EINTERNAL : dg_ckpt_save(c->save, &meta, t, n, c->keep_last, err);
+        st = dg_ckpt_save(c->save, &meta, t, 3 * n_params, c->keep_last, err);
     }
+    ep_slices_free(&e);
     dg_free(t);
     moments_free(&mo);
-    return agree(r, st, err);
+    return dg_dist_agree(r->world, st, err);
 }
 
 int dg_dist_ckpt_load(const dg_ckpt_run *r, dg_dist *d, const int *params, int n_params,
@@ -107,15 +151,18 @@ int dg_dist_ckpt_load(const dg_ckpt_run *r, dg_dist *d, const int *params, int n
     dg_ckpt_tensor *t = dg_calloc((size_t)DG_MAX(3 * n_params, 1), sizeof *t);
     /* Read straight into the parameters: dg_ckpt_load checks names, shapes
      * and sizes before it reads a byte, so a bad checkpoint leaves them be. */
-    int n = table(d, params, n_params, ptrs, &mo, t, err);
     dg_ckpt_meta meta;
-    int st = n < 0 ? DG_EINTERNAL : dg_ckpt_load(c->load, DG_CKPT_LATEST, &c->model, &meta, t, n, err);
+    ep_slices e = {0};
+    int st = table(r, d, params, n_params, ptrs, &mo, 0, t, &e, err);
+    if (st == DG_OK) st = dg_ckpt_load(c->load, DG_CKPT_LATEST, &c->model, &meta, t, 3 * n_params, err);
     if (st == DG_OK) {
+        scatter_ep(r, &e);
         for (int i = 0; i < d->n; i++) dg_dist_set_state(d, i, mo.m[i], mo.v[i], ptrs);
         *k = (dg_train_counters){meta.iteration, meta.consumed_samples, meta.consumed_valid_samples,
                                  meta.optimizer_steps, meta.skipped_iters, meta.nan_iters};
         *loaded = 1;
     }
+    ep_slices_free(&e);
     dg_free(t);
     moments_free(&mo);
     return st;

@@ -20,7 +20,11 @@
  * fp32 master weights are copies of the parameters, the data position is
  * the consumed-sample count and the learning rate follows the optimizer-step
  * count, so a resumed run prints the losses of an uninterrupted one.
- * (Expert parallelism will need per-rank expert tensors; not yet.)
+ * Expert parallelism: an expert weight's local slice [G, ...] (split[0] =
+ * DG_AXIS_EP) is gathered over the EP group into the global [EP G, ...]
+ * tensor under its global name, and each rank takes its rows back on load,
+ * so checkpoints hold the global model whatever the EP size (resharding
+ * across EP sizes works for the parameters and moments alike).
  */
 #ifndef DG_DIST_CKPT_H
 #define DG_DIST_CKPT_H
@@ -40,16 +44,18 @@ typedef struct dg_ckpt_run {
     int64_t vocab;      /* the tokenizer's vocabulary before padding */
     int writer;         /* this rank writes (world rank 0) */
     dg_comm *world;     /* all ranks, to agree on the outcome (NULL: one rank) */
+    dg_comm *ep;        /* the EP group: expert tensors are gathered over it (NULL: none) */
 } dg_ckpt_run;
 
-/* Save iteration k->iteration of the run into c->save (collective). ptrs:
- * each tensor's buffer. */
+/* Save iteration k->iteration of the run into c->save (collective; every
+ * rank returns the writer's outcome). ptrs: each tensor's buffer. */
 int dg_dist_ckpt_save(const dg_ckpt_run *r, const dg_dist *d, const int *params, int n_params,
                       void *const *ptrs, const dg_train_counters *k, dg_err *err);
 
 /* Load the latest checkpoint of c->load into the parameters, the optimizer
  * state and *k. *loaded = 0 (and nothing changes) when c->load has no
- * tracker file yet. */
+ * tracker file yet. Collective over the EP group only; ranks may fail
+ * alone (the caller agrees on the outcome, dg_dist_agree). */
 int dg_dist_ckpt_load(const dg_ckpt_run *r, dg_dist *d, const int *params, int n_params,
                       void *const *ptrs, dg_train_counters *k, int *loaded, dg_err *err);
 

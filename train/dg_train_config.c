@@ -68,6 +68,7 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--pipeline-model-parallel-size", DG_ARG_INT, T(pipeline_model_parallel_size), "PP stages", 1, 1 << 16, NULL},
     {"--use-distributed-optimizer", DG_ARG_FLAG, T(use_distributed_optimizer), "shard optimizer state over DP (ZeRO-1)", NR, NULL},
     {"--overlap-grad-reduce", DG_ARG_FLAG, T(overlap_grad_reduce), "reduce gradient buckets during backward", NR, NULL},
+    {"--overlap-param-gather", DG_ARG_FLAG, T(overlap_param_gather), "gather updated parameters under the next forward", NR, NULL},
     {"--ddp-bucket-size", DG_ARG_INT, T(ddp_bucket_size), "gradient bucket size in elements (default max(40M, 1M x DP))", 1, 2147483647, NULL},
     /* checkpoints, logging */
     {"--save", DG_ARG_STRING, T(save), "checkpoint directory to write", NR, NULL},
@@ -175,6 +176,8 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
     if (c->lr_warmup_iters > c->lr_decay_iters)
         return dg_err_set(err, DG_EINPUT, "--lr-warmup-iters %d exceeds --lr-decay-iters %d",
                           c->lr_warmup_iters, c->lr_decay_iters);
+    if (c->overlap_param_gather && !c->use_distributed_optimizer)
+        return dg_err_set(err, DG_EINPUT, "--overlap-param-gather needs --use-distributed-optimizer");
     if (c->mock_data && c->data_path[0])
         return dg_err_set(err, DG_EINPUT, "--mock-data and --data-path exclude each other");
     return dg_model_config_check(m, err);

@@ -9,6 +9,7 @@
 #include "dg_cpu_gemm.h"
 #include "dg_dist.h"
 #include "dg_dist_ckpt.h"
+#include "dg_ep.h"
 #include "dg_feed.h"
 #include "dg_grid.h"
 #include "dg_flops.h"
@@ -42,6 +43,7 @@ typedef struct trainer {
     int64_t *expert_tokens;    /* [layers][E]: routed tokens over the log window */
     int64_t eval_consumed;     /* validation samples read so far */
     dg_sched_stats *stats;     /* non-NULL: the step being traced records here */
+    dg_train_result *res;      /* step statistics add up here */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -67,7 +69,11 @@ static double init_normal(init_rng *r) {
 /* Megatron's init: weights ~ N(0, std), output projections (linear_proj,
  * linear_fc2) ~ N(0, std / sqrt(2 L)), norm weights 1 and biases 0. Each
  * parameter draws from a stream seeded by (seed, its index), so adding a
- * parameter does not reshuffle the others. */
+ * parameter does not reshuffle the others. A parameter split over EP along
+ * dim 0 (expert weights) is the slice of the global tensor this rank holds:
+ * its stream skips the values of the EP ranks before it (splitmix64's state
+ * is a counter, so the skip is one addition), and any EP size initialises
+ * the same global model. */
 static void init_params(trainer *t) {
     const dg_train_config *c = t->c;
     double out_std = c->init_method_std / sqrt(2.0 * c->model.num_layers);
@@ -83,6 +89,8 @@ static void init_params(trainer *t) {
         double std = (strstr(p->name, "linear_proj") || strstr(p->name, "linear_fc2")) ? out_std
                                                                                        : c->init_method_std;
         init_rng r = {(uint64_t)c->seed * 0x100000001B3ull + (uint64_t)i};
+        if (p->sharding.split[0] == DG_AXIS_EP && t->grid) /* two draws per value */
+            r.s += 2u * (uint64_t)t->grid->coord.ep * (uint64_t)n * 0x9E3779B97F4A7C15ull;
         for (int64_t k = 0; k < n; k++) w[k] = (float)(std * init_normal(&r));
     }
 }
@@ -93,7 +101,8 @@ static void init_params(trainer *t) {
  *   1. forward of one micro-batch (the model builder);
  *   2. autodiff: backward from the loss;
  *   3. the DP pass: gradient buckets, each packed and all-reduced (or
- *      reduce-scattered) on the comm stream;
+ *      reduce-scattered) on the comm stream, and with --overlap-param-gather
+ *      the gathers of the updated parameters under the forward;
  *   4. the plan (priorities, streams, memory) and the runtime, whose comm
  *      groups come from the rank grid. */
 static int setup(trainer *t, dg_err *err) {
@@ -109,8 +118,10 @@ static int setup(trainer *t, dg_err *err) {
     int edp = groups[DG_AXIS_EDP] ? groups[DG_AXIS_EDP]->size : 1;
     /* Megatron's default bucket: max(40M, 1M x DP) elements. */
     int64_t bucket = c->ddp_bucket_size > 0 ? c->ddp_bucket_size : DG_MAX(40000000, 1000000 * (int64_t)dp_cp);
+    /* A world of one has nothing to reduce: buckets are only a layout then. */
     dg_dp_opts dpo = {bucket, c->overlap_grad_reduce, c->use_distributed_optimizer, dp_cp, edp,
-                      dg_dist_pack_op()};
+                      dg_dist_pack_op(), dp_cp == 1 && edp == 1, c->overlap_param_gather,
+                      dg_dist_unpack_op()};
     DG_TRY(dg_pass_dp(t->g, &dpo, &t->buckets, err));
     DG_TRY(dg_verify_after(t->g, "dp pass", err));
 
@@ -123,7 +134,8 @@ static int setup(trainer *t, dg_err *err) {
         if (wanted[i] >= 0) keep[n_keep++] = wanted[i];
     for (int l = 0; l < DG_MODEL_MAX_TRACKED && l < c->model.num_layers; l++)
         if (t->io.tokens_per_expert[l] >= 0) keep[n_keep++] = t->io.tokens_per_expert[l];
-    for (int i = 0; i < t->buckets.n; i++) keep[n_keep++] = t->buckets.b[i].reduced;
+    for (int i = 0; i < t->buckets.n; i++)
+        if (t->buckets.b[i].reduced >= 0) keep[n_keep++] = t->buckets.b[i].reduced;
     dg_sched_opts so = {keep, n_keep, 0};
     t->plan = dg_sched_plan_new(t->g, &so, err);
     dg_free(keep);
@@ -139,6 +151,11 @@ static int setup(trainer *t, dg_err *err) {
     t->team = dg_runtime_team(t->rt);
     t->ptrs = dg_malloc(sizeof(void *) * (size_t)t->g->n_tensors);
     for (int i = 0; i < t->g->n_tensors; i++) t->ptrs[i] = dg_runtime_ptr(t->rt, i);
+
+    /* The allgather EP dispatcher reads this rank's place in its EP group
+     * from an input; it never changes, so it is filled once. */
+    int ep_rank = dg_ep_find_rank_input(t->g);
+    if (ep_rank >= 0) *(int32_t *)t->ptrs[ep_rank] = t->grid ? t->grid->coord.ep : 0;
 
     t->params = dg_malloc(sizeof(int) * (size_t)t->g->n_tensors);
     for (int i = 0; i < t->g->n_tensors; i++)
@@ -196,7 +213,16 @@ static int run_microbatch(trainer *t, int split, int64_t consumed, losses *l, dg
             tgt[b * S + s] = y;
             mask[b * S + s] = 1.0f;
         }
-    DG_TRY(dg_sched_run(t->plan, t->rt, t->stats, err));
+    dg_sched_stats st;
+    DG_TRY(dg_sched_run(t->plan, t->rt, &st, err));
+    if (t->stats) *t->stats = st;
+    if (split == DG_SPLIT_TRAIN) {
+        t->res->steps++;
+        t->res->step_time += st.t_step;
+        t->res->compute_busy += st.busy[DG_STREAM_COMPUTE];
+        t->res->comm_busy += st.busy[DG_STREAM_COMM];
+        t->res->exposed_comm += st.exposed_comm;
+    }
     l->lm += *(float *)t->ptrs[t->io.lm_loss];
     l->total += *(float *)t->ptrs[t->io.loss];
     if (t->io.aux_loss >= 0) l->aux += *(float *)t->ptrs[t->io.aux_loss];
@@ -335,17 +361,21 @@ static void print_startup(const trainer *t) {
     int64_t elems = 0;
     for (int i = 0; i < t->buckets.n; i++) elems += t->buckets.b[i].numel;
     printf("dagatron train: %s; global batch %d = micro batch %d x data-parallel %d x %d micro-batches; "
-           "%d gradient buckets (%lld elements, %s, overlap %s); "
+           "%d gradient buckets (%lld elements, %s, overlap %s%s); "
            "optimizer state: %zu bytes per rank (fp32 master weights + exp_avg + exp_avg_sq%s)\n",
            grid, c->global_batch_size, c->model.micro_batch_size, t->data_size, c->num_microbatches,
            t->buckets.n, (long long)elems, c->use_distributed_optimizer ? "reduce-scatter" : "all-reduce",
-           c->overlap_grad_reduce ? "on" : "off", dg_dist_state_bytes(&t->dist),
+           c->overlap_grad_reduce ? "on" : "off",
+           c->overlap_param_gather ? ", parameters gathered under the next forward" : "",
+           dg_dist_state_bytes(&t->dist),
            c->use_distributed_optimizer ? ", distributed" : "");
     fflush(stdout);
 }
 
 static int save_ckpt(trainer *t, const dg_train_counters *k, dg_err *err) {
-    dg_ckpt_run r = {t->c, t->feed.vocab, t->log, t->grid ? t->grid->world_comm : NULL};
+    DG_TRY(dg_dist_sync_params(&t->dist, t->ptrs, err));
+    dg_ckpt_run r = {t->c, t->feed.vocab, t->log, t->grid ? t->grid->world_comm : NULL,
+                     t->grid ? t->grid->group[DG_AXIS_EP] : NULL};
     DG_TRY(dg_dist_ckpt_save(&r, &t->dist, t->params, t->n_params, t->ptrs, k, err));
     if (t->log) printf(" saved checkpoint at iteration %8lld to %s\n", (long long)k->iteration, t->c->save);
     fflush(stdout);
@@ -365,6 +395,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     memset(&t, 0, sizeof t);
     t.c = c;
     t.hooks = hooks;
+    t.res = res;
     memset(res, 0, sizeof *res);
 
     /* The grid first (a world that does not fit is bad input, before any
@@ -380,9 +411,13 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     dg_train_counters k = {0};
     int loaded = 0;
     if (st == DG_OK && c->load[0]) {
-        dg_ckpt_run r = {c, t.feed.vocab, t.log, t.grid ? t.grid->world_comm : NULL};
+        dg_ckpt_run r = {c, t.feed.vocab, t.log, t.grid ? t.grid->world_comm : NULL,
+                         t.grid ? t.grid->group[DG_AXIS_EP] : NULL};
         st = dg_dist_ckpt_load(&r, &t.dist, t.params, t.n_params, t.ptrs, &k, &loaded, err);
     }
+    /* Setup can fail on one rank alone (a file only it cannot read): every
+     * rank stops with the first failing rank's message before training. */
+    if (t.grid) st = dg_dist_agree(t.grid->world_comm, st, err);
     if (st != DG_OK) {
         teardown(&t);
         dg_grid_free(t.grid);
@@ -493,8 +528,9 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         }
     }
     /* Megatron saves once more at the end of training. */
-    if (st == DG_OK && c->save[0] && saved_at != (int)k.iteration && k.iteration > 0)
+    if (st == DG_OK && c->save[0] && saved_at != (int)k.iteration && res->iterations > 0)
         st = save_ckpt(&t, &k, err);
+    if (st == DG_OK) st = dg_dist_sync_params(&t.dist, t.ptrs, err);
     for (int i = 0; st == DG_OK && final && final->on_param && i < t.n_params; i++)
         final->on_param(final->ctx, &t.g->tensors[t.params[i]], t.ptrs[t.params[i]]);
     res->skipped = (int)k.skipped;

@@ -1,15 +1,38 @@
 /* dg_trainer.h — the training loop of `dagatron train`.
  *
- * One iteration: for each of the global batch's micro-batches, fill the
- * step graph's inputs, run forward + backward on the scheduler, add the
- * parameters' gradients into fp32 accumulators; then average over
- * micro-batches, skip the update if the loss or gradients are not finite
- * (counted as a NaN iteration), clip by the global L2 norm, and apply AdamW
- * with the scheduled learning rate. Every --log-interval iterations it
- * prints Megatron's log line.
+ * Every rank of the rank grid (sched/dg_grid.h) runs this loop; data
+ * parallelism is the only parallelism it drives so far (TP, CP, PP and EP
+ * sizes > 1 are refused with one line).
+ *
+ * The step graph (one micro-batch): forward, autodiff, then the DP pass
+ * (graph/dg_pass_dp.h) groups the gradients into buckets, each packed and
+ * all-reduced (or, with --use-distributed-optimizer, reduce-scattered) on
+ * the comm stream, overlapping the rest of backward with
+ * --overlap-grad-reduce; with --overlap-param-gather the graph also gathers
+ * the updated parameters under the next forward. On a world of one the
+ * buckets are only a layout and the graph has no collective.
+ *
+ * One iteration: each rank runs num_microbatches steps on its own share of
+ * the global batch (global batch = micro batch x data-parallel size x
+ * micro-batches; rank r reads dg_feed_microbatch(..., data_rank, data_size)),
+ * adding each step's reduced gradient buckets into fp32 accumulators
+ * (train/dg_dist.h: gradients are reduced every micro-batch and the reduced
+ * values accumulated); then the gradients and the losses are averaged over
+ * data shards and micro-batches, the update is skipped if the loss or the
+ * gradient norm is not finite (a NaN iteration), gradients are clipped by
+ * the global L2 norm and AdamW runs on the optimizer state this rank owns
+ * (all of it, or its shard with the distributed optimizer, whose updated
+ * parameters are then all-gathered). World rank 0 prints Megatron's log line
+ * every --log-interval iterations, with losses averaged over the data shards.
+ *
+ * Checkpoints (--save, --save-interval, --load; train/dg_dist_ckpt.h):
+ * parameters, AdamW moments, counters and the model config; a resumed run
+ * continues bit for bit.
  *
  * Determinism: the graph, the seeded initialisation and the data order are
- * fixed, reductions run in a fixed order, so two runs print identical losses.
+ * fixed and reductions run in a fixed order (dg_dist.h), so two runs of the
+ * same config on the same world print identical losses; runs on different
+ * DP sizes agree to fp32 rounding (~1e-7 relative).
  */
 #ifndef DG_TRAINER_H
 #define DG_TRAINER_H
@@ -27,6 +50,10 @@ typedef struct dg_train_result {
     size_t opt_state_bytes; /* optimizer state on this rank (master weights + moments) */
     int n_buckets;          /* gradient buckets of the DP pass */
     int data_size;          /* data shards (Megatron's data-parallel size) */
+    /* Sums over every training micro-batch's step (dg_sched_stats), for the
+     * hidden-communication fraction h = (compute + comm - step) / comm. */
+    int steps;
+    double step_time, compute_busy, comm_busy, exposed_comm;
 } dg_train_result;
 
 /* Optional observers, for tests and tools that want to see inside a run

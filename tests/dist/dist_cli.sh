@@ -5,7 +5,9 @@
 #  2. DP = 2 runs print bitwise identical losses run to run, and the startup
 #     line's optimizer-state bytes per rank with the distributed optimizer are
 #     ~1/DP of the one-rank figure;
-#  3. a rank killed with SIGKILL mid-run: the other ranks are gone and mpirun
+#  3. DP = 2 with the distributed optimizer resumes from a checkpoint bit for
+#     bit, and its checkpoint loads on one rank;
+#  4. a rank killed with SIGKILL mid-run: the other ranks are gone and mpirun
 #     has exited non-zero within 60 s (no hang in a collective).
 set -u
 BIN=$DG_BUILD/dagatron
@@ -27,6 +29,17 @@ if [ $rc -eq 2 ] && [ "$(wc -l <"$TMP/bad.err")" -eq 1 ] &&
 else
   echo "FAIL: -np 3 --expert-model-parallel-size 2 gave rc=$rc, stdout/stderr:"; cat "$TMP/bad.out" "$TMP/bad.err"; fail=1
 fi
+
+check_bad() { # np expected-substring args...
+  local np=$1 want=$2; shift 2
+  $MPI -np $np "$BIN" train "$@" >"$TMP/bad.out" 2>"$TMP/bad.err"; rc=$?
+  if [ $rc -ne 2 ] || ! grep -q -- "$want" "$TMP/bad.err" || [ "$(wc -l <"$TMP/bad.err")" -ne 1 ]; then
+    echo "FAIL: -np $np $* gave rc=$rc, stderr:"; cat "$TMP/bad.err"; fail=1
+  else echo "ok: -np $np $* -> $(cat "$TMP/bad.err")"; fi
+}
+check_bad 2 "--global-batch-size 6 is not a multiple of --micro-batch-size 2 x data-parallel size 2" \
+  --mock-data --vocab-size 100 --micro-batch-size 2 --global-batch-size 6
+check_bad 2 "--overlap-param-gather needs --use-distributed-optimizer" --mock-data --vocab-size 100 --overlap-param-gather
 
 # ---- 2. determinism and optimizer state --------------------------------------------
 losses() { grep -o 'lm loss: [^|]*| load balancing loss: [^|]*| z loss: [^|]*| grad norm: [^|]*' "$1"; }
@@ -52,7 +65,35 @@ else
   echo "FAIL: optimizer state per rank is not ~1/DP ($s1, $s2, $s4)"; fail=1
 fi
 
-# ---- 3. a rank dies ------------------------------------------------------------------
+# ---- 3. checkpoints with the distributed optimizer ---------------------------------
+# DP = 2 with sharded moments: 8 iterations straight vs 4, save, resume, 4
+# more: identical log lines and byte-identical iteration-8 checkpoints (the
+# moments are gathered into whole tensors on save); the DP = 2 checkpoint
+# also loads into a one-rank run (the format does not depend on DP).
+iters() { grep -o 'iteration *[0-9]*/.*' "$1" | sed 's#^iteration *\([0-9]*\)/ *[0-9]*#iteration \1#; s/elapsed[^|]*|//;
+  s/tokens per second[^|]*|//; s/throughput[^|]*|//; s/MFU[^|]*|//; s/peak memory[^|]*|//' | awk -v a="$2" '$2 + 0 >= a'; }
+CK=(--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --lr-decay-iters 8 --save-interval 4)
+$MPI -np 2 "$BIN" train "${ARGS[@]}" "${CK[@]}" --train-iters 8 --save "$TMP/ca" >"$TMP/ca.log" 2>&1 || { echo "FAIL: save run exited $?"; cat "$TMP/ca.log"; fail=1; }
+$MPI -np 2 "$BIN" train "${ARGS[@]}" "${CK[@]}" --train-iters 4 --save "$TMP/cb" >"$TMP/cb1.log" 2>&1
+$MPI -np 2 "$BIN" train "${ARGS[@]}" "${CK[@]}" --train-iters 8 --load "$TMP/cb" --save "$TMP/cb" >"$TMP/cb2.log" 2>&1 \
+  || { echo "FAIL: resumed run exited $?"; cat "$TMP/cb2.log"; fail=1; }
+if grep -q "loaded checkpoint" "$TMP/cb2.log" && [ "$(iters "$TMP/cb2.log" 1 | wc -l)" -eq 4 ] &&
+   diff <(iters "$TMP/ca.log" 5) <(iters "$TMP/cb2.log" 5) >/dev/null &&
+   cmp -s "$TMP/ca/iter_0000008/model_optim_rng.bin" "$TMP/cb/iter_0000008/model_optim_rng.bin"; then
+  echo "ok: DP=2 distributed optimizer: 8 straight = 4 + resume + 4 (log lines, iteration-8 checkpoint bytes)"
+else
+  echo "FAIL: DP=2 distributed-optimizer resume differs:"; diff <(iters "$TMP/ca.log" 5) <(iters "$TMP/cb2.log" 5); fail=1
+fi
+$MPI -np 1 "$BIN" train "${ARGS[@]}" --lr-decay-iters 8 --train-iters 6 --load "$TMP/cb" --save "$TMP/cc" >"$TMP/cc.log" 2>&1 || true
+# (the tracker names 8, so this run has nothing left to do and loads only)
+if grep -q "loaded checkpoint .* at iteration 8" "$TMP/cc.log"; then echo "ok: a DP=2 checkpoint loads on one rank"
+else echo "FAIL: a DP=2 checkpoint did not load on one rank"; cat "$TMP/cc.log"; fail=1; fi
+
+mkdir -p "$TMP/g"; printf 'abc' >"$TMP/g/latest_checkpointed_iteration.txt"
+check_bad 2 "g/latest_checkpointed_iteration.txt: expected an iteration number, got 'abc'" \
+  "${ARGS[@]}" --train-iters 2 --load "$TMP/g"
+
+# ---- 4. a rank dies ------------------------------------------------------------------
 $DG_MPIRUN --bind-to none -np 2 "$BIN" train "${ARGS[@]}" --train-iters 100000 >"$TMP/k.log" 2>&1 &
 mpid=$!
 for _ in $(seq 1 300); do grep -q "iteration *3/" "$TMP/k.log" 2>/dev/null && break; sleep 0.1; done

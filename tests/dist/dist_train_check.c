@@ -9,9 +9,10 @@
  *    every iteration and every final parameter must agree with the reference
  *    within 1e-5 relative (parameters: per tensor, ||a - b|| / ||a||), and
  *    every rank must end with the same parameters bit for bit.
- * 3. The same DP run again, with --overlap-grad-reduce toggled: losses and
- *    parameters bitwise identical to run 2 (priorities change when buckets
- *    are reduced, never what is added).
+ * 3. The same DP run again, with --overlap-grad-reduce (and, with the
+ *    distributed optimizer, --overlap-param-gather) toggled: losses and
+ *    parameters bitwise identical to run 2 (overlap changes when buckets are
+ *    reduced and parameters gathered, never what is added).
  * 4. With --use-distributed-optimizer, the optimizer state per rank is the
  *    reference's / N, up to one padding element per bucket and rank.
  * Prints the figures; exits non-zero on any mismatch. */
@@ -68,7 +69,10 @@ static int train(int argc, char **argv, int flip_overlap, MPI_Comm comm, record 
         dg_err_print(&err);
         return 1;
     }
-    if (flip_overlap) c.overlap_grad_reduce = !c.overlap_grad_reduce;
+    if (flip_overlap) {
+        c.overlap_grad_reduce = !c.overlap_grad_reduce;
+        if (c.use_distributed_optimizer) c.overlap_param_gather = !c.overlap_param_gather;
+    }
     memset(r, 0, sizeof *r);
     dg_train_hooks hooks = {r, NULL, NULL, on_iteration};
     dg_train_final fin = {r, on_final};
@@ -104,7 +108,7 @@ int main(int argc, char **argv) {
     if (rank == 0) printf("== data parallel: %d ranks\n", world);
     fflush(stdout);
     fail |= train(argc, argv, 0, MPI_COMM_WORLD, &dp, &dres);
-    if (rank == 0) printf("== data parallel: %d ranks, --overlap-grad-reduce toggled\n", world);
+    if (rank == 0) printf("== data parallel: %d ranks, overlap flags toggled\n", world);
     fflush(stdout);
     fail |= train(argc, argv, 1, MPI_COMM_WORLD, &dp2, &dres2);
 

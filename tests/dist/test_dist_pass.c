@@ -68,7 +68,8 @@ static void check_layout(const dg_graph *g, const dg_dp_buckets *bk, int64_t lim
         const dg_node *cn = &g->nodes[b->comm_node];
         CHECK(cn->op == (rs ? &dg_op_reduce_scatter : &dg_op_all_reduce) && cn->group == b->axis);
         CHECK(red->ndim == 1 && red->shape[0] == b->shard && b->shard * (rs ? b->group_size : 1) == b->padded);
-        CHECK(g->nodes[b->pack_node].n_in == b->n_params);
+        CHECK(g->nodes[b->pack_node].n_in ==
+              (b->n_params <= DG_MAX_INPUTS ? b->n_params : (b->n_params + DG_MAX_INPUTS - 1) / DG_MAX_INPUTS));
     }
     CHECK(counted == nparams);
 }
@@ -103,7 +104,7 @@ int main(void) {
             for (int mark = 0; mark < 2; mark++) {
                 dg_model_io io;
                 dg_graph *g = step_graph(&io, mark);
-                dg_dp_opts o = {limits[li], 1, rs, 4, mark ? 2 : 4, dg_dist_pack_op()};
+                dg_dp_opts o = {limits[li], 1, rs, 4, mark ? 2 : 4, dg_dist_pack_op(), 0, 0, NULL};
                 dg_dp_buckets bk;
                 CHECK(dg_pass_dp(g, &o, &bk, &err) == DG_OK);
                 CHECK(dg_verify_after(g, "dp pass", &err) == DG_OK);
@@ -121,13 +122,36 @@ int main(void) {
     for (int ov = 0; ov < 2; ov++) {
         dg_model_io io;
         dg_graph *g = step_graph(&io, 0);
-        dg_dp_opts o = {20000, ov, 0, 2, 2, dg_dist_pack_op()};
+        dg_dp_opts o = {20000, ov, 0, 2, 2, dg_dist_pack_op(), 0, 0, NULL};
         dg_dp_buckets bk;
         CHECK(dg_pass_dp(g, &o, &bk, &err) == DG_OK);
         double m = overlap_margin(g, &bk, &io);
         printf("overlap %s: %d buckets; first collective starts %.3g cost units %s backward's last compute task ends\n",
                ov ? "on" : "off", bk.n, m < 0 ? -m : m, m < 0 ? "before" : "after");
         CHECK(ov ? m < 0 : m >= 0);
+        dg_dp_buckets_free(&bk);
+        dg_graph_free(g);
+    }
+    /* the parameter gather: every parameter is produced by an unpack node
+     * fed by its bucket's all_gather of the master shard */
+    {
+        dg_model_io io;
+        dg_graph *g = step_graph(&io, 0);
+        dg_dp_opts o = {20000, 1, 1, 2, 2, dg_dist_pack_op(), 0, 1, dg_dist_unpack_op()};
+        dg_dp_buckets bk;
+        CHECK(dg_pass_dp(g, &o, &bk, &err) == DG_OK);
+        CHECK(dg_verify_after(g, "dp pass", &err) == DG_OK);
+        for (int i = 0; i < bk.n; i++) {
+            const dg_dp_bucket *b = &bk.b[i];
+            CHECK(b->master >= 0 && g->tensors[b->master].role == DG_ROLE_OPTIMIZER &&
+                  g->tensors[b->master].shape[0] == b->shard);
+            CHECK(g->nodes[b->gather_node].op == &dg_op_all_gather && g->nodes[b->gather_node].in[0] == b->master);
+            for (int k = 0; k < b->n_params; k++) {
+                int pn = g->tensors[b->params[k]].producer;
+                CHECK(pn >= 0 && g->nodes[pn].op == dg_dist_unpack_op() && g->nodes[pn].in[0] == b->gathered &&
+                      g->nodes[pn].attrs.i[0] == b->offset[k]);
+            }
+        }
         dg_dp_buckets_free(&bk);
         dg_graph_free(g);
     }

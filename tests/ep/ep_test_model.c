@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "dg_autodiff.h"
+#include "dg_verify.h"
 #include "dg_moe_loss.h"
 #include "dg_ops.h"
 #include "dg_router.h"
@@ -58,11 +59,37 @@ int ep_model_build(ep_model *m, const ep_cfg *c, const dg_ep_opts *o, dg_err *er
     m->lm = dg_softmax_xent(g, lg, m->targets, m->mask, NULL);
     m->loss = dg_add(g, dg_add(g, m->lm, m->aux), m->z);
     if (g->status != DG_OK) return dg_err_set(err, g->status, "%s", g->err.msg);
-    for (int t = 0; t < g->n_tensors; t++)
-        if (g->tensors[t].role == DG_ROLE_INPUT && !strcmp(g->tensors[t].name, "ep_rank"))
-            m->ep_rank = t;
-    return dg_autodiff(g, m->loss, dg_ops_autodiff(), NULL, err);
+    m->ep_rank = dg_ep_find_rank_input(g);
+    DG_TRY(dg_autodiff(g, m->loss, dg_ops_autodiff(), NULL, err));
+    dg_ep_prioritize(g);
+    return dg_verify_after(g, "EP block + autodiff", err);
 }
+
+#ifdef DG_EP_FULL_MODEL
+#include "dg_model.h"
+
+int ep_model_build_full(ep_model *m, ep_cfg *c, const dg_ep_opts *o, dg_err *err) {
+    memset(m, 0, sizeof *m);
+    dg_model_config mc;
+    dg_model_config_tiny(&mc);
+    mc.expert_model_parallel_size = o->ep_size;
+    mc.moe_token_dispatcher_type = (int)o->dispatcher;
+    mc.moe_a2a_overlap_chunks = o->chunks;
+    mc.moe_capacity_factor = c->capacity_factor;
+    c->B = mc.micro_batch_size, c->S = mc.seq_length, c->V = mc.vocab_size;
+    c->E = mc.num_experts, c->k = mc.moe_router_topk;
+    m->g = dg_graph_new("ep_model");
+    dg_model_io io;
+    DG_TRY(dg_model_build_forward(m->g, &mc, &io, err));
+    m->tokens = io.tokens, m->targets = io.targets, m->mask = io.loss_mask;
+    m->loss = io.loss, m->lm = io.lm_loss, m->aux = io.aux_loss, m->z = io.z_loss;
+    m->counts = io.tokens_per_expert[0];
+    m->ep_rank = dg_ep_find_rank_input(m->g);
+    DG_TRY(dg_autodiff(m->g, m->loss, dg_ops_autodiff(), NULL, err));
+    dg_ep_prioritize(m->g);
+    return dg_verify_after(m->g, "EP model + autodiff", err);
+}
+#endif
 
 static uint64_t mix(uint64_t s) {
     s ^= s >> 33;

@@ -31,6 +31,13 @@ void ep_cfg_default(ep_cfg *c);
 /* Build forward + backward. Returns DG_OK or an error in err. */
 int ep_model_build(ep_model *m, const ep_cfg *c, const dg_ep_opts *o, dg_err *err);
 
+#ifdef DG_EP_FULL_MODEL
+/* The real model (moe/dg_model.c, tiny config: 2 layers with attention)
+ * with EP options; c gets the matching batch shape. Needs moe/dg_model.h's
+ * EP fields (CMake defines DG_EP_FULL_MODEL when it has them). */
+int ep_model_build_full(ep_model *m, ep_cfg *c, const dg_ep_opts *o, dg_err *err);
+#endif
+
 /* Fill parameter t (the local slice of EP rank ep_rank when it is an
  * expert weight) from its global name and global element index. */
 void ep_fill_param(const dg_graph *g, int t, int ep_rank, float *dst);

@@ -1,6 +1,11 @@
 /* test_ep_equiv.c — EP runs agree with the single-rank run (issue 7).
  *
  * usage: mpirun -np W test_ep_equiv [ep=P] [chunks=C] [cf=F] [disp=alltoall|allgather]
+ *                                   [model=full]
+ *
+ * model=full uses the real model (moe/dg_model.c's tiny config: 2 layers,
+ * attention, MoE) instead of the one-layer test model; it needs dg_model.h's
+ * EP fields (built with DG_EP_FULL_MODEL).
  *
  * W ranks form W/P EP groups of P consecutive ranks (ep before dp in the
  * rank grid, as in Megatron with TP = CP = 1); the non-expert part is data
@@ -41,9 +46,16 @@ typedef struct run {
     dg_runtime *rt;
 } run;
 
-static int setup(run *r, const ep_cfg *c, const dg_ep_opts *o, dg_comm *ep_comm, int ep_rank) {
+static int full_model;
+
+static int setup(run *r, ep_cfg *c, const dg_ep_opts *o, dg_comm *ep_comm, int ep_rank) {
     dg_err err = {{0}};
-    if (ep_model_build(&r->m, c, o, &err) != DG_OK) {
+#ifdef DG_EP_FULL_MODEL
+    int st = full_model ? ep_model_build_full(&r->m, c, o, &err) : ep_model_build(&r->m, c, o, &err);
+#else
+    int st = ep_model_build(&r->m, c, o, &err);
+#endif
+    if (st != DG_OK) {
         fprintf(stderr, "rank %d: build: %s\n", rank, err.msg);
         return 1;
     }
@@ -117,6 +129,7 @@ int main(int argc, char **argv) {
         if (!strncmp(argv[i], "ep=", 3)) o.ep_size = atoi(argv[i] + 3);
         else if (!strncmp(argv[i], "chunks=", 7)) o.chunks = atoi(argv[i] + 7);
         else if (!strncmp(argv[i], "cf=", 3)) c.capacity_factor = atof(argv[i] + 3);
+        else if (!strcmp(argv[i], "model=full")) full_model = 1;
         else if (!strncmp(argv[i], "disp=", 5)) {
             if (dg_ep_parse_dispatcher(argv[i] + 5, &o.dispatcher, &err) != DG_OK) {
                 fprintf(stderr, "%s\n", err.msg);
@@ -127,6 +140,12 @@ int main(int argc, char **argv) {
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
+#ifndef DG_EP_FULL_MODEL
+    if (full_model) {
+        fprintf(stderr, "model=full: moe/dg_model.h has no EP fields yet\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+#endif
     int P = o.ep_size;
     if (W % P != 0) {
         fprintf(stderr, "world %d is not a multiple of ep %d\n", W, P);
@@ -216,11 +235,11 @@ int main(int argc, char **argv) {
             free(racc[q]);
         }
         printf("ep equiv: world %d, ep %d, dp %d, chunks %d, %s, capacity factor %g (%d slots "
-               "dropped): mean loss %.9f vs %.9f; worst relative error: losses %.2e, dense grads "
+               "dropped)%s: mean loss %.9f vs %.9f; worst relative error: losses %.2e, dense grads "
                "%.2e, expert grads %.2e\n",
                W, P, W / P, o.chunks,
                o.dispatcher == DG_EP_DISPATCH_ALLGATHER ? "allgather" : "alltoall",
-               c.capacity_factor, drops, mean_ep, mean_ref, worst_loss, worst_dense, worst_exp);
+               c.capacity_factor, drops, full_model ? ", full model" : "", mean_ep, mean_ref, worst_loss, worst_dense, worst_exp);
         if (c.capacity_factor > 0 && drops == 0) {
             failures++;
             fprintf(stderr, "capacity test dropped nothing: it tests nothing\n");
