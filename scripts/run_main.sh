@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run_main.sh — the README's main job: set up, build, then pretrain a small
 # Mixtral-style MoE model (4 layers, hidden 256, 8 experts, top-2) on the
-# fortunes corpus under mpirun. Extra arguments are passed to `dagatron train`
-# (e.g. --train-iters 50).
+# fortunes corpus under mpirun, saving checkpoints to runs/main, then samples
+# a continuation from the last checkpoint. Extra arguments are passed to
+# `dagatron train` (e.g. --train-iters 50).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -16,4 +17,7 @@ mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 --mca bt
     --moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 1e-3 \
     --micro-batch-size 4 --global-batch-size 8 \
     --lr 1e-3 --min-lr 1e-4 --lr-warmup-iters 20 --lr-decay-style cosine \
-    --train-iters 200 --log-interval 10 --seed 1234 "$@"
+    --train-iters 200 --log-interval 10 --eval-interval 100 --eval-iters 5 --seed 1234 \
+    --save runs/main --save-interval 100 "$@"
+"$BUILD/dagatron" generate --load runs/main --prompt "A fortune: " --max-new-tokens 110 \
+  --top-k 40 --top-p 0.95 --temperature 0.8 --seed 7
