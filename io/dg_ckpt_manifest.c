@@ -47,6 +47,9 @@ static const dg_ckpt_field k_model_fields[] = {
     FD(moe_capacity_factor, "--moe-expert-capacity-factor", false),
     FI(moe_layer_freq, "--moe-layer-freq", true),
     FI(moe_shared_expert_size, "--moe-shared-expert-intermediate-size", true),
+    FI(expert_model_parallel_size, "--expert-model-parallel-size", false),
+    FI(moe_token_dispatcher_type, "--moe-token-dispatcher-type", false),
+    FI(moe_a2a_overlap_chunks, "--moe-a2a-overlap-chunks", false),
 };
 #undef FI
 #undef FD

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "dg_ep.h"
 #include "dg_grouped_gemm.h"
 #include "dg_moe_loss.h"
 #include "dg_op_attention.h"
@@ -30,6 +31,15 @@ void dg_model_config_tiny(dg_model_config *c) {
     c->norm_epsilon = 1e-5;
     c->untie_embeddings = 1;
     c->moe_layer_freq = 1;
+}
+
+/* The EP options of the MoE layers (moe/dg_ep.h); zeros mean "off". */
+static dg_ep_opts ep_opts(const dg_model_config *c) {
+    dg_ep_opts o = dg_ep_opts_default();
+    o.ep_size = c->expert_model_parallel_size > 1 ? c->expert_model_parallel_size : 1;
+    o.dispatcher = (dg_ep_dispatcher)c->moe_token_dispatcher_type;
+    o.chunks = c->moe_a2a_overlap_chunks > 1 ? c->moe_a2a_overlap_chunks : 1;
+    return o;
 }
 
 int dg_model_layer_is_moe(const dg_model_config *c, int l) {
@@ -67,6 +77,9 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
              c->moe_ffn_hidden_size);
         NEED(!(c->router_pre_softmax && c->score_function_sigmoid),
              "--moe-router-pre-softmax applies to --moe-router-score-function softmax only");
+        dg_ep_opts epo = ep_opts(c);
+        DG_TRY(dg_ep_opts_check(&epo, c->num_experts, (int64_t)c->micro_batch_size * c->seq_length,
+                                err));
     }
     int any_dense = 0;
     for (int l = 0; l < c->num_layers; l++) any_dense |= !dg_model_layer_is_moe(c, l);
@@ -131,8 +144,14 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int
     int64_t B = c->micro_batch_size, S = c->seq_length, H = c->hidden_size, T = B * S;
     int64_t E = c->num_experts, F = c->moe_ffn_hidden_size;
     int wr = param(g, pre, "mlp.router.weight", 2, DG_SHAPE(E, H));
-    int w1 = param(g, pre, "mlp.experts.linear_fc1.weight", 3, DG_SHAPE(E, 2 * F, H));
-    int w2 = param(g, pre, "mlp.experts.linear_fc2.weight", 3, DG_SHAPE(E, H, F));
+    /* expert weights: this EP rank's slice [E/ep, ...] under the global name */
+    dg_ep_opts epo = ep_opts(c);
+    char n1[2 * DG_NAME_LEN], n2[2 * DG_NAME_LEN];
+    snprintf(n1, sizeof n1, "%smlp.experts.linear_fc1.weight", pre);
+    snprintf(n2, sizeof n2, "%smlp.experts.linear_fc2.weight", pre);
+    n1[DG_NAME_LEN - 1] = n2[DG_NAME_LEN - 1] = 0;
+    int w1 = dg_ep_expert_param(g, n1, E, epo.ep_size, 2 * F, H);
+    int w2 = dg_ep_expert_param(g, n2, E, epo.ep_size, H, F);
     int xt = dg_reshape(g, x, 2, DG_SHAPE(T, H));
     int logits = dg_linear(g, xt, wr);
 
@@ -150,11 +169,12 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int
     *aux = *aux < 0 ? a : dg_add(g, *aux, a);
     *z = *z < 0 ? zl : dg_add(g, *z, zl);
 
-    dg_permute_out p;
-    if (dg_moe_permute(g, xt, r.indices, (int)E, &p) < 0) return -1;
-    int u = dg_grouped_linear(g, p.x_perm, p.tokens_per_expert, w1);
-    int d = dg_grouped_linear(g, dg_swiglu(g, u), p.tokens_per_expert, w2);
-    int y = dg_moe_unpermute(g, d, r.probs, p.row_map);
+    /* permute -> [dispatch] -> grouped SwiGLU experts -> [combine] -> unpermute;
+     * with EP off and no overlap chunks, exactly the single-rank nodes */
+    dg_ep_experts_args ea = {.x = xt, .probs = r.probs, .indices = r.indices, .w1 = w1, .w2 = w2,
+                             .num_experts = (int)E, .capacity_factor = c->moe_capacity_factor};
+    int y = dg_ep_experts(g, &epo, &ea);
+    if (y < 0) return -1;
     if (c->moe_shared_expert_size > 0)
         y = dg_add(g, y, dense_mlp(g, pre, "mlp.shared_experts", xt, H, c->moe_shared_expert_size));
     return dg_reshape(g, y, 3, DG_SHAPE(B, S, H));

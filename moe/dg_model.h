@@ -34,6 +34,10 @@ typedef struct dg_model_config {
     double moe_capacity_factor;  /* --moe-expert-capacity-factor (0: dropless) */
     int moe_layer_freq;          /* --moe-layer-freq: every n-th layer is MoE (1: all) */
     int moe_shared_expert_size;  /* --moe-shared-expert-intermediate-size (0: none) */
+    int expert_model_parallel_size; /* --expert-model-parallel-size (0 or 1: experts not split) */
+    int moe_token_dispatcher_type;  /* --moe-token-dispatcher-type: a dg_ep_dispatcher
+                                     * (0 alltoall, 1 allgather; moe/dg_ep.h) */
+    int moe_a2a_overlap_chunks;     /* --moe-a2a-overlap-chunks (0 or 1: no overlap) */
 } dg_model_config;
 
 /* A small MoE config: 2 layers, hidden 64, 4 heads / 2 groups, 4 experts top-2. */

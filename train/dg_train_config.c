@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "dg_ep.h"
+
 #define M(f) offsetof(dg_train_config, model.f)
 #define T(f) offsetof(dg_train_config, f)
 #define NR 1, 0 /* no range check */
@@ -65,6 +67,8 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--tensor-model-parallel-size", DG_ARG_INT, T(tensor_model_parallel_size), "TP ranks", 1, 1 << 16, NULL},
     {"--context-parallel-size", DG_ARG_INT, T(context_parallel_size), "CP ranks", 1, 1 << 16, NULL},
     {"--expert-model-parallel-size", DG_ARG_INT, T(expert_model_parallel_size), "EP ranks", 1, 1 << 16, NULL},
+    {"--moe-token-dispatcher-type", DG_ARG_CHOICE, T(moe_token_dispatcher_type), "how tokens reach the EP ranks' experts", NR, "alltoall|allgather"},
+    {"--moe-a2a-overlap-chunks", DG_ARG_INT, M(moe_a2a_overlap_chunks), "split a micro-batch's tokens into N chunks so chunk i's all-to-all overlaps chunk i-1's expert GEMMs (1: off)", 1, 4, NULL},
     {"--pipeline-model-parallel-size", DG_ARG_INT, T(pipeline_model_parallel_size), "PP stages", 1, 1 << 16, NULL},
     {"--use-distributed-optimizer", DG_ARG_FLAG, T(use_distributed_optimizer), "shard optimizer state over DP (ZeRO-1)", NR, NULL},
     {"--overlap-grad-reduce", DG_ARG_FLAG, T(overlap_grad_reduce), "reduce gradient buckets during backward", NR, NULL},
@@ -105,6 +109,8 @@ void dg_train_config_defaults(dg_train_config *c) {
     m->moe_layer_freq = 1;
     snprintf(c->normalization, sizeof c->normalization, "RMSNorm");
     snprintf(c->score_function, sizeof c->score_function, "softmax");
+    snprintf(c->moe_token_dispatcher_type, sizeof c->moe_token_dispatcher_type, "alltoall");
+    c->model.moe_a2a_overlap_chunks = 1;
     snprintf(c->load_balancing, sizeof c->load_balancing, "aux_loss");
     snprintf(c->lr_decay_style, sizeof c->lr_decay_style, "cosine");
     snprintf(c->split, sizeof c->split, "969,30,1");
@@ -140,6 +146,10 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
     dg_model_config *m = &c->model;
     m->normalization_layernorm = !strcmp(c->normalization, "LayerNorm");
     m->score_function_sigmoid = !strcmp(c->score_function, "sigmoid");
+    m->expert_model_parallel_size = c->expert_model_parallel_size;
+    m->moe_token_dispatcher_type = !strcmp(c->moe_token_dispatcher_type, "allgather")
+                                       ? DG_EP_DISPATCH_ALLGATHER
+                                       : DG_EP_DISPATCH_ALLTOALL;
     if (!strcmp(c->load_balancing, "none")) m->moe_aux_loss_coeff = 0.0;
     if (!c->group_query_attention) m->num_query_groups = m->num_attention_heads;
     if (m->num_query_groups <= 0) m->num_query_groups = m->num_attention_heads;

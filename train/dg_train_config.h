@@ -25,6 +25,7 @@ typedef struct dg_train_config {
     char normalization[DG_ARG_STR_LEN];  /* --normalization RMSNorm|LayerNorm */
     int swiglu;                          /* --swiglu (the only MLP dagatron builds) */
     char score_function[DG_ARG_STR_LEN]; /* --moe-router-score-function softmax|sigmoid */
+    char moe_token_dispatcher_type[DG_ARG_STR_LEN]; /* --moe-token-dispatcher-type alltoall|allgather */
     char load_balancing[DG_ARG_STR_LEN]; /* --moe-router-load-balancing-type aux_loss|none */
     int make_vocab_divisible_by;         /* --make-vocab-size-divisible-by (128) */
 

@@ -111,6 +111,7 @@ static int setup(trainer *t, dg_err *err) {
     DG_TRY(dg_model_build_forward(t->g, &c->model, &t->io, err));
     DG_TRY(dg_autodiff(t->g, t->io.loss, dg_ops_autodiff(), NULL, err));
     DG_TRY(dg_verify_after(t->g, "autodiff", err));
+    dg_ep_prioritize(t->g); /* start the EP all-to-alls early (moe/dg_ep.h) */
 
     dg_comm *groups[DG_AXIS_COUNT] = {0};
     if (t->grid) dg_grid_runtime_groups(t->grid, groups);
@@ -334,7 +335,7 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
     t->grid = dg_grid_new(comm, &sz, &st, err);
     if (!t->grid) return st;
     const char *todo = sz.tp > 1 ? "--tensor-model-parallel-size" : sz.cp > 1 ? "--context-parallel-size"
-                     : sz.pp > 1 ? "--pipeline-model-parallel-size" : sz.ep > 1 ? "--expert-model-parallel-size" : NULL;
+                     : sz.pp > 1 ? "--pipeline-model-parallel-size" : NULL;
     if (todo)
         return dg_err_set(err, DG_EINPUT, "%s > 1: the trainer runs data parallelism only so far", todo);
     t->data_rank = t->grid->data_rank;
