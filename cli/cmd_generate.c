@@ -203,6 +203,7 @@ static int run(const gen_flags *f, session *s, dg_err *err) {
     }
     double dt = dg_now() - t0;
     printf("\n");
+    fflush(stdout);
     fprintf(stderr,
             "dagatron: generate: iteration %lld, %d prompt tokens (prefill %.1f ms), %d new tokens in %.3f s "
             "(%.1f tokens/s)\n",

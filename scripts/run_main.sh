@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run_main.sh — the README's main job: set up, build, then pretrain a small
 # Mixtral-style MoE model (4 layers, hidden 256, 8 experts, top-2) on the
-# fortunes corpus under mpirun, saving checkpoints to runs/main, then samples
+# fortunes corpus under mpirun on 2 ranks with expert parallelism 2 (each
+# rank holds 4 experts; attention and the router are data-parallel), saving checkpoints to runs/main, then samples
 # a continuation from the last checkpoint. Extra arguments are passed to
 # `dagatron train` (e.g. --train-iters 50).
 set -euo pipefail
@@ -9,11 +10,11 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 BUILD=${DG_BUILD_DIR:-build}
 set -x
-mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 --mca btl self,vader -np 1 \
+mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl self,vader -np 2 \
   "$BUILD/dagatron" train \
     --num-layers 4 --hidden-size 256 --num-attention-heads 8 --group-query-attention --num-query-groups 4 \
     --seq-length 128 --max-position-embeddings 128 --swiglu --untie-embeddings-and-output-weights \
-    --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 512 \
+    --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 512 --expert-model-parallel-size 2 \
     --moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 1e-3 \
     --micro-batch-size 4 --global-batch-size 8 \
     --lr 1e-3 --min-lr 1e-4 --lr-warmup-iters 20 --lr-decay-style cosine \
