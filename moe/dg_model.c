@@ -90,22 +90,22 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
     return DG_OK;
 }
 
-/* A parameter named "<prefix><name>". */
-static int param(dg_graph *g, const char *prefix, const char *name, int ndim, const int64_t *shape) {
+int dg_model_param(dg_graph *g, const char *prefix, const char *name, int ndim,
+                   const int64_t *shape) {
     char full[2 * DG_NAME_LEN];
     snprintf(full, sizeof full, "%s%s", prefix, name);
     full[DG_NAME_LEN - 1] = 0; /* names are cut to the IR's limit */
     return dg_param_new(g, full, ndim, shape);
 }
 
-static int norm(dg_graph *g, const dg_model_config *c, const char *prefix, const char *name, int x) {
+int dg_model_norm(dg_graph *g, const dg_model_config *c, const char *prefix, const char *name, int x) {
     int64_t H = c->hidden_size;
     char wname[2 * DG_NAME_LEN];
     snprintf(wname, sizeof wname, "%s.weight", name);
-    int w = param(g, prefix, wname, 1, DG_SHAPE(H));
+    int w = dg_model_param(g, prefix, wname, 1, DG_SHAPE(H));
     if (!c->normalization_layernorm) return dg_rmsnorm(g, x, w, c->norm_epsilon);
     snprintf(wname, sizeof wname, "%s.bias", name);
-    int b = param(g, prefix, wname, 1, DG_SHAPE(H));
+    int b = dg_model_param(g, prefix, wname, 1, DG_SHAPE(H));
     return dg_layernorm(g, x, w, b, c->norm_epsilon);
 }
 
@@ -113,10 +113,10 @@ static int norm(dg_graph *g, const dg_model_config *c, const char *prefix, const
 static int attention_block(dg_graph *g, const dg_model_config *c, const char *pre, int x) {
     int64_t B = c->micro_batch_size, S = c->seq_length, H = c->hidden_size;
     int64_t Hq = c->num_attention_heads, Hkv = c->num_query_groups, D = H / Hq;
-    int wq = param(g, pre, "self_attention.linear_q.weight", 2, DG_SHAPE(Hq * D, H));
-    int wk = param(g, pre, "self_attention.linear_k.weight", 2, DG_SHAPE(Hkv * D, H));
-    int wv = param(g, pre, "self_attention.linear_v.weight", 2, DG_SHAPE(Hkv * D, H));
-    int wo = param(g, pre, "self_attention.linear_proj.weight", 2, DG_SHAPE(H, Hq * D));
+    int wq = dg_model_param(g, pre, "self_attention.linear_q.weight", 2, DG_SHAPE(Hq * D, H));
+    int wk = dg_model_param(g, pre, "self_attention.linear_k.weight", 2, DG_SHAPE(Hkv * D, H));
+    int wv = dg_model_param(g, pre, "self_attention.linear_v.weight", 2, DG_SHAPE(Hkv * D, H));
+    int wo = dg_model_param(g, pre, "self_attention.linear_proj.weight", 2, DG_SHAPE(H, Hq * D));
     int q = dg_reshape(g, dg_linear(g, x, wq), 4, DG_SHAPE(B, S, Hq, D));
     int k = dg_reshape(g, dg_linear(g, x, wk), 4, DG_SHAPE(B, S, Hkv, D));
     int v = dg_reshape(g, dg_linear(g, x, wv), 4, DG_SHAPE(B, S, Hkv, D));
@@ -127,13 +127,13 @@ static int attention_block(dg_graph *g, const dg_model_config *c, const char *pr
     return dg_linear(g, a, wo);
 }
 
-/* SwiGLU MLP: fc2(swiglu(fc1 x)), fc1 [2F, H] (gate rows then up rows). */
-static int dense_mlp(dg_graph *g, const char *pre, const char *what, int x, int64_t H, int64_t F) {
+int dg_model_swiglu_mlp(dg_graph *g, const char *pre, const char *what, int x, int64_t H,
+                        int64_t F) {
     char n1[2 * DG_NAME_LEN], n2[2 * DG_NAME_LEN];
     snprintf(n1, sizeof n1, "%s.linear_fc1.weight", what);
     snprintf(n2, sizeof n2, "%s.linear_fc2.weight", what);
-    int w1 = param(g, pre, n1, 2, DG_SHAPE(2 * F, H));
-    int w2 = param(g, pre, n2, 2, DG_SHAPE(H, F));
+    int w1 = dg_model_param(g, pre, n1, 2, DG_SHAPE(2 * F, H));
+    int w2 = dg_model_param(g, pre, n2, 2, DG_SHAPE(H, F));
     return dg_linear(g, dg_swiglu(g, dg_linear(g, x, w1)), w2);
 }
 
@@ -143,7 +143,7 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int
                      int *z, int *counts) {
     int64_t B = c->micro_batch_size, S = c->seq_length, H = c->hidden_size, T = B * S;
     int64_t E = c->num_experts, F = c->moe_ffn_hidden_size;
-    int wr = param(g, pre, "mlp.router.weight", 2, DG_SHAPE(E, H));
+    int wr = dg_model_param(g, pre, "mlp.router.weight", 2, DG_SHAPE(E, H));
     /* expert weights: this EP rank's slice [E/ep, ...] under the global name */
     dg_ep_opts epo = ep_opts(c);
     char n1[2 * DG_NAME_LEN], n2[2 * DG_NAME_LEN];
@@ -176,7 +176,7 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int
     int y = dg_ep_experts(g, &epo, &ea);
     if (y < 0) return -1;
     if (c->moe_shared_expert_size > 0)
-        y = dg_add(g, y, dense_mlp(g, pre, "mlp.shared_experts", xt, H, c->moe_shared_expert_size));
+        y = dg_add(g, y, dg_model_swiglu_mlp(g, pre, "mlp.shared_experts", xt, H, c->moe_shared_expert_size));
     return dg_reshape(g, y, 3, DG_SHAPE(B, S, H));
 }
 
@@ -198,19 +198,19 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
         char pre[32];
         snprintf(pre, sizeof pre, "decoder.layers.%d.", l);
         dg_graph_set_layer(g, l);
-        int h = norm(g, c, pre, "input_layernorm", x);
+        int h = dg_model_norm(g, c, pre, "input_layernorm", x);
         x = dg_add(g, x, attention_block(g, c, pre, h));
-        int h2 = norm(g, c, pre, "pre_mlp_layernorm", x);
+        int h2 = dg_model_norm(g, c, pre, "pre_mlp_layernorm", x);
         int counts = -1;
         int y = dg_model_layer_is_moe(c, l)
                     ? moe_block(g, c, pre, h2, &aux, &z, &counts)
-                    : dense_mlp(g, pre, "mlp", h2, H, c->ffn_hidden_size);
+                    : dg_model_swiglu_mlp(g, pre, "mlp", h2, H, c->ffn_hidden_size);
         if (l < DG_MODEL_MAX_TRACKED) io->tokens_per_expert[l] = counts;
         x = dg_add(g, x, y);
         if (g->status != DG_OK) break;
     }
     dg_graph_set_layer(g, -1);
-    int h = norm(g, c, "decoder.", "final_layernorm", x);
+    int h = dg_model_norm(g, c, "decoder.", "final_layernorm", x);
     int wout = c->untie_embeddings ? dg_param_new(g, "output_layer.weight", 2, DG_SHAPE(V, H)) : emb;
     int logits = dg_linear(g, h, wout);
     io->lm_loss = dg_softmax_xent(g, logits, io->targets, io->loss_mask, NULL);

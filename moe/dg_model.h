@@ -73,6 +73,19 @@ typedef struct dg_model_io {
  * (Megatron fuses q, k and v into linear_qkv; they are separate here so
  * tensor parallelism can split each by heads without a reshuffle.) */
 
+/* Builder pieces shared by the training forward and the decode graph
+ * (dg_model_decode.h), so both name and shape parameters identically:
+ * a parameter named "<prefix><name>" (cut to the IR's name limit), and the
+ * configured norm (RMSNorm, or LayerNorm with a bias) of x with parameters
+ * "<prefix><name>.weight" / ".bias". */
+int dg_model_param(dg_graph *g, const char *prefix, const char *name, int ndim,
+                   const int64_t *shape);
+int dg_model_norm(dg_graph *g, const dg_model_config *c, const char *prefix, const char *name, int x);
+/* SwiGLU MLP fc2(swiglu(fc1 x)) with parameters "<pre><what>.linear_fc1.weight"
+ * [2F, H] (gate rows, then up rows) and "<pre><what>.linear_fc2.weight" [H, F]. */
+int dg_model_swiglu_mlp(dg_graph *g, const char *pre, const char *what, int x, int64_t H,
+                        int64_t F);
+
 /* Is layer l an MoE layer under c (num_experts > 0 and the layer frequency)? */
 int dg_model_layer_is_moe(const dg_model_config *c, int l);
 

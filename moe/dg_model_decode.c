@@ -26,34 +26,15 @@ void dg_decode_io_free(dg_decode_io *io) {
     io->n_layers = 0;
 }
 
-/* A parameter named "<prefix><name>", cut to the IR's limit as dg_model.c does. */
-static int param(dg_graph *g, const char *prefix, const char *name, int ndim, const int64_t *shape) {
-    char full[2 * DG_NAME_LEN];
-    snprintf(full, sizeof full, "%s%s", prefix, name);
-    full[DG_NAME_LEN - 1] = 0;
-    return dg_param_new(g, full, ndim, shape);
-}
-
-static int norm(dg_graph *g, const dg_model_config *c, const char *prefix, const char *name, int x) {
-    int64_t H = c->hidden_size;
-    char wname[2 * DG_NAME_LEN];
-    snprintf(wname, sizeof wname, "%s.weight", name);
-    int w = param(g, prefix, wname, 1, DG_SHAPE(H));
-    if (!c->normalization_layernorm) return dg_rmsnorm(g, x, w, c->norm_epsilon);
-    snprintf(wname, sizeof wname, "%s.bias", name);
-    int b = param(g, prefix, wname, 1, DG_SHAPE(H));
-    return dg_layernorm(g, x, w, b, c->norm_epsilon);
-}
-
 /* Cached GQA attention on x [B, L, H] for layer l; returns [B, L, H]. */
 static int attention_block(dg_graph *g, const dg_model_config *c, const dg_decode_shape *s,
                            const char *pre, int l, int x, int pos, dg_decode_io *io) {
     int64_t B = s->batch, L = s->new_tokens, Smax = s->max_len, H = c->hidden_size;
     int64_t Hq = c->num_attention_heads, Hkv = c->num_query_groups, D = H / Hq;
-    int wq = param(g, pre, "self_attention.linear_q.weight", 2, DG_SHAPE(Hq * D, H));
-    int wk = param(g, pre, "self_attention.linear_k.weight", 2, DG_SHAPE(Hkv * D, H));
-    int wv = param(g, pre, "self_attention.linear_v.weight", 2, DG_SHAPE(Hkv * D, H));
-    int wo = param(g, pre, "self_attention.linear_proj.weight", 2, DG_SHAPE(H, Hq * D));
+    int wq = dg_model_param(g, pre, "self_attention.linear_q.weight", 2, DG_SHAPE(Hq * D, H));
+    int wk = dg_model_param(g, pre, "self_attention.linear_k.weight", 2, DG_SHAPE(Hkv * D, H));
+    int wv = dg_model_param(g, pre, "self_attention.linear_v.weight", 2, DG_SHAPE(Hkv * D, H));
+    int wo = dg_model_param(g, pre, "self_attention.linear_proj.weight", 2, DG_SHAPE(H, Hq * D));
     int q = dg_reshape(g, dg_linear(g, x, wq), 4, DG_SHAPE(B, L, Hq, D));
     int k = dg_reshape(g, dg_linear(g, x, wk), 4, DG_SHAPE(B, L, Hkv, D));
     int v = dg_reshape(g, dg_linear(g, x, wv), 4, DG_SHAPE(B, L, Hkv, D));
@@ -72,23 +53,15 @@ static int attention_block(dg_graph *g, const dg_model_config *c, const dg_decod
     return dg_linear(g, a, wo);
 }
 
-static int dense_mlp(dg_graph *g, const char *pre, const char *what, int x, int64_t H, int64_t F) {
-    char n1[2 * DG_NAME_LEN], n2[2 * DG_NAME_LEN];
-    snprintf(n1, sizeof n1, "%s.linear_fc1.weight", what);
-    snprintf(n2, sizeof n2, "%s.linear_fc2.weight", what);
-    int w1 = param(g, pre, n1, 2, DG_SHAPE(2 * F, H));
-    int w2 = param(g, pre, n2, 2, DG_SHAPE(H, F));
-    return dg_linear(g, dg_swiglu(g, dg_linear(g, x, w1)), w2);
-}
 
 /* Routed experts on the step's T = B * L tokens (dropless, no losses). */
 static int moe_block(dg_graph *g, const dg_model_config *c, const dg_decode_shape *s,
                      const char *pre, int x) {
     int64_t B = s->batch, L = s->new_tokens, H = c->hidden_size, T = B * L;
     int64_t E = c->num_experts, F = c->moe_ffn_hidden_size;
-    int wr = param(g, pre, "mlp.router.weight", 2, DG_SHAPE(E, H));
-    int w1 = param(g, pre, "mlp.experts.linear_fc1.weight", 3, DG_SHAPE(E, 2 * F, H));
-    int w2 = param(g, pre, "mlp.experts.linear_fc2.weight", 3, DG_SHAPE(E, H, F));
+    int wr = dg_model_param(g, pre, "mlp.router.weight", 2, DG_SHAPE(E, H));
+    int w1 = dg_model_param(g, pre, "mlp.experts.linear_fc1.weight", 3, DG_SHAPE(E, 2 * F, H));
+    int w2 = dg_model_param(g, pre, "mlp.experts.linear_fc2.weight", 3, DG_SHAPE(E, H, F));
     int xt = dg_reshape(g, x, 2, DG_SHAPE(T, H));
     int logits = dg_linear(g, xt, wr);
 
@@ -105,7 +78,7 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const dg_decode_shap
     int d = dg_grouped_linear(g, dg_swiglu(g, u), p.tokens_per_expert, w2);
     int y = dg_moe_unpermute(g, d, r.probs, p.row_map);
     if (c->moe_shared_expert_size > 0)
-        y = dg_add(g, y, dense_mlp(g, pre, "mlp.shared_experts", xt, H, c->moe_shared_expert_size));
+        y = dg_add(g, y, dg_model_swiglu_mlp(g, pre, "mlp.shared_experts", xt, H, c->moe_shared_expert_size));
     return dg_reshape(g, y, 3, DG_SHAPE(B, L, H));
 }
 
@@ -137,18 +110,18 @@ int dg_model_build_decode(dg_graph *g, const dg_model_config *c, const dg_decode
         char pre[32];
         snprintf(pre, sizeof pre, "decoder.layers.%d.", l);
         dg_graph_set_layer(g, l);
-        int h = norm(g, c, pre, "input_layernorm", x);
+        int h = dg_model_norm(g, c, pre, "input_layernorm", x);
         x = dg_add(g, x, attention_block(g, c, s, pre, l, h, io->pos, io));
-        int h2 = norm(g, c, pre, "pre_mlp_layernorm", x);
+        int h2 = dg_model_norm(g, c, pre, "pre_mlp_layernorm", x);
         int y = dg_model_layer_is_moe(c, l) ? moe_block(g, c, s, pre, h2)
-                                             : dense_mlp(g, pre, "mlp", h2, H, c->ffn_hidden_size);
+                                             : dg_model_swiglu_mlp(g, pre, "mlp", h2, H, c->ffn_hidden_size);
         x = dg_add(g, x, y);
         if (g->status != DG_OK) break;
     }
     dg_graph_set_layer(g, -1);
     /* The norm is per token, so taking the last token first is the same math. */
     if (!s->all_logits && L > 1) x = dg_seq_last(g, x);
-    int h = norm(g, c, "decoder.", "final_layernorm", x);
+    int h = dg_model_norm(g, c, "decoder.", "final_layernorm", x);
     int wout = c->untie_embeddings ? dg_param_new(g, "output_layer.weight", 2, DG_SHAPE(V, H)) : emb;
     io->logits = dg_linear(g, h, wout);
     if (g->status != DG_OK) return dg_err_set(err, g->status, "decode model: %s", g->err.msg);
