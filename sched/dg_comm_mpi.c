@@ -2,6 +2,7 @@
 #include "dg_comm_mpi.h"
 
 #include <limits.h>
+#include <sched.h>
 
 /* Every request: the MPI request, plus (all_to_allv) the int count and
  * displacement arrays, which must outlive the call; wait() frees both. */
@@ -146,7 +147,16 @@ static int m_wait(dg_comm *c, dg_comm_req *req, dg_err *err) {
     (void)c;
     if (!req->impl) return DG_OK;
     mpi_req *a = req->impl;
-    int rc = MPI_Wait(&a->r, MPI_STATUS_IGNORE);
+    /* Poll and yield instead of MPI_Wait: Open MPI's wait busy-spins, and on
+     * a machine with as many ranks as cores the comm thread shares a core
+     * with compute workers; sched_yield hands the core over whenever a
+     * worker is runnable and costs nothing when none is. */
+    int done = 0, rc = MPI_SUCCESS;
+    while (rc == MPI_SUCCESS) {
+        rc = MPI_Test(&a->r, &done, MPI_STATUS_IGNORE);
+        if (done) break;
+        sched_yield();
+    }
     dg_free(a->ints);
     dg_free(a);
     req->impl = NULL;
