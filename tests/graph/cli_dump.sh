@@ -2,7 +2,8 @@
 # cli_dump.sh DAGATRON — `dagatron dump` end to end on the tiny model:
 # JSON dumps are byte-identical run to run and parse; a bigger config gives a
 # different, bigger graph; the DOT renders without Graphviz warnings; bad
-# flags and values exit 2 with one line naming the flag.
+# flags and values exit 2 with one line naming the flag; --graph step holds
+# the backward and, with EP, the all-to-all collectives.
 set -euo pipefail
 exe=$1
 tmp=$(mktemp -d)
@@ -50,5 +51,23 @@ expect_bad --hidden-size --format json -o "$tmp/x.json" --hidden-size
 expect_bad --format --format svg -o "$tmp/x.json"
 expect_bad --output --format json
 [ -e "$tmp/x.json" ] && fail "a failed dump left a file behind"
-"$exe" dump --help | grep -q -- '--moe-router-topk' || fail "--help does not list the model flags"
+"$exe" dump --help >"$tmp/help" || fail "--help failed"
+grep -q -- '--moe-router-topk' "$tmp/help" || fail "--help does not list the model flags"
+
+# --graph step: forward and backward phases; with expert parallelism the
+# step holds the dispatcher's all-to-all collectives on the comm stream
+"$exe" dump -o "$tmp/step.json" --graph step --expert-model-parallel-size 2
+if [ -n "$py" ]; then
+  "$py" - "$tmp/step.json" <<'PY' || fail "the step graph lacks backward nodes or EP collectives"
+import json, sys
+d = json.load(open(sys.argv[1]))
+phases = {n["phase"] for n in d["nodes"]}
+comm = [n["op"] for n in d["nodes"] if n["stream"] == "comm"]
+assert {"forward", "backward"} <= phases, phases
+assert "all_to_all_v" in comm, comm
+PY
+fi
+"$exe" dump -o "$tmp/step.dot" --graph step --expert-model-parallel-size 2
+dot -Tsvg "$tmp/step.dot" -o "$tmp/step.svg" 2>"$tmp/dot2.err" || fail "dot failed on the step graph"
+[ -s "$tmp/dot2.err" ] && { cat "$tmp/dot2.err"; fail "dot printed warnings on the step graph"; }
 echo "cli_dump: ok"
