@@ -445,14 +445,15 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     losses window = {0};
     double window_ms = 0.0, window_gnorm = 0.0;
     int window_n = 0, saved_at = -1;
-    for (int it = (int)k.iteration + 1; it <= c->train_iters && st == DG_OK; it++) {
+    int first_it = (int)k.iteration + 1;
+    for (int it = first_it; it <= c->train_iters && st == DG_OK; it++) {
         double t0 = dg_now();
         losses l = {0};
         dg_dist_zero(&t.dist);
         t.iteration = it;
-        /* --trace: record the second iteration (the first warms caches up),
-         * or the only one. */
-        int tracing = c->trace[0] && it == (c->train_iters > 1 ? 2 : 1);
+        /* --trace: record the second iteration this run makes (the first
+         * warms caches up), or the only one. */
+        int tracing = c->trace[0] && it == (c->train_iters > first_it ? first_it + 1 : first_it);
         dg_trace *tr = NULL;
         dg_sched_stats stats;
         if (tracing) {
