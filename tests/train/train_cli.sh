@@ -25,6 +25,16 @@ $MPI "$BIN" train "${ARGS[@]}" --compute-threads 2 >"$TMP/b.log" 2>&1
 diff <(grep -o 'lm loss: [^|]*| load balancing loss: [^|]*| z loss: [^|]*| grad norm: [^|]*' "$TMP/a.log") \
      <(grep -o 'lm loss: [^|]*| load balancing loss: [^|]*| z loss: [^|]*| grad norm: [^|]*' "$TMP/b.log") \
   || { echo "FAIL: losses differ between runs (1 vs 2 compute threads)"; fail=1; }
+# A diverging run (absurd learning rate, no clipping): non-finite gradients
+# skip the update and are counted, and the run goes on to the end.
+$MPI "$BIN" train "${ARGS[@]}" --lr 900 --clip-grad 0 --train-iters 20 --eval-iters 0 >"$TMP/nan.log" 2>&1 \
+  || { echo "FAIL: the diverging run exited $?"; cat "$TMP/nan.log"; fail=1; }
+nan=$(grep -o 'number of nan iterations: *[0-9]*' "$TMP/nan.log" | tail -1 | awk '{print $5}')
+skip=$(grep -o 'number of skipped iterations: *[0-9]*' "$TMP/nan.log" | tail -1 | awk '{print $5}')
+if [ -z "$nan" ] || [ "$nan" -lt 1 ] || [ "$skip" -lt "$nan" ]; then
+  echo "FAIL: expected counted NaN iterations, got nan='$nan' skipped='$skip'"; fail=1
+else echo "ok: diverging run counted $nan NaN iterations, $skip skipped"; fi
+grep -q "done: 20 iterations" "$TMP/nan.log" || { echo "FAIL: the diverging run did not finish"; fail=1; }
 # Bad input: one line, exit 2.
 check_bad() { # expected-substring args...
   local want=$1; shift
