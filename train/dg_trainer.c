@@ -443,8 +443,8 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
                                                                    : DG_LR_COSINE};
     t.eval_consumed = k.consumed_valid;
     losses window = {0};
-    double window_ms = 0.0, window_gnorm = 0.0;
-    int window_n = 0, saved_at = -1;
+    double window_ms = 0.0;
+    int window_n = 0, window_adv = 0, window_skipped = 0, saved_at = -1;
     int first_it = (int)k.iteration + 1;
     for (int it = first_it; it <= c->train_iters && st == DG_OK; it++) {
         double t0 = dg_now();
@@ -487,9 +487,11 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         st = dg_dist_grad_norm(&t.dist, &gnorm, err);
         if (st != DG_OK) break;
         double lr = dg_lr_at(&sched, (int)k.updates + 1);
-        if (!isfinite(l.total) || !isfinite(gnorm)) {
+        int skip = !isfinite(l.total) || !isfinite(gnorm);
+        if (skip) {
             k.nans++;
             k.skipped++;
+            window_skipped++;
         } else {
             /* Megatron's clip_grad_norm_fp32: scale by max_norm / (norm + 1e-6) when below 1. */
             double clip = c->clip_grad > 0 ? c->clip_grad / (gnorm + 1e-6) : 1.0;
@@ -505,22 +507,28 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         if (res->iterations == 0) res->first_lm_loss = l.lm;
         res->last_lm_loss = l.lm;
         res->iterations++;
-        window.lm += l.lm;
-        window.aux += l.aux;
-        window.z += l.z;
+        /* As Megatron's training_log: losses averaged over the window's
+         * iterations that were not skipped, time over all of them, the
+         * learning rate and grad norm of this iteration, and the skipped and
+         * NaN iterations counted per window. */
+        if (!skip) {
+            window.lm += l.lm;
+            window.aux += l.aux;
+            window.z += l.z;
+            window_adv++;
+        }
         window_ms += ms;
-        window_gnorm += gnorm;
         window_n++;
         if (it % c->log_interval == 0 || it == c->train_iters) {
-            /* Megatron averages the losses over the logging window. */
-            losses avg = {window.lm / window_n, window.aux / window_n, window.z / window_n, 0};
+            double adv = window_adv > 0 ? window_adv : 1;
+            losses avg = {window.lm / adv, window.aux / adv, window.z / adv, 0};
             if (t.log)
-                log_line(&t, it, k.consumed, window_ms / window_n, &avg, lr, window_gnorm / window_n,
-                         k.skipped, k.nans);
+                log_line(&t, it, k.consumed, window_ms / window_n, &avg, lr, gnorm, window_skipped,
+                         window_skipped);
             st = log_expert_tokens(&t, err);
             memset(&window, 0, sizeof window);
-            window_ms = window_gnorm = 0.0;
-            window_n = 0;
+            window_ms = 0.0;
+            window_n = window_adv = window_skipped = 0;
         }
         if (st == DG_OK && (it % c->eval_interval == 0 || it == c->train_iters)) st = run_eval(&t, it, err);
         k.consumed_valid = t.eval_consumed;
