@@ -337,7 +337,7 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
     const char *todo = sz.tp > 1 ? "--tensor-model-parallel-size" : sz.cp > 1 ? "--context-parallel-size"
                      : sz.pp > 1 ? "--pipeline-model-parallel-size" : NULL;
     if (todo)
-        return dg_err_set(err, DG_EINPUT, "%s > 1: the trainer runs data parallelism only so far", todo);
+        return dg_err_set(err, DG_EINPUT, "%s > 1: not supported yet (data and expert parallelism are)", todo);
     t->data_rank = t->grid->data_rank;
     t->data_size = t->grid->data_size;
     t->grad_shards = t->grid->dp_cp->size;
