@@ -79,6 +79,7 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--load", DG_ARG_STRING, T(load), "checkpoint directory to resume from", NR, NULL},
     {"--ckpt-keep-last", DG_ARG_INT, T(keep_last), "checkpoints to keep (0: all)", 0, 1 << 30, NULL},
     {"--save-interval", DG_ARG_INT, T(save_interval), "iterations between checkpoints", 1, 1 << 30, NULL},
+    {"--exit-interval", DG_ARG_INT, T(exit_interval), "stop (saving a checkpoint) when the iteration is a multiple of N", 1, 1 << 30, NULL},
     {"--log-interval", DG_ARG_INT, T(log_interval), "iterations between log lines", 1, 1 << 30, NULL},
     {"--eval-interval", DG_ARG_INT, T(eval_interval), "iterations between evaluations", 1, 1 << 30, NULL},
     {"--eval-iters", DG_ARG_INT, T(eval_iters), "batches per evaluation (0: none)", 0, 1 << 30, NULL},

@@ -52,6 +52,7 @@ typedef struct dg_train_config {
     /* checkpoints, logs */
     char save[DG_ARG_STR_LEN], load[DG_ARG_STR_LEN];
     int save_interval, log_interval, eval_interval, eval_iters;
+    int exit_interval;              /* --exit-interval: stop (and save) when iteration % N == 0 */
     char trace[DG_ARG_STR_LEN];     /* --trace PATH: Chrome trace of the first logged step */
     int compute_threads;            /* --compute-threads (0: this rank's cores) */
 

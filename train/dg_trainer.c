@@ -536,6 +536,12 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
             st = save_ckpt(&t, &k, err);
             saved_at = it;
         }
+        /* Megatron's --exit-interval: stop here; the save below keeps the
+         * run resumable, and the schedule still follows --train-iters. */
+        if (st == DG_OK && c->exit_interval > 0 && it % c->exit_interval == 0 && it < c->train_iters) {
+            if (t.log) printf(" exiting program at iteration %d\n", it);
+            break;
+        }
     }
     /* Megatron saves once more at the end of training. */
     if (st == DG_OK && c->save[0] && saved_at != (int)k.iteration && res->iterations > 0)

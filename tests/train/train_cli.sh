@@ -35,6 +35,19 @@ if [ -z "$nan" ] || [ "$nan" -lt 1 ] || [ "$skip" -lt "$nan" ]; then
   echo "FAIL: expected counted NaN iterations, got nan='$nan' skipped='$skip'"; fail=1
 else echo "ok: diverging run counted $nan NaN iterations, $skip skipped"; fi
 grep -q "done: 20 iterations" "$TMP/nan.log" || { echo "FAIL: the diverging run did not finish"; fail=1; }
+# --exit-interval stops at 10 with a checkpoint; --load runs the other 10;
+# the logged losses of 11..20 equal the straight run's, bitwise.
+$MPI "$BIN" train "${ARGS[@]}" --train-iters 20 --log-interval 1 --eval-iters 0 >"$TMP/straight.log" 2>&1
+$MPI "$BIN" train "${ARGS[@]}" --train-iters 20 --log-interval 1 --eval-iters 0 --exit-interval 10 \
+  --save "$TMP/ck" >"$TMP/first.log" 2>&1
+grep -q "exiting program at iteration 10" "$TMP/first.log" || { echo "FAIL: --exit-interval did not stop at 10"; fail=1; }
+[ "$(cat "$TMP/ck/latest_checkpointed_iteration.txt" 2>/dev/null)" = 10 ] || { echo "FAIL: no checkpoint at 10"; fail=1; }
+$MPI "$BIN" train "${ARGS[@]}" --train-iters 20 --log-interval 1 --eval-iters 0 --load "$TMP/ck" >"$TMP/second.log" 2>&1
+losses() { grep -oE "iteration +[0-9]+/ +20 .*lm loss: [^|]*" "$1" | sed -E 's/ \| consumed.*lm loss:/ lm loss:/'; }
+diff <(losses "$TMP/straight.log" | tail -10) <(losses "$TMP/second.log") >/dev/null \
+  || { echo "FAIL: 10 + resume + 10 differs from 20 straight"; diff <(losses "$TMP/straight.log" | tail -10) <(losses "$TMP/second.log") | head; fail=1; }
+[ "$(losses "$TMP/second.log" | wc -l)" -eq 10 ] || { echo "FAIL: the resumed run did not run 10 iterations"; fail=1; }
+echo "ok: --exit-interval 10, --load, 10 more: losses equal the straight run"
 # Bad input: one line, exit 2.
 check_bad() { # expected-substring args...
   local want=$1; shift
