@@ -137,6 +137,19 @@ int dg_param_new(dg_graph *g, const char *name, int ndim, const int64_t *shape) 
     return dg_tensor_new(g, name, DG_F32, ndim, shape, DG_ROLE_PARAMETER);
 }
 
+int dg_param_get_or_new(dg_graph *g, const char *name, int ndim, const int64_t *shape) {
+    if (g->status != DG_OK) return -1;
+    for (int t = 0; t < g->n_tensors; t++) {
+        const dg_tensor *x = &g->tensors[t];
+        if (x->role != DG_ROLE_PARAMETER || strcmp(x->name, name) != 0) continue;
+        int same = x->ndim == ndim;
+        for (int i = 0; same && i < ndim; i++) same = x->shape[i] == shape[i];
+        if (!same) return dg_graph_fail(g, "parameter '%s' exists with another shape", name);
+        return t;
+    }
+    return dg_param_new(g, name, ndim, shape);
+}
+
 int dg_input_new(dg_graph *g, const char *name, dg_dtype dtype, int ndim, const int64_t *shape) {
     return dg_tensor_new(g, name, dtype, ndim, shape, DG_ROLE_INPUT);
 }

@@ -185,6 +185,10 @@ int dg_tensor_new(dg_graph *g, const char *name, dg_dtype dtype, int ndim,
 /* Shorthands for parameters and inputs. */
 int dg_param_new(dg_graph *g, const char *name, int ndim, const int64_t *shape);
 int dg_input_new(dg_graph *g, const char *name, dg_dtype dtype, int ndim, const int64_t *shape);
+/* The parameter named `name` if g has one (its shape must be `shape`, else a
+ * builder error), or a new one. Lets a step graph lower several micro-batches
+ * that share their weights. */
+int dg_param_get_or_new(dg_graph *g, const char *name, int ndim, const int64_t *shape);
 
 /* Add a node running `op` on `inputs`. The op's infer() callback gives the
  * outputs' dtypes and shapes; new activation tensors are created for them.

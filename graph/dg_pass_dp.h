@@ -1,7 +1,7 @@
 /* dg_pass_dp.h — data parallelism as a graph pass: bucketed gradient
  * reduction on the comm stream.
  *
- * Runs after autodiff on a one-micro-batch step graph. Every parameter's
+ * Runs after autodiff on the step graph (all micro-batches). Every parameter's
  * gradient (the tensor autodiff left in its `grad`) is assigned to a bucket;
  * each bucket gets two nodes:
  *

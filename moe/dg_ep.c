@@ -54,7 +54,7 @@ int dg_ep_expert_param(dg_graph *g, const char *name, int64_t E, int ep_size, in
     if (ep_size < 1 || E % ep_size != 0)
         return dg_graph_fail(g, "expert parameter '%s': %lld experts over %d EP ranks", name,
                              (long long)E, ep_size);
-    int w = dg_param_new(g, name, 3, DG_SHAPE(E / ep_size, d1, d2));
+    int w = dg_param_get_or_new(g, name, 3, DG_SHAPE(E / ep_size, d1, d2));
     if (w >= 0 && ep_size > 1) dg_T(g, w)->sharding.split[0] = DG_AXIS_EP;
     return w;
 }

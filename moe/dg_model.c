@@ -95,7 +95,7 @@ int dg_model_param(dg_graph *g, const char *prefix, const char *name, int ndim,
     char full[2 * DG_NAME_LEN];
     snprintf(full, sizeof full, "%s%s", prefix, name);
     full[DG_NAME_LEN - 1] = 0; /* names are cut to the IR's limit */
-    return dg_param_new(g, full, ndim, shape);
+    return dg_param_get_or_new(g, full, ndim, shape);
 }
 
 int dg_model_norm(dg_graph *g, const dg_model_config *c, const char *prefix, const char *name, int x) {
@@ -190,7 +190,7 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
     io->tokens = dg_input_new(g, "tokens", DG_I32, 2, DG_SHAPE(B, S));
     io->targets = dg_input_new(g, "targets", DG_I32, 2, DG_SHAPE(B, S));
     io->loss_mask = dg_input_new(g, "loss_mask", DG_F32, 2, DG_SHAPE(B, S));
-    int emb = dg_param_new(g, "embedding.word_embeddings.weight", 2, DG_SHAPE(V, H));
+    int emb = dg_param_get_or_new(g, "embedding.word_embeddings.weight", 2, DG_SHAPE(V, H));
     int x = dg_embedding(g, emb, io->tokens);
 
     int aux = -1, z = -1;
@@ -211,7 +211,7 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
     }
     dg_graph_set_layer(g, -1);
     int h = dg_model_norm(g, c, "decoder.", "final_layernorm", x);
-    int wout = c->untie_embeddings ? dg_param_new(g, "output_layer.weight", 2, DG_SHAPE(V, H)) : emb;
+    int wout = c->untie_embeddings ? dg_param_get_or_new(g, "output_layer.weight", 2, DG_SHAPE(V, H)) : emb;
     int logits = dg_linear(g, h, wout);
     io->lm_loss = dg_softmax_xent(g, logits, io->targets, io->loss_mask, NULL);
     io->aux_loss = aux;

@@ -93,7 +93,9 @@ int dg_model_layer_is_moe(const dg_model_config *c, int l);
  * heads, top-k <= experts, ...). Returns DG_OK or DG_EINPUT naming both flags. */
 int dg_model_config_check(const dg_model_config *c, dg_err *err);
 
-/* Build the forward graph of one microbatch into g. Returns DG_OK, or
+/* Build the forward graph of one microbatch into g. Calling it again on the
+ * same g (with g's microbatch stamp changed) adds another micro-batch that
+ * shares the parameters: they are looked up by name. Returns DG_OK, or
  * DG_EINPUT with err naming the inconsistent setting. */
 int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *io, dg_err *err);
 

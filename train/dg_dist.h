@@ -1,21 +1,19 @@
 /* dg_dist.h — the trainer's distributed state: data-parallel gradient
  * buckets and the (optionally distributed) AdamW optimizer over them.
  *
- * Gradients. The step graph is one micro-batch; dg_pass_dp() adds a pack
- * and a collective per bucket (graph/dg_pass_dp.h). After each micro-batch's
- * step, dg_dist_accumulate() adds every bucket's reduced gradient (the
- * collective's output: the whole bucket, or this rank's shard of it) into an
- * fp32 accumulator. So gradients are reduced every micro-batch, and the
- * reduced values are accumulated: the simplest correct scheme with a static
- * graph (one graph serves every micro-batch), at the price of
- * num_microbatches times the communication volume of reducing only on the
- * last micro-batch as Megatron does; the overlap hides most of it.
+ * Gradients. The step graph holds every micro-batch of this rank's share
+ * of the global batch (train/dg_trainer.c), so a parameter's gradient is
+ * already summed over its micro-batches inside the graph; dg_pass_dp() adds
+ * a pack and a collective per bucket (graph/dg_pass_dp.h), which runs once
+ * per step, like Megatron's reduction on the last micro-batch, overlapping
+ * the end of backward. After the step, dg_dist_accumulate() copies every
+ * bucket's reduced gradient (the collective's output: the whole bucket, or
+ * this rank's shard of it) into an fp32 accumulator.
  *
- * Averaging. Each rank's loss is the mean over its micro-batch; the global
- * loss is the mean over the data shards (CP x EP x DP ranks) and the
- * micro-batches, so after the sums the accumulator is scaled by
- * 1 / (data shards x micro-batches), as Megatron divides gradients by the
- * data-parallel size.
+ * Averaging. The step's loss is the mean over its micro-batches; the global
+ * loss is the mean over the data shards (CP x EP x DP ranks) too, so after
+ * the reduction (a sum) the accumulator is scaled by 1 / data shards, as
+ * Megatron divides gradients by the data-parallel size.
  *
  * Optimizer. The state is kept per bucket, over the elements this rank owns:
  * the whole bucket without the distributed optimizer, block r of it with

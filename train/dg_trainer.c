@@ -22,7 +22,9 @@
 typedef struct trainer {
     dg_train_config *c;
     dg_graph *g;
-    dg_model_io io;
+    dg_model_io *io;   /* [num_microbatches]: each micro-batch's inputs and losses */
+    int n_mb;          /* micro-batches in the step graph */
+    int loss;          /* the step's loss: the micro-batches' mean */
     dg_sched_plan *plan;
     dg_runtime *rt;
     const dg_team *team;
@@ -39,7 +41,7 @@ typedef struct trainer {
     int32_t *batch;    /* [mbs][S + 1] */
     double peak_flops; /* measured sgemm peak x compute threads */
     const dg_train_hooks *hooks;
-    int iteration, microbatch; /* where the loop is, for the hooks */
+    int iteration;             /* where the loop is, for the hooks */
     int64_t *expert_tokens;    /* [layers][E]: routed tokens over the log window */
     int64_t eval_consumed;     /* validation samples read so far */
     dg_sched_stats *stats;     /* non-NULL: the step being traced records here */
@@ -98,8 +100,13 @@ static void init_params(trainer *t) {
 /* ---- setup ---------------------------------------------------------------------- */
 
 /* The step graph, numbered like the design's flow:
- *   1. forward of one micro-batch (the model builder);
- *   2. autodiff: backward from the loss;
+ *   1. forward of every micro-batch of the global batch (the model builder,
+ *      once per micro-batch, sharing the parameters), and the step's loss,
+ *      their mean;
+ *   2. autodiff: backward from the loss. Gradients of the shared parameters
+ *      add up over the micro-batches inside the graph, so the DP pass below
+ *      reduces each bucket once per step, as Megatron does on the last
+ *      micro-batch, and overlaps that with the end of backward;
  *   3. the DP pass: gradient buckets, each packed and all-reduced (or
  *      reduce-scattered) on the comm stream, and with --overlap-param-gather
  *      the gathers of the updated parameters under the forward;
@@ -108,8 +115,18 @@ static void init_params(trainer *t) {
 static int setup(trainer *t, dg_err *err) {
     dg_train_config *c = t->c;
     t->g = dg_graph_new("train_step");
-    DG_TRY(dg_model_build_forward(t->g, &c->model, &t->io, err));
-    DG_TRY(dg_autodiff(t->g, t->io.loss, dg_ops_autodiff(), NULL, err));
+    t->n_mb = c->num_microbatches;
+    t->io = dg_calloc((size_t)t->n_mb, sizeof *t->io);
+    int total = -1;
+    for (int mb = 0; mb < t->n_mb; mb++) {
+        dg_graph_set_microbatch(t->g, t->n_mb > 1 ? mb : -1);
+        DG_TRY(dg_model_build_forward(t->g, &c->model, &t->io[mb], err));
+        total = total < 0 ? t->io[mb].loss : dg_add(t->g, total, t->io[mb].loss);
+    }
+    dg_graph_set_microbatch(t->g, -1);
+    t->loss = t->n_mb > 1 ? dg_scale(t->g, total, 1.0 / t->n_mb) : total;
+    if (t->g->status != DG_OK) return dg_err_set(err, t->g->status, "step graph: %s", t->g->err.msg);
+    DG_TRY(dg_autodiff(t->g, t->loss, dg_ops_autodiff(), NULL, err));
     DG_TRY(dg_verify_after(t->g, "autodiff", err));
     dg_ep_prioritize(t->g); /* start the EP all-to-alls early (moe/dg_ep.h) */
 
@@ -128,13 +145,16 @@ static int setup(trainer *t, dg_err *err) {
 
     /* What the loop reads after a step: the losses, the routers' counts and
      * the reduced gradient buckets. */
-    int *keep = dg_malloc(sizeof(int) * (size_t)(4 + DG_MODEL_MAX_TRACKED + t->buckets.n));
+    int *keep = dg_malloc(sizeof(int) * (size_t)((4 + DG_MODEL_MAX_TRACKED) * t->n_mb + t->buckets.n));
     int n_keep = 0;
-    int wanted[4] = {t->io.lm_loss, t->io.loss, t->io.aux_loss, t->io.z_loss};
-    for (int i = 0; i < 4; i++)
-        if (wanted[i] >= 0) keep[n_keep++] = wanted[i];
-    for (int l = 0; l < DG_MODEL_MAX_TRACKED && l < c->model.num_layers; l++)
-        if (t->io.tokens_per_expert[l] >= 0) keep[n_keep++] = t->io.tokens_per_expert[l];
+    for (int mb = 0; mb < t->n_mb; mb++) {
+        const dg_model_io *io = &t->io[mb];
+        int wanted[4] = {io->lm_loss, io->loss, io->aux_loss, io->z_loss};
+        for (int i = 0; i < 4; i++)
+            if (wanted[i] >= 0) keep[n_keep++] = wanted[i];
+        for (int l = 0; l < DG_MODEL_MAX_TRACKED && l < c->model.num_layers; l++)
+            if (io->tokens_per_expert[l] >= 0) keep[n_keep++] = io->tokens_per_expert[l];
+    }
     for (int i = 0; i < t->buckets.n; i++)
         if (t->buckets.b[i].reduced >= 0) keep[n_keep++] = t->buckets.b[i].reduced;
     dg_sched_opts so = {keep, n_keep, 0};
@@ -177,6 +197,7 @@ static void teardown(trainer *t) {
     dg_dist_free(&t->dist);
     dg_dp_buckets_free(&t->buckets);
     dg_free(t->params);
+    dg_free(t->io);
     dg_free(t->ptrs);
     dg_free(t->batch);
     dg_free(t->expert_tokens);
@@ -186,23 +207,23 @@ static void teardown(trainer *t) {
     dg_feed_close(&t->feed);
 }
 
-/* ---- one micro-batch -------------------------------------------------------------- */
+/* ---- one step ---------------------------------------------------------------------- */
 
 typedef struct losses {
     double lm, aux, z, total;
 } losses;
 
-/* Run forward + backward (and the gradient reduction) on this rank's share
- * of the micro-batch that starts after `consumed` samples of a split (all
- * data shards together); add the losses to *l. */
-static int run_microbatch(trainer *t, int split, int64_t consumed, losses *l, dg_err *err) {
+/* Fill micro-batch mb's inputs with this rank's share of the samples that
+ * start after `consumed` samples of a split (all data shards together). */
+static int fill_microbatch(trainer *t, int split, int mb, int64_t consumed, dg_err *err) {
     const dg_model_config *m = &t->c->model;
+    const dg_model_io *io = &t->io[mb];
     int64_t B = m->micro_batch_size, S = m->seq_length;
     DG_TRY(dg_feed_microbatch(&t->feed, split, consumed, t->data_rank, t->data_size, (int)B, t->batch, err));
     if (t->hooks && t->hooks->on_batch && split == DG_SPLIT_TRAIN)
-        t->hooks->on_batch(t->hooks->ctx, t->iteration, t->microbatch, t->batch, (int)B, (int)S);
-    int32_t *tok = t->ptrs[t->io.tokens], *tgt = t->ptrs[t->io.targets];
-    float *mask = t->ptrs[t->io.loss_mask];
+        t->hooks->on_batch(t->hooks->ctx, t->iteration, mb, t->batch, (int)B, (int)S);
+    int32_t *tok = t->ptrs[io->tokens], *tgt = t->ptrs[io->targets];
+    float *mask = t->ptrs[io->loss_mask];
     for (int64_t b = 0; b < B; b++)
         for (int64_t s = 0; s < S; s++) {
             int32_t x = t->batch[b * (S + 1) + s], y = t->batch[b * (S + 1) + s + 1];
@@ -214,6 +235,16 @@ static int run_microbatch(trainer *t, int split, int64_t consumed, losses *l, dg
             tgt[b * S + s] = y;
             mask[b * S + s] = 1.0f;
         }
+    return DG_OK;
+}
+
+/* Run one step (forward + backward of every micro-batch, and the gradient
+ * reduction) on the global batch that starts after `consumed` samples of a
+ * split; add each micro-batch's losses to *l. */
+static int run_step(trainer *t, int split, int64_t consumed, losses *l, dg_err *err) {
+    const dg_model_config *m = &t->c->model;
+    int64_t per_mb = (int64_t)m->micro_batch_size * t->data_size;
+    for (int mb = 0; mb < t->n_mb; mb++) DG_TRY(fill_microbatch(t, split, mb, consumed + mb * per_mb, err));
     dg_sched_stats st;
     DG_TRY(dg_sched_run(t->plan, t->rt, &st, err));
     if (t->stats) *t->stats = st;
@@ -224,15 +255,18 @@ static int run_microbatch(trainer *t, int split, int64_t consumed, losses *l, dg
         t->res->comm_busy += st.busy[DG_STREAM_COMM];
         t->res->exposed_comm += st.exposed_comm;
     }
-    l->lm += *(float *)t->ptrs[t->io.lm_loss];
-    l->total += *(float *)t->ptrs[t->io.loss];
-    if (t->io.aux_loss >= 0) l->aux += *(float *)t->ptrs[t->io.aux_loss];
-    if (t->io.z_loss >= 0) l->z += *(float *)t->ptrs[t->io.z_loss];
     int E = m->num_experts;
-    for (int layer = 0; split == DG_SPLIT_TRAIN && layer < m->num_layers && layer < DG_MODEL_MAX_TRACKED; layer++) {
-        if (t->io.tokens_per_expert[layer] < 0) continue;
-        const int32_t *cnt = t->ptrs[t->io.tokens_per_expert[layer]];
-        for (int e = 0; e < E; e++) t->expert_tokens[(int64_t)layer * E + e] += cnt[e];
+    for (int mb = 0; mb < t->n_mb; mb++) {
+        const dg_model_io *io = &t->io[mb];
+        l->lm += *(float *)t->ptrs[io->lm_loss];
+        l->total += *(float *)t->ptrs[io->loss];
+        if (io->aux_loss >= 0) l->aux += *(float *)t->ptrs[io->aux_loss];
+        if (io->z_loss >= 0) l->z += *(float *)t->ptrs[io->z_loss];
+        for (int layer = 0; split == DG_SPLIT_TRAIN && layer < m->num_layers && layer < DG_MODEL_MAX_TRACKED; layer++) {
+            if (io->tokens_per_expert[layer] < 0) continue;
+            const int32_t *cnt = t->ptrs[io->tokens_per_expert[layer]];
+            for (int e = 0; e < E; e++) t->expert_tokens[(int64_t)layer * E + e] += cnt[e];
+        }
     }
     return DG_OK;
 }
@@ -253,12 +287,11 @@ static int run_eval(trainer *t, int it, dg_err *err) {
     if (c->eval_iters <= 0 || (!t->feed.mock && !t->feed.data.split[DG_SPLIT_VALID].present))
         return DG_OK;
     losses l = {0};
-    int n = c->eval_iters * c->num_microbatches;
-    for (int k = 0; k < n; k++) {
-        DG_TRY(run_microbatch(t, DG_SPLIT_VALID, t->eval_consumed, &l, err));
-        t->eval_consumed += (int64_t)c->model.micro_batch_size * t->data_size;
+    for (int k = 0; k < c->eval_iters; k++) {
+        DG_TRY(run_step(t, DG_SPLIT_VALID, t->eval_consumed, &l, err));
+        t->eval_consumed += (int64_t)c->model.micro_batch_size * t->data_size * t->n_mb;
     }
-    DG_TRY(average_losses(t, &l, n, err));
+    DG_TRY(average_losses(t, &l, c->eval_iters * t->n_mb, err));
     const char *bar = "------------------------------------------------------------------------------------------";
     if (t->log)
         printf("%s\n validation loss at iteration %d | lm loss value: %.6E | lm loss PPL: %.6E |\n%s\n", bar,
@@ -275,7 +308,7 @@ static int log_expert_tokens(trainer *t, dg_err *err) {
     for (int i = 0; i < n; i++) v[i] = (double)t->expert_tokens[i];
     int st = dg_dist_sum(t->data_comm, v, n, err);
     for (int layer = 0; st == DG_OK && t->log && layer < m->num_layers && layer < DG_MODEL_MAX_TRACKED; layer++) {
-        if (t->io.tokens_per_expert[layer] < 0) continue;
+        if (t->io[0].tokens_per_expert[layer] < 0) continue;
         printf("   layer %2d tokens per expert:", layer);
         for (int e = 0; e < m->num_experts; e++) printf(" %.0f", v[(int64_t)layer * E + e]);
         printf("\n");
@@ -306,8 +339,8 @@ static void log_line(const trainer *t, int it, int64_t consumed, double ms, cons
            " tokens per second: %.0f | throughput (TFLOP/s): %.3f | MFU: %.1f%% |"
            " learning rate: %.6E | lm loss: %.6E |",
            it, c->train_iters, (long long)consumed, ms, tokens / (ms * 1e-3), tflops, mfu, lr, l->lm);
-    if (t->io.aux_loss >= 0) printf(" load balancing loss: %.6E |", l->aux);
-    if (t->io.z_loss >= 0) printf(" z loss: %.6E |", l->z);
+    if (t->io[0].aux_loss >= 0) printf(" load balancing loss: %.6E |", l->aux);
+    if (t->io[0].z_loss >= 0) printf(" z loss: %.6E |", l->z);
     printf(" grad norm: %.3f | number of skipped iterations: %3lld | number of nan iterations: %3lld |"
            " peak memory (MB): %.0f |\n",
            gnorm, (long long)skipped, (long long)nans, peak_rss_mb());
@@ -461,18 +494,14 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
             dg_runtime_set_trace(t.rt, tr);
             t.stats = &stats;
         }
-        for (int mb = 0; mb < c->num_microbatches && st == DG_OK; mb++) {
-            t.microbatch = mb;
-            int64_t at = k.consumed + (int64_t)mb * c->model.micro_batch_size * t.data_size;
-            st = run_microbatch(&t, DG_SPLIT_TRAIN, at, &l, err);
-            if (st == DG_OK) dg_dist_accumulate(&t.dist, t.team, t.ptrs);
-        }
+        st = run_step(&t, DG_SPLIT_TRAIN, k.consumed, &l, err);
+        if (st == DG_OK) dg_dist_accumulate(&t.dist, t.team, t.ptrs);
         if (tracing) {
             dg_runtime_set_trace(t.rt, NULL);
             t.stats = NULL;
             if (st == DG_OK && t.log) st = dg_trace_write(tr, c->trace, err);
             if (st == DG_OK && t.log) {
-                printf(" trace of iteration %d (last micro-batch's step) written to %s\n", it, c->trace);
+                printf(" trace of iteration %d written to %s\n", it, c->trace);
                 dg_sched_stats_print(&stats, stdout, "   ");
             }
             dg_trace_free(tr);
@@ -480,9 +509,9 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         if (st == DG_OK) st = average_losses(&t, &l, c->num_microbatches, err);
         if (st != DG_OK) break;
         k.consumed += c->global_batch_size;
-        /* The reduced gradients are sums over the data shards: average them
-         * over shards and micro-batches, as the loss is. */
-        dg_dist_scale(&t.dist, t.team, (float)(1.0 / ((double)c->num_microbatches * t.grad_shards)));
+        /* The reduced gradients are sums over the data shards of the
+         * micro-batches' mean: average them over the shards, as the loss is. */
+        if (t.grad_shards > 1) dg_dist_scale(&t.dist, t.team, (float)(1.0 / t.grad_shards));
         double gnorm = 0;
         st = dg_dist_grad_norm(&t.dist, &gnorm, err);
         if (st != DG_OK) break;

@@ -12,15 +12,15 @@
  * the updated parameters under the next forward. On a world of one the
  * buckets are only a layout and the graph has no collective.
  *
- * One iteration: each rank runs num_microbatches steps on its own share of
- * the global batch (global batch = micro batch x data-parallel size x
- * micro-batches; rank r reads dg_feed_microbatch(..., data_rank, data_size)),
- * adding each step's reduced gradient buckets into fp32 accumulators
- * (train/dg_dist.h: gradients are reduced every micro-batch and the reduced
- * values accumulated); then the gradients and the losses are averaged over
- * data shards and micro-batches, the update is skipped if the loss or the
- * gradient norm is not finite (a NaN iteration), gradients are clipped by
- * the global L2 norm and AdamW runs on the optimizer state this rank owns
+ * One iteration is one run of the step graph, which holds every
+ * micro-batch of this rank's share of the global batch (global batch =
+ * micro batch x data-parallel size x micro-batches; rank r reads
+ * dg_feed_microbatch(..., data_rank, data_size)) and their mean loss, so
+ * gradients add up over micro-batches inside the graph and each bucket is
+ * reduced once; then the gradients and the losses are averaged over data
+ * shards, the update is skipped if the loss or the gradient norm is not
+ * finite (a NaN iteration), gradients are clipped by the global L2 norm and
+ * AdamW runs on the optimizer state this rank owns
  * (all of it, or its shard with the distributed optimizer, whose updated
  * parameters are then all-gathered). World rank 0 prints Megatron's log line
  * every --log-interval iterations, with losses averaged over the data shards.
