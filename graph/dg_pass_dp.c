@@ -24,7 +24,14 @@ static int by_pos(const void *a, const void *b) {
 }
 
 /* Add bucket b's pack and collective nodes to g. */
-static int emit(dg_graph *g, const dg_dp_opts *o, dg_dp_bucket *b, int index, dg_err *err) {
+/* The options and the priorities the pass's nodes take (step 0). */
+typedef struct dp_pass {
+    const dg_dp_opts *o;
+    int prio_hi, prio_lo;
+} dp_pass;
+
+static int emit(dg_graph *g, const dp_pass *pp, dg_dp_bucket *b, int index, dg_err *err) {
+    const dg_dp_opts *o = pp->o;
     int gs = b->group_size;
     b->padded = o->reduce_scatter ? (b->numel + gs - 1) / gs * gs : b->numel;
     b->shard = o->reduce_scatter ? b->padded / gs : b->padded;
@@ -55,7 +62,7 @@ static int emit(dg_graph *g, const dg_dp_opts *o, dg_dp_bucket *b, int index, dg
         dg_node *sn = dg_N(g, g->tensors[in[n_in++]].producer);
         sn->phase = DG_PHASE_BACKWARD;
         sn->microbatch = -1;
-        sn->priority = o->overlap ? 1 : -1;
+        sn->priority = o->overlap ? pp->prio_hi : pp->prio_lo;
     }
     a.i[0] = b->padded;
     snprintf(name, sizeof name, "dp_bucket%d/pack", index);
@@ -74,13 +81,14 @@ static int emit(dg_graph *g, const dg_dp_opts *o, dg_dp_bucket *b, int index, dg
     /* Both belong to backward: they finish the step's gradients. */
     pn->phase = cn->phase = DG_PHASE_BACKWARD;
     pn->microbatch = cn->microbatch = -1;
-    pn->priority = o->overlap ? 1 : -1;
+    pn->priority = o->overlap ? pp->prio_hi : pp->prio_lo;
     return DG_OK;
 }
 
 /* Bucket b's parameter gather: master shard -> all_gather -> unpack into
  * each parameter, which the unpack node then produces. */
-static int emit_gather(dg_graph *g, const dg_dp_opts *o, dg_dp_bucket *b, int index, dg_err *err) {
+static int emit_gather(dg_graph *g, const dp_pass *pp, dg_dp_bucket *b, int index, dg_err *err) {
+    const dg_dp_opts *o = pp->o;
     char name[DG_NAME_LEN];
     snprintf(name, sizeof name, "dp_bucket%d/master_shard", index);
     b->master = dg_tensor_new(g, name, DG_F32, 1, (int64_t[]){b->shard}, DG_ROLE_OPTIMIZER);
@@ -90,7 +98,7 @@ static int emit_gather(dg_graph *g, const dg_dp_opts *o, dg_dp_bucket *b, int in
     b->gather_node = g->tensors[b->gathered].producer;
     dg_node *gn = dg_N(g, b->gather_node);
     snprintf(gn->name, sizeof gn->name, "dp_bucket%d/param_all_gather", index);
-    gn->priority = 1;
+    gn->priority = pp->prio_hi;
     gn->microbatch = gn->layer = -1;
     for (int k = 0; k < b->n_params; k++) {
         dg_tensor *p = dg_T(g, b->params[k]);
@@ -103,15 +111,22 @@ static int emit_gather(dg_graph *g, const dg_dp_opts *o, dg_dp_bucket *b, int in
         int nid = dg_graph_add_raw(g, o->unpack, &a, &b->gathered, 1, &b->params[k], 1, name);
         dg_node *un = dg_N(g, nid);
         un->phase = DG_PHASE_FORWARD;
-        un->priority = 1;
+        un->priority = pp->prio_hi;
         un->microbatch = -1;
         un->layer = p->layer;
     }
     return DG_OK;
 }
 
-int dg_pass_dp(dg_graph *g, const dg_dp_opts *o, dg_dp_buckets *out, dg_err *err) {
+int dg_pass_dp(dg_graph *g, const dg_dp_opts *opts, dg_dp_buckets *out, dg_err *err) {
     memset(out, 0, sizeof *out);
+    /* 0. The priorities the pass's nodes take: above or below all others. */
+    const dg_dp_opts *o = opts;
+    dp_pass pp = {opts, 1, -1};
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].priority >= pp.prio_hi) pp.prio_hi = g->nodes[i].priority + 1;
+        if (g->nodes[i].priority <= pp.prio_lo) pp.prio_lo = g->nodes[i].priority - 1;
+    }
     out->reduce_scatter = o->reduce_scatter;
     if (o->bucket_elems < 1 || o->dp_size < 1 || o->edp_size < 1 || (!o->pack && !o->layout_only))
         return dg_err_set(err, DG_EINTERNAL, "dp pass: bad options");
@@ -162,13 +177,13 @@ int dg_pass_dp(dg_graph *g, const dg_dp_opts *o, dg_dp_buckets *out, dg_err *err
         if (open[(first + k) % 2].n_params > 0) out->b[out->n++] = open[(first + k) % 2];
 
     /* 3. Each bucket's pack and collective nodes (unless layout only). */
-    for (int i = 0; st == DG_OK && i < out->n; i++) st = emit(g, o, &out->b[i], i, err);
+    for (int i = 0; st == DG_OK && i < out->n; i++) st = emit(g, &pp, &out->b[i], i, err);
 
     /* 4. The parameter gathers (distributed optimizer, overlapped). */
     if (st == DG_OK && o->param_gather && o->reduce_scatter && !o->layout_only) {
         if (!o->unpack) st = dg_err_set(err, DG_EINTERNAL, "dp pass: param_gather needs an unpack op");
         dg_phase saved = g->cur_phase;
-        for (int i = 0; st == DG_OK && i < out->n; i++) st = emit_gather(g, o, &out->b[i], i, err);
+        for (int i = 0; st == DG_OK && i < out->n; i++) st = emit_gather(g, &pp, &out->b[i], i, err);
         dg_graph_set_phase(g, saved);
     }
     dg_free(order);

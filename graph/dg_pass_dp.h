@@ -29,10 +29,12 @@
  * the DP x CP group). With the distributed optimizer each bucket is padded
  * to a multiple of its group size so it splits into equal shards.
  *
- * Overlap (--overlap-grad-reduce): with `overlap`, pack nodes get priority
- * +1, above every other compute node, so a bucket is packed the moment its
+ * Overlap (--overlap-grad-reduce): with `overlap`, pack nodes get a priority
+ * above every other compute node's (one above the highest priority already
+ * in the graph, so an order set before the pass, such as micro-batches
+ * first to last, stays as it was), so a bucket is packed the moment its
  * last gradient is final and its collective starts on the comm stream while
- * backward goes on. Without it, pack nodes get priority -1: the compute
+ * backward goes on. Without it, pack nodes get one below all others: the compute
  * stream runs them only when no other compute task is ready, which in a
  * backward pass (every remaining task depends on compute only) is after the
  * last backward node: the collectives then all run after backward. Priorities

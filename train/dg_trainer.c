@@ -117,8 +117,12 @@ static int setup(trainer *t, dg_err *err) {
     t->g = dg_graph_new("train_step");
     t->n_mb = c->num_microbatches;
     t->io = dg_calloc((size_t)t->n_mb, sizeof *t->io);
+    /* Built last micro-batch first: autodiff accumulates a weight's
+     * gradient in reverse topological order, so this makes the running sum
+     * follow micro-batch order (mb0 + mb1 + ...), and each micro-batch's
+     * contribution is added, and freed, as soon as it exists. */
     int total = -1;
-    for (int mb = 0; mb < t->n_mb; mb++) {
+    for (int mb = t->n_mb - 1; mb >= 0; mb--) {
         dg_graph_set_microbatch(t->g, t->n_mb > 1 ? mb : -1);
         DG_TRY(dg_model_build_forward(t->g, &c->model, &t->io[mb], err));
         total = total < 0 ? t->io[mb].loss : dg_add(t->g, total, t->io[mb].loss);
@@ -129,6 +133,14 @@ static int setup(trainer *t, dg_err *err) {
     DG_TRY(dg_autodiff(t->g, t->loss, dg_ops_autodiff(), NULL, err));
     DG_TRY(dg_verify_after(t->g, "autodiff", err));
     dg_ep_prioritize(t->g); /* start the EP all-to-alls early (moe/dg_ep.h) */
+    /* Micro-batches in order: each runs forward and backward before the next
+     * starts (as the 1F1B schedule keeps one in flight), so the arena holds
+     * one micro-batch's activations, not all of them. The nodes outside any
+     * micro-batch (the step's loss and the seed of backward) come first. */
+    for (int i = 0; t->n_mb > 1 && i < t->g->n_nodes; i++) {
+        dg_node *n = &t->g->nodes[i];
+        n->priority += 4 * (n->microbatch >= 0 ? t->n_mb - 1 - n->microbatch : t->n_mb);
+    }
 
     dg_comm *groups[DG_AXIS_COUNT] = {0};
     if (t->grid) dg_grid_runtime_groups(t->grid, groups);
