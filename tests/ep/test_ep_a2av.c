@@ -24,13 +24,7 @@
 #include "dg_sched.h"
 
 static int failures, rank;
-#define CHECK(c)                                                                                \
-    do {                                                                                        \
-        if (!(c)) {                                                                             \
-            fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", rank, __FILE__, __LINE__, #c); \
-            failures++;                                                                         \
-        }                                                                                       \
-    } while (0)
+#include "dg_test_mpi.h"
 
 enum { P = 2, G = 2, N = 6, M = 8, W = 3 };
 

@@ -27,13 +27,7 @@
 #include "ep_test_model.h"
 
 static int rank, failures;
-#define CHECK(c)                                                                                \
-    do {                                                                                        \
-        if (!(c)) {                                                                             \
-            fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", rank, __FILE__, __LINE__, #c); \
-            failures++;                                                                         \
-        }                                                                                       \
-    } while (0)
+#include "dg_test_mpi.h"
 
 typedef struct ival {
     double a, b;

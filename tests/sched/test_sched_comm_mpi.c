@@ -13,13 +13,7 @@
 #include "sched_test_ops.h"
 
 static int failures;
-#define CHECK(c)                                                                   \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", rank, __FILE__, __LINE__, #c); \
-            failures++;                                                            \
-        }                                                                          \
-    } while (0)
+#include "dg_test_mpi.h"
 
 static int rank;
 
