@@ -5,6 +5,99 @@
 #include <math.h>
 #include <string.h>
 
+/* ---- integer lists (dg_parse_int_list) ------------------------------------------ */
+
+typedef struct list_parser {
+    const char *s, *p;
+    int *out, max, n;
+    dg_err *err;
+} list_parser;
+
+static void lp_space(list_parser *lp) {
+    while (*lp->p == ' ' || *lp->p == '\t') lp->p++;
+}
+
+static int lp_fail(list_parser *lp, const char *what) {
+    return dg_err_set(lp->err, DG_EINPUT, "%s at column %d of '%s'", what, (int)(lp->p - lp->s) + 1,
+                      lp->s);
+}
+
+static int lp_int(list_parser *lp, long *v) {
+    lp_space(lp);
+    char *end = NULL;
+    errno = 0;
+    *v = strtol(lp->p, &end, 10);
+    if (end == lp->p || errno) return lp_fail(lp, "expected an integer");
+    lp->p = end;
+    return DG_OK;
+}
+
+static int lp_expr(list_parser *lp);
+
+/* atom := '[' int (',' int)* ']' | '(' expr ')'; then ('*' int)* repeats it. */
+static int lp_term(list_parser *lp) {
+    int start = lp->n;
+    lp_space(lp);
+    if (*lp->p == '[') {
+        lp->p++;
+        for (;;) {
+            long v;
+            DG_TRY(lp_int(lp, &v));
+            if (lp->n >= lp->max) return lp_fail(lp, "list too long");
+            lp->out[lp->n++] = (int)v;
+            lp_space(lp);
+            if (*lp->p == ',') {
+                lp->p++;
+                continue;
+            }
+            if (*lp->p == ']') break;
+            return lp_fail(lp, "expected ',' or ']'");
+        }
+        lp->p++;
+    } else if (*lp->p == '(') {
+        lp->p++;
+        DG_TRY(lp_expr(lp));
+        lp_space(lp);
+        if (*lp->p != ')') return lp_fail(lp, "expected ')'");
+        lp->p++;
+    } else {
+        return lp_fail(lp, "expected '[' or '('");
+    }
+    for (;;) {
+        lp_space(lp);
+        if (*lp->p != '*') return DG_OK;
+        lp->p++;
+        long k;
+        DG_TRY(lp_int(lp, &k));
+        if (k < 0) return lp_fail(lp, "negative repetition");
+        int len = lp->n - start;
+        if ((long)lp->n + (k - 1) * len > lp->max) return lp_fail(lp, "list too long");
+        if (k == 0) lp->n = start;
+        for (long r = 1; r < k; r++)
+            for (int i = 0; i < len; i++) lp->out[lp->n++] = lp->out[start + i];
+    }
+}
+
+/* expr := term ('+' term)* */
+static int lp_expr(list_parser *lp) {
+    DG_TRY(lp_term(lp));
+    for (;;) {
+        lp_space(lp);
+        if (*lp->p != '+') return DG_OK;
+        lp->p++;
+        DG_TRY(lp_term(lp));
+    }
+}
+
+int dg_parse_int_list(const char *s, int *out, int max, int *n, dg_err *err) {
+    list_parser lp = {s, s, out, max, 0, err};
+    DG_TRY(lp_expr(&lp));
+    lp_space(&lp);
+    if (*lp.p) return lp_fail(&lp, "unexpected text");
+    *n = lp.n;
+    return DG_OK;
+}
+
 int dg_edit_distance(const char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b);
     if (la > 127 || lb > 127) return 1000;

@@ -44,6 +44,14 @@ int dg_args_parse(int argc, char **argv, int first, const dg_arg_spec *specs, in
 /* Print "  --flag VALUE  help" lines for specs. */
 void dg_args_help(FILE *f, const dg_arg_spec *specs, int n);
 
+/* A list of integers written the way Megatron's flags take them (a Python
+ * list expression, e.g. --moe-layer-freq "([0]*1+[1]*3)*2"): lists
+ * "[a, b, ...]", repetition "list * n", concatenation "list + list" and
+ * parentheses. Writes up to max values to out and their count to *n.
+ * Returns DG_OK, or DG_EINPUT with err saying what is wrong and where
+ * (the caller prefixes the flag's name). */
+int dg_parse_int_list(const char *s, int *out, int max, int *n, dg_err *err);
+
 /* Edit distance between two strings (for "did you mean"). */
 int dg_edit_distance(const char *a, const char *b);
 

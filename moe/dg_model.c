@@ -44,8 +44,9 @@ static dg_ep_opts ep_opts(const dg_model_config *c) {
 
 int dg_model_layer_is_moe(const dg_model_config *c, int l) {
     if (c->num_experts <= 0) return 0;
-    int f = c->moe_layer_freq > 0 ? c->moe_layer_freq : 1;
-    return l % f == 0;
+    if (c->moe_layer_freq > 0) return l % c->moe_layer_freq == 0;
+    if (l < 0 || l >= DG_MODEL_MAX_PATTERN_LAYERS) return 0;
+    return (c->moe_layer_mask[l / 32] >> (l % 32)) & 1;
 }
 
 int dg_model_config_check(const dg_model_config *c, dg_err *err) {
@@ -75,6 +76,9 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
              c->moe_router_topk, DG_ROUTER_MAX_TOPK);
         NEED(c->moe_ffn_hidden_size > 0, "--moe-ffn-hidden-size: expected > 0, got %d",
              c->moe_ffn_hidden_size);
+        NEED(c->moe_layer_freq > 0 || c->num_layers <= DG_MODEL_MAX_PATTERN_LAYERS,
+             "--moe-layer-freq: a list describes at most %d layers, --num-layers is %d",
+             DG_MODEL_MAX_PATTERN_LAYERS, c->num_layers);
         NEED(!(c->router_pre_softmax && c->score_function_sigmoid),
              "--moe-router-pre-softmax applies to --moe-router-score-function softmax only");
         dg_ep_opts epo = ep_opts(c);

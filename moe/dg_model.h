@@ -32,7 +32,10 @@ typedef struct dg_model_config {
     int score_function_sigmoid;  /* --moe-router-score-function sigmoid (default softmax) */
     int router_pre_softmax;      /* --moe-router-pre-softmax */
     double moe_capacity_factor;  /* --moe-expert-capacity-factor (0: dropless) */
-    int moe_layer_freq;          /* --moe-layer-freq: every n-th layer is MoE (1: all) */
+    int moe_layer_freq;          /* --moe-layer-freq N: every n-th layer is MoE (1: all);
+                                  * 0: moe_layer_mask says which */
+    int moe_layer_mask[4];       /* --moe-layer-freq as a list ("([0]*1+[1]*3)"): bit
+                                  * l % 32 of word l / 32 set = layer l is MoE */
     int moe_shared_expert_size;  /* --moe-shared-expert-intermediate-size (0: none) */
     int expert_model_parallel_size; /* --expert-model-parallel-size (0 or 1: experts not split) */
     int moe_token_dispatcher_type;  /* --moe-token-dispatcher-type: a dg_ep_dispatcher
@@ -57,6 +60,8 @@ typedef struct dg_model_io {
     int tokens_per_expert[64];
 } dg_model_io;
 #define DG_MODEL_MAX_TRACKED 64
+/* Layers a --moe-layer-freq list can describe (moe_layer_mask's bits). */
+#define DG_MODEL_MAX_PATTERN_LAYERS 128
 
 /* Parameter names follow Megatron-Core's state dict, e.g.
  *   embedding.word_embeddings.weight                     [V, H]

@@ -37,7 +37,7 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--moe-router-pre-softmax", DG_ARG_FLAG, M(router_pre_softmax), "softmax before top-k", NR, NULL},
     {"--moe-expert-capacity-factor", DG_ARG_DOUBLE, M(moe_capacity_factor), "capacity per expert (0: dropless)", 0, 1e6, NULL},
     {"--moe-shared-expert-intermediate-size", DG_ARG_INT, M(moe_shared_expert_size), "shared expert width (0: none)", 0, 1 << 22, NULL},
-    {"--moe-layer-freq", DG_ARG_INT, M(moe_layer_freq), "every n-th layer is MoE", 1, 4096, NULL},
+    {"--moe-layer-freq", DG_ARG_STRING, T(moe_layer_freq), "every N-th layer is MoE, or a 0/1 list per layer, e.g. \"([0]*1+[1]*3)\"", NR, NULL},
     /* batch, optimizer */
     {"--micro-batch-size", DG_ARG_INT, M(micro_batch_size), "samples per micro batch", 1, 1 << 20, NULL},
     {"--global-batch-size", DG_ARG_INT, T(global_batch_size), "samples per iteration", 1, 1 << 30, NULL},
@@ -113,6 +113,7 @@ void dg_train_config_defaults(dg_train_config *c) {
     snprintf(c->moe_token_dispatcher_type, sizeof c->moe_token_dispatcher_type, "alltoall");
     c->model.moe_a2a_overlap_chunks = 1;
     snprintf(c->load_balancing, sizeof c->load_balancing, "aux_loss");
+    snprintf(c->moe_layer_freq, sizeof c->moe_layer_freq, "1");
     snprintf(c->lr_decay_style, sizeof c->lr_decay_style, "cosine");
     snprintf(c->split, sizeof c->split, "969,30,1");
     c->make_vocab_divisible_by = 128;
@@ -143,6 +144,37 @@ int dg_train_config_parse(dg_train_config *c, int argc, char **argv, int first, 
                          seen, err);
 }
 
+/* --moe-layer-freq as Megatron takes it: an integer N (every N-th layer,
+ * starting at layer 0, is MoE) or a list expression with one 0/1 per layer. */
+static int parse_layer_freq(dg_train_config *c, dg_err *err) {
+    dg_model_config *m = &c->model;
+    const char *s = c->moe_layer_freq;
+    char *end = NULL;
+    long k = strtol(s, &end, 10);
+    if (end != s && *end == 0) {
+        if (k < 1)
+            return dg_err_set(err, DG_EINPUT, "--moe-layer-freq: expected >= 1 or a list, got %ld", k);
+        m->moe_layer_freq = (int)k;
+        memset(m->moe_layer_mask, 0, sizeof m->moe_layer_mask);
+        return DG_OK;
+    }
+    int v[DG_MODEL_MAX_PATTERN_LAYERS + 1], n = 0;
+    dg_err e = {{0}};
+    if (dg_parse_int_list(s, v, DG_MODEL_MAX_PATTERN_LAYERS + 1, &n, &e) != DG_OK)
+        return dg_err_set(err, DG_EINPUT, "--moe-layer-freq: %s", e.msg);
+    if (n != m->num_layers)
+        return dg_err_set(err, DG_EINPUT, "--moe-layer-freq: the list has %d entries, --num-layers is %d", n,
+                          m->num_layers);
+    memset(m->moe_layer_mask, 0, sizeof m->moe_layer_mask);
+    for (int l = 0; l < n; l++) {
+        if (v[l] != 0 && v[l] != 1)
+            return dg_err_set(err, DG_EINPUT, "--moe-layer-freq: entry %d is %d, expected 0 or 1", l, v[l]);
+        if (v[l]) m->moe_layer_mask[l / 32] |= (int)(1u << (l % 32));
+    }
+    m->moe_layer_freq = 0;
+    return DG_OK;
+}
+
 int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *err) {
     dg_model_config *m = &c->model;
     m->normalization_layernorm = !strcmp(c->normalization, "LayerNorm");
@@ -152,6 +184,7 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
                                        ? DG_EP_DISPATCH_ALLGATHER
                                        : DG_EP_DISPATCH_ALLTOALL;
     if (!strcmp(c->load_balancing, "none")) m->moe_aux_loss_coeff = 0.0;
+    DG_TRY(parse_layer_freq(c, err));
     if (!c->group_query_attention) m->num_query_groups = m->num_attention_heads;
     if (m->num_query_groups <= 0) m->num_query_groups = m->num_attention_heads;
     if (m->ffn_hidden_size <= 0) m->ffn_hidden_size = 4 * m->hidden_size;

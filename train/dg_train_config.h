@@ -27,6 +27,7 @@ typedef struct dg_train_config {
     char score_function[DG_ARG_STR_LEN]; /* --moe-router-score-function softmax|sigmoid */
     char moe_token_dispatcher_type[DG_ARG_STR_LEN]; /* --moe-token-dispatcher-type alltoall|allgather */
     char load_balancing[DG_ARG_STR_LEN]; /* --moe-router-load-balancing-type aux_loss|none */
+    char moe_layer_freq[DG_ARG_STR_LEN]; /* --moe-layer-freq: N, or a list "([0]*1+[1]*3)" */
     int make_vocab_divisible_by;         /* --make-vocab-size-divisible-by (128) */
 
     /* batch and optimizer */

@@ -64,7 +64,31 @@ static void test_bad(void **s) {
     expect_err((char *[]){"stray"}, 1, "unexpected argument 'stray'");
 }
 
+/* Megatron's list expressions, as --moe-layer-freq takes them. */
+static void test_int_list(void **s) {
+    (void)s;
+    int v[16], n = 0;
+    dg_err e = {{0}};
+    assert_int_equal(dg_parse_int_list("([0]*1+[1]*3)", v, 16, &n, &e), DG_OK);
+    assert_int_equal(n, 4);
+    assert_int_equal(v[0], 0);
+    assert_int_equal(v[1] + v[2] + v[3], 3);
+    assert_int_equal(dg_parse_int_list("[1, 0] * 3 + [7]", v, 16, &n, &e), DG_OK);
+    assert_int_equal(n, 7);
+    int want[7] = {1, 0, 1, 0, 1, 0, 7};
+    assert_memory_equal(v, want, sizeof want);
+    assert_int_equal(dg_parse_int_list("(([1]*2)*2)", v, 16, &n, &e), DG_OK);
+    assert_int_equal(n, 4);
+    assert_int_equal(dg_parse_int_list("[1]*17", v, 16, &n, &e), DG_EINPUT);
+    assert_non_null(strstr(e.msg, "too long"));
+    assert_int_equal(dg_parse_int_list("[1,]", v, 16, &n, &e), DG_EINPUT);
+    assert_non_null(strstr(e.msg, "expected an integer at column 4"));
+    assert_int_equal(dg_parse_int_list("([1]", v, 16, &n, &e), DG_EINPUT);
+    assert_int_equal(dg_parse_int_list("[1] x", v, 16, &n, &e), DG_EINPUT);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_good), cmocka_unit_test(test_bad)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_good), cmocka_unit_test(test_bad),
+                                       cmocka_unit_test(test_int_list)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

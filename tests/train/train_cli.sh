@@ -60,4 +60,12 @@ check_bad "did you mean --num-layers" --num-layer 2
 check_bad "--num-attention-heads 5 does not divide --hidden-size 64" --mock-data --vocab-size 10 --hidden-size 64 --num-attention-heads 5
 check_bad "--global-batch-size 6 is not a multiple of --micro-batch-size 4" --mock-data --vocab-size 10 --micro-batch-size 4 --global-batch-size 6
 check_bad "--seq-length: expected an integer" --seq-length abc
+check_bad "--moe-layer-freq: the list has 3 entries, --num-layers is 4" --mock-data --vocab-size 10 --moe-layer-freq "[1]*3"
+check_bad "--moe-layer-freq: entry 1 is 2" --mock-data --vocab-size 10 --moe-layer-freq "[1,2,1,1]"
+# --moe-layer-freq as a list: layer 0 dense, layers 1-3 MoE (per-expert counts logged for those only)
+$MPI "$BIN" train --mock-data --vocab-size 100 --num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 \
+  --num-experts 4 --moe-layer-freq "([0]*1+[1]*3)" --train-iters 2 --log-interval 1 --eval-iters 0 >"$TMP/freq.log" 2>&1 \
+  || { echo "FAIL: --moe-layer-freq list run failed"; cat "$TMP/freq.log"; fail=1; }
+layers=$(grep -o 'layer  *[0-9]* tokens per expert' "$TMP/freq.log" | awk '{print $2}' | sort -u | paste -sd,)
+[ "$layers" = "1,2,3" ] || { echo "FAIL: MoE layers '$layers', expected 1,2,3"; fail=1; }
 exit $fail
