@@ -54,6 +54,10 @@ static const dg_ckpt_field k_model_fields[] = {
     FI(expert_model_parallel_size, "--expert-model-parallel-size", false),
     FI(moe_token_dispatcher_type, "--moe-token-dispatcher-type", false),
     FI(moe_a2a_overlap_chunks, "--moe-a2a-overlap-chunks", false),
+    FI(moe_token_drop_policy, "--moe-token-drop-policy", false),
+    FI(moe_router_num_groups, "--moe-router-num-groups", true),
+    FI(moe_router_group_topk, "--moe-router-group-topk", true),
+    FD(moe_router_topk_scaling_factor, "--moe-router-topk-scaling-factor", true),
 };
 #undef FI
 #undef FD

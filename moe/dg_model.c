@@ -42,6 +42,17 @@ static dg_ep_opts ep_opts(const dg_model_config *c) {
     return o;
 }
 
+void dg_model_router_opts(const dg_model_config *c, dg_router_opts *o) {
+    *o = dg_router_opts_default(c->moe_router_topk);
+    o->score = c->score_function_sigmoid ? DG_MOE_SCORE_SIGMOID : DG_MOE_SCORE_SOFTMAX;
+    o->pre_softmax = c->router_pre_softmax;
+    o->capacity_factor = c->moe_capacity_factor;
+    o->drop_policy = c->moe_token_drop_policy ? DG_MOE_DROP_POSITION : DG_MOE_DROP_PROBS;
+    o->scaling_factor = c->moe_router_topk_scaling_factor;
+    o->num_groups = c->moe_router_num_groups;
+    o->group_topk = c->moe_router_group_topk;
+}
+
 int dg_model_layer_is_moe(const dg_model_config *c, int l) {
     if (c->num_experts <= 0) return 0;
     if (c->moe_layer_freq > 0) return l % c->moe_layer_freq == 0;
@@ -79,6 +90,17 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
         NEED(c->moe_layer_freq > 0 || c->num_layers <= DG_MODEL_MAX_PATTERN_LAYERS,
              "--moe-layer-freq: a list describes at most %d layers, --num-layers is %d",
              DG_MODEL_MAX_PATTERN_LAYERS, c->num_layers);
+        if (c->moe_router_num_groups > 0) {
+            NEED(c->num_experts % c->moe_router_num_groups == 0,
+                 "--moe-router-num-groups %d does not divide --num-experts %d",
+                 c->moe_router_num_groups, c->num_experts);
+            NEED(c->moe_router_group_topk >= 1 && c->moe_router_group_topk <= c->moe_router_num_groups,
+                 "--moe-router-group-topk %d must be in [1, --moe-router-num-groups %d]",
+                 c->moe_router_group_topk, c->moe_router_num_groups);
+            NEED(c->moe_router_topk <= c->moe_router_group_topk * (c->num_experts / c->moe_router_num_groups),
+                 "--moe-router-topk %d exceeds the experts of --moe-router-group-topk %d groups",
+                 c->moe_router_topk, c->moe_router_group_topk);
+        }
         NEED(!(c->router_pre_softmax && c->score_function_sigmoid),
              "--moe-router-pre-softmax applies to --moe-router-score-function softmax only");
         dg_ep_opts epo = ep_opts(c);
@@ -159,15 +181,16 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int
     int xt = dg_reshape(g, x, 2, DG_SHAPE(T, H));
     int logits = dg_linear(g, xt, wr);
 
-    dg_router_opts ro = dg_router_opts_default(c->moe_router_topk);
-    ro.score = c->score_function_sigmoid ? DG_MOE_SCORE_SIGMOID : DG_MOE_SCORE_SOFTMAX;
-    ro.pre_softmax = c->router_pre_softmax;
-    ro.capacity_factor = c->moe_capacity_factor;
+    dg_router_opts ro;
+    dg_model_router_opts(c, &ro);
     dg_router_out r;
     if (dg_moe_router(g, logits, &ro, &r) < 0) return -1;
     *counts = r.tokens_per_expert;
 
-    int a = dg_moe_aux_loss(g, logits, r.tokens_per_expert, c->moe_router_topk, ro.score,
+    /* Megatron's aux loss counts the plain top-k of its scores; with
+     * group-limited routing that differs from the router's choice, and
+     * routing -1 makes the op compute it (moe/dg_moe_loss.h). */
+    int a = dg_moe_aux_loss(g, logits, ro.num_groups > 0 ? -1 : r.tokens_per_expert, c->moe_router_topk, ro.score,
                             c->moe_aux_loss_coeff);
     int zl = dg_moe_z_loss(g, logits, c->moe_z_loss_coeff);
     *aux = *aux < 0 ? a : dg_add(g, *aux, a);

@@ -41,6 +41,10 @@ typedef struct dg_model_config {
     int moe_token_dispatcher_type;  /* --moe-token-dispatcher-type: a dg_ep_dispatcher
                                      * (0 alltoall, 1 allgather; moe/dg_ep.h) */
     int moe_a2a_overlap_chunks;     /* --moe-a2a-overlap-chunks (0 or 1: no overlap) */
+    int moe_token_drop_policy;      /* --moe-token-drop-policy: 0 probs, 1 position */
+    int moe_router_num_groups;      /* --moe-router-num-groups (0: not group-limited) */
+    int moe_router_group_topk;      /* --moe-router-group-topk */
+    double moe_router_topk_scaling_factor; /* --moe-router-topk-scaling-factor (0: none) */
 } dg_model_config;
 
 /* A small MoE config: 2 layers, hidden 64, 4 heads / 2 groups, 4 experts top-2. */
@@ -90,6 +94,11 @@ int dg_model_norm(dg_graph *g, const dg_model_config *c, const char *prefix, con
  * [2F, H] (gate rows, then up rows) and "<pre><what>.linear_fc2.weight" [H, F]. */
 int dg_model_swiglu_mlp(dg_graph *g, const char *pre, const char *what, int x, int64_t H,
                         int64_t F);
+
+struct dg_router_opts;
+/* The router settings c asks for (moe/dg_router.h), shared by the training
+ * forward and the decode graph. */
+void dg_model_router_opts(const dg_model_config *c, struct dg_router_opts *o);
 
 /* Is layer l an MoE layer under c (num_experts > 0 and the layer frequency)? */
 int dg_model_layer_is_moe(const dg_model_config *c, int l);

@@ -65,9 +65,8 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const dg_decode_shap
     int xt = dg_reshape(g, x, 2, DG_SHAPE(T, H));
     int logits = dg_linear(g, xt, wr);
 
-    dg_router_opts ro = dg_router_opts_default(c->moe_router_topk);
-    ro.score = c->score_function_sigmoid ? DG_MOE_SCORE_SIGMOID : DG_MOE_SCORE_SOFTMAX;
-    ro.pre_softmax = c->router_pre_softmax;
+    dg_router_opts ro;
+    dg_model_router_opts(c, &ro);
     ro.capacity_factor = 0; /* dropless: see dg_model_decode.h */
     dg_router_out r;
     if (dg_moe_router(g, logits, &ro, &r) < 0) return -1;

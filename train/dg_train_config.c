@@ -37,6 +37,14 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--moe-router-pre-softmax", DG_ARG_FLAG, M(router_pre_softmax), "softmax before top-k", NR, NULL},
     {"--moe-expert-capacity-factor", DG_ARG_DOUBLE, M(moe_capacity_factor), "capacity per expert (0: dropless)", 0, 1e6, NULL},
     {"--moe-shared-expert-intermediate-size", DG_ARG_INT, M(moe_shared_expert_size), "shared expert width (0: none)", 0, 1 << 22, NULL},
+    {"--moe-token-drop-policy", DG_ARG_CHOICE, T(drop_policy), "which slots a full expert drops", NR, "probs|position"},
+    {"--moe-router-topk-scaling-factor", DG_ARG_DOUBLE, M(moe_router_topk_scaling_factor), "scale the routing probs (0: none)", 0, 1e6, NULL},
+    {"--moe-router-num-groups", DG_ARG_INT, M(moe_router_num_groups), "expert groups for group-limited routing (0: off)", 0, 1 << 16, NULL},
+    {"--moe-router-group-topk", DG_ARG_INT, M(moe_router_group_topk), "groups each token may use", 0, 1 << 16, NULL},
+    {"--moe-grouped-gemm", DG_ARG_FLAG, T(moe_grouped_gemm), "accepted: experts always run as one grouped GEMM", NR, NULL},
+    {"--disable-bias-linear", DG_ARG_FLAG, T(disable_bias_linear), "accepted: linear layers never have biases here", NR, NULL},
+    {"--use-flash-attn", DG_ARG_FLAG, T(use_flash_attn), "accepted: attention is always the fused flash-style kernel", NR, NULL},
+    {"--position-embedding-type", DG_ARG_CHOICE, T(position_embedding_type), "position embeddings", NR, "rope"},
     {"--moe-layer-freq", DG_ARG_STRING, T(moe_layer_freq), "every N-th layer is MoE, or a 0/1 list per layer, e.g. \"([0]*1+[1]*3)\"", NR, NULL},
     /* batch, optimizer */
     {"--micro-batch-size", DG_ARG_INT, M(micro_batch_size), "samples per micro batch", 1, 1 << 20, NULL},
@@ -114,6 +122,8 @@ void dg_train_config_defaults(dg_train_config *c) {
     c->model.moe_a2a_overlap_chunks = 1;
     snprintf(c->load_balancing, sizeof c->load_balancing, "aux_loss");
     snprintf(c->moe_layer_freq, sizeof c->moe_layer_freq, "1");
+    snprintf(c->drop_policy, sizeof c->drop_policy, "probs");
+    snprintf(c->position_embedding_type, sizeof c->position_embedding_type, "rope");
     snprintf(c->lr_decay_style, sizeof c->lr_decay_style, "cosine");
     snprintf(c->split, sizeof c->split, "969,30,1");
     c->make_vocab_divisible_by = 128;
@@ -185,6 +195,7 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
                                        : DG_EP_DISPATCH_ALLTOALL;
     if (!strcmp(c->load_balancing, "none")) m->moe_aux_loss_coeff = 0.0;
     DG_TRY(parse_layer_freq(c, err));
+    m->moe_token_drop_policy = !strcmp(c->drop_policy, "position");
     if (!c->group_query_attention) m->num_query_groups = m->num_attention_heads;
     if (m->num_query_groups <= 0) m->num_query_groups = m->num_attention_heads;
     if (m->ffn_hidden_size <= 0) m->ffn_hidden_size = 4 * m->hidden_size;

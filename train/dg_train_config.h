@@ -28,6 +28,11 @@ typedef struct dg_train_config {
     char moe_token_dispatcher_type[DG_ARG_STR_LEN]; /* --moe-token-dispatcher-type alltoall|allgather */
     char load_balancing[DG_ARG_STR_LEN]; /* --moe-router-load-balancing-type aux_loss|none */
     char moe_layer_freq[DG_ARG_STR_LEN]; /* --moe-layer-freq: N, or a list "([0]*1+[1]*3)" */
+    char drop_policy[DG_ARG_STR_LEN];    /* --moe-token-drop-policy probs|position */
+    /* Accepted so Megatron scripts run unchanged: they name what dagatron
+     * always does (no linear biases, fused attention, grouped GEMM, RoPE). */
+    int disable_bias_linear, use_flash_attn, moe_grouped_gemm;
+    char position_embedding_type[DG_ARG_STR_LEN]; /* --position-embedding-type rope */
     int make_vocab_divisible_by;         /* --make-vocab-size-divisible-by (128) */
 
     /* batch and optimizer */

@@ -61,6 +61,14 @@ check_bad "--num-attention-heads 5 does not divide --hidden-size 64" --mock-data
 check_bad "--global-batch-size 6 is not a multiple of --micro-batch-size 4" --mock-data --vocab-size 10 --micro-batch-size 4 --global-batch-size 6
 check_bad "--seq-length: expected an integer" --seq-length abc
 check_bad "--moe-layer-freq: the list has 3 entries, --num-layers is 4" --mock-data --vocab-size 10 --moe-layer-freq "[1]*3"
+check_bad "--moe-router-num-groups 3 does not divide --num-experts 8" --mock-data --vocab-size 10 --num-experts 8 --moe-router-num-groups 3
+check_bad "--position-embedding-type: expected one of rope" --mock-data --vocab-size 10 --position-embedding-type learned_absolute
+# Megatron's router options and the flags that name what dagatron always does
+$MPI "$BIN" train "${ARGS[@]}" --num-experts 8 --moe-router-num-groups 4 --moe-router-group-topk 2 \
+  --moe-router-topk-scaling-factor 2.5 --moe-expert-capacity-factor 1.0 --moe-token-drop-policy position \
+  --disable-bias-linear --use-flash-attn --moe-grouped-gemm --position-embedding-type rope --swiglu \
+  --eval-iters 0 >"$TMP/router.log" 2>&1 || { echo "FAIL: router options run failed"; cat "$TMP/router.log"; fail=1; }
+grep -q "done: 40 iterations" "$TMP/router.log" || { echo "FAIL: router options run did not finish"; fail=1; }
 check_bad "--moe-layer-freq: entry 1 is 2" --mock-data --vocab-size 10 --moe-layer-freq "[1,2,1,1]"
 # --moe-layer-freq as a list: layer 0 dense, layers 1-3 MoE (per-expert counts logged for those only)
 $MPI "$BIN" train --mock-data --vocab-size 100 --num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 \
