@@ -58,6 +58,7 @@ static const dg_ckpt_field k_model_fields[] = {
     FI(moe_router_num_groups, "--moe-router-num-groups", true),
     FI(moe_router_group_topk, "--moe-router-group-topk", true),
     FD(moe_router_topk_scaling_factor, "--moe-router-topk-scaling-factor", true),
+    FD(rotary_percent, "--rotary-percent", true),
 };
 #undef FI
 #undef FD

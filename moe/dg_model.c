@@ -42,6 +42,12 @@ static dg_ep_opts ep_opts(const dg_model_config *c) {
     return o;
 }
 
+int64_t dg_model_rotary_dim(const dg_model_config *c) {
+    int64_t D = c->hidden_size / DG_MAX(c->num_attention_heads, 1);
+    if (!(c->rotary_percent > 0) || c->rotary_percent >= 1.0) return D;
+    return (int64_t)((double)D * c->rotary_percent);
+}
+
 void dg_model_router_opts(const dg_model_config *c, dg_router_opts *o) {
     *o = dg_router_opts_default(c->moe_router_topk);
     o->score = c->score_function_sigmoid ? DG_MOE_SCORE_SIGMOID : DG_MOE_SCORE_SOFTMAX;
@@ -73,6 +79,11 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
     NEED((c->hidden_size / c->num_attention_heads) % 2 == 0,
          "--hidden-size %d / --num-attention-heads %d gives an odd head size; RoPE needs it even",
          c->hidden_size, c->num_attention_heads);
+    NEED(!(c->rotary_percent < 0 || c->rotary_percent > 1),
+         "--rotary-percent: expected a value in (0, 1], got %g", c->rotary_percent);
+    NEED(dg_model_rotary_dim(c) >= 2 && dg_model_rotary_dim(c) % 2 == 0,
+         "--rotary-percent %g of head size %d gives rotary dim %lld; it must be even and >= 2",
+         c->rotary_percent, c->hidden_size / c->num_attention_heads, (long long)dg_model_rotary_dim(c));
     NEED(c->num_query_groups > 0 && c->num_attention_heads % c->num_query_groups == 0,
          "--num-query-groups %d does not divide --num-attention-heads %d", c->num_query_groups,
          c->num_attention_heads);
@@ -146,8 +157,8 @@ static int attention_block(dg_graph *g, const dg_model_config *c, const char *pr
     int q = dg_reshape(g, dg_linear(g, x, wq), 4, DG_SHAPE(B, S, Hq, D));
     int k = dg_reshape(g, dg_linear(g, x, wk), 4, DG_SHAPE(B, S, Hkv, D));
     int v = dg_reshape(g, dg_linear(g, x, wv), 4, DG_SHAPE(B, S, Hkv, D));
-    q = dg_rope(g, q, c->rope_base, 0);
-    k = dg_rope(g, k, c->rope_base, 0);
+    q = dg_rope_partial(g, q, c->rope_base, 0, dg_model_rotary_dim(c));
+    k = dg_rope_partial(g, k, c->rope_base, 0, dg_model_rotary_dim(c));
     int a = dg_attention(g, q, k, v, 1.0 / sqrt((double)D), NULL);
     a = dg_reshape(g, a, 3, DG_SHAPE(B, S, Hq * D));
     return dg_linear(g, a, wo);

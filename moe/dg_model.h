@@ -45,6 +45,7 @@ typedef struct dg_model_config {
     int moe_router_num_groups;      /* --moe-router-num-groups (0: not group-limited) */
     int moe_router_group_topk;      /* --moe-router-group-topk */
     double moe_router_topk_scaling_factor; /* --moe-router-topk-scaling-factor (0: none) */
+    double rotary_percent;          /* --rotary-percent: share of each head RoPE rotates (0: all) */
 } dg_model_config;
 
 /* A small MoE config: 2 layers, hidden 64, 4 heads / 2 groups, 4 experts top-2. */
@@ -99,6 +100,10 @@ struct dg_router_opts;
 /* The router settings c asks for (moe/dg_router.h), shared by the training
  * forward and the decode graph. */
 void dg_model_router_opts(const dg_model_config *c, struct dg_router_opts *o);
+
+/* The rotary dim RoPE uses: head dim x --rotary-percent (Megatron's
+ * int(kv_channels * rotary_percent)), the whole head dim for 0 or 1. */
+int64_t dg_model_rotary_dim(const dg_model_config *c);
 
 /* Is layer l an MoE layer under c (num_experts > 0 and the layer frequency)? */
 int dg_model_layer_is_moe(const dg_model_config *c, int l);

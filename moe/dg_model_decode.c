@@ -38,8 +38,8 @@ static int attention_block(dg_graph *g, const dg_model_config *c, const dg_decod
     int q = dg_reshape(g, dg_linear(g, x, wq), 4, DG_SHAPE(B, L, Hq, D));
     int k = dg_reshape(g, dg_linear(g, x, wk), 4, DG_SHAPE(B, L, Hkv, D));
     int v = dg_reshape(g, dg_linear(g, x, wv), 4, DG_SHAPE(B, L, Hkv, D));
-    q = dg_rope_at(g, q, pos, c->rope_base);
-    k = dg_rope_at(g, k, pos, c->rope_base);
+    q = dg_rope_at(g, q, pos, c->rope_base, dg_model_rotary_dim(c));
+    k = dg_rope_at(g, k, pos, c->rope_base, dg_model_rotary_dim(c));
 
     char name[DG_NAME_LEN];
     snprintf(name, sizeof name, "kv_cache.%d.k", l);

@@ -156,6 +156,10 @@ static int infer_rope_at(const dg_graph *g, const dg_node *n, dg_tensor_desc *o,
     DG_TRY(need_pos(g, n, 1, x->shape[0], err));
     if (!(n->attrs.f[0] > 0))
         return DG_INFER_FAIL(err, "rule 'attrs' broken: base must be > 0, got %g", n->attrs.f[0]);
+    int64_t R = n->attrs.i[0];
+    if (R < 0 || R > x->shape[3] || R % 2)
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: rotary_dim %lld must be even and in [0, %lld]",
+                             (long long)R, (long long)x->shape[3]);
     dg_desc_like(o, x);
     return DG_OK;
 }
@@ -177,30 +181,32 @@ static int k_rope_at(const dg_exec_env *e, const dg_graph *g, const dg_node *n, 
                      void *const *out) {
     const dg_tensor *x = DG_IN(g, n, 0);
     const int64_t B = x->shape[0], L = x->shape[1], NH = x->shape[2], D = x->shape[3];
+    const int64_t R = n->attrs.i[0] > 0 ? n->attrs.i[0] : D;
     const int32_t *pos = in[1];
     DG_ASSERT(e->workspace_bytes >= ws_rope_at(g, n, 1));
-    float *cos_t = e->workspace, *sin_t = cos_t + B * L * (D / 2);
+    float *cos_t = e->workspace, *sin_t = cos_t + B * L * (R / 2);
     for (int64_t b = 0; b < B; b++) {
         if (pos[b] < 0) {
             fprintf(stderr, "dagatron: rope_at '%s': negative position %d\n", n->name, pos[b]);
             return DG_EINPUT;
         }
-        const int64_t t = b * L * (D / 2), xo = b * L * NH * D;
-        dg_cpu_rope_table(e->team, L, D, n->attrs.f[0], pos[b], cos_t + t, sin_t + t);
+        const int64_t t = b * L * (R / 2), xo = b * L * NH * D;
+        dg_cpu_rope_table(e->team, L, R, n->attrs.f[0], pos[b], cos_t + t, sin_t + t);
         dg_cpu_rope_apply(e->team, (const float *)in[0] + xo, (float *)out[0] + xo, cos_t + t,
-                          sin_t + t, 1, L, NH, D, 0);
+                          sin_t + t, 1, L, NH, D, R, 0);
     }
     return DG_OK;
 }
 
 const dg_op_def dg_op_rope_at = {
     .name = "rope_at", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .fattr_names = {"base"},
+    .iattr_names = {"rotary_dim"}, .fattr_names = {"base"},
     .infer = infer_rope_at, .cost = cost_rope_at, .workspace = ws_rope_at, .kernel = {k_rope_at},
 };
 
-int dg_rope_at(dg_graph *g, int x, int pos, double base) {
+int dg_rope_at(dg_graph *g, int x, int pos, double base, int64_t rotary_dim) {
     dg_attrs a = dg_attrs_zero();
+    a.i[0] = rotary_dim;
     a.f[0] = base;
     return dg_add1(g, &dg_op_rope_at, &a, (int[]){x, pos}, 2, NULL);
 }

@@ -13,7 +13,8 @@
  *       -> o [B, L, Hq, D]; query i of sequence b (at position pos[b] + i)
  *          sees keys 0 .. pos[b] + i. attrs f[0] = scale (> 0).
  *   rope_at(x [B, L, NH, D], pos [B] i32) -> y: dg_rope at position
- *          pos[b] + s for token s of sequence b. attrs f[0] = base. Uses the
+ *          pos[b] + s for token s of sequence b. attrs f[0] = base, i[0] =
+ *          rotary dim (0: the whole head, as dg_rope_partial). Uses the
  *          rope op's own table and rotation kernels, so a token rotated
  *          here is bitwise the one the training graph rotates.
  *   seq_last(x [B, L, H]) -> [B, 1, H]: each sequence's last token.
@@ -49,7 +50,7 @@ extern const dg_op_def dg_op_seq_last;
 int dg_kv_append(dg_graph *g, int cache, int x, int pos);
 /* scale <= 0 means 1/sqrt(D). */
 int dg_kv_attention(dg_graph *g, int q, int k_cache, int v_cache, int pos, double scale);
-int dg_rope_at(dg_graph *g, int x, int pos, double base);
+int dg_rope_at(dg_graph *g, int x, int pos, double base, int64_t rotary_dim);
 int dg_seq_last(dg_graph *g, int x);
 
 #endif /* DG_OP_KV_H */

@@ -4,10 +4,12 @@
 #include "dg_cpu_rope.h"
 #include "dg_ops_util.h"
 
-static int rope_node(dg_graph *g, int x, double base, int64_t pos_offset, int inverse) {
+static int rope_node(dg_graph *g, int x, double base, int64_t pos_offset, int inverse,
+                     int64_t rotary_dim) {
     dg_attrs a = dg_attrs_zero();
     a.i[0] = pos_offset;
     a.i[1] = inverse;
+    a.i[2] = rotary_dim;
     a.f[0] = base;
     return dg_add1(g, &dg_op_rope, &a, &x, 1, NULL);
 }
@@ -27,6 +29,10 @@ static int infer_rope(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg
     if (n->attrs.i[0] < 0)
         return DG_INFER_FAIL(err, "rule 'attrs' broken: pos_offset must be >= 0, got %lld",
                              (long long)n->attrs.i[0]);
+    int64_t R = n->attrs.i[2];
+    if (R < 0 || R > x->shape[3] || R % 2)
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: rotary_dim %lld must be even and in [0, %lld]",
+                             (long long)R, (long long)x->shape[3]);
     dg_desc_like(o, x);
     return DG_OK;
 }
@@ -50,24 +56,29 @@ static int k_rope(const dg_exec_env *e, const dg_graph *g, const dg_node *n, voi
     const dg_tensor *x = DG_IN(g, n, 0);
     int64_t B = x->shape[0], S = x->shape[1], NH = x->shape[2], D = x->shape[3];
     DG_ASSERT(e->workspace_bytes >= ws_rope(g, n, 1));
-    float *cos_t = e->workspace, *sin_t = cos_t + S * (D / 2);
-    dg_cpu_rope_table(e->team, S, D, n->attrs.f[0], n->attrs.i[0], cos_t, sin_t);
-    dg_cpu_rope_apply(e->team, in[0], out[0], cos_t, sin_t, B, S, NH, D, (int)n->attrs.i[1]);
+    int64_t R = n->attrs.i[2] > 0 ? n->attrs.i[2] : D;
+    float *cos_t = e->workspace, *sin_t = cos_t + S * (R / 2);
+    dg_cpu_rope_table(e->team, S, R, n->attrs.f[0], n->attrs.i[0], cos_t, sin_t);
+    dg_cpu_rope_apply(e->team, in[0], out[0], cos_t, sin_t, B, S, NH, D, R, (int)n->attrs.i[1]);
     return DG_OK;
 }
 
 static int adj_rope(dg_graph *g, const dg_node *n, const int *dout, int *din) {
-    din[0] = rope_node(g, dout[0], n->attrs.f[0], n->attrs.i[0], !n->attrs.i[1]);
+    din[0] = rope_node(g, dout[0], n->attrs.f[0], n->attrs.i[0], !n->attrs.i[1], n->attrs.i[2]);
     return g->status;
 }
 
 const dg_op_def dg_op_rope = {
     .name = "rope", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-    .iattr_names = {"pos_offset", "inverse"}, .fattr_names = {"base"},
+    .iattr_names = {"pos_offset", "inverse", "rotary_dim"}, .fattr_names = {"base"},
     .infer = infer_rope, .cost = cost_rope, .adjoint = adj_rope, .workspace = ws_rope,
     .kernel = {k_rope},
 };
 
 int dg_rope(dg_graph *g, int x, double base, int64_t pos_offset) {
-    return rope_node(g, x, base, pos_offset, 0);
+    return rope_node(g, x, base, pos_offset, 0, 0);
+}
+
+int dg_rope_partial(dg_graph *g, int x, double base, int64_t pos_offset, int64_t rotary_dim) {
+    return rope_node(g, x, base, pos_offset, 0, rotary_dim);
 }

@@ -23,6 +23,7 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--normalization", DG_ARG_CHOICE, T(normalization), "norm layer", NR, "RMSNorm|LayerNorm"},
     {"--norm-epsilon", DG_ARG_DOUBLE, M(norm_epsilon), "norm epsilon", 0, 1, NULL},
     {"--rotary-base", DG_ARG_DOUBLE, M(rope_base), "RoPE base", 1, 1e12, NULL},
+    {"--rotary-percent", DG_ARG_DOUBLE, M(rotary_percent), "share of each head RoPE rotates (default 1.0)", 0, 1, NULL},
     {"--swiglu", DG_ARG_FLAG, T(swiglu), "SwiGLU MLPs (always on in dagatron)", NR, NULL},
     {"--untie-embeddings-and-output-weights", DG_ARG_FLAG, M(untie_embeddings), "separate LM head", NR, NULL},
     {"--make-vocab-size-divisible-by", DG_ARG_INT, T(make_vocab_divisible_by), "vocabulary padding", 1, 1 << 20, NULL},

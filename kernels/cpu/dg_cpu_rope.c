@@ -6,7 +6,7 @@
 typedef struct rope_args {
     const float *x, *cos_t, *sin_t;
     float *y, *cos_w, *sin_w;
-    int64_t S, NH, D;
+    int64_t S, NH, D, R;
     double base;
     int64_t pos0;
     int inverse;
@@ -23,16 +23,17 @@ static void table_rows(void *p, int64_t s0, int64_t s1) {
         }
 }
 
-void dg_cpu_rope_table(const dg_team *team, int64_t S, int64_t D, double base, int64_t pos0,
+void dg_cpu_rope_table(const dg_team *team, int64_t S, int64_t R, double base, int64_t pos0,
                        float *cos_t, float *sin_t) {
-    rope_args a = {.cos_w = cos_t, .sin_w = sin_t, .D = D, .base = base, .pos0 = pos0};
+    /* table_rows reads the rotary dim as D */
+    rope_args a = {.cos_w = cos_t, .sin_w = sin_t, .D = R, .base = base, .pos0 = pos0};
     dg_team_run(team, S, table_rows, &a);
 }
 
 /* Rows are (b, s, h) triples, r = (b * S + s) * NH + h. */
 static void apply_rows(void *p, int64_t r0, int64_t r1) {
     const rope_args *a = p;
-    const int64_t D = a->D, half = D / 2;
+    const int64_t D = a->D, half = a->R / 2;
     const float sg = a->inverse ? -1.0f : 1.0f;
     for (int64_t r = r0; r < r1; r++) {
         int64_t s = (r / a->NH) % a->S;
@@ -45,12 +46,15 @@ static void apply_rows(void *p, int64_t r0, int64_t r1) {
             y[i] = y1;
             y[i + half] = y2;
         }
+        if (y != x)
+            for (int64_t i = a->R; i < D; i++) y[i] = x[i];
     }
 }
 
 void dg_cpu_rope_apply(const dg_team *team, const float *x, float *y, const float *cos_t,
-                       const float *sin_t, int64_t B, int64_t S, int64_t NH, int64_t D, int inverse) {
+                       const float *sin_t, int64_t B, int64_t S, int64_t NH, int64_t D, int64_t R,
+                       int inverse) {
     rope_args a = {.x = x, .y = y, .cos_t = cos_t, .sin_t = sin_t, .S = S, .NH = NH, .D = D,
-                   .inverse = inverse};
+                   .R = R, .inverse = inverse};
     dg_team_run(team, B * S * NH, apply_rows, &a);
 }

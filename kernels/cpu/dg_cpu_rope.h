@@ -7,6 +7,8 @@
  *   y1 = x1 * cos(theta) - x2 * sin(theta)
  *   y2 = x2 * cos(theta) + x1 * sin(theta)
  * with f_i = 1 / base^(2i / D), i = 0 .. D/2 - 1 (rotary dim = D).
+ * With a rotary dim R < D (Megatron's --rotary-percent), only x[..., :R]
+ * rotates, as above with R in place of D; x[..., R:] passes through.
  *
  * The rotation is orthogonal, so its adjoint is the rotation by -theta:
  * `inverse` = 1 applies that (the backward pass).
@@ -38,13 +40,16 @@ static inline DG_HD void dg_rope_pair(float x1, float x2, float c, float s, floa
     *y2 = x2 * c + x1 * s;
 }
 
-/* cos_t, sin_t [S, D/2]: tables for positions pos0 .. pos0 + S - 1. */
-void dg_cpu_rope_table(const dg_team *team, int64_t S, int64_t D, double base, int64_t pos0,
+/* cos_t, sin_t [S, R/2]: tables for positions pos0 .. pos0 + S - 1, for
+ * rotary dim R. */
+void dg_cpu_rope_table(const dg_team *team, int64_t S, int64_t R, double base, int64_t pos0,
                        float *cos_t, float *sin_t);
 
-/* x [B, S, NH, D] -> y [B, S, NH, D] (y may equal x), with tables from
- * dg_cpu_rope_table. inverse = 1 rotates by -theta. */
+/* x [B, S, NH, D] -> y [B, S, NH, D] (y may equal x), rotating the first R
+ * (even, <= D) dims with tables from dg_cpu_rope_table for that R.
+ * inverse = 1 rotates by -theta. */
 void dg_cpu_rope_apply(const dg_team *team, const float *x, float *y, const float *cos_t,
-                       const float *sin_t, int64_t B, int64_t S, int64_t NH, int64_t D, int inverse);
+                       const float *sin_t, int64_t B, int64_t S, int64_t NH, int64_t D, int64_t R,
+                       int inverse);
 
 #endif /* DG_CPU_ROPE_H */

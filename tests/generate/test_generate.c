@@ -223,6 +223,7 @@ static void test_decode_matches_forward_variants(void **state) {
     c.moe_layer_freq = 2; /* layer 1 is a dense SwiGLU MLP */
     c.num_layers = 3;
     c.moe_shared_expert_size = 32;
+    c.rotary_percent = 0.5; /* RoPE on half of each head (--rotary-percent) */
     check_against_forward(&c, 1, 3, 10, 12);
 }
 

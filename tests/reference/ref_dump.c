@@ -34,7 +34,7 @@ static void put(writer *w, const char *name, const char *dtype, const dg_tensor 
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2]\n");
+        fprintf(stderr, "usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50]\n");
         return 2;
     }
     dg_cpu_init();
@@ -47,6 +47,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "tied")) c.untie_embeddings = 0;
         else if (!strcmp(argv[i], "freq2")) c.moe_layer_freq = 2;
         else if (!strcmp(argv[i], "threads2")) nthreads = 2;
+        else if (!strcmp(argv[i], "rot50")) c.rotary_percent = 0.5;
         else {
             fprintf(stderr, "ref_dump: unknown option '%s'\n", argv[i]);
             return 2;
@@ -103,11 +104,12 @@ int main(int argc, char **argv) {
             "\"num_query_groups\": %d, \"num_experts\": %d, \"moe_router_topk\": %d, "
             "\"moe_aux_loss_coeff\": %.17g, \"moe_z_loss_coeff\": %.17g, \"rope_base\": %.17g, "
             "\"norm_epsilon\": %.17g, \"untie_embeddings\": %d, \"moe_layer_freq\": %d, "
-            "\"score_function\": \"%s\", \"pre_softmax\": %d},\n\"tensors\": [",
+            "\"score_function\": \"%s\", \"pre_softmax\": %d, \"rotary_percent\": %.17g},\n\"tensors\": [",
             c.num_layers, c.hidden_size, c.num_attention_heads, c.num_query_groups, c.num_experts,
             c.moe_router_topk, c.moe_aux_loss_coeff, c.moe_z_loss_coeff, c.rope_base,
             c.norm_epsilon, c.untie_embeddings, c.moe_layer_freq,
-            c.score_function_sigmoid ? "sigmoid" : "softmax", c.router_pre_softmax);
+            c.score_function_sigmoid ? "sigmoid" : "softmax", c.router_pre_softmax,
+            c.rotary_percent > 0 ? c.rotary_percent : 1.0);
     char name[160];
     for (int t = 0; t < g->n_tensors; t++) {
         const dg_tensor *x = &g->tensors[t];

@@ -39,15 +39,17 @@ def rmsnorm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
-def rope(x, base):
-    # x [B, S, H, D]; non-interleaved (rotate-half) form
-    B, S, H, D = x.shape
+def rope(x, base, rotary_percent=1.0):
+    # x [B, S, H, D]; non-interleaved (rotate-half) form on the first R dims
+    B, S, H, Dh = x.shape
+    D = int(Dh * rotary_percent) if 0 < rotary_percent < 1 else Dh
+    x, x_pass = x[..., :D], x[..., D:]
     inv = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
     ang = torch.arange(S, dtype=torch.float64)[:, None] * inv[None, :]  # [S, D/2]
     cos = torch.cos(ang).float()[None, :, None, :]
     sin = torch.sin(ang).float()[None, :, None, :]
     x1, x2 = x[..., : D // 2], x[..., D // 2:]
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, x_pass], dim=-1)
 
 
 def attention(q, k, v):
@@ -136,7 +138,8 @@ def model(P, batch, cfg):
         q = (h @ P[pre + "self_attention.linear_q.weight"].t()).reshape(B, S, Hq, D)
         k = (h @ P[pre + "self_attention.linear_k.weight"].t()).reshape(B, S, Hkv, D)
         v = (h @ P[pre + "self_attention.linear_v.weight"].t()).reshape(B, S, Hkv, D)
-        q, k = rope(q, cfg["rope_base"]), rope(k, cfg["rope_base"])
+        rp = cfg.get("rotary_percent", 1.0)
+        q, k = rope(q, cfg["rope_base"], rp), rope(k, cfg["rope_base"], rp)
         a = attention(q, k, v).reshape(B, S, Hq * D)
         x = x + a @ P[pre + "self_attention.linear_proj.weight"].t()
         h2 = rmsnorm(x, P[pre + "pre_mlp_layernorm.weight"], eps)
