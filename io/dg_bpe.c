@@ -9,22 +9,6 @@
 
 #include "dg_data_map.h"
 
-static uint64_t hash_bytes(const uint8_t *p, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-    h ^= h >> 29;
-    return h ? h : 1;
-}
-
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-}
-
 /* ---- pair -> rank table -------------------------------------------------- */
 
 static void pairs_build(dg_bpe *b) {
@@ -36,7 +20,7 @@ static void pairs_build(dg_bpe *b) {
     for (size_t i = 0; i < cap; i++) b->pair_rank[i] = -1;
     for (int32_t r = 0; r < b->n_merges; r++) {
         uint64_t key = ((uint64_t)(uint32_t)b->merges[r][0] << 32) | (uint32_t)b->merges[r][1];
-        size_t h = mix64(key) & (cap - 1);
+        size_t h = dg_mix64(key) & (cap - 1);
         while (b->pair_rank[h] >= 0 && b->pair_key[h] != key) h = (h + 1) & (cap - 1);
         if (b->pair_rank[h] < 0) { /* the first (lowest) rank of a duplicate pair wins */
             b->pair_key[h] = key;
@@ -47,7 +31,7 @@ static void pairs_build(dg_bpe *b) {
 
 int32_t dg_bpe_rank(const dg_bpe *b, int32_t left, int32_t right) {
     uint64_t key = ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
-    size_t h = mix64(key) & (b->pair_cap - 1);
+    size_t h = dg_mix64(key) & (b->pair_cap - 1);
     while (b->pair_rank[h] >= 0) {
         if (b->pair_key[h] == key) return b->pair_rank[h];
         h = (h + 1) & (b->pair_cap - 1);
@@ -116,7 +100,7 @@ static void tok_index_build(tok_index *t, const dg_bpe *b) {
     t->id = dg_malloc(sizeof(int32_t) * t->cap);
     for (int32_t i = 0; i < b->vocab_size; i++) {
         if (!b->tok_bytes[i]) continue;
-        uint64_t h = hash_bytes(b->tok_bytes[i], (size_t)b->tok_len[i]);
+        uint64_t h = dg_hash_bytes(b->tok_bytes[i], (size_t)b->tok_len[i]);
         size_t s = h & (t->cap - 1);
         while (t->h[s]) s = (s + 1) & (t->cap - 1);
         t->h[s] = h;
@@ -125,7 +109,7 @@ static void tok_index_build(tok_index *t, const dg_bpe *b) {
 }
 
 static int32_t tok_index_find(const tok_index *t, const dg_bpe *b, const uint8_t *p, size_t n) {
-    uint64_t h = hash_bytes(p, n);
+    uint64_t h = dg_hash_bytes(p, n);
     for (size_t s = h & (t->cap - 1); t->h[s]; s = (s + 1) & (t->cap - 1)) {
         int32_t i = t->id[s];
         if (t->h[s] == h && (size_t)b->tok_len[i] == n && memcmp(b->tok_bytes[i], p, n) == 0) return i;
@@ -455,7 +439,7 @@ static void encode_piece(const dg_bpe *b, dg_bpe_cache *c, const uint8_t *p, siz
     uint64_t h = 0;
     size_t slot = 0;
     if (c && n <= 64) {
-        h = hash_bytes(p, n);
+        h = dg_hash_bytes(p, n);
         for (slot = h & (c->cap - 1); c->hash[slot]; slot = (slot + 1) & (c->cap - 1)) {
             if (c->hash[slot] != h) continue;
             const int32_t *e = c->pool.v + c->entry[slot];

@@ -51,22 +51,6 @@ struct dg_bpe_trainer {
     size_t tcap;
 };
 
-static uint64_t hash_bytes(const uint8_t *p, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-    h ^= h >> 31;
-    return h ? h : 1;
-}
-
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-}
-
 dg_bpe_trainer *dg_bpe_trainer_new(void) {
     dg_bpe_trainer *t = dg_calloc(1, sizeof *t);
     t->wcap = 1 << 16;
@@ -78,7 +62,7 @@ dg_bpe_trainer *dg_bpe_trainer_new(void) {
 static void words_grow(dg_bpe_trainer *t) { dg_hash64_grow(&t->wh, &t->wi, &t->wcap); }
 
 static void add_word(dg_bpe_trainer *t, const uint8_t *p, size_t n) {
-    uint64_t h = hash_bytes(p, n);
+    uint64_t h = dg_hash_bytes(p, n);
     size_t s = h & (t->wcap - 1);
     for (; t->wh[s]; s = (s + 1) & (t->wcap - 1)) {
         word *w = &t->words[t->wi[s]];
@@ -117,7 +101,7 @@ static void pairs_grow(dg_bpe_trainer *t) {
     int32_t *ix = dg_malloc(sizeof(int32_t) * cap);
     for (size_t i = 0; i < t->pcap; i++) {
         if (!t->pk[i]) continue;
-        size_t s = mix64(t->pk[i]) & (cap - 1);
+        size_t s = dg_mix64(t->pk[i]) & (cap - 1);
         while (k[s]) s = (s + 1) & (cap - 1);
         k[s] = t->pk[i];
         ix[s] = t->pi[i];
@@ -131,7 +115,7 @@ static void pairs_grow(dg_bpe_trainer *t) {
 
 static int32_t pair_get(dg_bpe_trainer *t, int32_t l, int32_t r) {
     uint64_t key = (((uint64_t)(uint32_t)l << 32) | (uint32_t)r) + 1;
-    size_t s = mix64(key) & (t->pcap - 1);
+    size_t s = dg_mix64(key) & (t->pcap - 1);
     for (; t->pk[s]; s = (s + 1) & (t->pcap - 1))
         if (t->pk[s] == key) return t->pi[s];
     if (t->npairs == t->cappairs) {
@@ -207,7 +191,7 @@ static int32_t tok_find(const dg_bpe_trainer *t, const uint8_t *p, size_t n, uin
 
 /* Add token bytes p[0, n) as the next id unless present; returns 0 when present. */
 static int tok_add(dg_bpe_trainer *t, const uint8_t *p, size_t n) {
-    uint64_t h = hash_bytes(p, n);
+    uint64_t h = dg_hash_bytes(p, n);
     size_t slot = 0;
     if (tok_find(t, p, n, h, &slot) >= 0) return 0;
     t->toff[t->ntok] = t->tb.n;

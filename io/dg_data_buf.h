@@ -52,6 +52,25 @@ static inline void dg_bytebuf_free(dg_bytebuf *b) {
     b->n = b->cap = 0;
 }
 
+/* Hashes for the open-addressing tables below: FNV-1a of a byte string
+ * (never 0, which marks an empty slot), and a 64-bit finalizer for integer
+ * keys (MurmurHash3's fmix64). */
+static inline uint64_t dg_hash_bytes(const uint8_t *p, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    h ^= h >> 29;
+    return h ? h : 1;
+}
+
+static inline uint64_t dg_mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+}
+
 /* Double an open-addressing table of (hash, value) pairs: hash[cap] with 0
  * meaning empty, linear probing on hash & (cap - 1), cap a power of two.
  * The BPE merge cache and the BPE trainer's word table share it. */
