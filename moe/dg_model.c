@@ -146,22 +146,31 @@ int dg_model_norm(dg_graph *g, const dg_model_config *c, const char *prefix, con
     return dg_layernorm(g, x, w, b, c->norm_epsilon);
 }
 
-/* Causal GQA self-attention with RoPE on x [B, S, H]; returns [B, S, H]. */
-static int attention_block(dg_graph *g, const dg_model_config *c, const char *pre, int x) {
-    int64_t B = c->micro_batch_size, S = c->seq_length, H = c->hidden_size;
-    int64_t Hq = c->num_attention_heads, Hkv = c->num_query_groups, D = H / Hq;
+void dg_model_attn_project(dg_graph *g, const dg_model_config *c, const char *pre, int x,
+                           int64_t B, int64_t L, dg_model_qkv *o) {
+    int64_t H = c->hidden_size, Hq = c->num_attention_heads, Hkv = c->num_query_groups, D = H / Hq;
     int wq = dg_model_param(g, pre, "self_attention.linear_q.weight", 2, DG_SHAPE(Hq * D, H));
     int wk = dg_model_param(g, pre, "self_attention.linear_k.weight", 2, DG_SHAPE(Hkv * D, H));
     int wv = dg_model_param(g, pre, "self_attention.linear_v.weight", 2, DG_SHAPE(Hkv * D, H));
-    int wo = dg_model_param(g, pre, "self_attention.linear_proj.weight", 2, DG_SHAPE(H, Hq * D));
-    int q = dg_reshape(g, dg_linear(g, x, wq), 4, DG_SHAPE(B, S, Hq, D));
-    int k = dg_reshape(g, dg_linear(g, x, wk), 4, DG_SHAPE(B, S, Hkv, D));
-    int v = dg_reshape(g, dg_linear(g, x, wv), 4, DG_SHAPE(B, S, Hkv, D));
-    q = dg_rope_partial(g, q, c->rope_base, 0, dg_model_rotary_dim(c));
-    k = dg_rope_partial(g, k, c->rope_base, 0, dg_model_rotary_dim(c));
-    int a = dg_attention(g, q, k, v, 1.0 / sqrt((double)D), NULL);
-    a = dg_reshape(g, a, 3, DG_SHAPE(B, S, Hq * D));
-    return dg_linear(g, a, wo);
+    o->wo = dg_model_param(g, pre, "self_attention.linear_proj.weight", 2, DG_SHAPE(H, Hq * D));
+    o->q = dg_reshape(g, dg_linear(g, x, wq), 4, DG_SHAPE(B, L, Hq, D));
+    o->k = dg_reshape(g, dg_linear(g, x, wk), 4, DG_SHAPE(B, L, Hkv, D));
+    o->v = dg_reshape(g, dg_linear(g, x, wv), 4, DG_SHAPE(B, L, Hkv, D));
+}
+
+int dg_model_attn_output(dg_graph *g, const dg_model_config *c, int a, int64_t B, int64_t L, int wo) {
+    return dg_linear(g, dg_reshape(g, a, 3, DG_SHAPE(B, L, c->hidden_size)), wo);
+}
+
+/* Causal GQA self-attention with RoPE on x [B, S, H]; returns [B, S, H]. */
+static int attention_block(dg_graph *g, const dg_model_config *c, const char *pre, int x) {
+    int64_t B = c->micro_batch_size, S = c->seq_length, D = c->hidden_size / c->num_attention_heads;
+    dg_model_qkv p;
+    dg_model_attn_project(g, c, pre, x, B, S, &p);
+    int q = dg_rope_partial(g, p.q, c->rope_base, 0, dg_model_rotary_dim(c));
+    int k = dg_rope_partial(g, p.k, c->rope_base, 0, dg_model_rotary_dim(c));
+    int a = dg_attention(g, q, k, p.v, 1.0 / sqrt((double)D), NULL);
+    return dg_model_attn_output(g, c, a, B, S, p.wo);
 }
 
 int dg_model_swiglu_mlp(dg_graph *g, const char *pre, const char *what, int x, int64_t H,

@@ -91,6 +91,17 @@ typedef struct dg_model_io {
 int dg_model_param(dg_graph *g, const char *prefix, const char *name, int ndim,
                    const int64_t *shape);
 int dg_model_norm(dg_graph *g, const dg_model_config *c, const char *prefix, const char *name, int x);
+/* Attention's projections, shared so both graphs name them alike: q
+ * [B, L, Hq, D] and k, v [B, L, Hkv, D] from x [B, L, H] (before RoPE), and
+ * the output projection's weight wo; dg_model_attn_output() turns the
+ * attention's [B, L, Hq, D] into wo's [B, L, H]. */
+typedef struct dg_model_qkv {
+    int q, k, v, wo;
+} dg_model_qkv;
+void dg_model_attn_project(dg_graph *g, const dg_model_config *c, const char *pre, int x,
+                           int64_t B, int64_t L, dg_model_qkv *o);
+int dg_model_attn_output(dg_graph *g, const dg_model_config *c, int a, int64_t B, int64_t L, int wo);
+
 /* SwiGLU MLP fc2(swiglu(fc1 x)) with parameters "<pre><what>.linear_fc1.weight"
  * [2F, H] (gate rows, then up rows) and "<pre><what>.linear_fc2.weight" [H, F]. */
 int dg_model_swiglu_mlp(dg_graph *g, const char *pre, const char *what, int x, int64_t H,

@@ -29,17 +29,12 @@ void dg_decode_io_free(dg_decode_io *io) {
 /* Cached GQA attention on x [B, L, H] for layer l; returns [B, L, H]. */
 static int attention_block(dg_graph *g, const dg_model_config *c, const dg_decode_shape *s,
                            const char *pre, int l, int x, int pos, dg_decode_io *io) {
-    int64_t B = s->batch, L = s->new_tokens, Smax = s->max_len, H = c->hidden_size;
-    int64_t Hq = c->num_attention_heads, Hkv = c->num_query_groups, D = H / Hq;
-    int wq = dg_model_param(g, pre, "self_attention.linear_q.weight", 2, DG_SHAPE(Hq * D, H));
-    int wk = dg_model_param(g, pre, "self_attention.linear_k.weight", 2, DG_SHAPE(Hkv * D, H));
-    int wv = dg_model_param(g, pre, "self_attention.linear_v.weight", 2, DG_SHAPE(Hkv * D, H));
-    int wo = dg_model_param(g, pre, "self_attention.linear_proj.weight", 2, DG_SHAPE(H, Hq * D));
-    int q = dg_reshape(g, dg_linear(g, x, wq), 4, DG_SHAPE(B, L, Hq, D));
-    int k = dg_reshape(g, dg_linear(g, x, wk), 4, DG_SHAPE(B, L, Hkv, D));
-    int v = dg_reshape(g, dg_linear(g, x, wv), 4, DG_SHAPE(B, L, Hkv, D));
-    q = dg_rope_at(g, q, pos, c->rope_base, dg_model_rotary_dim(c));
-    k = dg_rope_at(g, k, pos, c->rope_base, dg_model_rotary_dim(c));
+    int64_t B = s->batch, L = s->new_tokens, Smax = s->max_len;
+    int64_t Hkv = c->num_query_groups, D = c->hidden_size / c->num_attention_heads;
+    dg_model_qkv p;
+    dg_model_attn_project(g, c, pre, x, B, L, &p);
+    int q = dg_rope_at(g, p.q, pos, c->rope_base, dg_model_rotary_dim(c));
+    int k = dg_rope_at(g, p.k, pos, c->rope_base, dg_model_rotary_dim(c));
 
     char name[DG_NAME_LEN];
     snprintf(name, sizeof name, "kv_cache.%d.k", l);
@@ -47,10 +42,9 @@ static int attention_block(dg_graph *g, const dg_model_config *c, const dg_decod
     snprintf(name, sizeof name, "kv_cache.%d.v", l);
     io->v_in[l] = dg_input_new(g, name, DG_F32, 4, DG_SHAPE(B, Smax, Hkv, D));
     io->k_out[l] = dg_kv_append(g, io->k_in[l], k, pos);
-    io->v_out[l] = dg_kv_append(g, io->v_in[l], v, pos);
+    io->v_out[l] = dg_kv_append(g, io->v_in[l], p.v, pos);
     int a = dg_kv_attention(g, q, io->k_out[l], io->v_out[l], pos, 1.0 / sqrt((double)D));
-    a = dg_reshape(g, a, 3, DG_SHAPE(B, L, Hq * D));
-    return dg_linear(g, a, wo);
+    return dg_model_attn_output(g, c, a, B, L, p.wo);
 }
 
 
