@@ -418,10 +418,15 @@ static void print_startup(const trainer *t) {
     fflush(stdout);
 }
 
+/* What the checkpoint code needs to know about this run. */
+static dg_ckpt_run ckpt_run_of(const trainer *t) {
+    return (dg_ckpt_run){t->c, t->feed.vocab, t->log, t->grid ? t->grid->world_comm : NULL,
+                         t->grid ? t->grid->group[DG_AXIS_EP] : NULL};
+}
+
 static int save_ckpt(trainer *t, const dg_train_counters *k, dg_err *err) {
     DG_TRY(dg_dist_sync_params(&t->dist, t->ptrs, err));
-    dg_ckpt_run r = {t->c, t->feed.vocab, t->log, t->grid ? t->grid->world_comm : NULL,
-                     t->grid ? t->grid->group[DG_AXIS_EP] : NULL};
+    dg_ckpt_run r = ckpt_run_of(t);
     DG_TRY(dg_dist_ckpt_save(&r, &t->dist, t->params, t->n_params, t->ptrs, k, err));
     if (t->log) printf(" saved checkpoint at iteration %8lld to %s\n", (long long)k->iteration, t->c->save);
     fflush(stdout);
@@ -457,8 +462,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     dg_train_counters k = {0};
     int loaded = 0;
     if (st == DG_OK && c->load[0]) {
-        dg_ckpt_run r = {c, t.feed.vocab, t.log, t.grid ? t.grid->world_comm : NULL,
-                         t.grid ? t.grid->group[DG_AXIS_EP] : NULL};
+        dg_ckpt_run r = ckpt_run_of(&t);
         st = dg_dist_ckpt_load(&r, &t.dist, t.params, t.n_params, t.ptrs, &k, &loaded, err);
     }
     /* Setup can fail on one rank alone (a file only it cannot read): every
