@@ -82,6 +82,17 @@ char *dg_strdup(const char *s);
 /* Monotonic wall clock in seconds. */
 double dg_now(void);
 
+/* splitmix64 (Steele, Lea, Flood): advance *state and return the next
+ * 64 random bits. Every seeded stream in dagatron (initialisation, mock
+ * data, samplers, tests) starts from it, so runs are bitwise reproducible
+ * on any platform. */
+static inline uint64_t dg_splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
 #define DG_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define DG_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define DG_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))

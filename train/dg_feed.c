@@ -7,12 +7,7 @@
 #include "dg_tokenizer.h"
 
 /* splitmix64 of (seed, sample): the mock sample's parameters. */
-static uint64_t mix(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
+static uint64_t mix(uint64_t x) { return dg_splitmix64(&x); }
 
 /* Split the --data-path words in place into argv-style pointers. */
 static int split_words(char *s, char **words, int max) {

@@ -56,14 +56,7 @@ typedef struct init_rng {
 
 static double init_normal(init_rng *r) {
     /* splitmix64 + Box-Muller: deterministic on every platform */
-    uint64_t a, b;
-    for (int k = 0; k < 2; k++) {
-        uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        if (k == 0) a = z ^ (z >> 31);
-        else b = z ^ (z >> 31);
-    }
+    uint64_t a = dg_splitmix64(&r->s), b = dg_splitmix64(&r->s);
     double u1 = ((a >> 11) + 1.0) * 0x1.0p-53, u2 = (b >> 11) * 0x1.0p-53;
     return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
 }

@@ -21,13 +21,6 @@ typedef struct ckpt_set {
     dg_ckpt_tensor t[16];
 } ckpt_set;
 
-static inline uint64_t ckpt_mix(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static inline void ckpt_add(ckpt_set *s, const char *name, dg_dtype dt, int ndim, const int64_t *shape,
                             uint64_t *seed) {
     dg_ckpt_tensor *t = &s->t[s->n++];
@@ -38,7 +31,7 @@ static inline void ckpt_add(ckpt_set *s, const char *name, dg_dtype dt, int ndim
     for (int d = 0; d < ndim; d++) t->shape[d] = shape[d];
     size_t bytes = dg_ckpt_tensor_bytes(t);
     uint8_t *p = malloc(bytes ? bytes : 1);
-    for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)ckpt_mix(seed);
+    for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)dg_splitmix64(seed);
     t->data = p;
 }
 

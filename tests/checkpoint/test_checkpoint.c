@@ -49,7 +49,7 @@ static void test_crc32(void **state) {
     /* Slicing-by-8 equals the bytewise definition at every length and offset. */
     uint8_t buf[300];
     uint64_t s = 7;
-    for (size_t i = 0; i < sizeof buf; i++) buf[i] = (uint8_t)ckpt_mix(&s);
+    for (size_t i = 0; i < sizeof buf; i++) buf[i] = (uint8_t)dg_splitmix64(&s);
     for (size_t off = 0; off < 9; off++)
         for (size_t n = 0; n + off <= sizeof buf; n += 13) {
             uint32_t r = 0xFFFFFFFFu;

@@ -9,13 +9,7 @@
 #include "dg_exec_serial.h"
 #include "dg_op_basic.h"
 
-uint64_t dg_test_rng_next(dg_test_rng *r) {
-    /* splitmix64 */
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+uint64_t dg_test_rng_next(dg_test_rng *r) { return dg_splitmix64(&r->s); }
 
 double dg_test_rng_uniform(dg_test_rng *r) { return (double)(dg_test_rng_next(r) >> 11) * 0x1.0p-53; }
 
