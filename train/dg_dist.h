@@ -97,10 +97,18 @@ void dg_dist_accumulate(dg_dist *d, const dg_team *team, void *const *ptrs);
 /* Scale the accumulators by s (1 / (data shards x micro-batches)). */
 void dg_dist_scale(dg_dist *d, const dg_team *team, float s);
 
-/* Every rank of c ends with the status and message of the lowest failing
- * rank (a save fails on the writer alone, a file may be missing on one
- * rank), so all ranks stop together and rank 0 can print the reason once.
- * Collective over c (NULL: a group of one, st is returned). */
+/* Agree on an outcome that may differ between ranks (a save fails on the
+ * writer alone, a file may be missing on one rank, one data shard holds a
+ * bad token): every rank of c returns DG_OK if all ranks passed DG_OK, else
+ * the status of the lowest failing rank, so all ranks stop together. On
+ * failure err tells each rank whether to print: it keeps this rank's own
+ * message, as "rank R: <msg>", if this rank failed and no lower rank failed
+ * with the same message; the message stays plain when every rank failed with
+ * the same one (then only rank 0 keeps it); otherwise err->msg is emptied
+ * (another rank reports). So each distinct failure is printed once. Call it
+ * once per failure. Collective over c: one all-reduce of a flag, plus an
+ * all-gather of the messages when some rank failed (NULL or a group of one:
+ * st and err are returned as they are). */
 int dg_dist_agree(dg_comm *c, int st, dg_err *err);
 
 /* Global L2 norm of the accumulated gradients (the same on every rank). */

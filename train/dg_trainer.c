@@ -46,6 +46,7 @@ typedef struct trainer {
     int64_t eval_consumed;     /* validation samples read so far */
     dg_sched_stats *stats;     /* non-NULL: the step being traced records here */
     dg_train_result *res;      /* step statistics add up here */
+    int failure_agreed;        /* the failure being returned is known to every rank */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -212,6 +213,20 @@ static void teardown(trainer *t) {
     dg_feed_close(&t->feed);
 }
 
+/* ---- failures across ranks ------------------------------------------------------------ */
+
+/* A step boundary: every rank says whether its local work (reading its data
+ * shard, writing the trace) failed, before anyone enters a collective the
+ * failing rank would never join (dg_dist_agree: one small all-reduce when
+ * all is well). A failure that did not go through here, e.g. inside a step's
+ * collectives, leaves the run stranded: the caller aborts the job
+ * (dg_train_result.stranded). */
+static int agree(trainer *t, int st, dg_err *err) {
+    if (t->grid) st = dg_dist_agree(t->grid->world_comm, st, err);
+    t->failure_agreed = st != DG_OK;
+    return st;
+}
+
 /* ---- one step ---------------------------------------------------------------------- */
 
 typedef struct losses {
@@ -249,7 +264,11 @@ static int fill_microbatch(trainer *t, int split, int mb, int64_t consumed, dg_e
 static int run_step(trainer *t, int split, int64_t consumed, losses *l, dg_err *err) {
     const dg_model_config *m = &t->c->model;
     int64_t per_mb = (int64_t)m->micro_batch_size * t->data_size;
-    for (int mb = 0; mb < t->n_mb; mb++) DG_TRY(fill_microbatch(t, split, mb, consumed + mb * per_mb, err));
+    int fill = DG_OK;
+    for (int mb = 0; mb < t->n_mb && fill == DG_OK; mb++)
+        fill = fill_microbatch(t, split, mb, consumed + mb * per_mb, err);
+    /* One shard may hold a bad token: agree before the step's collectives. */
+    DG_TRY(agree(t, fill, err));
     dg_sched_stats st;
     DG_TRY(dg_sched_run(t->plan, t->rt, &st, err));
     if (t->stats) *t->stats = st;
@@ -371,7 +390,15 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
                         c->expert_model_parallel_size, c->pipeline_model_parallel_size, 0};
     int st = DG_OK;
     t->grid = dg_grid_new(comm, &sz, &st, err);
-    if (!t->grid) return st;
+    if (!t->grid) {
+        /* The sizes and the world are the same on every rank, and so is
+         * this failure: rank 0 reports it. */
+        int rank = 0;
+        MPI_Comm_rank(comm, &rank);
+        if (rank != 0) err->msg[0] = 0;
+        t->failure_agreed = 1;
+        return st;
+    }
     const char *todo = sz.tp > 1 ? "--tensor-model-parallel-size" : sz.cp > 1 ? "--context-parallel-size"
                      : sz.pp > 1 ? "--pipeline-model-parallel-size" : NULL;
     if (todo)
@@ -420,7 +447,9 @@ static dg_ckpt_run ckpt_run_of(const trainer *t) {
 static int save_ckpt(trainer *t, const dg_train_counters *k, dg_err *err) {
     DG_TRY(dg_dist_sync_params(&t->dist, t->ptrs, err));
     dg_ckpt_run r = ckpt_run_of(t);
-    DG_TRY(dg_dist_ckpt_save(&r, &t->dist, t->params, t->n_params, t->ptrs, k, err));
+    int st = dg_dist_ckpt_save(&r, &t->dist, t->params, t->n_params, t->ptrs, k, err);
+    t->failure_agreed = st != DG_OK; /* dg_dist_ckpt_save agrees on its outcome */
+    DG_TRY(st);
     if (t->log) printf(" saved checkpoint at iteration %8lld to %s\n", (long long)k->iteration, t->c->save);
     fflush(stdout);
     return DG_OK;
@@ -459,8 +488,8 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         st = dg_dist_ckpt_load(&r, &t.dist, t.params, t.n_params, t.ptrs, &k, &loaded, err);
     }
     /* Setup can fail on one rank alone (a file only it cannot read): every
-     * rank stops with the first failing rank's message before training. */
-    if (t.grid) st = dg_dist_agree(t.grid->world_comm, st, err);
+     * rank stops before training, and each distinct reason is printed once. */
+    st = agree(&t, st, err);
     if (st != DG_OK) {
         teardown(&t);
         dg_grid_free(t.grid);
@@ -508,7 +537,9 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         if (tracing) {
             dg_runtime_set_trace(t.rt, NULL);
             t.stats = NULL;
-            if (st == DG_OK && t.log) st = dg_trace_write(tr, c->trace, err);
+            /* The trace is written by rank 0 alone: agree before the
+             * collectives that follow. */
+            if (st == DG_OK) st = agree(&t, t.log ? dg_trace_write(tr, c->trace, err) : DG_OK, err);
             if (st == DG_OK && t.log) {
                 printf(" trace of iteration %d written to %s\n", it, c->trace);
                 dg_sched_stats_print(&stats, stdout, "   ");
@@ -589,6 +620,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         final->on_param(final->ctx, &t.g->tensors[t.params[i]], t.ptrs[t.params[i]]);
     res->skipped = (int)k.skipped;
     res->nan_iters = (int)k.nans;
+    res->stranded = st != DG_OK && t.grid && t.grid->world > 1 && !t.failure_agreed;
     teardown(&t);
     dg_grid_free(t.grid);
     return st;

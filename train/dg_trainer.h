@@ -54,6 +54,13 @@ typedef struct dg_train_result {
      * hidden-communication fraction h = (compute + comm - step) / comm. */
     int steps;
     double step_time, compute_busy, comm_busy, exposed_comm;
+    /* On failure, with more than one rank: 1 when this rank failed where the
+     * others may be waiting in a collective it will not join (a failure
+     * inside a step). The caller must end the job (MPI_Abort). Failures the
+     * ranks agreed on (bad data on one shard, an unwritable trace or
+     * checkpoint, bad input) leave it 0: every rank returns the same status,
+     * and err->msg is empty on ranks that should not print (dg_dist_agree). */
+    int stranded;
 } dg_train_result;
 
 /* Optional observers, for tests and tools that want to see inside a run
@@ -82,7 +89,10 @@ typedef struct dg_train_final {
  * is built over it; MPI_COMM_NULL: one rank without MPI). Every rank of comm
  * calls it; world rank 0 prints the log. hooks and final may be NULL. Returns DG_OK,
  * DG_EINPUT (bad flags, a world size the parallel sizes do not divide, a bad
- * checkpoint) or DG_EINTERNAL with err set. */
+ * checkpoint, a token outside the vocabulary, a plan larger than this rank's
+ * memory) or DG_EINTERNAL. On failure every rank returns the same status
+ * (unless res->stranded) and err->msg is what this rank should print: empty
+ * when another rank reports the failure (dg_dist_agree). */
 int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
                 const dg_train_final *final, dg_train_result *res, dg_err *err);
 
