@@ -14,6 +14,7 @@
 #include "dg_grid.h"
 #include "dg_flops.h"
 #include "dg_lr.h"
+#include "dg_mem_estimate.h"
 #include "dg_op_basic.h"
 #include "dg_sched.h"
 #include "dg_verify.h"
@@ -47,6 +48,7 @@ typedef struct trainer {
     dg_sched_stats *stats;     /* non-NULL: the step being traced records here */
     dg_train_result *res;      /* step statistics add up here */
     int failure_agreed;        /* the failure being returned is known to every rank */
+    int ranks_on_node;         /* ranks sharing this node's memory */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -167,6 +169,9 @@ static int setup(trainer *t, dg_err *err) {
     t->plan = dg_sched_plan_new(t->g, &so, err);
     dg_free(keep);
     if (!t->plan) return DG_EINPUT;
+    dg_mem_need need;
+    dg_mem_estimate_plan(t->plan, &t->buckets, c, &need);
+    DG_TRY(dg_mem_check(&need, t->ranks_on_node, err)); /* check 3 of dg_mem_estimate.h */
     dg_runtime_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.compute_threads = c->compute_threads;
@@ -412,6 +417,30 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
     return DG_OK;
 }
 
+/* Ranks of comm on this node: they share its memory. */
+static int ranks_on_node(MPI_Comm comm) {
+    if (comm == MPI_COMM_NULL) return 1;
+    MPI_Comm node;
+    int n = 1;
+    DG_CHECK0(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    MPI_Comm_size(node, &n);
+    MPI_Comm_free(&node);
+    return n;
+}
+
+/* Checks 1 and 2 of dg_mem_estimate.h: before the data is opened (its
+ * sample indices grow with the batch and the iterations), with the
+ * vocabulary the flags give, and before the step graph is built. */
+static int check_memory_flags(trainer *t, int data_open, dg_err *err) {
+    const dg_train_config *c = t->c;
+    int64_t vocab = c->model.vocab_size;
+    if (!data_open)
+        vocab = c->mock_data || !strcmp(c->tokenizer_type, "NullTokenizer") ? (int64_t)c->null_vocab_size + 1 : 0;
+    dg_mem_need need;
+    dg_mem_estimate_config(c, vocab, t->data_size, !data_open, &need);
+    return dg_mem_check(&need, t->ranks_on_node, err);
+}
+
 static void print_startup(const trainer *t) {
     const dg_train_config *c = t->c;
     printf("dagatron train: %s; model: %d layers, hidden %d, %d heads (%d query groups), %d experts top-%d, "
@@ -474,12 +503,15 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     /* The grid first (a world that does not fit is bad input, before any
      * work), then the data: its tokenizer decides the vocabulary. */
     int st = setup_grid(&t, comm, err);
+    if (st == DG_OK) t.ranks_on_node = ranks_on_node(comm);
+    if (st == DG_OK) st = check_memory_flags(&t, 0, err);
     int gbs = c->global_batch_size > 0 ? c->global_batch_size : c->model.micro_batch_size * c->dp_size;
     int evals = c->eval_iters > 0 ? c->train_iters / c->eval_interval + 1 : 0;
     int64_t want[3] = {(int64_t)c->train_iters * gbs, (int64_t)evals * c->eval_iters * gbs,
                        (int64_t)c->eval_iters * gbs};
     if (st == DG_OK) st = dg_feed_open(&t.feed, c, want, err);
     if (st == DG_OK) st = dg_train_config_finish(c, t.feed.vocab, err);
+    if (st == DG_OK) st = check_memory_flags(&t, 1, err);
     if (st == DG_OK) st = setup(&t, err);
     dg_train_counters k = {0};
     int loaded = 0;
