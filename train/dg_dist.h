@@ -6,9 +6,11 @@
  * already summed over its micro-batches inside the graph; dg_pass_dp() adds
  * a pack and a collective per bucket (graph/dg_pass_dp.h), which runs once
  * per step, like Megatron's reduction on the last micro-batch, overlapping
- * the end of backward. After the step, dg_dist_accumulate() copies every
+ * the end of backward. After the step, dg_dist_accumulate() adds every
  * bucket's reduced gradient (the collective's output: the whole bucket, or
- * this rank's shard of it) into an fp32 accumulator.
+ * this rank's shard of it; on a world of one, where the buckets are only a
+ * layout, the parameters' gradients themselves) to an fp32 accumulator,
+ * zeroed at the start of each iteration (dg_dist_zero).
  *
  * Averaging. The step's loss is the mean over its micro-batches; the global
  * loss is the mean over the data shards (CP x EP x DP ranks) too, so after
@@ -94,7 +96,8 @@ void dg_dist_zero(dg_dist *d);
 /* Add the reduced buckets of the step just run (ptrs: dg_runtime_ptr). */
 void dg_dist_accumulate(dg_dist *d, const dg_team *team, void *const *ptrs);
 
-/* Scale the accumulators by s (1 / (data shards x micro-batches)). */
+/* Scale the accumulators by s: 1 / data shards (the step's loss is already
+ * the mean over its micro-batches). */
 void dg_dist_scale(dg_dist *d, const dg_team *team, float s);
 
 /* Agree on an outcome that may differ between ranks (a save fails on the

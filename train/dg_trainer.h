@@ -1,10 +1,10 @@
 /* dg_trainer.h — the training loop of `dagatron train`.
  *
- * Every rank of the rank grid (sched/dg_grid.h) runs this loop; data
- * parallelism is the only parallelism it drives so far (TP, CP, PP and EP
- * sizes > 1 are refused with one line).
+ * Every rank of the rank grid (sched/dg_grid.h) runs this loop; it drives
+ * data and expert parallelism so far (TP, CP and PP sizes > 1 are refused
+ * with one line).
  *
- * The step graph (one micro-batch): forward, autodiff, then the DP pass
+ * The step graph (every micro-batch of the step): forward, autodiff, then the DP pass
  * (graph/dg_pass_dp.h) groups the gradients into buckets, each packed and
  * all-reduced (or, with --use-distributed-optimizer, reduce-scattered) on
  * the comm stream, overlapping the rest of backward with
@@ -28,6 +28,12 @@
  * Checkpoints (--save, --save-interval, --load; train/dg_dist_ckpt.h):
  * parameters, AdamW moments, counters and the model config; a resumed run
  * continues bit for bit.
+ *
+ * Failures: a rank that fails alone (a bad token in its data shard, a trace
+ * or checkpoint it cannot write) tells the others at the next step boundary
+ * (dg_dist_agree), so every rank stops together and the reason is printed
+ * once; a run whose memory plan cannot fit is refused before it allocates
+ * (dg_mem_estimate.h).
  *
  * Determinism: the graph, the seeded initialisation and the data order are
  * fixed and reductions run in a fixed order (dg_dist.h), so two runs of the

@@ -6,12 +6,14 @@
 #     the step's all-reduce forever);
 #  2. an unwritable --trace path (written by rank 0 alone): the same;
 #  3. a flag error under mpirun is printed once, not once per rank.
-# `timeout 10` turns a hang into a failure instead of a stuck CI job.
+# `timeout 10` turns a hang into a failure instead of a stuck CI job
+# (times DG_TEST_SLOWDOWN under sanitizers, scripts/run_sanitizers.sh).
 set -u
 BIN=$DG_BUILD/dagatron
 MPI="$DG_MPIRUN -q --bind-to none -np 2"
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 fail=0
+LIMIT=$((10 * ${DG_TEST_SLOWDOWN:-1}))
 
 # One document of 129 int32 tokens (16 samples of 8 + 1), so every sample is
 # read once over 8 iterations of 2 samples, one per data shard. With a bad
@@ -36,16 +38,16 @@ ARGS=(--split 100,0,0 --tokenizer-type NullTokenizer --vocab-size 100 --num-laye
       --num-attention-heads 4 --seq-length 8 --num-experts 4 --moe-router-topk 2 --micro-batch-size 1
       --global-batch-size 2 --train-iters 8 --eval-iters 0 --log-interval 1 --compute-threads 1)
 
-# expect_once NAME REGEX mpirun-args... : exit 2 within 10 s, REGEX on exactly
+# expect_once NAME REGEX mpirun-args... : exit 2 within $LIMIT s, REGEX on exactly
 # one stderr line, and that the only line.
 expect_once() {
   local name=$1 want=$2; shift 2
   local start rc secs
   start=$(date +%s.%N)
-  timeout 10 $MPI "$BIN" train "$@" >"$TMP/out" 2>"$TMP/err"; rc=$?
+  timeout $LIMIT $MPI "$BIN" train "$@" >"$TMP/out" 2>"$TMP/err"; rc=$?
   secs=$(python3 -c "print('%.1f' % ($(date +%s.%N) - $start))")
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-    echo "FAIL: $name: still running after 10 s (a rank is left waiting)"; cat "$TMP/err"; fail=1
+    echo "FAIL: $name: still running after $LIMIT s (a rank is left waiting)"; cat "$TMP/err"; fail=1
   elif [ $rc -ne 2 ] || [ "$(grep -cE -- "$want" "$TMP/err")" -ne 1 ] || [ "$(wc -l <"$TMP/err")" -ne 1 ]; then
     echo "FAIL: $name: rc=$rc (want 2), stderr (want one line matching '$want'):"; cat "$TMP/err"; fail=1
   elif grep -q "done:" "$TMP/out"; then
