@@ -40,8 +40,6 @@ tsan)
   exit 2
   ;;
 esac
-# Tests with a wall-clock bound (a job must end within 10 s) scale it by this.
-export DG_TEST_SLOWDOWN=${DG_TEST_SLOWDOWN:-8}
 bash scripts/setup.sh
 cd "$DG_BUILD_DIR"
 ctest --output-on-failure --timeout 1200 "${select[@]}" "$@"
