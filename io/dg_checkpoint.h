@@ -91,7 +91,7 @@ typedef struct dg_ckpt_meta {
     int64_t consumed_valid_samples; /* validation samples consumed */
     int64_t optimizer_steps;        /* AdamW steps taken (iterations minus skipped) */
     int64_t skipped_iters;          /* updates skipped (non-finite loss or gradients) */
-    int64_t nan_iters;              /* of which non-finite */
+    int64_t nan_iters;              /* iterations whose loss was NaN or infinite (all skipped) */
     uint64_t rng[DG_CKPT_RNG_WORDS]; /* RNG state words, stored exactly (as hex) */
     dg_model_config model;
     dg_ckpt_tokenizer tokenizer;

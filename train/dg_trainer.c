@@ -486,7 +486,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     t.eval_consumed = k.consumed_valid;
     losses window = {0};
     double window_ms = 0.0;
-    int window_n = 0, window_adv = 0, window_skipped = 0, saved_at = -1;
+    int window_n = 0, window_adv = 0, window_skipped = 0, window_nans = 0, saved_at = -1;
     int first_it = (int)k.iteration + 1;
     for (int it = first_it; it <= c->train_iters && st == DG_OK; it++) {
         double t0 = dg_now();
@@ -525,9 +525,14 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         st = dg_dist_grad_norm(&t.dist, &gnorm, err);
         if (st != DG_OK) break;
         double lr = dg_lr_at(&sched, (int)k.updates + 1);
-        int skip = !isfinite(l.total) || !isfinite(gnorm);
+        /* As Megatron's training_log: a NaN iteration is one whose loss is
+         * NaN or infinite; a skipped one did not update the parameters
+         * (its loss or its gradients were not finite, as a loss scaler
+         * skips). Gradients can overflow while the loss is still finite. */
+        int nan_loss = !isfinite(l.total), skip = nan_loss || !isfinite(gnorm);
+        k.nans += nan_loss;
+        window_nans += nan_loss;
         if (skip) {
-            k.nans++;
             k.skipped++;
             window_skipped++;
         } else {
@@ -562,11 +567,11 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
             losses avg = {window.lm / adv, window.aux / adv, window.z / adv, 0};
             if (t.log)
                 log_line(&t, it, k.consumed, window_ms / window_n, &avg, lr, gnorm, window_skipped,
-                         window_skipped);
+                         window_nans);
             st = log_expert_tokens(&t, err);
             memset(&window, 0, sizeof window);
             window_ms = 0.0;
-            window_n = window_adv = window_skipped = 0;
+            window_n = window_adv = window_skipped = window_nans = 0;
         }
         if (st == DG_OK && (it % c->eval_interval == 0 || it == c->train_iters)) st = run_eval(&t, it, err);
         k.consumed_valid = t.eval_consumed;
