@@ -51,7 +51,7 @@ static int make_ckpt(const char *dir) {
     m.model = c;
     snprintf(m.tokenizer.type, sizeof m.tokenizer.type, "%s", DG_TOK_BYTE_NAME);
     m.tokenizer.vocab_size = 257;
-    int st = dg_ckpt_save(dir, &m, t, n, 0, &err);
+    int st = dg_ckpt_save(dir, &m, t, n, NULL, &err);
     if (st != DG_OK) dg_err_print(&err);
     for (int i = 0; i < n; i++) dg_free(t[i].data);
     dg_free(t);
