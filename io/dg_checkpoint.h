@@ -155,8 +155,8 @@ int dg_ckpt_save(const char *dir, const dg_ckpt_meta *m, const dg_ckpt_tensor *t
 
 /* ---- find and read --------------------------------------------------------- */
 
-/* Does <dir> hold a tracker file? (A run given --load on an empty directory
- * may start from scratch, as Megatron does.) */
+/* Does <dir> hold a tracker file? (Whether a run may start from scratch
+ * without one is dg_ckpt_plan_load's rule, io/dg_ckpt_paths.h.) */
 bool dg_ckpt_has_tracker(const char *dir);
 
 /* The iteration the tracker names. DG_EINPUT when there is no tracker, it

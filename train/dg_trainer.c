@@ -412,12 +412,13 @@ static void print_startup(const trainer *t) {
     fflush(stdout);
 }
 
-/* What the checkpoint code needs to know about this run. */
+/* The hooks' on_save_stage, told which iteration is being saved. */
 static void save_stage(void *ctx, dg_ckpt_stage stage, int index) {
     const trainer *t = ctx;
     t->hooks->on_save_stage(t->hooks->ctx, t->iteration, stage, index);
 }
 
+/* What the checkpoint code needs to know about this run. */
 static dg_ckpt_run ckpt_run_of(const trainer *t) {
     int hook = t->hooks && t->hooks->on_save_stage;
     return (dg_ckpt_run){t->c, t->feed.vocab, t->log, t->grid ? t->grid->world_comm : NULL,
