@@ -123,6 +123,7 @@ void dg_blending_indices(const double *weights, int n, int64_t size, int16_t *da
     dg_free(current);
 }
 
+/* Split s of the feed; b/e[k + s*n] is dataset k's sequence range for split s. */
 static int build_split(dg_data *d, const dg_data_config *cfg, int s, const int64_t *b, const int64_t *e,
                        dg_err *err) {
     dg_data_split *sp = &d->split[s];
@@ -131,7 +132,7 @@ static int build_split(dg_data *d, const dg_data_config *cfg, int s, const int64
     sp->parts = dg_calloc((size_t)n, sizeof(dg_gpt_dataset));
     sp->present = 1;
     if (n == 1) {
-        DG_TRY(dg_gpt_dataset_build(&sp->parts[0], &d->sets[0], b[0], e[0], want, &cfg->gpt, split_names[s], err));
+        DG_TRY(dg_gpt_dataset_build(&sp->parts[0], &d->sets[0], b[s], e[s], want, &cfg->gpt, split_names[s], err));
         sp->size = sp->parts[0].num_samples;
         return DG_OK;
     }

@@ -6,6 +6,7 @@ documented semantics), with numpy only; it shares no code with dagatron:
   * write_indexed / read_indexed: Megatron's MMIDIDX .idx + .bin
   * gpt_indices: the document, sample and shuffle indices of GPTDataset
   * blending_indices: BlendedDataset's weighted dataset index
+  * split_ranges: the sequence range of each split for --split
   * bpe_decoder: GPT-2's byte decoder for a vocab.json
 """
 import os
@@ -112,6 +113,27 @@ def gpt_indices(lengths, begin, end, seq_length, num_samples, seed):
     b = np.arange(first, total, dtype=np.int64)
     rng.shuffle(b)
     return di, si, np.concatenate([a, b]), epochs, separate
+
+
+def split_ranges(split, n):
+    """--split "a,b,c" over n sequences -> [(begin, end) or None] for train, valid, test.
+
+    The fractions are normalized, their running sums bound the splits, and
+    each bound is round(bound * n) (Python's round); a split of zero weight
+    is None (not built).
+    """
+    import re
+
+    w = [float(x) for x in re.findall(r"[.0-9]+", split)]
+    w += [0.0] * (3 - len(w))
+    w = [x / sum(w) for x in w]
+    bounds = [0.0]
+    for x in w:
+        bounds.append(bounds[-1] + x)
+    out = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        out.append(None if hi <= lo else (int(round(lo * float(n))), int(round(hi * float(n)))))
+    return out
 
 
 def blending_indices(weights, size):
