@@ -228,8 +228,12 @@ int dg_args_parse(int argc, char **argv, int first, const dg_arg_spec *specs, in
                 o += (size_t)snprintf(field, DG_ARG_STR_LEN, "%s", eq + 1);
                 count++;
             }
+            if (eq && !eq[1]) return dg_err_set(err, DG_EINPUT, "%s: got an empty value", s->name);
             while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
                 const char *v = argv[++i];
+                /* An empty word would vanish from the space-joined list (and an
+                 * empty --data-path would mean "the default corpus"). */
+                if (!*v) return dg_err_set(err, DG_EINPUT, "%s: got an empty value", s->name);
                 if (o + strlen(v) + 2 >= DG_ARG_STR_LEN)
                     return dg_err_set(err, DG_EINPUT, "%s: values longer than %d characters",
                                       s->name, DG_ARG_STR_LEN - 1);

@@ -61,6 +61,16 @@ int dg_blend_spec_parse(int nwords, char **words, dg_blend_spec *spec, dg_err *e
         weighted = parse_weight(words[i], &w);
     }
     if (!weighted) {
+        /* An odd count cannot be weight/prefix pairs, so a number among the
+         * words is a weight without its prefix (or a prefix without its weight). */
+        for (int i = 0; nwords % 2 == 1 && i < nwords; i++) {
+            double w;
+            if (parse_weight(words[i], &w))
+                return dg_err_set(err, DG_EINPUT,
+                                  "--data-path: the weights and prefixes do not pair up: '%s' looks like a weight "
+                                  "but %d words cannot be weight/prefix pairs (give a weight for every prefix or none)",
+                                  words[i], nwords);
+        }
         for (int i = 0; nwords % 2 == 0 && i < nwords; i += 2) {
             double w;
             if (parse_weight(words[i], &w))
