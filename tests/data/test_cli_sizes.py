@@ -1,0 +1,99 @@
+"""Issue 10: the numbers and sizes of `dagatron preprocess` and `dagatron
+tokenizer`.
+
+  * Numbers are parsed strictly, as `train` parses them (dg_arg_parse_int):
+    `--workers 2x`, `--workers 4294967297`, `--log-interval abc`,
+    `--vocab-size 300abc` used to read as 2, 1, 0 and 300 through atoi.
+  * Sizes that cannot fit are refused before allocating, with one line
+    "needs X GB, this rank has Y GB": `tokenizer train --vocab-size
+    2000000000`, a vocab.json id of 1e9, `preprocess --workers 100000`. They
+    run under an address-space limit (RLIMIT_AS, `ulimit -v`) that makes the
+    allocations fail, so a regression aborts instead of passing.
+Every refusal: exit code 2 and one line on stderr.
+"""
+import json
+import os
+import resource
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import megatron_ref as ref  # noqa: E402
+
+LIMIT = 3 << 30  # bytes of address space for the oversize cases
+
+
+def limited():
+    resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
+
+
+def check(args, words, limit=False):
+    import subprocess
+
+    r = subprocess.run(args, capture_output=True, text=True, preexec_fn=limited if limit else None)
+    lines = r.stderr.strip().splitlines()
+    ok = r.returncode == 2 and len(lines) == 1 and all(w in lines[0] for w in words)
+    shown = " ".join(a if len(a) < 40 else "..." + a[-20:] for a in args[1:])
+    print(f"{shown}: exit {r.returncode}: {r.stderr.strip()[:300]}  [{'ok' if ok else 'FAIL'}]")
+    return ok
+
+
+def main():
+    exe = ref.dagatron()
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        text = os.path.join(tmp, "in.txt")
+        open(text, "w").write("hello world\n")
+        out = os.path.join(tmp, "out")
+        pre = [exe, "preprocess", "--input", text, "--output-prefix", out]
+        tok = [exe, "tokenizer", "train", "--output-dir", os.path.join(tmp, "tk")]
+        numbers = [
+            (pre + ["--workers", "2x"], ["--workers", "'2x'"]),
+            (pre + ["--workers", "4294967297"], ["--workers", "4294967297"]),
+            (pre + ["--workers", "0"], ["--workers", "[1, "]),
+            (pre + ["--workers", ""], ["--workers"]),
+            (pre + ["--log-interval", "abc"], ["--log-interval", "'abc'"]),
+            (pre + ["--log-interval", "-1"], ["--log-interval"]),
+            (tok + ["--vocab-size", "300abc"], ["--vocab-size", "'300abc'"]),
+            (tok + ["--vocab-size", "1e3"], ["--vocab-size", "'1e3'"]),
+            (tok + ["--vocab-size", "4294967553"], ["--vocab-size", "4294967553"]),
+        ]
+        for args, words in numbers:
+            failures += not check(args, words)
+        # A byte-level vocabulary with one id of 1e9 (the tables are indexed by id).
+        vocab = os.path.join(tmp, "vocab.json")
+        merges = os.path.join(tmp, "merges.txt")
+        dec = {}
+        bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+            list(range(ord("®"), ord("ÿ") + 1))
+        cs, n = bs[:], 0
+        for b in range(256):
+            if b not in bs:
+                bs.append(b)
+                cs.append(256 + n)
+                n += 1
+        for i, c in enumerate(cs):
+            dec[chr(c)] = i
+        dec["<|endoftext|>"] = 10 ** 9
+        json.dump(dec, open(vocab, "w"))
+        open(merges, "w").write("#version: 0.2\n")
+        oversize = [
+            (tok + ["--vocab-size", "2000000000"], ["--vocab-size 2000000000 needs", "GB, this rank has"]),
+            (pre + ["--workers", "100000"], ["--workers 100000 needs", "GB, this rank has"]),
+            ([exe, "tokenizer", "encode", "--tokenizer-type", "GPT2BPETokenizer", "--vocab-file", vocab,
+              "--merge-file", merges, "--text", "hi"], ["vocab.json: ids up to 1000000000 needs", "GB, this rank has"]),
+        ]
+        for args, words in oversize:
+            failures += not check(args, words, limit=True)
+        # The same limit leaves ordinary sizes alone.
+        r = ref.run(pre + ["--workers", "4"], expect=None)
+        ok = r.returncode == 0
+        print(f"preprocess --workers 4: exit {r.returncode}  [{'ok' if ok else 'FAIL'}]")
+        failures += not ok
+    if failures:
+        sys.exit(f"FAIL: {failures} cases")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
