@@ -152,10 +152,8 @@ def blending_indices(weights, size):
     return di, dsi
 
 
-def bpe_decoder(vocab_json):
-    """id -> bytes for a GPT-2 byte-level vocab.json."""
-    import json
-
+def byte_chars():
+    """GPT-2's byte -> character table: (bytes, characters), in GPT-2's id order."""
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
     cs = bs[:]
     n = 0
@@ -164,7 +162,15 @@ def bpe_decoder(vocab_json):
             bs.append(b)
             cs.append(256 + n)
             n += 1
-    byte_of = {chr(c): b for b, c in zip(bs, cs)}
+    return bs, [chr(c) for c in cs]
+
+
+def bpe_decoder(vocab_json):
+    """id -> bytes for a GPT-2 byte-level vocab.json."""
+    import json
+
+    bs, cs = byte_chars()
+    byte_of = {c: b for b, c in zip(bs, cs)}
     vocab = json.load(open(vocab_json, encoding="utf-8"))
     out = {}
     for tok, i in vocab.items():
@@ -188,3 +194,23 @@ def run(args, expect=0):
     if expect is not None and p.returncode != expect:
         sys.exit(f"FAIL: {' '.join(args)} exited {p.returncode}, expected {expect}\nstdout: {p.stdout}\nstderr: {p.stderr}")
     return p
+
+
+def refused(args, words, label=None, preexec_fn=None):
+    """Run args; True when it was refused as bad input should be: exit code 2,
+    nothing on stdout, one line on stderr holding every one of `words`.
+    Prints the outcome either way."""
+    p = subprocess.run(args, capture_output=True, text=True, preexec_fn=preexec_fn)
+    lines = p.stderr.strip().splitlines()
+    ok = p.returncode == 2 and p.stdout == "" and len(lines) == 1 and all(w in lines[0] for w in words)
+    if label is None:
+        label = " ".join(a if len(a) < 40 else "..." + a[-20:] for a in args[1:])
+    print(f"{label}: exit {p.returncode}: {p.stderr.strip()[:300]}  [{'ok' if ok else 'FAIL'}]")
+    return ok
+
+
+def finish(failures):
+    """End a test script: exit non-zero when any case failed."""
+    if failures:
+        sys.exit(f"FAIL: {failures} cases")
+    print("PASS")

@@ -23,14 +23,6 @@ TINY = ["--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "2"
         "--train-iters", "1", "--eval-iters", "1", "--eval-interval", "1", "--log-interval", "1"]
 
 
-def refused(args, words):
-    r = ref.run(args, expect=None)
-    lines = r.stderr.strip().splitlines()
-    ok = r.returncode == 2 and len(lines) == 1 and all(w in lines[0] for w in words)
-    print(f"{' '.join(args[1:4])} ...: exit {r.returncode}: {r.stderr.strip()[:300]}  [{'ok' if ok else 'FAIL'}]")
-    return ok
-
-
 def main():
     exe = ref.dagatron()
     failures = 0
@@ -56,7 +48,7 @@ def main():
              ["--vocab-file", "--tokenizer-type"]),
         ]
         for args, words in cases:
-            failures += not refused(args, words)
+            failures += not ref.refused(args, words)
         cache = os.path.join(tmp, "cache")
         r = ref.run([exe, "train", "--data-path", ds, "--split", "90,10,0", "--data-cache-path", cache] + TINY,
                     expect=None)
@@ -71,9 +63,7 @@ def main():
         if not ok:
             print(r.stdout[-2000:], r.stderr[-2000:])
         failures += not ok
-    if failures:
-        sys.exit(f"FAIL: {failures} cases")
-    print("PASS")
+    ref.finish(failures)
 
 
 if __name__ == "__main__":

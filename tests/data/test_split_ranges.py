@@ -54,9 +54,7 @@ def main():
                 print(f"--split {split} {name}: sequences [{rng_[0]}, {rng_[1]}), dagatron's sequences "
                       f"[{di.min()}, {di.max() + 1}), {len(sh)} samples: {'same as reference' if ok else 'MISMATCH'}")
                 failures += not ok
-    if failures:
-        sys.exit(f"FAIL: {failures} mismatches")
-    print("PASS")
+    ref.finish(failures)
 
 
 if __name__ == "__main__":
