@@ -196,11 +196,11 @@ def run(args, expect=0):
     return p
 
 
-def refused(args, words, label=None, preexec_fn=None):
-    """Run args; True when it was refused as bad input should be: exit code 2,
-    nothing on stdout, one line on stderr holding every one of `words`.
-    Prints the outcome either way."""
-    p = subprocess.run(args, capture_output=True, text=True, preexec_fn=preexec_fn)
+def refused(args, words, label=None, **run_kw):
+    """Run args (run_kw go to subprocess.run); True when it was refused as bad
+    input should be: exit code 2, nothing on stdout, one line on stderr
+    holding every one of `words`. Prints the outcome either way."""
+    p = subprocess.run(args, capture_output=True, text=True, **run_kw)
     lines = p.stderr.strip().splitlines()
     ok = p.returncode == 2 and p.stdout == "" and len(lines) == 1 and all(w in lines[0] for w in words)
     if label is None:

@@ -185,8 +185,9 @@ static void test_load_errors(void **s) {
     assert_non_null(strstr(err.msg, "bad_merges.txt:2"));
 }
 
-/* Issue 10: a vocab.json id that is negative, a string, fractional or past
- * int32 is refused with a message naming the token. The message used to
+/* Issue 10: a vocab.json id that is negative, a string, fractional, past
+ * int32 or not below the number of entries (Megatron's vocabulary size) is
+ * refused with a message naming the token. The message used to
  * read the token's name after the JSON tree was freed (a use-after-free
  * that ASan reports, and that printed garbage). */
 static void test_vocab_bad_ids(void **s) {
@@ -210,6 +211,15 @@ static void test_vocab_bad_ids(void **s) {
         snprintf(want, sizeof want, "token '%s' has no valid integer id", key);
         if (!strstr(err.msg, want)) fail_msg("id %s: got '%s'", ids[i], err.msg);
     }
+    f = fopen(v, "w");
+    fprintf(f, "{\"a\": 0, \"%s\": 3, \"b\": 1}", key);
+    fclose(f);
+    dg_bpe b;
+    dg_err err = {{0}};
+    assert_int_equal(dg_bpe_load(&b, v, m, &err), DG_EINPUT);
+    char want[160];
+    snprintf(want, sizeof want, "token '%s' has id 3, but the vocabulary has 3 entries", key);
+    if (!strstr(err.msg, want)) fail_msg("sparse id: got '%s'", err.msg);
 }
 
 /* Acceptance 3 over the whole corpus. */
