@@ -90,7 +90,9 @@ void dg_mem_estimate_plan(const dg_sched_plan *p, const dg_dp_buckets *b, const 
     n->inputs += 4.0 * c->model.micro_batch_size * (c->model.seq_length + 1.0);
 }
 
-int dg_mem_check(const dg_mem_need *n, int ranks_on_node, dg_err *err) {
+/* Tenths of a GB: ranks differ by a few MB in what they already hold, and
+ * equal messages are printed once (dg_dist_agree). */
+int dg_mem_need_check(const dg_mem_need *n, int ranks_on_node, dg_err *err) {
     double need = dg_mem_need_total(n), have = (double)dg_mem_available_bytes(ranks_on_node);
     if (need <= have) return DG_OK;
     const double GB = 1e9;

@@ -47,6 +47,6 @@ void dg_mem_estimate_plan(const dg_sched_plan *p, const dg_dp_buckets *b, const 
 
 /* DG_OK when n fits dg_mem_available_bytes(ranks_on_node), else DG_EINPUT:
  * "memory: needs X GB, this rank has Y GB (parameters ..., ...)". */
-int dg_mem_check(const dg_mem_need *n, int ranks_on_node, dg_err *err);
+int dg_mem_need_check(const dg_mem_need *n, int ranks_on_node, dg_err *err);
 
 #endif /* DG_MEM_ESTIMATE_H */
