@@ -27,10 +27,9 @@ static void cost_sumsq(const dg_graph *g, const dg_node *n, dg_cost *c) {
 
 static int k_sumsq(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
                    void *const *out) {
-    (void)e;
     double s = 0;
     for (int i = 0; i < n->n_in; i++)
-        s += dg_cpu_sumsq(in[i], dg_tensor_numel(DG_IN(g, n, i)), (float)n->attrs.f[0]);
+        s += dg_cpu_sumsq(e->team, in[i], dg_tensor_numel(DG_IN(g, n, i)), (float)n->attrs.f[0]);
     *(double *)out[0] = s;
     return DG_OK;
 }

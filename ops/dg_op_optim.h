@@ -4,8 +4,9 @@
  * puts them into the step graph (phase DG_PHASE_OPTIMIZER); none has an
  * adjoint. Math in kernels/cpu/dg_cpu_adamw.h.
  *
- *   optim_sumsq(x0 .. x7 f32)  -> f64 [1]: sum over the inputs, in input and
- *          index order, of (x * scale)^2 (dg_cpu_sumsq). f[0] = scale.
+ *   optim_sumsq(x0 .. x7 f32)  -> f64 [1]: sum over the inputs, in input
+ *          order, of (x * scale)^2 (dg_cpu_sumsq: the same bits for any
+ *          thread count). f[0] = scale.
  *   optim_sum(x0 .. x7 f64)    -> f64 [1]: sum of every element, in input
  *          and index order (the partial sums of a group, or the per-rank
  *          values of an all-gather, added in rank order so that every rank

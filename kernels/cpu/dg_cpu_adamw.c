@@ -45,11 +45,32 @@ void dg_cpu_adamw(const dg_team *team, const dg_adamw_hparams *h, const float *p
     dg_cpu_adamw_scaled(team, h, 1.0f, 1.0f, p, g, m, v, p_out, m_out, v_out, n);
 }
 
-double dg_cpu_sumsq(const float *x, int64_t n, float scale) {
-    double s = 0;
-    for (int64_t i = 0; i < n; i++) {
-        float y = x[i] * scale;
-        s += (double)y * y;
+typedef struct sumsq_args {
+    const float *x;
+    int64_t n, block;
+    float scale;
+    double *part;
+} sumsq_args;
+
+static void sumsq_blocks(void *arg, int64_t b0, int64_t b1) {
+    const sumsq_args *a = arg;
+    for (int64_t b = b0; b < b1; b++) {
+        double s = 0;
+        for (int64_t i = b * a->block; i < a->n && i < (b + 1) * a->block; i++) {
+            float y = a->x[i] * a->scale;
+            s += (double)y * y;
+        }
+        a->part[b] = s;
     }
+}
+
+double dg_cpu_sumsq(const dg_team *team, const float *x, int64_t n, float scale) {
+    double part[DG_SUMSQ_BLOCKS];
+    int64_t nb = (n + 65535) / 65536;
+    if (nb > DG_SUMSQ_BLOCKS) nb = DG_SUMSQ_BLOCKS;
+    sumsq_args a = {x, n, nb > 0 ? (n + nb - 1) / nb : 1, scale, part};
+    dg_team_run(team, nb, sumsq_blocks, &a);
+    double s = 0;
+    for (int64_t b = 0; b < nb; b++) s += part[b];
     return s;
 }

@@ -66,8 +66,12 @@ void dg_cpu_adamw_scaled(const dg_team *team, const dg_adamw_hparams *h, float g
                          const float *v, float *p_out, float *m_out, float *v_out, int64_t n);
 
 /* Sum over x [n] of (x[i] * scale)^2: the product rounded to float (the
- * scaled gradient AdamW sees), squared and added in double, in index order,
- * on one thread, so the result does not depend on the team. */
-double dg_cpu_sumsq(const float *x, int64_t n, float scale);
+ * scaled gradient AdamW sees), squared and added in double. The elements
+ * are cut into at most DG_SUMSQ_BLOCKS blocks of at least 64Ki, a layout
+ * that depends on n alone; the team sums blocks in index order and the
+ * block sums are added in block order, so the result does not depend on
+ * the thread count. */
+#define DG_SUMSQ_BLOCKS 1024
+double dg_cpu_sumsq(const dg_team *team, const float *x, int64_t n, float scale);
 
 #endif /* DG_CPU_ADAMW_H */

@@ -133,7 +133,7 @@ static float **check_against_hand(int distributed, float **after_other, int *nt)
         CHECK(dg_run_serial(s.g, NULL, &s.b, NULL, &err) == DG_OK);
         double ss = 0;
         for (int t = 0; t < s.g->n_tensors; t++)
-            if (want[t]) ss += dg_cpu_sumsq(s.b.ptr[s.g->tensors[t].grad], dg_tensor_numel(&s.g->tensors[t]), 1.0f);
+            if (want[t]) ss += dg_cpu_sumsq(NULL, s.b.ptr[s.g->tensors[t].grad], dg_tensor_numel(&s.g->tensors[t]), 1.0f);
         int ok = 0;
         dg_dist_outcome(&d, &norm, &ok);
         clip = CLIP / (norm + 1e-6);
