@@ -49,7 +49,6 @@
 #include "dg_op.h"
 #include "dg_pass_dp.h"
 #include "dg_pass_optim.h"
-#include "dg_team.h"
 
 /* The pack op dg_pass_dp() needs: copies its inputs one after the other
  * into a flat f32 [attrs.i[0]], zero-filling the rest. */

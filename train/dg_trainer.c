@@ -376,6 +376,29 @@ static void log_line(const trainer *t, int it, int64_t consumed, double ms, cons
     fflush(stdout);
 }
 
+/* ---- the optimizer's side of a step ---------------------------------------------------------- */
+
+/* Before a training step: the learning rate and update count (bias
+ * correction) its graph's optimizer uses. Returns the learning rate. */
+static double optimizer_begin(trainer *t, const dg_lr_schedule *s, const dg_train_counters *k) {
+    double lr = dg_lr_at(s, (int)k->updates + 1);
+    dg_dist_set_step(&t->dist, lr, k->updates + 1, 1);
+    return lr;
+}
+
+/* After it: the gradient norm, and whether the graph's optimizer updated
+ * (not when the norm was not finite: Megatron's skipped iteration). Counts
+ * updates, skipped iterations and NaN iterations (a loss or norm that is
+ * not finite) in k. Returns 1 for a skipped iteration. */
+static int optimizer_end(trainer *t, const losses *l, dg_train_counters *k, double *gnorm) {
+    int updated = 0;
+    dg_dist_outcome(&t->dist, gnorm, &updated);
+    if (updated) k->updates++;
+    else k->skipped++;
+    if (!isfinite(l->total) || !isfinite(*gnorm)) k->nans++;
+    return !updated;
+}
+
 /* ---- the loop ---------------------------------------------------------------------------- */
 
 /* The rank grid and the data shards. Sizes that do not fit the world are
@@ -515,8 +538,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     for (int it = first_it; it <= c->train_iters && st == DG_OK; it++) {
         double t0 = dg_now();
         losses l = {0};
-        double lr = dg_lr_at(&sched, (int)k.updates + 1);
-        dg_dist_set_step(&t.dist, lr, k.updates + 1, 1);
+        double lr = optimizer_begin(&t, &sched, &k);
         t.iteration = it;
         /* --trace: record the second iteration this run makes (the first
          * warms caches up), or the only one. */
@@ -542,18 +564,9 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         if (st == DG_OK) st = average_losses(&t, &l, c->num_microbatches, err);
         if (st != DG_OK) break;
         k.consumed += c->global_batch_size;
-        /* The step's graph ran the optimizer (clipping, the NaN/inf skip,
-         * AdamW): did it update? */
         double gnorm = 0;
-        int updated = 0;
-        dg_dist_outcome(&t.dist, &gnorm, &updated);
-        int skip = !updated;
-        if (updated) k.updates++;
-        else {
-            k.skipped++;
-            window_skipped++;
-        }
-        if (!isfinite(l.total) || !isfinite(gnorm)) k.nans++;
+        int skip = optimizer_end(&t, &l, &k, &gnorm);
+        window_skipped += skip;
         k.iteration = it;
         if (hooks && hooks->on_iteration)
             hooks->on_iteration(hooks->ctx, it, l.lm, l.aux, l.z, gnorm, lr);

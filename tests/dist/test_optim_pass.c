@@ -28,14 +28,8 @@
 #include "dg_op_optim.h"
 #include "dg_verify.h"
 
-static int failures;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-            failures++;                                                           \
-        }                                                                         \
-    } while (0)
+static int rank, failures; /* one process: rank 0 */
+#include "dg_test_mpi.h"
 
 #define CLIP 0.02 /* --clip-grad: below the tiny model's first norm, so clipping is exercised */
 
