@@ -17,6 +17,7 @@
 #include "dg_lr.h"
 #include "dg_mem_estimate.h"
 #include "dg_op_basic.h"
+#include "dg_op_optim.h"
 #include "dg_sched.h"
 #include "dg_verify.h"
 
@@ -35,7 +36,8 @@ typedef struct trainer {
     int *params;       /* tensor ids of the parameters, in graph order */
     dg_grid *grid;     /* NULL: no MPI (a world of one) */
     dg_dp_buckets buckets; /* the DP pass's gradient buckets */
-    dg_dist dist;      /* accumulated gradients and optimizer state per bucket */
+    dg_optim optim;    /* the optimizer pass's tensors */
+    dg_dist dist;      /* the optimizer state per bucket, and the step's inputs */
     void **ptrs;       /* per tensor: its buffer in the runtime */
     dg_comm *data_comm; /* the data shards (NULL: one) */
     int data_rank, data_size, grad_shards; /* grad_shards: CP x EP x DP */
@@ -96,6 +98,25 @@ static void init_params(trainer *t) {
 
 /* ---- setup ---------------------------------------------------------------------- */
 
+/* Step 4 of setup: the optimizer as nodes of the step graph, over the DP
+ * pass's buckets (graph/passes/dg_pass_optim.h). */
+static int optimizer_pass(trainer *t, dg_comm *const groups[DG_AXIS_COUNT], dg_err *err) {
+    const dg_train_config *c = t->c;
+    dg_optim_opts oo;
+    memset(&oo, 0, sizeof oo);
+    oo.buckets = &t->buckets;
+    for (int a = 0; a < DG_AXIS_COUNT; a++) oo.group_size[a] = groups[a] ? groups[a]->size : 1;
+    oo.grad_scale = 1.0 / t->grad_shards;
+    oo.clip_grad = c->clip_grad;
+    oo.beta1 = c->adam_beta1;
+    oo.beta2 = c->adam_beta2;
+    oo.eps = c->adam_eps;
+    oo.weight_decay = c->weight_decay;
+    oo.ops = dg_optim_ops_get();
+    DG_TRY(dg_pass_optim(t->g, &oo, &t->optim, err));
+    return dg_verify_after(t->g, "optimizer pass", err);
+}
+
 /* The step graph, numbered like the design's flow:
  *   1. forward of every micro-batch of the global batch (the model builder,
  *      once per micro-batch, sharing the parameters), and the step's loss,
@@ -107,7 +128,9 @@ static void init_params(trainer *t) {
  *   3. the DP pass: gradient buckets, each packed and all-reduced (or
  *      reduce-scattered) on the comm stream, and with --overlap-param-gather
  *      the gathers of the updated parameters under the forward;
- *   4. the plan (priorities, streams, memory) and the runtime, whose comm
+ *   4. the optimizer pass: gradient norm, clipping, the NaN/inf skip, AdamW
+ *      and the parameter all-gather (optimizer_pass below);
+ *   5. the plan (priorities, streams, memory) and the runtime, whose comm
  *      groups come from the rank grid. */
 static int setup(trainer *t, dg_err *err) {
     dg_train_config *c = t->c;
@@ -151,10 +174,11 @@ static int setup(trainer *t, dg_err *err) {
                       dg_dist_unpack_op()};
     DG_TRY(dg_pass_dp(t->g, &dpo, &t->buckets, err));
     DG_TRY(dg_verify_after(t->g, "dp pass", err));
+    DG_TRY(optimizer_pass(t, groups, err));
 
     /* What the loop reads after a step: the losses, the routers' counts and
-     * the reduced gradient buckets. */
-    int *keep = dg_malloc(sizeof(int) * (size_t)((4 + DG_MODEL_MAX_TRACKED) * t->n_mb + t->buckets.n));
+     * the optimizer's status (gradient norm, whether it updated). */
+    int *keep = dg_malloc(sizeof(int) * (size_t)((4 + DG_MODEL_MAX_TRACKED) * t->n_mb + 1));
     int n_keep = 0;
     for (int mb = 0; mb < t->n_mb; mb++) {
         const dg_model_io *io = &t->io[mb];
@@ -164,8 +188,7 @@ static int setup(trainer *t, dg_err *err) {
         for (int l = 0; l < DG_MODEL_MAX_TRACKED && l < c->model.num_layers; l++)
             if (io->tokens_per_expert[l] >= 0) keep[n_keep++] = io->tokens_per_expert[l];
     }
-    for (int i = 0; i < t->buckets.n; i++)
-        if (t->buckets.b[i].reduced >= 0) keep[n_keep++] = t->buckets.b[i].reduced;
+    keep[n_keep++] = t->optim.status;
     dg_sched_opts so = {keep, n_keep, 0};
     t->plan = dg_sched_plan_new(t->g, &so, err);
     dg_free(keep);
@@ -195,8 +218,7 @@ static int setup(trainer *t, dg_err *err) {
         if (t->g->tensors[i].role == DG_ROLE_PARAMETER) t->params[t->n_params++] = i;
     init_params(t);
     /* After init: the master weights start as a copy of the parameters. */
-    dg_dist_init(&t->dist, t->g, &t->buckets, c->use_distributed_optimizer, t->grid ? groups : NULL,
-                 t->data_comm, t->ptrs);
+    dg_dist_init(&t->dist, t->g, &t->buckets, &t->optim, t->grid ? groups : NULL, t->ptrs);
     t->expert_tokens = dg_calloc((size_t)c->model.num_layers * (size_t)DG_MAX(c->model.num_experts, 1),
                                  sizeof(int64_t));
     t->batch = dg_malloc(sizeof(int32_t) * (size_t)c->model.micro_batch_size *
@@ -207,6 +229,7 @@ static int setup(trainer *t, dg_err *err) {
 
 static void teardown(trainer *t) {
     dg_dist_free(&t->dist);
+    dg_optim_free(&t->optim);
     dg_dp_buckets_free(&t->buckets);
     dg_free(t->params);
     dg_free(t->io);
@@ -317,6 +340,7 @@ static int run_eval(trainer *t, int it, dg_err *err) {
     if (c->eval_iters <= 0 || (!t->feed.mock && !t->feed.data.split[DG_SPLIT_VALID].present))
         return DG_OK;
     losses l = {0};
+    dg_dist_set_step(&t->dist, 0.0, 1, 0); /* the step graph's optimizer must not update */
     for (int k = 0; k < c->eval_iters; k++) {
         DG_TRY(run_step(t, DG_SPLIT_VALID, t->eval_consumed, &l, err));
         t->eval_consumed += (int64_t)c->model.micro_batch_size * t->data_size * t->n_mb;
@@ -375,6 +399,36 @@ static void log_line(const trainer *t, int it, int64_t consumed, double ms, cons
            " peak memory (MB): %.0f |\n",
            gnorm, (long long)skipped, (long long)nans, peak_rss_mb());
     fflush(stdout);
+}
+
+/* ---- the optimizer's side of a step ---------------------------------------------------------- */
+
+/* Before a training step: the learning rate and update count (bias
+ * correction) its graph's optimizer uses. Returns the learning rate. */
+static double optimizer_begin(trainer *t, const dg_lr_schedule *s, const dg_train_counters *k) {
+    double lr = dg_lr_at(s, (int)k->updates + 1);
+    dg_dist_set_step(&t->dist, lr, k->updates + 1, 1);
+    return lr;
+}
+
+/* After it: the gradient norm, and whether the graph's optimizer updated
+ * (not when the norm was not finite: Megatron's skipped iteration). Counts
+ * updates, skipped iterations and NaN iterations (a loss or norm that is
+ * not finite) in k. Returns 1 for a skipped iteration. */
+/* As Megatron's training_log: a NaN iteration is one whose loss is NaN or
+ * infinite; a skipped one did not update the parameters (the graph's
+ * optimizer skips when the gradient norm is not finite, as a loss scaler
+ * does). Gradients can overflow while the loss is still finite, so the two
+ * counts differ. Returns whether the step was skipped; *nan_loss says
+ * whether it counts as a NaN iteration. */
+static int optimizer_end(trainer *t, const losses *l, dg_train_counters *k, double *gnorm, int *nan_loss) {
+    int updated = 0;
+    dg_dist_outcome(&t->dist, gnorm, &updated);
+    if (updated) k->updates++;
+    else k->skipped++;
+    *nan_loss = !isfinite(l->total);
+    k->nans += *nan_loss;
+    return !updated;
 }
 
 /* ---- the loop ---------------------------------------------------------------------------- */
@@ -458,12 +512,12 @@ static void print_startup(const trainer *t) {
     for (int i = 0; i < t->buckets.n; i++) elems += t->buckets.b[i].numel;
     printf("dagatron train: %s; global batch %d = micro batch %d x data-parallel %d x %d micro-batches; "
            "%d gradient buckets (%lld elements, %s, overlap %s%s); "
-           "optimizer state: %zu bytes per rank (fp32 master weights + exp_avg + exp_avg_sq%s)\n",
+           "optimizer state: %zu bytes per rank (%sexp_avg + exp_avg_sq%s)\n",
            grid, c->global_batch_size, c->model.micro_batch_size, t->data_size, c->num_microbatches,
            t->buckets.n, (long long)elems, c->use_distributed_optimizer ? "reduce-scatter" : "all-reduce",
            c->overlap_grad_reduce ? "on" : "off",
            c->overlap_param_gather ? ", parameters gathered under the next forward" : "",
-           dg_dist_state_bytes(&t->dist),
+           dg_dist_state_bytes(&t->dist), c->use_distributed_optimizer ? "fp32 master weights + " : "",
            c->use_distributed_optimizer ? ", distributed" : "");
     fflush(stdout);
 }
@@ -574,7 +628,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     for (int it = first_it; it <= c->train_iters && st == DG_OK; it++) {
         double t0 = dg_now();
         losses l = {0};
-        dg_dist_zero(&t.dist);
+        double lr = optimizer_begin(&t, &sched, &k);
         t.iteration = it;
         /* --trace: record the second iteration this run makes (the first
          * warms caches up), or the only one. */
@@ -587,7 +641,6 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
             t.stats = &stats;
         }
         st = run_step(&t, DG_SPLIT_TRAIN, k.consumed, &l, err);
-        if (st == DG_OK) dg_dist_accumulate(&t.dist, t.team, t.ptrs);
         if (tracing) {
             dg_runtime_set_trace(t.rt, NULL);
             t.stats = NULL;
@@ -603,31 +656,11 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         if (st == DG_OK) st = average_losses(&t, &l, c->num_microbatches, err);
         if (st != DG_OK) break;
         k.consumed += c->global_batch_size;
-        /* The reduced gradients are sums over the data shards of the
-         * micro-batches' mean: average them over the shards, as the loss is. */
-        if (t.grad_shards > 1) dg_dist_scale(&t.dist, t.team, (float)(1.0 / t.grad_shards));
         double gnorm = 0;
-        st = dg_dist_grad_norm(&t.dist, &gnorm, err);
-        if (st != DG_OK) break;
-        double lr = dg_lr_at(&sched, (int)k.updates + 1);
-        /* As Megatron's training_log: a NaN iteration is one whose loss is
-         * NaN or infinite; a skipped one did not update the parameters
-         * (its loss or its gradients were not finite, as a loss scaler
-         * skips). Gradients can overflow while the loss is still finite. */
-        int nan_loss = !isfinite(l.total), skip = nan_loss || !isfinite(gnorm);
-        k.nans += nan_loss;
+        int nan_loss = 0;
+        int skip = optimizer_end(&t, &l, &k, &gnorm, &nan_loss);
+        window_skipped += skip;
         window_nans += nan_loss;
-        if (skip) {
-            k.skipped++;
-            window_skipped++;
-        } else {
-            /* Megatron's clip_grad_norm_fp32: scale by max_norm / (norm + 1e-6) when below 1. */
-            double clip = c->clip_grad > 0 ? c->clip_grad / (gnorm + 1e-6) : 1.0;
-            dg_dist_hparams h = {lr, c->adam_beta1, c->adam_beta2, c->adam_eps, c->weight_decay,
-                                 ++k.updates, clip};
-            st = dg_dist_step(&t.dist, t.team, &h, t.ptrs, err);
-            if (st != DG_OK) break;
-        }
         k.iteration = it;
         if (hooks && hooks->on_iteration)
             hooks->on_iteration(hooks->ctx, it, l.lm, l.aux, l.z, gnorm, lr);
