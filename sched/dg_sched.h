@@ -9,7 +9,9 @@
  *   dg_sched_stats_print(&st, stdout, "");
  *
  * The plan (numbered as in dg_sched_plan.c):
- *   1. data edges: producer -> reader for every tensor read by a node;
+ *   1. data edges: producer -> reader for every tensor read by a node, and
+ *      the graph's ordering edges (dg_graph_add_order): both are
+ *      dependencies to every later step and to the executor;
  *   2. priorities: bottom levels from op cost, node->priority first (dg_prio.h);
  *   3. stream assignment: collectives (op->comm != DG_COMM_NONE) and nodes a
  *      pass put on DG_STREAM_COMM go to the comm stream, the rest to compute;
@@ -79,10 +81,10 @@ typedef struct dg_sched_plan {
     double *bottom;    /* bottom level (cost to the end of the step) */
     int *rank;         /* priority rank, 0 = most urgent */
     int *stream;       /* dg_stream_class of each node */
-    int *succ_off;     /* [n_nodes+1] CSR successors: data and memory edges */
+    int *succ_off;     /* [n_nodes+1] CSR successors: data, ordering and memory edges */
     int *succ;
     int *npred;        /* number of predecessors (in-degree over succ) */
-    int n_data_edges, n_mem_edges;
+    int n_data_edges, n_order_edges, n_mem_edges; /* ordering edges: those not parallel to a data edge */
     int n_stream[DG_STREAM_COUNT];  /* tasks per stream */
     int *seq[DG_STREAM_COUNT];      /* each stream's tasks in plan order */
     dg_memplan mem;

@@ -207,7 +207,8 @@ dg_sched_plan *dg_sched_plan_new(const dg_graph *g, const dg_sched_opts *o, dg_e
     p->stream = dg_malloc(sizeof(int) * sz);
     p->npred = dg_calloc(sz, sizeof(int));
 
-    /* 1. data edges, and a plain topological order (also the cycle check) */
+    /* 1. data edges, ordering edges, and a plain topological order (also
+     * the cycle check) */
     edge_list el = {0};
     for (int v = 0; v < nn; v++)
         for (int i = 0; i < g->nodes[v].n_in; i++) {
@@ -218,6 +219,15 @@ dg_sched_plan *dg_sched_plan_new(const dg_graph *g, const dg_sched_opts *o, dg_e
         }
     edges_unique(&el);
     p->n_data_edges = el.n;
+    /* ... and the ordering edges (a schedule a pass wrote into the graph);
+     * one parallel to a data edge adds nothing */
+    for (int i = 0; i < g->n_order; i++) {
+        const dg_order_edge *e = &g->order[i];
+        if (e->before >= 0 && e->before < nn && e->after >= 0 && e->after < nn)
+            edges_push(&el, e->before, e->after);
+    }
+    edges_unique(&el);
+    p->n_order_edges = el.n - p->n_data_edges;
     if (dg_graph_topo_order(g, p->order, err) != DG_OK) {
         dg_free(el.e);
         dg_sched_plan_free(p);
@@ -256,8 +266,8 @@ dg_sched_plan *dg_sched_plan_new(const dg_graph *g, const dg_sched_opts *o, dg_e
             return NULL;
         }
         /* 6. memory edges */
+        int before = el.n;
         memory_edges(g, &p->mem, &el);
-        int before = p->n_data_edges;
         edges_unique(&el);
         p->n_mem_edges = el.n - before;
     }
@@ -301,9 +311,9 @@ void dg_sched_plan_print(const dg_sched_plan *p, FILE *f) {
     double span = p->n_nodes ? p->sim_end[p->order[p->n_nodes - 1]] : 0;
     for (int v = 0; v < p->n_nodes; v++) span = DG_MAX(span, p->sim_end[v]);
     fprintf(f,
-            "plan: %d tasks (compute %d, comm %d), %d data edges + %d memory edges, critical path "
+            "plan: %d tasks (compute %d, comm %d), %d data + %d ordering + %d memory edges, critical path "
             "%.4g cost units, simulated step %.4g\n",
             p->n_nodes, p->n_stream[DG_STREAM_COMPUTE], p->n_stream[DG_STREAM_COMM], p->n_data_edges,
-            p->n_mem_edges, crit, span);
+            p->n_order_edges, p->n_mem_edges, crit, span);
     if (p->planned) dg_memplan_print(&p->mem, f);
 }
