@@ -136,7 +136,8 @@ typedef struct dg_node {
     int stage;                    /* pipeline stage, 0 without PP */
     dg_stream_class stream;       /* from the op, may be overridden by a pass */
     dg_axis group;                /* collectives: the axis whose group they run over */
-    int priority;                 /* larger runs first; set by sched or a pass */
+    int priority;                 /* explicit scheduling override, larger first; 0 unless a test
+                                   * sets it: schedules are ordering edges (sched/dg_prio.h) */
     int fwd_node;                 /* backward/recompute: the forward node it came from, else -1 */
 } dg_node;
 
