@@ -4,6 +4,7 @@
 # slowdown": the new build within 5% of the old).
 #
 #   ROUNDS=3 ITERS=20 bash bench/bench_ab.sh /tmp/dg_prev/build build
+#   WORKLOADS="main-ep2" ROUNDS=8 ITERS=8 bash bench/bench_ab.sh OLD NEW   (one workload)
 #
 # Three workloads, each run ROUNDS times per build, the builds alternating
 # (old-new, then new-old, ...):
@@ -50,7 +51,10 @@ run() { # workload build -> tokens/s on stdout
   esac || { echo "bench_ab: $w with $b failed:" >&2; tail -5 "$log" >&2; exit 1; }
 }
 
-WORKLOADS=(bench_train main-1 main-ep2)
+read -r -a WORKLOADS <<<"${WORKLOADS:-bench_train main-1 main-ep2}"
+for w in "${WORKLOADS[@]}"; do
+  case $w in bench_train | main-1 | main-ep2) ;; *) echo "bench_ab: unknown workload '$w'" >&2; exit 2 ;; esac
+done
 for r in $(seq 1 "$ROUNDS"); do
   if [ $((r % 2)) = 1 ]; then pair=("$OLD" "$NEW"); else pair=("$NEW" "$OLD"); fi
   for w in "${WORKLOADS[@]}"; do
@@ -63,7 +67,7 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 echo "== bench_ab: $ROUNDS rounds, $ITERS iterations per training run; old=$OLD new=$NEW =="
-worst=1
+worst=1e9
 for w in "${WORKLOADS[@]}"; do
   ratio=$(paste "$TMP/$w.new" "$TMP/$w.old" | awk '{print $1 / $2}' | median)
   printf '%-12s old %10.1f tokens/s | new %10.1f tokens/s | median new/old %.3f\n' "$w" \
