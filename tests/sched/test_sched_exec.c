@@ -218,6 +218,43 @@ static void test_priorities(void **state) {
     dg_graph_free(g);
 }
 
+/* The policy's rule 2 (dg_prio.h): compute whose output a collective reads
+ * runs before ready compute with a longer path to the end, so the transfer
+ * starts early and runs beside that compute. */
+static void test_compute_feeding_comm_first(void **state) {
+    (void)state;
+    dg_graph *g = dg_graph_new("feed");
+    int x = dg_input_new(g, "x", DG_F32, 2, DG_SHAPE(8, 8));
+    int h = t_mix(g, &x, 1, 0, "long0");
+    for (int i = 1; i < 4; i++) h = t_mix(g, &h, 1, 0, NULL);
+    int f = t_mix(g, &x, 1, 0, "feeder");
+    int fn = g->tensors[f].producer, ln = 0;
+    int c = dg_all_reduce(g, f, DG_AXIS_DP, 1);
+    t_mix(g, (int[]){h, c}, 2, 0, "join");
+    dg_err err = {{0}};
+    dg_sched_plan *p = dg_sched_plan_new(g, NULL, &err);
+    assert_non_null(p);
+    assert_true(p->bottom[ln] > p->bottom[fn]);
+    assert_int_equal(p->feeds[fn], 1);
+    assert_int_equal(p->feeds[ln], 0);
+    assert_true(p->rank[fn] < p->rank[ln]);
+    dg_runtime_opts ro = {.compute_threads = 1};
+    dg_runtime *rt = dg_runtime_new(&ro, &err);
+    t_ops_reset_stamps();
+    assert_int_equal(dg_sched_run(p, rt, NULL, &err), DG_OK);
+    assert_true(t_ops_end[fn] <= t_ops_start[ln]);
+    dg_runtime_free(rt);
+    dg_sched_plan_free(p);
+
+    /* a cost model that is not one is refused */
+    dg_cost_model m = dg_cost_model_default();
+    m.comm_bytes_per_s = 0;
+    dg_sched_opts o = {.cost = &m};
+    assert_null(dg_sched_plan_new(g, &o, &err));
+    assert_non_null(strstr(err.msg, "cost model"));
+    dg_graph_free(g);
+}
+
 /* Ordering edges are dependencies like data edges: the plan, its simulated
  * schedule, the executor and the serial executor all obey them, across
  * streams too. The fan of 8 independent leaves (node 3 heads the longest
@@ -368,6 +405,7 @@ int main(void) {
         cmocka_unit_test(test_dependency_order),
         cmocka_unit_test(test_priorities),
         cmocka_unit_test(test_order_edges),
+        cmocka_unit_test(test_compute_feeding_comm_first),
         cmocka_unit_test(test_self_collectives),
         cmocka_unit_test(test_kernel_failure),
         cmocka_unit_test(test_compute_op_on_comm_stream),
