@@ -101,7 +101,9 @@ static void init_params(trainer *t) {
  *   2. autodiff: backward from the loss. Gradients of the shared parameters
  *      add up over the micro-batches inside the graph, so the DP pass below
  *      reduces each bucket once per step, as Megatron does on the last
- *      micro-batch, and overlaps that with the end of backward;
+ *      micro-batch, and overlaps that with the end of backward; then the
+ *      micro-batch order pass (ordering edges: each micro-batch's forward
+ *      and backward before the next starts);
  *   3. the DP pass: gradient buckets, each packed and all-reduced (or
  *      reduce-scattered) on the comm stream, and with --overlap-param-gather
  *      the gathers of the updated parameters under the forward;
