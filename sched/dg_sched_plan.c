@@ -75,8 +75,8 @@ static int born_cmp(const void *a, const void *b) {
 
 /* 4. Discrete-event simulation: at most one task per stream at a time; an
  * idle stream starts its most urgent ready task (by rank); time advances to
- * the earliest end. Durations are the cost model's times (> 0: at least the
- * per-task cost), so a producer ends strictly before its consumers start, and
+ * the earliest end. Durations are the cost model's times (sim_durations below),
+ * so a producer ends strictly before its consumers start, and
  * sorting by start time gives a topological order. Ties in start time keep
  * dispatch order. */
 typedef struct sim_key {
@@ -90,9 +90,26 @@ static int sim_cmp(const void *pa, const void *pb) {
     return (a->seq > b->seq) - (a->seq < b->seq);
 }
 
+/* Durations for the simulation: the modelled times, each raised to at least
+ * total x 2^-50, so the clock (below about twice the total) moves by every
+ * duration: doubles are exact to 2^-52 relative. A node must end strictly
+ * after it starts, or a producer and its reader get the same time, the
+ * memory planner lets their tensors share bytes, and the plan breaks its own
+ * order (the assertion on memory edges). The per-task cost makes this rare;
+ * a step of 2^50 tasks' worth of modelled time would need it. */
+static double *sim_durations(const dg_sched_plan *p) {
+    int nn = p->n_nodes;
+    double *d = dg_malloc(sizeof(double) * (size_t)DG_MAX(nn, 1)), total = 0;
+    for (int v = 0; v < nn; v++) total += p->time[v];
+    double floor_s = total * 0x1p-50;
+    for (int v = 0; v < nn; v++) d[v] = DG_MAX(p->time[v], floor_s);
+    return d;
+}
+
 static void simulate(dg_sched_plan *p, const edge_list *el, const int *doff, const int *dsucc) {
     int nn = p->n_nodes;
     size_t sz = (size_t)DG_MAX(nn, 1);
+    double *dur = sim_durations(p);
     int *indeg = dg_calloc(sz, sizeof(int));
     for (int i = 0; i < el->n; i++) indeg[edge_to(el->e[i])]++;
     dg_heap h[DG_STREAM_COUNT];
@@ -109,7 +126,7 @@ static void simulate(dg_sched_plan *p, const edge_list *el, const int *doff, con
                 int v = dg_heap_pop(&h[s]);
                 running[s] = v;
                 p->sim_start[v] = now;
-                p->sim_end[v] = now + p->time[v];
+                p->sim_end[v] = now + dur[v];
                 keys[dispatched] = (sim_key){now, dispatched, v};
                 dispatched++;
             }
@@ -133,6 +150,7 @@ static void simulate(dg_sched_plan *p, const edge_list *el, const int *doff, con
     for (int s = 0; s < DG_STREAM_COUNT; s++) dg_free(h[s].a);
     dg_free(keys);
     dg_free(indeg);
+    dg_free(dur);
 }
 
 static void memory_edges(const dg_graph *g, const dg_memplan *mp, edge_list *l) {
@@ -268,7 +286,7 @@ dg_sched_plan *dg_sched_plan_new(const dg_graph *g, const dg_sched_opts *o, dg_e
     dg_free(is_comm);
 
     /* 4. the plan order: a simulated run of both streams, each taking its
-     * most urgent ready task, with op cost as duration */
+     * most urgent ready task, with the modelled time as duration */
     p->sim_start = dg_malloc(sizeof(double) * sz);
     p->sim_end = dg_malloc(sizeof(double) * sz);
     simulate(p, &el, doff, dsucc);

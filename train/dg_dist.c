@@ -189,27 +189,46 @@ typedef struct outcome {
     char msg[DG_ERR_LEN];
 } outcome;
 
+/* Who says what, once the outcomes are known: a failing rank reports its
+ * own message unless a lower rank failed with the same one; the rank is
+ * named unless every rank failed with that same message (bad input all
+ * ranks see, which rank 0 then reports alone). */
+static void agree_report(const outcome *all, int size, int me, dg_err *err) {
+    int same = 1;
+    for (int r = 1; r < size && same; r++) same = all[r].st != DG_OK && !strcmp(all[r].msg, all[0].msg);
+    const outcome *o = &all[me];
+    int dup = 0;
+    for (int r = 0; r < me && !dup; r++) dup = all[r].st != DG_OK && !strcmp(all[r].msg, o->msg);
+    if (o->st == DG_OK || dup) err->msg[0] = 0;
+    else if (same) snprintf(err->msg, sizeof err->msg, "%s", o->msg);
+    else snprintf(err->msg, sizeof err->msg, "rank %d: %.*s", me, DG_ERR_LEN - 16, o->msg);
+}
+
 int dg_dist_agree(dg_comm *c, int st, dg_err *err) {
     if (!c || c->size == 1) return st;
+    /* The common case costs one small all-reduce: how many ranks failed. */
+    int32_t failed = st != DG_OK, total = 0;
+    dg_comm_req req = {0};
+    dg_err e2 = {{0}};
+    int cs = c->ops->all_reduce(c, &failed, &total, 1, DG_I32, &req, &e2);
+    if (cs == DG_OK) cs = c->ops->wait(c, &req, &e2);
+    if (cs != DG_OK) return dg_err_set(err, DG_EINTERNAL, "%s", e2.msg);
+    if (total == 0) return DG_OK;
     outcome mine;
     memset(&mine, 0, sizeof mine);
     mine.st = st;
     if (st != DG_OK && err) memcpy(mine.msg, err->msg, sizeof mine.msg);
     outcome *all = dg_malloc(sizeof *all * (size_t)c->size);
-    dg_comm_req req = {0};
-    dg_err e2 = {{0}};
-    int cs = c->ops->all_gather(c, &mine, all, (int64_t)sizeof mine, DG_U8, &req, &e2);
+    cs = c->ops->all_gather(c, &mine, all, (int64_t)sizeof mine, DG_U8, &req, &e2);
     if (cs == DG_OK) cs = c->ops->wait(c, &req, &e2);
     if (cs != DG_OK) {
         dg_free(all);
         return dg_err_set(err, DG_EINTERNAL, "%s", e2.msg);
     }
-    for (int i = 0; i < c->size; i++)
-        if (all[i].st != DG_OK) {
-            st = all[i].st;
-            if (err) memcpy(err->msg, all[i].msg, sizeof err->msg);
-            break;
-        }
+    for (int r = c->size - 1; r >= 0; r--)
+        if (all[r].st != DG_OK) st = all[r].st; /* the lowest failing rank's status */
+    dg_err local = {{0}};
+    agree_report(all, c->size, c->rank, err ? err : &local);
     dg_free(all);
     return st;
 }

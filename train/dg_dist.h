@@ -6,9 +6,11 @@
  * already summed over its micro-batches inside the graph; dg_pass_dp() adds
  * a pack and a collective per bucket (graph/dg_pass_dp.h), which runs once
  * per step, like Megatron's reduction on the last micro-batch, overlapping
- * the end of backward. After the step, dg_dist_accumulate() copies every
+ * the end of backward. After the step, dg_dist_accumulate() adds every
  * bucket's reduced gradient (the collective's output: the whole bucket, or
- * this rank's shard of it) into an fp32 accumulator.
+ * this rank's shard of it; on a world of one, where the buckets are only a
+ * layout, the parameters' gradients themselves) to an fp32 accumulator,
+ * zeroed at the start of each iteration (dg_dist_zero).
  *
  * Averaging. The step's loss is the mean over its micro-batches; the global
  * loss is the mean over the data shards (CP x EP x DP ranks) too, so after
@@ -94,13 +96,22 @@ void dg_dist_zero(dg_dist *d);
 /* Add the reduced buckets of the step just run (ptrs: dg_runtime_ptr). */
 void dg_dist_accumulate(dg_dist *d, const dg_team *team, void *const *ptrs);
 
-/* Scale the accumulators by s (1 / (data shards x micro-batches)). */
+/* Scale the accumulators by s: 1 / data shards (the step's loss is already
+ * the mean over its micro-batches). */
 void dg_dist_scale(dg_dist *d, const dg_team *team, float s);
 
-/* Every rank of c ends with the status and message of the lowest failing
- * rank (a save fails on the writer alone, a file may be missing on one
- * rank), so all ranks stop together and rank 0 can print the reason once.
- * Collective over c (NULL: a group of one, st is returned). */
+/* Agree on an outcome that may differ between ranks (a save fails on the
+ * writer alone, a file may be missing on one rank, one data shard holds a
+ * bad token): every rank of c returns DG_OK if all ranks passed DG_OK, else
+ * the status of the lowest failing rank, so all ranks stop together. On
+ * failure err tells each rank whether to print: it keeps this rank's own
+ * message, as "rank R: <msg>", if this rank failed and no lower rank failed
+ * with the same message; the message stays plain when every rank failed with
+ * the same one (then only rank 0 keeps it); otherwise err->msg is emptied
+ * (another rank reports). So each distinct failure is printed once. Call it
+ * once per failure. Collective over c: one all-reduce of a flag, plus an
+ * all-gather of the messages when some rank failed (NULL or a group of one:
+ * st and err are returned as they are). */
 int dg_dist_agree(dg_comm *c, int st, dg_err *err);
 
 /* Global L2 norm of the accumulated gradients (the same on every rank). */

@@ -15,6 +15,7 @@
 #include "dg_grid.h"
 #include "dg_flops.h"
 #include "dg_lr.h"
+#include "dg_mem_estimate.h"
 #include "dg_op_basic.h"
 #include "dg_pass_mb_order.h"
 #include "dg_sched.h"
@@ -48,6 +49,8 @@ typedef struct trainer {
     int64_t eval_consumed;     /* validation samples read so far */
     dg_sched_stats *stats;     /* non-NULL: the step being traced records here */
     dg_train_result *res;      /* step statistics add up here */
+    int failure_agreed;        /* the failure being returned is known to every rank */
+    int ranks_on_node;         /* ranks sharing this node's memory */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -167,6 +170,9 @@ static int setup(trainer *t, dg_err *err) {
     t->plan = dg_sched_plan_new(t->g, &so, err);
     dg_free(keep);
     if (!t->plan) return DG_EINPUT;
+    dg_mem_need need;
+    dg_mem_estimate_plan(t->plan, &t->buckets, c, &need);
+    DG_TRY(dg_mem_need_check(&need, t->ranks_on_node, err)); /* check 3 of dg_mem_estimate.h */
     dg_runtime_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.compute_threads = c->compute_threads;
@@ -213,6 +219,20 @@ static void teardown(trainer *t) {
     dg_feed_close(&t->feed);
 }
 
+/* ---- failures across ranks ------------------------------------------------------------ */
+
+/* A step boundary: every rank says whether its local work (reading its data
+ * shard, writing the trace) failed, before anyone enters a collective the
+ * failing rank would never join (dg_dist_agree: one small all-reduce when
+ * all is well). A failure that did not go through here, e.g. inside a step's
+ * collectives, leaves the run stranded: the caller aborts the job
+ * (dg_train_result.stranded). */
+static int agree(trainer *t, int st, dg_err *err) {
+    if (t->grid) st = dg_dist_agree(t->grid->world_comm, st, err);
+    t->failure_agreed = st != DG_OK;
+    return st;
+}
+
 /* ---- one step ---------------------------------------------------------------------- */
 
 typedef struct losses {
@@ -250,7 +270,11 @@ static int fill_microbatch(trainer *t, int split, int mb, int64_t consumed, dg_e
 static int run_step(trainer *t, int split, int64_t consumed, losses *l, dg_err *err) {
     const dg_model_config *m = &t->c->model;
     int64_t per_mb = (int64_t)m->micro_batch_size * t->data_size;
-    for (int mb = 0; mb < t->n_mb; mb++) DG_TRY(fill_microbatch(t, split, mb, consumed + mb * per_mb, err));
+    int fill = DG_OK;
+    for (int mb = 0; mb < t->n_mb && fill == DG_OK; mb++)
+        fill = fill_microbatch(t, split, mb, consumed + mb * per_mb, err);
+    /* One shard may hold a bad token: agree before the step's collectives. */
+    DG_TRY(agree(t, fill, err));
     dg_sched_stats st;
     DG_TRY(dg_sched_run(t->plan, t->rt, &st, err));
     if (t->stats) *t->stats = st;
@@ -372,7 +396,15 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
                         c->expert_model_parallel_size, c->pipeline_model_parallel_size, 0};
     int st = DG_OK;
     t->grid = dg_grid_new(comm, &sz, &st, err);
-    if (!t->grid) return st;
+    if (!t->grid) {
+        /* The sizes and the world are the same on every rank, and so is
+         * this failure: rank 0 reports it. */
+        int rank = 0;
+        MPI_Comm_rank(comm, &rank);
+        if (rank != 0) err->msg[0] = 0;
+        t->failure_agreed = 1;
+        return st;
+    }
     const char *todo = sz.tp > 1 ? "--tensor-model-parallel-size" : sz.cp > 1 ? "--context-parallel-size"
                      : sz.pp > 1 ? "--pipeline-model-parallel-size" : NULL;
     if (todo)
@@ -384,6 +416,30 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
     t->log = t->grid->rank == 0;
     c->dp_size = t->data_size;
     return DG_OK;
+}
+
+/* Ranks of comm on this node: they share its memory. */
+static int ranks_on_node(MPI_Comm comm) {
+    if (comm == MPI_COMM_NULL) return 1;
+    MPI_Comm node;
+    int n = 1;
+    DG_CHECK0(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    MPI_Comm_size(node, &n);
+    MPI_Comm_free(&node);
+    return n;
+}
+
+/* Checks 1 and 2 of dg_mem_estimate.h: before the data is opened (its
+ * sample indices grow with the batch and the iterations), with the
+ * vocabulary the flags give, and before the step graph is built. */
+static int check_memory_flags(trainer *t, int data_open, dg_err *err) {
+    const dg_train_config *c = t->c;
+    int64_t vocab = c->model.vocab_size;
+    if (!data_open)
+        vocab = c->mock_data || !strcmp(c->tokenizer_type, "NullTokenizer") ? (int64_t)c->null_vocab_size + 1 : 0;
+    dg_mem_need need;
+    dg_mem_estimate_config(c, vocab, t->data_size, !data_open, &need);
+    return dg_mem_need_check(&need, t->ranks_on_node, err);
 }
 
 static void print_startup(const trainer *t) {
@@ -438,7 +494,9 @@ static int check_save(const trainer *t, dg_err *err) {
 static int save_ckpt(trainer *t, const dg_train_counters *k, dg_err *err) {
     DG_TRY(dg_dist_sync_params(&t->dist, t->ptrs, err));
     dg_ckpt_run r = ckpt_run_of(t);
-    DG_TRY(dg_dist_ckpt_save(&r, &t->dist, t->params, t->n_params, t->ptrs, k, err));
+    int st = dg_dist_ckpt_save(&r, &t->dist, t->params, t->n_params, t->ptrs, k, err);
+    t->failure_agreed = st != DG_OK; /* dg_dist_ckpt_save agrees on its outcome */
+    DG_TRY(st);
     if (t->log) printf(" saved checkpoint at iteration %8lld to %s\n", (long long)k->iteration, t->c->save);
     fflush(stdout);
     return DG_OK;
@@ -463,15 +521,18 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     /* The grid first (a world that does not fit is bad input, before any
      * work), then the data: its tokenizer decides the vocabulary. */
     int st = setup_grid(&t, comm, err);
+    if (st == DG_OK) t.ranks_on_node = ranks_on_node(comm);
     /* What --load means is known before any work (dg_ckpt_paths.h). */
     dg_ckpt_load_plan load_plan = DG_CKPT_LOAD_NONE;
     if (st == DG_OK) st = dg_ckpt_plan_load(c->load, c->save, &load_plan, err);
+    if (st == DG_OK) st = check_memory_flags(&t, 0, err);
     int gbs = c->global_batch_size > 0 ? c->global_batch_size : c->model.micro_batch_size * c->dp_size;
     int evals = c->eval_iters > 0 ? c->train_iters / c->eval_interval + 1 : 0;
     int64_t want[3] = {(int64_t)c->train_iters * gbs, (int64_t)evals * c->eval_iters * gbs,
                        (int64_t)c->eval_iters * gbs};
     if (st == DG_OK) st = dg_feed_open(&t.feed, c, want, err);
     if (st == DG_OK) st = dg_train_config_finish(c, t.feed.vocab, err);
+    if (st == DG_OK) st = check_memory_flags(&t, 1, err);
     if (st == DG_OK) st = setup(&t, err);
     if (st == DG_OK) st = check_save(&t, err);
     dg_train_counters k = {0};
@@ -480,8 +541,8 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         st = dg_dist_ckpt_load(&r, &t.dist, t.params, t.n_params, t.ptrs, &k, err);
     }
     /* Setup can fail on one rank alone (a file only it cannot read): every
-     * rank stops with the first failing rank's message before training. */
-    if (t.grid) st = dg_dist_agree(t.grid->world_comm, st, err);
+     * rank stops before training, and each distinct reason is printed once. */
+    st = agree(&t, st, err);
     if (st != DG_OK) {
         teardown(&t);
         dg_grid_free(t.grid);
@@ -531,7 +592,9 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         if (tracing) {
             dg_runtime_set_trace(t.rt, NULL);
             t.stats = NULL;
-            if (st == DG_OK && t.log) st = dg_trace_write(tr, c->trace, err);
+            /* The trace is written by rank 0 alone: agree before the
+             * collectives that follow. */
+            if (st == DG_OK) st = agree(&t, t.log ? dg_trace_write(tr, c->trace, err) : DG_OK, err);
             if (st == DG_OK && t.log) {
                 printf(" trace of iteration %d written to %s\n", it, c->trace);
                 dg_sched_stats_print(&stats, stdout, "   ");
@@ -617,6 +680,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         final->on_param(final->ctx, &t.g->tensors[t.params[i]], t.ptrs[t.params[i]]);
     res->skipped = (int)k.skipped;
     res->nan_iters = (int)k.nans;
+    res->stranded = st != DG_OK && t.grid && t.grid->world > 1 && !t.failure_agreed;
     teardown(&t);
     dg_grid_free(t.grid);
     return st;
