@@ -18,6 +18,7 @@
 #include "dg_mem_estimate.h"
 #include "dg_op_basic.h"
 #include "dg_op_optim.h"
+#include "dg_pass_mb_order.h"
 #include "dg_sched.h"
 #include "dg_verify.h"
 
@@ -124,7 +125,9 @@ static int optimizer_pass(trainer *t, dg_comm *const groups[DG_AXIS_COUNT], dg_e
  *   2. autodiff: backward from the loss. Gradients of the shared parameters
  *      add up over the micro-batches inside the graph, so the DP pass below
  *      reduces each bucket once per step, as Megatron does on the last
- *      micro-batch, and overlaps that with the end of backward;
+ *      micro-batch, and overlaps that with the end of backward; then the
+ *      micro-batch order pass (ordering edges: each micro-batch's forward
+ *      and backward before the next starts);
  *   3. the DP pass: gradient buckets, each packed and all-reduced (or
  *      reduce-scattered) on the comm stream, and with --overlap-param-gather
  *      the gathers of the updated parameters under the forward;
@@ -145,6 +148,7 @@ static int setup(trainer *t, dg_err *err) {
     for (int mb = t->n_mb - 1; mb >= 0; mb--) {
         dg_graph_set_microbatch(t->g, t->n_mb > 1 ? mb : -1);
         DG_TRY(dg_model_build_forward(t->g, &c->model, &t->io[mb], err));
+        dg_graph_set_microbatch(t->g, -1); /* the sum joins micro-batches: it belongs to none */
         total = total < 0 ? t->io[mb].loss : dg_add(t->g, total, t->io[mb].loss);
     }
     dg_graph_set_microbatch(t->g, -1);
@@ -152,15 +156,11 @@ static int setup(trainer *t, dg_err *err) {
     if (t->g->status != DG_OK) return dg_err_set(err, t->g->status, "step graph: %s", t->g->err.msg);
     DG_TRY(dg_autodiff(t->g, t->loss, dg_ops_autodiff(), NULL, err));
     DG_TRY(dg_verify_after(t->g, "autodiff", err));
-    dg_ep_prioritize(t->g); /* start the EP all-to-alls early (moe/dg_ep.h) */
-    /* Micro-batches in order: each runs forward and backward before the next
-     * starts (as the 1F1B schedule keeps one in flight), so the arena holds
-     * one micro-batch's activations, not all of them. The nodes outside any
-     * micro-batch (the step's loss and the seed of backward) come first. */
-    for (int i = 0; t->n_mb > 1 && i < t->g->n_nodes; i++) {
-        dg_node *n = &t->g->nodes[i];
-        n->priority += 4 * (n->microbatch >= 0 ? t->n_mb - 1 - n->microbatch : t->n_mb);
-    }
+    /* Micro-batches in order, as ordering edges: each runs forward and
+     * backward before the next starts, so the arena holds one micro-batch's
+     * activations, not all of them. */
+    DG_TRY(dg_pass_mb_order(t->g, NULL, err));
+    DG_TRY(dg_verify_after(t->g, "micro-batch order", err));
 
     dg_comm *groups[DG_AXIS_COUNT] = {0};
     if (t->grid) dg_grid_runtime_groups(t->grid, groups);
@@ -189,7 +189,7 @@ static int setup(trainer *t, dg_err *err) {
             if (io->tokens_per_expert[l] >= 0) keep[n_keep++] = io->tokens_per_expert[l];
     }
     keep[n_keep++] = t->optim.status;
-    dg_sched_opts so = {keep, n_keep, 0};
+    dg_sched_opts so = {.keep = keep, .n_keep = n_keep};
     t->plan = dg_sched_plan_new(t->g, &so, err);
     dg_free(keep);
     if (!t->plan) return DG_EINPUT;
@@ -519,6 +519,7 @@ static void print_startup(const trainer *t) {
            c->overlap_param_gather ? ", parameters gathered under the next forward" : "",
            dg_dist_state_bytes(&t->dist), c->use_distributed_optimizer ? "fp32 master weights + " : "",
            c->use_distributed_optimizer ? ", distributed" : "");
+    dg_sched_plan_print(t->plan, stdout); /* tasks, edges, the activation arena's planned peak */
     fflush(stdout);
 }
 
