@@ -92,6 +92,12 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--log-interval", DG_ARG_INT, T(log_interval), "iterations between log lines", 1, 1 << 30, NULL},
     {"--eval-interval", DG_ARG_INT, T(eval_interval), "iterations between evaluations", 1, 1 << 30, NULL},
     {"--eval-iters", DG_ARG_INT, T(eval_iters), "batches per evaluation (0: none)", 0, 1 << 30, NULL},
+    {"--tensorboard-dir", DG_ARG_STRING, T(tensorboard_dir), "write TensorBoard event files of the logged scalars here", NR, NULL},
+    {"--tensorboard-log-interval", DG_ARG_INT, T(tensorboard_log_interval), "iterations between TensorBoard scalars (1)", 1, 1 << 30, NULL},
+    {"--tensorboard-queue-size", DG_ARG_INT, T(tensorboard_queue_size), "accepted: events are written as they come", 1, 1 << 30, NULL},
+    {"--wandb-project", DG_ARG_STRING, T(wandb_project), "accepted: W&B is not available (a note is printed)", NR, NULL},
+    {"--wandb-exp-name", DG_ARG_STRING, T(wandb_exp_name), "accepted: W&B is not available", NR, NULL},
+    {"--wandb-save-dir", DG_ARG_STRING, T(wandb_save_dir), "accepted: W&B is not available", NR, NULL},
     {"--trace", DG_ARG_STRING, T(trace), "Chrome trace-event JSON of one step", NR, NULL},
     {"--compute-threads", DG_ARG_INT, T(compute_threads), "compute workers (default: this rank's cores)", 0, 1024, NULL},
 };
@@ -128,6 +134,7 @@ void dg_train_config_defaults(dg_train_config *c) {
     snprintf(c->lr_decay_style, sizeof c->lr_decay_style, "cosine");
     snprintf(c->split, sizeof c->split, "969,30,1");
     c->make_vocab_divisible_by = 128;
+    c->tensorboard_log_interval = 1;
     c->lr = 1e-3;
     c->min_lr = 1e-4;
     c->lr_warmup_iters = 0;

@@ -59,6 +59,10 @@ typedef struct dg_train_config {
     char save[DG_ARG_STR_LEN], load[DG_ARG_STR_LEN];
     int save_interval, log_interval, eval_interval, eval_iters;
     int exit_interval;              /* --exit-interval: stop (and save) when iteration % N == 0 */
+    char tensorboard_dir[DG_ARG_STR_LEN]; /* --tensorboard-dir ("" = none) */
+    int tensorboard_log_interval, tensorboard_queue_size; /* --tensorboard-log-interval (1); queue size accepted */
+    /* --wandb-*: accepted so scripts run; W&B is not available (a note says so) */
+    char wandb_project[DG_ARG_STR_LEN], wandb_exp_name[DG_ARG_STR_LEN], wandb_save_dir[DG_ARG_STR_LEN];
     char trace[DG_ARG_STR_LEN];     /* --trace PATH: Chrome trace of the first logged step */
     int compute_threads;            /* --compute-threads (0: this rank's cores) */
 

@@ -16,6 +16,7 @@
 #include "dg_lr.h"
 #include "dg_op_basic.h"
 #include "dg_sched.h"
+#include "dg_tensorboard.h"
 #include "dg_verify.h"
 
 /* Everything one run holds. */
@@ -46,6 +47,7 @@ typedef struct trainer {
     int64_t eval_consumed;     /* validation samples read so far */
     dg_sched_stats *stats;     /* non-NULL: the step being traced records here */
     dg_train_result *res;      /* step statistics add up here */
+    dg_tb *tb;                 /* --tensorboard-dir: the event file (logging rank), or NULL */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -210,6 +212,7 @@ static void teardown(trainer *t) {
     if (t->plan) dg_sched_plan_free(t->plan);
     if (t->g) dg_graph_free(t->g);
     dg_feed_close(&t->feed);
+    dg_tb_close(t->tb);
 }
 
 /* ---- one step ---------------------------------------------------------------------- */
@@ -302,6 +305,7 @@ static int run_eval(trainer *t, int it, dg_err *err) {
         printf("%s\n validation loss at iteration %d | lm loss value: %.6E | lm loss PPL: %.6E |\n%s\n", bar,
                it, l.lm, exp(l.lm < 700 ? l.lm : 700), bar);
     fflush(stdout);
+    if (t->tb) DG_TRY(dg_tb_scalar(t->tb, "lm loss validation", it, l.lm, err));
     return DG_OK;
 }
 
@@ -452,6 +456,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     if (st == DG_OK) st = dg_feed_open(&t.feed, c, want, err);
     if (st == DG_OK) st = dg_train_config_finish(c, t.feed.vocab, err);
     if (st == DG_OK) st = setup(&t, err);
+    if (st == DG_OK && t.log && c->tensorboard_dir[0]) st = dg_tb_open(&t.tb, c->tensorboard_dir, err);
     dg_train_counters k = {0};
     int loaded = 0;
     if (st == DG_OK && c->load[0]) {
@@ -473,6 +478,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     res->data_size = t.data_size;
     if (t.log) {
         print_startup(&t);
+        if (c->wandb_project[0]) printf(" W&B logging is not available in dagatron: --wandb-* ignored (--tensorboard-dir writes TensorBoard event files)\n");
         if (loaded)
             printf(" loaded checkpoint from %s at iteration %lld (consumed samples %lld)\n", c->load,
                    (long long)k.iteration, (long long)k.consumed);
@@ -541,6 +547,11 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         k.iteration = it;
         if (hooks && hooks->on_iteration)
             hooks->on_iteration(hooks->ctx, it, l.lm, l.aux, l.z, gnorm, lr);
+        if (t.tb && it % c->tensorboard_log_interval == 0) {
+            dg_tb_iteration tbi = {it, k.consumed, lr, c->global_batch_size, l.lm, t.io[0].aux_loss >= 0 ? l.aux : -1,
+                                   t.io[0].z_loss >= 0 ? l.z : -1, 1.0, gnorm};
+            st = dg_tb_log_iteration(t.tb, &tbi, err);
+        }
         double ms = (dg_now() - t0) * 1e3;
         if (res->iterations == 0) res->first_lm_loss = l.lm;
         res->last_lm_loss = l.lm;
