@@ -477,6 +477,12 @@ static void encode_piece(const dg_bpe *b, dg_bpe_cache *c, const uint8_t *p, siz
     }
 }
 
+void dg_bpe_index_merges(dg_bpe *b) { pairs_build(b); }
+
+void dg_bpe_encode_piece(const dg_bpe *b, dg_bpe_cache *cache, const uint8_t *piece, size_t n, dg_i32buf *out) {
+    encode_piece(b, cache, piece, n, out);
+}
+
 void dg_bpe_encode(const dg_bpe *b, dg_bpe_cache *cache, const uint8_t *text, size_t n, dg_i32buf *out) {
     for (size_t i = 0; i < n;) {
         size_t e = dg_bpe_pretok_next(text, n, i);

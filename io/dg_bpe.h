@@ -83,6 +83,12 @@ typedef struct dg_bpe_cache {
 void dg_bpe_cache_init(dg_bpe_cache *c);
 void dg_bpe_cache_free(dg_bpe_cache *c);
 
+/* For tokenizers that fill a dg_bpe themselves (tokenizer.json,
+ * dg_tok_hf.c): build the pair -> rank table once merges[] is set. */
+void dg_bpe_index_merges(dg_bpe *b);
+/* Append the ids of one pre-tokenized piece (no further splitting). */
+void dg_bpe_encode_piece(const dg_bpe *b, dg_bpe_cache *cache, const uint8_t *piece, size_t n, dg_i32buf *out);
+
 /* Append the ids of text[0, n) to out. cache may be NULL. */
 void dg_bpe_encode(const dg_bpe *b, dg_bpe_cache *cache, const uint8_t *text, size_t n, dg_i32buf *out);
 /* Append the bytes of ids[0, n) to out; an id outside the vocabulary is DG_EINPUT. */

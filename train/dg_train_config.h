@@ -50,7 +50,8 @@ typedef struct dg_train_config {
     char data_path[DG_ARG_STR_LEN]; /* --data-path [w1] p1 [w2 p2 ...] ("" = the fortunes corpus) */
     int mock_data;                  /* --mock-data */
     char split[DG_ARG_STR_LEN];     /* --split "969,30,1" */
-    char tokenizer_type[DG_ARG_STR_LEN]; /* ByteLevelTokenizer|GPT2BPETokenizer|NullTokenizer */
+    char tokenizer_type[DG_ARG_STR_LEN]; /* --tokenizer-type, one of DG_TOK_TYPE_NAMES (dg_tokenizer.h) */
+    char tokenizer_model[DG_ARG_STR_LEN]; /* --tokenizer-model (HuggingFace / SentencePiece) */
     char vocab_file[DG_ARG_STR_LEN], merge_file[DG_ARG_STR_LEN];
     int null_vocab_size;            /* --vocab-size (NullTokenizer / mock data) */
     char data_cache_path[DG_ARG_STR_LEN]; /* --data-cache-path */
