@@ -175,7 +175,8 @@ static int eval(cli *c, dg_err *err) {
     if (st == DG_OK) {
         printf("dagatron: %s, vocabulary %" PRId64 ": %" PRId64 " documents, %" PRId64 " bytes -> %" PRId64
                " tokens: %.4f tokens/byte; round trip %s (%" PRId64 " mismatches); %.1f MB/s\n",
-               tok.kind == DG_TOK_BYTE ? DG_TOK_BYTE_NAME : DG_TOK_GPT2BPE_NAME, tok.vocab_size, docs, bytes, tokens,
+               c->tok_type ? c->tok_type : tok.kind == DG_TOK_BYTE ? DG_TOK_BYTE_NAME : DG_TOK_GPT2BPE_NAME,
+               tok.vocab_size, docs, bytes, tokens,
                bytes ? (double)tokens / (double)bytes : 0.0, bad ? "FAILED" : "exact", bad,
                dt > 0 ? (double)bytes / 1e6 / dt : 0.0);
         if (bad) st = DG_EINTERNAL;
