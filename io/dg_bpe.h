@@ -44,6 +44,10 @@ size_t dg_bpe_pretok_next(const uint8_t *s, size_t n, size_t i);
 
 /* GPT-2's bytes_to_unicode: the code point that stands for each byte. */
 uint32_t dg_bpe_byte_char(uint8_t b);
+/* The bytes a vocab.json / merges.txt token string s[0, n) (UTF-8 of byte
+ * characters) stands for, into out (room for n bytes): returns their count,
+ * or -1 when a character is not a byte character (dg_bpe.c). */
+int64_t dg_bpe_unmap_token(const char *s, size_t n, uint8_t *out);
 
 /* ---- vocabulary and merges (dg_bpe.c) ----------------------------------- */
 

@@ -31,27 +31,6 @@ int32_t dg_tok_hf_lookup(const dg_tok_hf *hf, const uint8_t *p, size_t n) {
     return -1;
 }
 
-/* A byte-level token string (each byte written as GPT-2's byte character,
- * dg_bpe_byte_char) back to its bytes; -1 when a character is not one. */
-static int64_t unmap(const int16_t *inv, const char *s, size_t n, uint8_t *out) {
-    int64_t k = 0;
-    for (size_t i = 0; i < n;) {
-        uint8_t c = (uint8_t)s[i];
-        uint32_t cp;
-        if (c < 0x80) cp = c, i += 1;
-        else if ((c & 0xe0) == 0xc0 && i + 1 < n) cp = ((uint32_t)(c & 0x1f) << 6) | (s[i + 1] & 0x3f), i += 2;
-        else return -1;
-        if (cp >= 512 || inv[cp] < 0) return -1;
-        out[k++] = (uint8_t)inv[cp];
-    }
-    return k;
-}
-
-static void inv_build(int16_t inv[512]) {
-    for (int i = 0; i < 512; i++) inv[i] = -1;
-    for (int c = 0; c < 256; c++) inv[dg_bpe_byte_char((uint8_t)c)] = (int16_t)c;
-}
-
 /* ---- the pieces of the file ---------------------------------------------- */
 
 static void set_token(dg_bpe *b, int32_t id, const void *p, size_t n) {
@@ -85,12 +64,10 @@ static int load_vocab(dg_tok_hf *hf, const cJSON *vocab, const cJSON *added, con
     b->vocab_size = m + 1;
     b->tok_bytes = dg_calloc((size_t)(m + 1 > 0 ? m + 1 : 1), sizeof(uint8_t *));
     b->tok_len = dg_calloc((size_t)(m + 1 > 0 ? m + 1 : 1), sizeof(int32_t));
-    int16_t inv[512];
-    inv_build(inv);
     for (const cJSON *it = vocab->child; it; it = it->next) {
         size_t n = strlen(it->string);
         uint8_t *raw = dg_malloc(n + 1);
-        int64_t k = unmap(inv, it->string, n, raw);
+        int64_t k = dg_bpe_unmap_token(it->string, n, raw);
         if (b->tok_bytes[it->valueint]) {
             dg_free(raw);
             return dg_err_set(err, DG_EINPUT, "%s: model.vocab: id %d is given to two tokens", path, it->valueint);
@@ -122,8 +99,8 @@ static int load_vocab(dg_tok_hf *hf, const cJSON *vocab, const cJSON *added, con
 }
 
 /* One side of a merge, as bytes, to its id. */
-static int32_t merge_side(const dg_tok_hf *hf, const int16_t *inv, const char *s, size_t n, uint8_t *buf) {
-    int64_t k = unmap(inv, s, n, buf);
+static int32_t merge_side(const dg_tok_hf *hf, const char *s, size_t n, uint8_t *buf) {
+    int64_t k = dg_bpe_unmap_token(s, n, buf);
     return k < 0 ? -1 : dg_tok_hf_lookup(hf, buf, (size_t)k);
 }
 
@@ -133,8 +110,6 @@ static int load_merges(dg_tok_hf *hf, const cJSON *merges, const char *path, dg_
     int n = cJSON_GetArraySize(merges);
     b->merges = dg_malloc(sizeof *b->merges * (size_t)(n ? n : 1));
     b->n_merges = 0;
-    int16_t inv[512];
-    inv_build(inv);
     uint8_t *buf = NULL;
     size_t cap = 0;
     int st = DG_OK, r = 0;
@@ -156,7 +131,7 @@ static int load_merges(dg_tok_hf *hf, const cJSON *merges, const char *path, dg_
             cap = 2 * (ln + rn) + 64;
             buf = dg_realloc(buf, cap);
         }
-        int32_t a = merge_side(hf, inv, l, ln, buf), c = merge_side(hf, inv, rt, rn, buf + ln + rn + 1);
+        int32_t a = merge_side(hf, l, ln, buf), c = merge_side(hf, rt, rn, buf + ln + rn + 1);
         int32_t res = -1;
         if (a >= 0 && c >= 0) {
             size_t la = (size_t)b->tok_len[a], lc = (size_t)b->tok_len[c];

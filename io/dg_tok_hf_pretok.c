@@ -157,25 +157,12 @@ static void split_piece(const dg_hf_step *st, pcre2_match_data *md, const uint8_
             while (start < n && (s[start] & 0xc0) == 0x80) start++;
             continue;
         }
-        switch (st->behavior) {
-        case DG_HF_ISOLATED:
-            emit(s, from, mb, 0, dst, ends);
-            emit(s, mb, me, 0, dst, ends);
-            from = me;
-            break;
-        case DG_HF_REMOVED:
-            emit(s, from, mb, 0, dst, ends);
-            from = me;
-            break;
-        case DG_HF_MERGED_PREV:
-            emit(s, from, me, 0, dst, ends);
-            from = me;
-            break;
-        case DG_HF_MERGED_NEXT:
-            emit(s, from, mb, 0, dst, ends);
-            from = mb;
-            break;
-        }
+        /* Isolated: [from, mb) and [mb, me); Removed: [from, mb); merged with
+         * the previous piece: [from, me); with the next: [from, mb), then the
+         * match starts the next piece. */
+        emit(s, from, st->behavior == DG_HF_MERGED_PREV ? me : mb, 0, dst, ends);
+        if (st->behavior == DG_HF_ISOLATED) emit(s, mb, me, 0, dst, ends);
+        from = st->behavior == DG_HF_MERGED_NEXT ? mb : me;
         start = me;
     }
     emit(s, from, n, 0, dst, ends);

@@ -130,10 +130,9 @@ def blending_indices(weights, size):
     return di, dsi
 
 
-def bpe_decoder(vocab_json):
-    """id -> bytes for a GPT-2 byte-level vocab.json."""
-    import json
-
+def gpt2_byte_chars():
+    """GPT-2's bytes_to_unicode: byte -> the character that stands for it
+    (printable bytes for themselves, the others for U+0100.. in order)."""
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
     cs = bs[:]
     n = 0
@@ -142,7 +141,36 @@ def bpe_decoder(vocab_json):
             bs.append(b)
             cs.append(256 + n)
             n += 1
-    byte_of = {chr(c): b for b, c in zip(bs, cs)}
+    return dict(zip(bs, map(chr, cs)))
+
+
+def bpe_merge(parts, ranks):
+    """BPE over a list of symbols: merge every occurrence (left to right) of
+    the adjacent pair with the lowest rank in `ranks` until no pair has one."""
+    parts = list(parts)
+    while len(parts) > 1:
+        ranked = [(ranks[(parts[i], parts[i + 1])], i) for i in range(len(parts) - 1) if (parts[i], parts[i + 1]) in ranks]
+        if not ranked:
+            break
+        i = min(ranked)[1]
+        first, second = parts[i], parts[i + 1]
+        merged, i = [], 0
+        while i < len(parts):
+            if i + 1 < len(parts) and parts[i] == first and parts[i + 1] == second:
+                merged.append(first + second)
+                i += 2
+            else:
+                merged.append(parts[i])
+                i += 1
+        parts = merged
+    return parts
+
+
+def bpe_decoder(vocab_json):
+    """id -> bytes for a GPT-2 byte-level vocab.json."""
+    import json
+
+    byte_of = {c: b for b, c in gpt2_byte_chars().items()}
     vocab = json.load(open(vocab_json, encoding="utf-8"))
     out = {}
     for tok, i in vocab.items():

@@ -16,24 +16,15 @@ regexes, and `unicodedata` for NFC:
 """
 import json
 import os
+import sys
 import unicodedata
 
 import regex
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
+import megatron_ref  # noqa: E402  (GPT-2 byte characters, BPE merging)
+
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-
-
-def bytes_to_unicode():
-    """GPT-2's table: printable bytes stand for themselves, the others for 256.. in order."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
 
 
 class Tokenizer:
@@ -56,7 +47,7 @@ class Tokenizer:
         self._pretok(j.get("pre_tokenizer"))
         self.prefix, self.suffix = [], []
         self._post(j.get("post_processor"))
-        self.b2u = bytes_to_unicode()
+        self.b2u = megatron_ref.gpt2_byte_chars()
         self.cache = {}
 
     def _normalizer(self, n):
@@ -125,22 +116,7 @@ class Tokenizer:
     def _bpe(self, word):
         if word in self.cache:
             return self.cache[word]
-        parts = list(word)
-        while len(parts) > 1:
-            best = min(((self.ranks.get((parts[i], parts[i + 1]), None), i) for i in range(len(parts) - 1)
-                        if (parts[i], parts[i + 1]) in self.ranks), default=None)
-            if best is None:
-                break
-            a, b = parts[best[1]], parts[best[1] + 1]
-            merged, i = [], 0
-            while i < len(parts):
-                if i + 1 < len(parts) and parts[i] == a and parts[i + 1] == b:
-                    merged.append(a + b)
-                    i += 2
-                else:
-                    merged.append(parts[i])
-                    i += 1
-            parts = merged
+        parts = megatron_ref.bpe_merge(list(word), self.ranks)
         ids = [self.vocab[p] for p in parts]
         self.cache[word] = ids
         return ids
