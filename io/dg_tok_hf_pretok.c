@@ -28,7 +28,8 @@ static int add_step(dg_tok_hf *hf, const char *pattern, int literal, dg_hf_behav
     if (pattern) {
         int ec;
         PCRE2_SIZE eo;
-        uint32_t opts = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : 0);
+        /* PCRE2_LITERAL takes no UCP (a literal has no classes to widen). */
+        uint32_t opts = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
         pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, opts, &ec, &eo, NULL);
         if (!re) {
             PCRE2_UCHAR msg[256];

@@ -10,6 +10,10 @@ and NullTokenizer through `dagatron preprocess`.
          token); `tokenizer encode` agrees on one document.
   train  `dagatron train` runs two iterations on each preprocessed dataset,
          with the vocabulary the tokenizer gives (padded to 128).
+  variants  tokenizer.json variants built at test time (Split behaviors
+         Removed / MergedWithPrevious / MergedWithNext, String patterns,
+         Digits, ByteLevel add_prefix_space, NFC in a Sequence, ignore_merges)
+         encode the corpus as hf_reference.py does, run live (python3-regex).
   bad    wrong files and unsupported tokenizer.json parts exit 2 with one
          line naming the flag or the part.
 """
@@ -22,6 +26,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "data"))
+sys.path.insert(0, HERE)
 import megatron_ref as ref  # noqa: E402
 
 CORPUS = os.path.join(HERE, "corpus.jsonl")
@@ -154,11 +159,48 @@ def check_bad(exe, tmp):
     return fail
 
 
+def check_variants(exe, tmp):
+    import hf_reference
+
+    j = json.load(open(os.path.join(HERE, "gpt2", "tokenizer.json"), encoding="utf-8"))
+    bl = lambda prefix, regex: {"type": "ByteLevel", "add_prefix_space": prefix, "use_regex": regex}
+    split = lambda kind, pat, behavior: {"type": "Split", "pattern": {kind: pat}, "behavior": behavior,
+                                         "invert": False}
+    seq = lambda *steps: {"type": "Sequence", "pretokenizers": list(steps)}
+    variants = {
+        "digits+prefix": (seq({"type": "Digits", "individual_digits": True}, bl(True, True)), None, False),
+        "removed": (seq(split("Regex", r"\s+", "Removed"), bl(False, False)), None, False),
+        "merged-prev": (seq(split("String", ",", "MergedWithPrevious"), {"type": "Digits"}, bl(False, True)),
+                        None, False),
+        "merged-next": (seq(split("Regex", "[.!?]", "MergedWithNext"), bl(True, False)), None, False),
+        "nfc+ignore": (bl(False, True), {"type": "Sequence", "normalizers": [{"type": "NFC"}]}, True),
+    }
+    docs = [json.loads(line)["text"] for line in open(CORPUS, encoding="utf-8")]
+    fail = 0
+    for name, (pre, norm, ignore) in variants.items():
+        v = dict(j, pre_tokenizer=pre, normalizer=norm, model=dict(j["model"], ignore_merges=ignore))
+        path = os.path.join(tmp, name + ".json")
+        json.dump(v, open(path, "w", encoding="utf-8"))
+        # As Megatron's preprocess_data.py: a document without tokens gets no EOD and no sequence.
+        tok = hf_reference.Tokenizer(path)
+        want = [ids + [j["added_tokens"][0]["id"]] for ids in map(tok.encode, docs) if ids]
+        got = [list(map(int, s)) for s in ref.read_indexed(
+            preprocess(exe, tmp, name, "HuggingFaceTokenizer", path))[4]]
+        bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
+        if len(got) != len(want) or bad:
+            i = bad[0] if bad else 0
+            print(f"FAIL: {name}: {len(bad)} documents differ; document {i}:\n  dagatron {got[i]}\n  reference {want[i]}")
+            fail = 1
+        else:
+            print(f"ok: {name}: {len(got)} documents equal the reference")
+    return fail
+
+
 def main():
     exe = ref.dagatron()
     what = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
-        fail = {"ids": check_ids, "train": check_train, "bad": check_bad}[what](exe, tmp)
+        fail = {"ids": check_ids, "train": check_train, "bad": check_bad, "variants": check_variants}[what](exe, tmp)
     if fail:
         sys.exit(1)
     print(f"PASS: {what}")
