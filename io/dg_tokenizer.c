@@ -41,6 +41,12 @@ static int open_model(dg_tokenizer *t, const dg_tokenizer_opts *o, dg_err *err) 
 
 int dg_tokenizer_open_opts(dg_tokenizer *t, const dg_tokenizer_opts *o, dg_err *err) {
     memset(t, 0, sizeof *t);
+    /* Megatron requires the tokenizer type; guessing byte-level would
+     * silently ignore the files the user named. */
+    if (!o->type && (o->vocab_file || o->merge_file || o->model))
+        return dg_err_set(err, DG_EINPUT, "%s given without --tokenizer-type (use --tokenizer-type %s)",
+                          o->vocab_file ? "--vocab-file" : o->merge_file ? "--merge-file" : "--tokenizer-model",
+                          o->model ? DG_TOK_HF_NAME " or " DG_TOK_SP_NAME : DG_TOK_GPT2BPE_NAME);
     const char *type = o->type ? o->type : DG_TOK_BYTE_NAME;
     if (!strcmp(type, DG_TOK_BYTE_NAME)) {
         t->kind = DG_TOK_BYTE;

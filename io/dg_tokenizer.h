@@ -72,7 +72,8 @@ typedef struct dg_tokenizer_opts {
 } dg_tokenizer_opts;
 
 /* Open the tokenizer the flags name; a missing or unreadable file is
- * DG_EINPUT naming the flag and the file. */
+ * DG_EINPUT naming the flag and the file. Without a type no files may be
+ * named (Megatron requires the type; guessing would ignore them). */
 int dg_tokenizer_open_opts(dg_tokenizer *t, const dg_tokenizer_opts *o, dg_err *err);
 /* The same for the types that need at most --vocab-file / --merge-file. */
 int dg_tokenizer_open(dg_tokenizer *t, const char *type, const char *vocab_file, const char *merge_file,

@@ -47,7 +47,7 @@ class Tokenizer:
         self._pretok(j.get("pre_tokenizer"))
         self.prefix, self.suffix = [], []
         self._post(j.get("post_processor"))
-        self.b2u = megatron_ref.gpt2_byte_chars()
+        self.b2u = dict(zip(*megatron_ref.byte_chars()))
         self.cache = {}
 
     def _normalizer(self, n):
