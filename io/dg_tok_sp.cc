@@ -22,7 +22,12 @@ extern "C" dg_tok_sp *dg_tok_sp_open(const char *path, char *msg, size_t cap) {
     try {
         const auto st = sp->proc.Load(path);
         if (st.ok()) return sp;
-        std::snprintf(msg, cap, "%s: not a SentencePiece model: %s", path, st.ToString().c_str());
+        // The library's messages name its own source lines, which would
+        // not help the user: say what went wrong in our words.
+        if (st.code() == sentencepiece::util::StatusCode::kNotFound)
+            std::snprintf(msg, cap, "%s: cannot open the file", path);
+        else
+            std::snprintf(msg, cap, "%s: not a SentencePiece model (tokenizer.model)", path);
     } catch (const std::exception &e) {
         std::snprintf(msg, cap, "%s: %s", path, e.what());
     }
