@@ -20,6 +20,7 @@
 #include "dg_op_optim.h"
 #include "dg_pass_mb_order.h"
 #include "dg_sched.h"
+#include "dg_tensorboard.h"
 #include "dg_verify.h"
 
 /* Everything one run holds. */
@@ -53,6 +54,7 @@ typedef struct trainer {
     dg_train_result *res;      /* step statistics add up here */
     int failure_agreed;        /* the failure being returned is known to every rank */
     int ranks_on_node;         /* ranks sharing this node's memory */
+    dg_tb *tb;                 /* --tensorboard-dir: the event file (logging rank), or NULL */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -240,6 +242,7 @@ static void teardown(trainer *t) {
     if (t->plan) dg_sched_plan_free(t->plan);
     if (t->g) dg_graph_free(t->g);
     dg_feed_close(&t->feed);
+    dg_tb_close(t->tb);
 }
 
 /* ---- failures across ranks ------------------------------------------------------------ */
@@ -351,6 +354,7 @@ static int run_eval(trainer *t, int it, dg_err *err) {
         printf("%s\n validation loss at iteration %d | lm loss value: %.6E | lm loss PPL: %.6E |\n%s\n", bar,
                it, l.lm, exp(l.lm < 700 ? l.lm : 700), bar);
     fflush(stdout);
+    if (t->tb) DG_TRY(dg_tb_scalar(t->tb, "lm loss validation", it, l.lm, err));
     return DG_OK;
 }
 
@@ -589,6 +593,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     if (st == DG_OK) st = check_memory_flags(&t, 1, err);
     if (st == DG_OK) st = setup(&t, err);
     if (st == DG_OK) st = check_save(&t, err);
+    if (st == DG_OK && t.log && c->tensorboard_dir[0]) st = dg_tb_open(&t.tb, c->tensorboard_dir, err);
     dg_train_counters k = {0};
     if (st == DG_OK && load_plan == DG_CKPT_LOAD_RESUME) {
         dg_ckpt_run r = ckpt_run_of(&t);
@@ -609,6 +614,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     res->data_size = t.data_size;
     if (t.log) {
         print_startup(&t);
+        if (c->wandb_project[0]) printf(" W&B logging is not available in dagatron: --wandb-* ignored (--tensorboard-dir writes TensorBoard event files)\n");
         if (load_plan == DG_CKPT_LOAD_RESUME)
             printf(" loaded checkpoint from %s at iteration %lld (consumed samples %lld)\n", c->load,
                    (long long)k.iteration, (long long)k.consumed);
@@ -665,6 +671,11 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         k.iteration = it;
         if (hooks && hooks->on_iteration)
             hooks->on_iteration(hooks->ctx, it, l.lm, l.aux, l.z, gnorm, lr);
+        if (t.tb && it % c->tensorboard_log_interval == 0) {
+            dg_tb_iteration tbi = {it, k.consumed, lr, c->global_batch_size, l.lm, t.io[0].aux_loss >= 0 ? l.aux : -1,
+                                   t.io[0].z_loss >= 0 ? l.z : -1, 1.0, gnorm};
+            st = dg_tb_log_iteration(t.tb, &tbi, err);
+        }
         double ms = (dg_now() - t0) * 1e3;
         if (res->iterations == 0) res->first_lm_loss = l.lm;
         res->last_lm_loss = l.lm;
