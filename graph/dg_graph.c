@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "dg_layout.h"
 #include "dg_op.h"
 
 /* ---- enums as text ---------------------------------------------------------- */
@@ -222,6 +223,12 @@ int dg_graph_add(dg_graph *g, const dg_op_def *op, const dg_attrs *attrs, const 
         n->out[j] = tid;
         if (out_ids) out_ids[j] = tid;
     }
+    /* Layouts propagate as the graph is built; when the rule cannot take
+     * the inputs the outputs stay replicated and the verifier names the
+     * node (a collective is missing before it). */
+    dg_sharding lay[DG_MAX_OUTPUTS];
+    if (dg_layout_infer(g, n, lay, NULL) == DG_OK)
+        for (int j = 0; j < n->n_out; j++) g->tensors[n->out[j]].sharding = lay[j];
     return n->n_out > 0 ? n->out[0] : nid;
 }
 
@@ -345,15 +352,5 @@ const char *dg_shape_str(const dg_tensor *t, char *buf) {
 }
 
 const char *dg_sharding_str(const dg_tensor *t, char *buf) {
-    int o = snprintf(buf, 64, "[");
-    for (int i = 0; i < t->ndim && o < 40; i++) {
-        dg_axis a = (dg_axis)t->sharding.split[i];
-        o += snprintf(buf + o, (size_t)(64 - o), "%s%s", i ? "," : "",
-                      a == DG_AXIS_NONE ? "-" : dg_axis_name(a));
-    }
-    o += snprintf(buf + o, (size_t)(64 - o), "]");
-    if (t->sharding.partial != DG_AXIS_NONE)
-        snprintf(buf + o, (size_t)(64 - o), "+partial(%s)",
-                 dg_axis_name((dg_axis)t->sharding.partial));
-    return buf;
+    return dg_layout_str(&t->sharding, t->ndim, buf);
 }

@@ -73,9 +73,17 @@ typedef enum dg_axis {
 } dg_axis;
 const char *dg_axis_name(dg_axis a); /* "none", "tp", ... */
 
+/* A layout (graph/dg_layout.h has the rules and helpers): per dimension up
+ * to two axes split it (split is the outer one, split2 the inner: the
+ * sequence under CP and SP together is split = cp, split2 = tp), and
+ * `stride` > 1 says the dimension is a concatenation of `stride` equal blocks
+ * each split on its own (a fused weight: SwiGLU's [gate; up] has stride 2, so
+ * a rank holds its slice of the gate rows and of the up rows). */
 typedef struct dg_sharding {
-    uint8_t split[DG_MAX_DIMS]; /* dg_axis per dim; DG_AXIS_NONE = replicated */
-    uint8_t partial;            /* dg_axis holding a partial sum, or NONE */
+    uint8_t split[DG_MAX_DIMS];  /* dg_axis per dim; DG_AXIS_NONE = replicated */
+    uint8_t split2[DG_MAX_DIMS]; /* second (inner) axis on the same dim, or NONE */
+    uint8_t stride[DG_MAX_DIMS]; /* 0 or 1: contiguous split; k > 1: k blocks */
+    uint8_t partial;             /* dg_axis holding a partial sum, or NONE */
 } dg_sharding;
 
 /* ---- tensors ------------------------------------------------------------- */
@@ -153,6 +161,10 @@ typedef struct dg_graph {
     int cur_layer;
     int cur_microbatch;
     int cur_stage;
+    /* The device mesh: ranks along each parallel axis (0 or 1: not split).
+     * One graph serves every rank of a group: a rank's coordinate on an axis
+     * is a runtime input, never an attr. */
+    int mesh[DG_AXIS_COUNT];
     /* First builder error (shape mismatch, bad attr); later calls are no-ops
      * returning -1 until the caller reads it. */
     int status;
