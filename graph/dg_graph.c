@@ -139,6 +139,10 @@ int dg_param_new(dg_graph *g, const char *name, int ndim, const int64_t *shape) 
 }
 
 int dg_param_get_or_new(dg_graph *g, const char *name, int ndim, const int64_t *shape) {
+    return dg_param(g, name, ndim, shape, NULL);
+}
+
+int dg_param(dg_graph *g, const char *name, int ndim, const int64_t *shape, const dg_param_spec *spec) {
     if (g->status != DG_OK) return -1;
     for (int t = 0; t < g->n_tensors; t++) {
         const dg_tensor *x = &g->tensors[t];
@@ -148,7 +152,12 @@ int dg_param_get_or_new(dg_graph *g, const char *name, int ndim, const int64_t *
         if (!same) return dg_graph_fail(g, "parameter '%s' exists with another shape", name);
         return t;
     }
-    return dg_param_new(g, name, ndim, shape);
+    int t = dg_param_new(g, name, ndim, shape);
+    if (t >= 0 && spec) {
+        g->tensors[t].init = (uint8_t)spec->init;
+        g->tensors[t].place = spec->place;
+    }
+    return t;
 }
 
 int dg_input_new(dg_graph *g, const char *name, dg_dtype dtype, int ndim, const int64_t *shape) {

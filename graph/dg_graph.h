@@ -86,6 +86,17 @@ typedef struct dg_sharding {
     uint8_t partial;             /* dg_axis holding a partial sum, or NONE */
 } dg_sharding;
 
+/* How a parameter starts (Megatron's init): N(0, std), N(0, std / sqrt(2 L))
+ * for the projections that feed the residual stream, ones, or zeros. Set by
+ * the model builder, read by the trainer's init. */
+typedef enum dg_init {
+    DG_INIT_NORMAL = 0,
+    DG_INIT_SCALED_NORMAL,
+    DG_INIT_ONES,
+    DG_INIT_ZEROS,
+    DG_INIT_COUNT
+} dg_init;
+
 /* ---- tensors ------------------------------------------------------------- */
 typedef struct dg_tensor {
     int id;                     /* == index in g->tensors */
@@ -94,7 +105,11 @@ typedef struct dg_tensor {
     int ndim;                   /* 0 (scalar) .. DG_MAX_DIMS */
     int64_t shape[DG_MAX_DIMS]; /* row-major, shape[ndim-1] is contiguous */
     dg_role role;
-    dg_sharding sharding;
+    dg_sharding sharding;       /* its layout in this graph (dg_layout.h) */
+    dg_sharding place;          /* parameters: the placement the model asks for
+                                 * (column-parallel: output dim over tp, experts:
+                                 * dim 0 over ep); passes make it the layout */
+    uint8_t init;               /* parameters: a dg_init */
     int producer;               /* node id that writes it, -1 for leaves */
     int grad;                   /* id of d(loss)/d(this), -1 if none */
     bool requires_grad;         /* parameters, and anything computed from them */
@@ -197,6 +212,17 @@ int dg_tensor_new(dg_graph *g, const char *name, dg_dtype dtype, int ndim,
 /* Shorthands for parameters and inputs. */
 int dg_param_new(dg_graph *g, const char *name, int ndim, const int64_t *shape);
 int dg_input_new(dg_graph *g, const char *name, dg_dtype dtype, int ndim, const int64_t *shape);
+
+/* What the model builder says about a parameter: how it starts and where
+ * it should live. */
+typedef struct dg_param_spec {
+    dg_init init;
+    dg_sharding place;
+} dg_param_spec;
+/* The one way to make a parameter: the parameter named `name` if g has one
+ * (same shape, else a builder error), or a new one with spec's init and
+ * placement (NULL: normal init, replicated). Returns its id or -1. */
+int dg_param(dg_graph *g, const char *name, int ndim, const int64_t *shape, const dg_param_spec *spec);
 /* The parameter named `name` if g has one (its shape must be `shape`, else a
  * builder error), or a new one. Lets a step graph lower several micro-batches
  * that share their weights. */

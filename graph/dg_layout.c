@@ -115,3 +115,29 @@ int dg_shard_rowwise(const dg_graph *g, const dg_node *n, const dg_sharding *in,
     out[0] = in[0];
     return DG_OK;
 }
+
+int dg_mesh_coord_input(dg_graph *g, dg_axis a) {
+    char name[DG_NAME_LEN];
+    snprintf(name, sizeof name, "%s_rank", dg_axis_name(a));
+    for (int t = 0; t < g->n_tensors; t++)
+        if (g->tensors[t].role == DG_ROLE_INPUT && !strcmp(g->tensors[t].name, name)) return t;
+    return dg_input_new(g, name, DG_I32, 1, DG_SHAPE(1));
+}
+
+dg_axis dg_mesh_coord_axis(const dg_tensor *t) {
+    if (t->role != DG_ROLE_INPUT || t->dtype != DG_I32 || t->ndim != 1 || t->shape[0] != 1) return DG_AXIS_NONE;
+    for (int a = 1; a < DG_AXIS_COUNT; a++) {
+        char name[DG_NAME_LEN];
+        snprintf(name, sizeof name, "%s_rank", dg_axis_name((dg_axis)a));
+        if (!strcmp(t->name, name)) return (dg_axis)a;
+    }
+    return DG_AXIS_NONE;
+}
+
+int64_t dg_shard_offset(const dg_tensor *t, const int *coord) {
+    const dg_sharding *s = &t->sharding;
+    if (t->ndim < 1 || s->split[0] == DG_AXIS_NONE) return 0;
+    /* one axis on dim 0 (expert slices); two axes there would need the
+     * inner group's size, which no parameter placement uses yet */
+    return (int64_t)coord[s->split[0]] * dg_tensor_numel(t);
+}

@@ -43,6 +43,19 @@ bool dg_axis_is_data(dg_axis a);
 /* Ranks along axis a in g's mesh (1 when unset). */
 int dg_mesh_size(const dg_graph *g, dg_axis a);
 
+/* A rank's coordinate on a mesh axis is a runtime input, i32 [1] named
+ * "<axis>_rank" ("ep_rank"), shared by all ranks of the group's graph: the
+ * graph's input for axis a (created on first use; -1 after an error), and
+ * the axis whose coordinate tensor t is (DG_AXIS_NONE for any other). */
+int dg_mesh_coord_input(dg_graph *g, dg_axis a);
+dg_axis dg_mesh_coord_axis(const dg_tensor *t);
+
+/* Element offset, in the global row-major tensor, of the slice a tensor
+ * split on dim 0 holds at the given mesh coordinates (coord[axis]); 0 for
+ * a tensor not split on dim 0 (one axis on dim 0). Init locates expert
+ * slices with it. */
+int64_t dg_shard_offset(const dg_tensor *t, const int *coord);
+
 bool dg_layout_equal(const dg_sharding *a, const dg_sharding *b);
 /* No dim split and no partial sum. */
 bool dg_layout_is_replicated(const dg_sharding *s);

@@ -88,8 +88,29 @@ typedef struct dg_model_io {
  * a parameter named "<prefix><name>" (cut to the IR's name limit), and the
  * configured norm (RMSNorm, or LayerNorm with a bias) of x with parameters
  * "<prefix><name>.weight" / ".bias". */
-int dg_model_param(dg_graph *g, const char *prefix, const char *name, int ndim,
-                   const int64_t *shape);
+/* What kind of weight a parameter is: says where it should live (its
+ * placement, dg_tensor.place) and how it starts (dg_init):
+ *   COLUMN        column-parallel linear [out, in]: out over tp
+ *   COLUMN_GLU    SwiGLU's fused fc1 [gate; up]: out over tp, strided by 2
+ *   ROW           row-parallel linear: in over tp; scaled init (it feeds the
+ *                 residual stream: std / sqrt(2 L))
+ *   VOCAB         word embedding, output layer [V, H]: V over tp
+ *   EXPERTS_GLU   experts' fc1 [E, 2F, H]: E over ep, 2F over tp strided by 2
+ *   EXPERTS_ROW   experts' fc2 [E, H, F]: E over ep, F over tp; scaled init
+ *   NORM_WEIGHT   ones;  NORM_BIAS  zeros;  REPLICATED (the router) */
+typedef enum dg_model_param_kind {
+    DG_MODEL_PARAM_REPLICATED = 0,
+    DG_MODEL_PARAM_COLUMN,
+    DG_MODEL_PARAM_COLUMN_GLU,
+    DG_MODEL_PARAM_ROW,
+    DG_MODEL_PARAM_VOCAB,
+    DG_MODEL_PARAM_EXPERTS_GLU,
+    DG_MODEL_PARAM_EXPERTS_ROW,
+    DG_MODEL_PARAM_NORM_WEIGHT,
+    DG_MODEL_PARAM_NORM_BIAS,
+} dg_model_param_kind;
+int dg_model_param(dg_graph *g, const char *prefix, const char *name, dg_model_param_kind kind,
+                   int ndim, const int64_t *shape);
 int dg_model_norm(dg_graph *g, const dg_model_config *c, const char *prefix, const char *name, int x);
 /* Attention's projections, shared so both graphs name them alike: q
  * [B, L, Hq, D] and k, v [B, L, Hkv, D] from x [B, L, H] (before RoPE), and
