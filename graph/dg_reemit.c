@@ -1,6 +1,7 @@
 /* dg_reemit.c — see dg_reemit.h. */
 #include "dg_reemit.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "dg_layout.h"
@@ -39,10 +40,35 @@ static int map_leaf(dg_graph *dst, const dg_graph *src, const dg_reemit_opts *o,
     return tmap[t];
 }
 
+/* n's attrs for dst's local shapes, and its outputs' layouts: the sharding
+ * rule rewrites shape-bearing attrs (reshape dims) from the inputs' layouts
+ * and the mesh, with the logical shapes still in the attrs, which is also
+ * when the layouts are unambiguous. The rule sees n with its inputs in dst
+ * and no outputs yet (rules never read outputs they are not given).
+ * Returns 1 when the rule gave layouts. */
+static int local_attrs(const dg_graph *dst, const dg_node *n, const int *in, dg_attrs *a,
+                       dg_sharding *out) {
+    *a = n->attrs;
+    if (!n->op->shard) return 0;
+    dg_node tmp = *n;
+    for (int k = 0; k < n->n_in; k++) tmp.in[k] = in[k];
+    for (int j = 0; j < DG_MAX_OUTPUTS; j++) tmp.out[j] = -1;
+    dg_sharding lay[DG_MAX_INPUTS];
+    for (int k = 0; k < n->n_in; k++) lay[k] = dst->tensors[in[k]].sharding;
+    memset(out, 0, sizeof(dg_sharding) * DG_MAX_OUTPUTS);
+    dg_attrs b = *a;
+    if (n->op->shard(dst, &tmp, lay, out, &b) != DG_OK) return 0;
+    *a = b;
+    return 1;
+}
+
 static int copy_node(dg_graph *dst, const dg_graph *src, const dg_node *n, const int *in, int *tmap,
                      dg_err *err) {
     int out[DG_MAX_OUTPUTS];
-    int first = dg_graph_add(dst, n->op, &n->attrs, in, n->n_in, out, n->name);
+    dg_attrs attrs = n->attrs;
+    dg_sharding lay[DG_MAX_OUTPUTS];
+    int have_lay = n->group == DG_AXIS_NONE && local_attrs(dst, n, in, &attrs, lay);
+    int first = dg_graph_add(dst, n->op, &attrs, in, n->n_in, out, n->name);
     if (first < 0 && n->n_out > 0)
         return dg_err_set(err, DG_EINTERNAL, "re-emitting node %d '%s': %s", n->id, n->name, dst->err.msg);
     dg_node *m = &dst->nodes[dst->n_nodes - 1];
@@ -55,6 +81,7 @@ static int copy_node(dg_graph *dst, const dg_graph *src, const dg_node *n, const
             for (int j = 0; j < m->n_out; j++) dst->tensors[m->out[j]].sharding = lay[j];
     }
     for (int j = 0; j < n->n_out; j++) {
+        if (have_lay) dst->tensors[out[j]].sharding = lay[j];
         tmap[n->out[j]] = out[j];
         memcpy(dst->tensors[out[j]].name, src->tensors[n->out[j]].name, DG_NAME_LEN);
     }

@@ -19,7 +19,8 @@ static void copy_dim(dg_sharding *to, int dt, const dg_sharding *from, int df) {
 int dg_shard_matmul(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
                     dg_attrs *attrs) {
     int ta = (int)attrs->i[0], tb = (int)attrs->i[1];
-    int na = ndim_of(g, n->in[0]), nb = ndim_of(g, n->in[1]), no = ndim_of(g, n->out[0]);
+    int na = ndim_of(g, n->in[0]), nb = ndim_of(g, n->in[1]);
+    int no = na > 2 ? na : 2; /* the output keeps a's leading dims (dg_op_matmul.h) */
     memset(out, 0, sizeof *out);
     if (ta || nb != 2 || na < 1) return dg_shard_replicated(g, n, in, out, attrs);
     const dg_sharding *x = &in[0], *w = &in[1];
@@ -112,35 +113,84 @@ int dg_shard_rope(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg
     return DG_OK;
 }
 
-/* Groups of dims with equal products on both sides; a split must sit on the
- * first dim of its group (of size > 1) on both sides. */
-int dg_shard_reshape(const dg_graph *g, const dg_node *n, const dg_sharding *in,
-                     dg_sharding *out, dg_attrs *attrs) {
-    const dg_tensor *x = &g->tensors[n->in[0]], *y = &g->tensors[n->out[0]];
-    memset(out, 0, sizeof *out);
-    out->partial = in[0].partial;
+/* Ranks that split dim d of layout s. */
+static int64_t parts_of(const dg_graph *g, const dg_sharding *s, int d) {
+    return (int64_t)dg_mesh_size(g, (dg_axis)s->split[d]) * dg_mesh_size(g, (dg_axis)s->split2[d]);
+}
+
+/* Map x's split dims onto the reshape's output dims: dims are grouped where
+ * the products of the two shapes agree, and a split must lead its group (of
+ * dims > 1) on both sides (Hq*D <-> Hq, D). Shapes are global here. */
+static int map_groups(const int64_t *xs, int xn, const int64_t *ys, int yn, const dg_sharding *in,
+                      const dg_sharding *prefer, dg_sharding *out, int *out_dim_of) {
     int i = 0, j = 0;
-    while (i < x->ndim || j < y->ndim) {
+    for (int d = 0; d < xn; d++) out_dim_of[d] = -1;
+    while (i < xn || j < yn) {
         int i0 = i, j0 = j;
-        int64_t pi = i < x->ndim ? x->shape[i++] : 1, po = j < y->ndim ? y->shape[j++] : 1;
+        int64_t pi = i < xn ? xs[i++] : 1, po = j < yn ? ys[j++] : 1;
         while (pi != po) {
-            if (pi < po && i < x->ndim) pi *= x->shape[i++];
-            else if (po < pi && j < y->ndim) po *= y->shape[j++];
+            if (pi < po && i < xn) pi *= xs[i++];
+            else if (po < pi && j < yn) po *= ys[j++];
             else return DG_SHARD_CANNOT;
         }
         int lead_i = i0, lead_j = j0;
-        while (lead_i < i - 1 && x->shape[lead_i] == 1) lead_i++;
-        while (lead_j < j - 1 && y->shape[lead_j] == 1) lead_j++;
+        while (lead_i < i - 1 && xs[lead_i] == 1) lead_i++;
+        while (lead_j < j - 1 && ys[lead_j] == 1) lead_j++;
         for (int d = i0; d < i; d++)
-            if (dg_layout_dim_split(&in[0], d) && d != lead_i) return DG_SHARD_CANNOT;
-        if (lead_i < x->ndim && lead_j < y->ndim && dg_layout_dim_split(&in[0], lead_i)) {
-            copy_dim(out, lead_j, &in[0], lead_i);
-            /* local shapes for a pass that re-emits the node */
-            int parts = dg_mesh_size(g, (dg_axis)in[0].split[lead_i]) *
-                        dg_mesh_size(g, (dg_axis)in[0].split2[lead_i]);
-            if (attrs && attrs->i[1 + lead_j] > 0 && parts > 1 && attrs->i[1 + lead_j] % parts == 0)
-                attrs->i[1 + lead_j] /= parts;
+            if (dg_layout_dim_split(in, d) && d != lead_i) return DG_SHARD_CANNOT;
+        if (lead_i < xn && lead_j < yn && dg_layout_dim_split(in, lead_i)) {
+            /* local shapes are ambiguous where a split dim became 1 locally
+             * ([.., 2 heads * 16] -> [.., 1, 16] on 2 ranks): a recorded
+             * layout with the split on an earlier dim of the group says which */
+            for (int jj = j0; prefer && jj < lead_j; jj++)
+                if (prefer->split[jj] == in->split[lead_i]) lead_j = jj;
+            copy_dim(out, lead_j, in, lead_i);
+            out_dim_of[lead_i] = lead_j;
         }
+    }
+    return DG_OK;
+}
+
+/* The attrs hold the shape: global (a logical graph being re-emitted with
+ * local input shapes: rewrite them) or already local (verify as is). */
+int dg_shard_reshape(const dg_graph *g, const dg_node *n, const dg_sharding *in,
+                     dg_sharding *out, dg_attrs *attrs) {
+    const dg_tensor *x = &g->tensors[n->in[0]];
+    int yn = (int)attrs->i[0];
+    if (yn < 0 || yn > DG_MAX_DIMS) return DG_SHARD_CANNOT;
+    memset(out, 0, sizeof *out);
+    out->partial = in[0].partial;
+    int64_t xg[DG_MAX_DIMS], ys[DG_MAX_DIMS], local = 1, global = 1, known = 1;
+    int free_dim = -1;
+    for (int d = 0; d < x->ndim; d++) {
+        xg[d] = x->shape[d] * parts_of(g, &in[0], d);
+        local *= x->shape[d];
+        global *= xg[d];
+    }
+    for (int d = 0; d < yn; d++) {
+        ys[d] = attrs->i[1 + d];
+        if (ys[d] == -1) free_dim = d;
+        else known *= ys[d];
+    }
+    /* local attrs: they describe the local input; global: the global one */
+    int is_local = free_dim >= 0 ? global == local : known == local;
+    int64_t total = is_local ? local : global;
+    if (free_dim >= 0) {
+        if (known <= 0 || total % known) return DG_SHARD_CANNOT;
+        ys[free_dim] = total / known;
+    }
+    int out_dim_of[DG_MAX_DIMS];
+    if (is_local) {
+        const dg_sharding *rec = n->n_out > 0 && n->out[0] >= 0 ? &g->tensors[n->out[0]].sharding : NULL;
+        return map_groups(x->shape, x->ndim, ys, yn, &in[0], rec, out, out_dim_of);
+    }
+    DG_TRY(map_groups(xg, x->ndim, ys, yn, &in[0], NULL, out, out_dim_of));
+    for (int d = 0; d < x->ndim; d++) {
+        int o = out_dim_of[d];
+        if (o < 0) continue;
+        int64_t p = parts_of(g, &in[0], d);
+        if (ys[o] % p) return DG_SHARD_CANNOT;
+        if (attrs->i[1 + o] > 0) attrs->i[1 + o] = ys[o] / p;
     }
     return DG_OK;
 }
