@@ -129,7 +129,11 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
     case DG_STAGE_RECOMPUTE: return DG_OK;
     case DG_STAGE_MICROBATCHES: return instantiate(r, o, err);
     case DG_STAGE_SCHEDULE: return o->schedule ? o->schedule(g, o->n_microbatches, o->schedule_ctx) : DG_OK;
-    case DG_STAGE_DP: return o->dp ? dg_pass_dp(g, o->dp, &r->buckets, err) : DG_OK;
+    case DG_STAGE_DP:
+        if (!o->dp) return DG_OK;
+        g->mesh[DG_AXIS_DP] = o->dp->dp_size; /* the mesh as the DP pass sees it */
+        g->mesh[DG_AXIS_EDP] = o->dp->edp_size;
+        return dg_pass_dp(g, o->dp, &r->buckets, err);
     case DG_STAGE_OPTIMIZER: return DG_OK;
     default: return dg_err_set(err, DG_EINTERNAL, "pipeline: stage %d", (int)s);
     }
