@@ -5,11 +5,9 @@
 #include <string.h>
 
 #include "dg_moe_experts.h"
-#include "dg_grouped_gemm.h"
 #include "dg_moe_loss.h"
 #include "dg_op_attention.h"
 #include "dg_ops.h"
-#include "dg_permute.h"
 #include "dg_router.h"
 
 void dg_model_config_tiny(dg_model_config *c) {
