@@ -3,10 +3,20 @@
  *
  * It takes every flag `dagatron train` takes (the same table, so a train
  * command line can be dumped as it is), plus its own: --format, --output
- * (-o) and --graph forward|step. "step" is what one rank runs for a
- * micro-batch: the forward, the backward autodiff derives from it, and,
- * with --expert-model-parallel-size > 1, the expert-parallel lowering with
- * its all-to-all collectives. Model flags default to the tiny MoE config
+ * (-o), --graph logical|forward|step, --after STAGE, --world-size N and
+ * --rank R. The graph is the step pipeline's (graph/dg_pipeline.h) after a
+ * stage, so a user sees what each transformation did:
+ *   logical   one micro-batch as the model builder emits it (global shapes,
+ *             no parallel size: the same file for any layout); with --after
+ *             ep / autodiff / recompute, that micro-batch after those stages
+ *   forward   the micro-batch's forward after the parallel passes (logical
+ *             --after ep): what a rank runs, with the EP collectives
+ *   step      the whole step of a rank: every micro-batch, backward, DP
+ *             (--after picks an earlier stage; default: all of them)
+ * --world-size (default: the EP size) sizes the data-parallel groups of the
+ * DP stage; --rank names the rank whose graph to write. All ranks of a group
+ * share one graph (their coordinates are runtime inputs), so every rank's
+ * graph is the same file today. Model flags default to the tiny MoE config
  * (dg_model_config_tiny) rather than train's, so dumps stay small enough to
  * read. */
 #include <stddef.h>
@@ -15,12 +25,14 @@
 
 #include "dg_args.h"
 #include "dg_autodiff.h"
+#include "dg_dist.h"
 #include "dg_base.h"
 #include "dg_cli.h"
 #include "dg_dump.h"
 #include "dg_graph.h"
 #include "dg_model.h"
 #include "dg_op_basic.h"
+#include "dg_pipeline.h"
 #include "dg_train_config.h"
 #include "dg_verify.h"
 
@@ -29,7 +41,10 @@ typedef struct dump_cfg {
     dg_train_config train;
     char format[DG_ARG_STR_LEN]; /* "" : from the output's extension */
     char output[DG_ARG_STR_LEN];
-    char graph[DG_ARG_STR_LEN];  /* forward | step */
+    char graph[DG_ARG_STR_LEN];  /* logical | forward | step */
+    char after[DG_ARG_STR_LEN];  /* a dg_stage name, "" : the --graph's default */
+    int world_size;              /* 0: the EP size */
+    int rank;
 } dump_cfg;
 
 static const dg_arg_spec dump_own_specs[] = {
@@ -38,7 +53,15 @@ static const dg_arg_spec dump_own_specs[] = {
     {"--output", DG_ARG_STRING, offsetof(dump_cfg, output), "file to write, '-' for stdout (also -o)",
      1, 0, NULL},
     {"--graph", DG_ARG_CHOICE, offsetof(dump_cfg, graph),
-     "forward, or the whole step (forward + backward) (default forward)", 1, 0, "forward|step"},
+     "logical (one micro-batch as built), forward (after the parallel passes) or the whole step "
+     "(default forward)", 1, 0, "logical|forward|step"},
+    {"--after", DG_ARG_STRING, offsetof(dump_cfg, after),
+     "the pipeline stage to stop after: logical, ep, autodiff, recompute, microbatches, schedule, "
+     "dp, optimizer", 1, 0, NULL},
+    {"--world-size", DG_ARG_INT, offsetof(dump_cfg, world_size),
+     "ranks the step is for (default: --expert-model-parallel-size)", 1, 1 << 20, NULL},
+    {"--rank", DG_ARG_INT, offsetof(dump_cfg, rank), "the rank whose graph to write (default 0)", 0,
+     1 << 20, NULL},
 };
 #define N_OWN ((int)DG_ARRAY_LEN(dump_own_specs))
 
@@ -56,8 +79,9 @@ static int dump_specs(dg_arg_spec *specs) {
 }
 
 static void dump_usage(FILE *f, const dg_arg_spec *specs, int n) {
-    fprintf(f, "usage: dagatron dump --format dot|json -o FILE [--graph forward|step] [train flags]\n\n"
-               "Builds one micro-batch's graph, verifies it and writes it. Takes every\n"
+    fprintf(f, "usage: dagatron dump --format dot|json -o FILE [--graph logical|forward|step]\n"
+               "                     [--after STAGE] [--world-size N] [--rank R] [train flags]\n\n"
+               "Builds a graph of the step pipeline, verifies it and writes it. Takes every\n"
                "`dagatron train` flag; model flags default to the tiny MoE config.\n\n");
     dg_args_help(f, specs, n);
 }
@@ -107,13 +131,53 @@ static void dump_defaults(dump_cfg *c) {
     snprintf(c->graph, sizeof c->graph, "forward");
 }
 
-/* Build what --graph asks for into g. */
-static int build(dg_graph *g, dump_cfg *c, dg_err *err) {
+/* The stage --graph and --after ask for. */
+static int pick_stage(const dump_cfg *c, dg_stage *stage, dg_err *err) {
+    int step = !strcmp(c->graph, "step");
+    *stage = step ? DG_STAGE_OPTIMIZER : !strcmp(c->graph, "forward") ? DG_STAGE_EP : DG_STAGE_LOGICAL;
+    if (!c->after[0]) return DG_OK;
+    DG_TRY(dg_stage_parse(c->after, stage, err));
+    if (!step && *stage > DG_STAGE_RECOMPUTE)
+        return dg_err_set(err, DG_EINPUT,
+                          "--after %s: --graph %s is one micro-batch and stops at recompute; use --graph step",
+                          c->after, c->graph);
+    return DG_OK;
+}
+
+/* Build what --graph and --after ask for into *out. */
+static int build(dg_graph **out, dump_cfg *c, dg_err *err) {
     DG_TRY(dg_train_config_finish(&c->train, 0, err));
+    dg_stage stage;
+    DG_TRY(pick_stage(c, &stage, err));
+    const dg_model_config *m = &c->train.model;
+    int ep = DG_MAX(m->expert_model_parallel_size, 1);
+    int world = c->world_size > 0 ? c->world_size : ep;
+    if (world % ep != 0)
+        return dg_err_set(err, DG_EINPUT, "--world-size %d: expected a multiple of --expert-model-parallel-size %d",
+                          world, ep);
+    if (c->rank >= world)
+        return dg_err_set(err, DG_EINPUT, "--rank %d: expected 0..%d (--world-size %d)", c->rank, world - 1, world);
+    dg_graph *logical = dg_graph_new(c->graph);
     dg_model_io io;
-    DG_TRY(dg_model_build_forward(g, &c->train.model, &io, err));
-    if (g->status != DG_OK) return dg_err_set(err, g->status, "%s", g->err.msg);
-    if (!strcmp(c->graph, "step")) DG_TRY(dg_autodiff(g, io.loss, dg_ops_autodiff(), NULL, err));
+    int st = dg_model_build_forward(logical, m, &io, err);
+    /* dense gradients reduce over every rank (EP folds into DP), expert ones
+     * over the ranks holding the same experts */
+    dg_dp_opts dpo = {DG_MAX(40000000, 1000000 * (int64_t)world), c->train.overlap_grad_reduce,
+                      c->train.use_distributed_optimizer, world, world / ep, dg_dist_pack_op(),
+                      world == 1, c->train.overlap_param_gather, dg_dist_unpack_op()};
+    if (c->train.ddp_bucket_size > 0) dpo.bucket_elems = c->train.ddp_bucket_size;
+    int step = !strcmp(c->graph, "step");
+    dg_pipeline_opts po = {.loss = io.loss, .n_microbatches = step ? DG_MAX(c->train.num_microbatches, 1) : 1,
+                           .autodiff = dg_ops_autodiff(), .scale = &dg_op_scale, .dp = &dpo,
+                           .stop_after = stage, .step_name = c->graph};
+    po.ep = (dg_pass_ep_opts){ep, m->moe_token_dispatcher_type, DG_MAX(m->moe_a2a_overlap_chunks, 1), 0};
+    dg_pipeline_result r;
+    if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);
+    dg_graph_free(logical);
+    if (st != DG_OK) return st;
+    *out = r.g;
+    r.g = NULL;
+    dg_pipeline_result_free(&r);
     return DG_OK;
 }
 
@@ -140,8 +204,8 @@ int dg_cmd_dump(int argc, char **argv) {
         return DG_EINPUT;
     }
 
-    dg_graph *g = dg_graph_new(c->graph);
-    st = build(g, c, &err);
+    dg_graph *g = NULL;
+    st = build(&g, c, &err);
     if (st != DG_OK) {
         dg_err_print(&err);
         dg_graph_free(g);

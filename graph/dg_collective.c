@@ -2,6 +2,8 @@
  * builders (see dg_collective.h for the attribute slots and semantics). */
 #include "dg_collective.h"
 
+#include "dg_layout.h"
+
 #include <stdarg.h>
 #include <string.h>
 
@@ -143,6 +145,91 @@ static void cost_recv(const dg_graph *g, const dg_node *n, dg_cost *c) {
     c->flops = 0;
 }
 
+/* ---- sharding rules (dg_layout.h) ---------------------------------------------
+ * Over a model axis (tp, cp, pp) a collective is where a layout changes:
+ * all_reduce turns partial(axis) into replicated, all_gather(dim) undoes a
+ * split of dim over axis, reduce_scatter(dim) turns partial(axis) into a
+ * split; anything else is a misplaced collective (cannot). Over a data axis
+ * (dp, edp, ep) a collective exchanges data between micro-batches and keeps
+ * the logical layout; only the DP pass's bucket reduce-scatter marks the
+ * shard a rank keeps (split over the axis). */
+
+static int shard_all_reduce(const dg_graph *g, const dg_node *n, const dg_sharding *in,
+                            dg_sharding *out, dg_attrs *attrs) {
+    (void)g;
+    (void)attrs;
+    out[0] = in[0];
+    if (in[0].partial == n->group) out[0].partial = DG_AXIS_NONE;
+    else if (!dg_axis_is_data(n->group)) return DG_SHARD_CANNOT;
+    return DG_OK;
+}
+
+static int shard_all_gather(const dg_graph *g, const dg_node *n, const dg_sharding *in,
+                            dg_sharding *out, dg_attrs *attrs) {
+    (void)g;
+    int d = (int)attrs->i[DG_COLL_DIM];
+    out[0] = in[0];
+    if (d < 0 || d >= DG_MAX_DIMS) return DG_SHARD_CANNOT;
+    if (in[0].split2[d] == n->group) {
+        out[0].split2[d] = DG_AXIS_NONE;
+    } else if (in[0].split[d] == n->group && in[0].split2[d] == DG_AXIS_NONE) {
+        out[0].split[d] = DG_AXIS_NONE;
+        out[0].stride[d] = 0;
+    } else if (!dg_axis_is_data(n->group)) {
+        return DG_SHARD_CANNOT;
+    }
+    return DG_OK;
+}
+
+static int shard_reduce_scatter(const dg_graph *g, const dg_node *n, const dg_sharding *in,
+                                dg_sharding *out, dg_attrs *attrs) {
+    (void)g;
+    int d = (int)attrs->i[DG_COLL_DIM];
+    out[0] = in[0];
+    if (d < 0 || d >= DG_MAX_DIMS) return DG_SHARD_CANNOT;
+    if (n->group == DG_AXIS_EP) return DG_OK; /* the EP combine: rows back home */
+    if (in[0].partial != n->group && !dg_axis_is_data(n->group)) return DG_SHARD_CANNOT;
+    out[0].partial = DG_AXIS_NONE;
+    if (out[0].split[d] == DG_AXIS_NONE) out[0].split[d] = (uint8_t)n->group;
+    else if (out[0].split2[d] == DG_AXIS_NONE) out[0].split2[d] = (uint8_t)n->group;
+    else return DG_SHARD_CANNOT;
+    return DG_OK;
+}
+
+static int shard_all_to_all(const dg_graph *g, const dg_node *n, const dg_sharding *in,
+                            dg_sharding *out, dg_attrs *attrs) {
+    (void)g;
+    int sd = (int)attrs->i[DG_COLL_SPLIT_DIM], cd = (int)attrs->i[DG_COLL_CONCAT_DIM];
+    out[0] = in[0];
+    if (sd < 0 || cd < 0 || sd >= DG_MAX_DIMS || cd >= DG_MAX_DIMS || in[0].partial != DG_AXIS_NONE)
+        return DG_SHARD_CANNOT;
+    if (dg_axis_is_data(n->group)) return DG_OK;
+    /* Ulysses: the split moves from one dim to the other */
+    out[0].split[sd] = in[0].split[cd];
+    out[0].split[cd] = in[0].split[sd];
+    return DG_OK;
+}
+
+static int shard_copy_to_group(const dg_graph *g, const dg_node *n, const dg_sharding *in,
+                               dg_sharding *out, dg_attrs *attrs) {
+    (void)g;
+    (void)n;
+    (void)attrs;
+    if (in[0].partial != DG_AXIS_NONE) return DG_SHARD_CANNOT;
+    out[0] = in[0];
+    return DG_OK;
+}
+
+static int shard_send(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                      dg_attrs *attrs) {
+    (void)g;
+    (void)n;
+    (void)in;
+    (void)out;
+    (void)attrs;
+    return DG_OK;
+}
+
 /* ---- builders --------------------------------------------------------------- */
 
 
@@ -161,6 +248,10 @@ static int coll_add(dg_graph *g, const dg_op_def *op, const dg_attrs *a, int x, 
     dg_node *n = dg_N(g, nid);
     n->group = axis;
     n->stream = DG_STREAM_COMM;
+    /* the rule needs the axis, which dg_graph_add did not know yet */
+    dg_sharding lay[DG_MAX_OUTPUTS];
+    if (n->n_out > 0 && dg_layout_infer(g, n, lay, NULL) == DG_OK)
+        g->tensors[n->out[0]].sharding = lay[0];
     return nid;
 }
 
@@ -190,9 +281,7 @@ static int all_reduce_named(dg_graph *g, int x, dg_axis axis, int group_size, co
     dg_attrs a = coll_attrs(group_size);
     int nid = coll_add(g, &dg_op_all_reduce, &a, x, axis, name);
     if (nid < 0) return -1;
-    dg_tensor *y = out_like(g, nid, x);
-    y->sharding.partial = DG_AXIS_NONE;
-    return y->id;
+    return dg_N(g, nid)->out[0];
 }
 
 static int all_gather_named(dg_graph *g, int x, dg_axis axis, int group_size, int dim,
@@ -202,9 +291,7 @@ static int all_gather_named(dg_graph *g, int x, dg_axis axis, int group_size, in
     a.i[DG_COLL_DIM] = dim;
     int nid = coll_add(g, &dg_op_all_gather, &a, x, axis, name);
     if (nid < 0) return -1;
-    dg_tensor *y = out_like(g, nid, x);
-    y->sharding.split[dim] = DG_AXIS_NONE;
-    return y->id;
+    return dg_N(g, nid)->out[0];
 }
 
 static int reduce_scatter_named(dg_graph *g, int x, dg_axis axis, int group_size, int dim,
@@ -214,10 +301,7 @@ static int reduce_scatter_named(dg_graph *g, int x, dg_axis axis, int group_size
     a.i[DG_COLL_DIM] = dim;
     int nid = coll_add(g, &dg_op_reduce_scatter, &a, x, axis, name);
     if (nid < 0) return -1;
-    dg_tensor *y = out_like(g, nid, x);
-    y->sharding.split[dim] = (uint8_t)axis;
-    y->sharding.partial = DG_AXIS_NONE;
-    return y->id;
+    return dg_N(g, nid)->out[0];
 }
 
 static int all_to_all_named(dg_graph *g, int x, dg_axis axis, int group_size, int split_dim,
@@ -228,11 +312,7 @@ static int all_to_all_named(dg_graph *g, int x, dg_axis axis, int group_size, in
     a.i[DG_COLL_CONCAT_DIM] = concat_dim;
     int nid = coll_add(g, &dg_op_all_to_all, &a, x, axis, name);
     if (nid < 0) return -1;
-    dg_tensor *y = out_like(g, nid, x);
-    uint8_t s = y->sharding.split[split_dim];
-    y->sharding.split[split_dim] = y->sharding.split[concat_dim];
-    y->sharding.split[concat_dim] = s;
-    return y->id;
+    return dg_N(g, nid)->out[0];
 }
 
 static int send_named(dg_graph *g, int x, dg_axis axis, int group_size, int peer,
@@ -397,6 +477,7 @@ const dg_op_def dg_op_all_reduce = {
     .iattr_names = {"group_size", NULL},
     .stream = DG_STREAM_COMM, .comm = DG_COMM_ALL_REDUCE,
     .infer = infer_same, .cost = cost_all_reduce, .adjoint = adj_all_reduce,
+    .shard = shard_all_reduce,
 };
 
 const dg_op_def dg_op_all_gather = {
@@ -404,6 +485,7 @@ const dg_op_def dg_op_all_gather = {
     .iattr_names = {"group_size", "dim", NULL},
     .stream = DG_STREAM_COMM, .comm = DG_COMM_ALL_GATHER,
     .infer = infer_all_gather, .cost = cost_all_gather, .adjoint = adj_all_gather,
+    .shard = shard_all_gather,
 };
 
 const dg_op_def dg_op_reduce_scatter = {
@@ -411,6 +493,7 @@ const dg_op_def dg_op_reduce_scatter = {
     .iattr_names = {"group_size", "dim", NULL},
     .stream = DG_STREAM_COMM, .comm = DG_COMM_REDUCE_SCATTER,
     .infer = infer_reduce_scatter, .cost = cost_reduce_scatter, .adjoint = adj_reduce_scatter,
+    .shard = shard_reduce_scatter,
 };
 
 const dg_op_def dg_op_all_to_all = {
@@ -418,6 +501,7 @@ const dg_op_def dg_op_all_to_all = {
     .iattr_names = {"group_size", "split_dim", "concat_dim", NULL},
     .stream = DG_STREAM_COMM, .comm = DG_COMM_ALL_TO_ALL,
     .infer = infer_all_to_all, .cost = cost_all_to_all, .adjoint = adj_all_to_all,
+    .shard = shard_all_to_all,
 };
 
 const dg_op_def dg_op_send = {
@@ -425,6 +509,7 @@ const dg_op_def dg_op_send = {
     .iattr_names = {"group_size", "peer", NULL},
     .stream = DG_STREAM_COMM, .comm = DG_COMM_SEND,
     .infer = infer_send, .cost = cost_send, .adjoint = adj_send,
+    .shard = shard_send,
 };
 
 const dg_op_def dg_op_recv = {
@@ -440,4 +525,5 @@ const dg_op_def dg_op_copy_to_group = {
     .iattr_names = {"group_size", NULL},
     .stream = DG_STREAM_COMM, .comm = DG_COMM_COPY_TO_GROUP,
     .infer = infer_same, .cost = NULL, .adjoint = adj_copy_to_group,
+    .shard = shard_copy_to_group,
 };

@@ -2,6 +2,8 @@
  * builder and flat layout (see dg_collective_v.h). */
 #include "dg_collective_v.h"
 
+#include "dg_layout.h"
+
 #include <string.h>
 
 static int64_t row_elems(const dg_tensor *t) {
@@ -118,9 +120,21 @@ int dg_all_to_all_v_layout(const dg_graph *g, const dg_node *n, int size,
     return DG_OK;
 }
 
+/* Rows exchanged between the micro-batches of a data axis (the EP dispatch
+ * and combine) keep their logical layout; over a model axis it has no
+ * meaning. The counts are replicated bookkeeping. */
+static int shard_a2av(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                      dg_attrs *attrs) {
+    (void)g;
+    (void)attrs;
+    if (!dg_axis_is_data(n->group) || in[0].partial != DG_AXIS_NONE) return DG_SHARD_CANNOT;
+    out[0] = in[0];
+    return DG_OK;
+}
+
 const dg_op_def dg_op_all_to_all_v = {
     .name = "all_to_all_v", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
     .iattr_names = {"group_size", "rows_out", NULL},
     .stream = DG_STREAM_COMM, .comm = DG_COMM_ALL_TO_ALL,
-    .infer = infer_a2av, .cost = cost_a2av, .adjoint = adj_a2av,
+    .infer = infer_a2av, .cost = cost_a2av, .adjoint = adj_a2av, .shard = shard_a2av,
 };

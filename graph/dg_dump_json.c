@@ -53,7 +53,13 @@ static void json_tensor(FILE *f, const dg_tensor *t, int index, const dg_uses *u
     int nd = DG_MIN(DG_MAX(t->ndim, 0), DG_MAX_DIMS);
     for (int d = 0; d < nd; d++) fprintf(f, "%s%lld", d ? "," : "", (long long)t->shape[d]);
     fprintf(f, "],\"role\":\"%s\",\"sharding\":{\"split\":[", dg_role_name(t->role));
-    for (int d = 0; d < nd; d++) fprintf(f, "%s\"%s\"", d ? "," : "", axis_or_q(t->sharding.split[d]));
+    for (int d = 0; d < nd; d++) {
+        const dg_sharding *s = &t->sharding;
+        fprintf(f, "%s\"%s", d ? "," : "", axis_or_q(s->split[d]));
+        if (s->split2[d]) fprintf(f, "+%s", axis_or_q(s->split2[d])); /* two axes: outer+inner */
+        if (s->split[d] && s->stride[d] > 1) fprintf(f, "/%d", s->stride[d]); /* fused blocks */
+        fputc('"', f);
+    }
     fprintf(f, "],\"partial\":\"%s\"},\"producer\":%d,\"consumers\":", axis_or_q(t->sharding.partial),
             t->producer);
     json_ints(f, u->nodes + u->offsets[index], u->offsets[index + 1] - u->offsets[index]);

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "dg_layout.h"
 #include "dg_op.h"
 
 /* ---- enums as text ---------------------------------------------------------- */
@@ -141,6 +142,10 @@ int dg_param_new(dg_graph *g, const char *name, int ndim, const int64_t *shape) 
 }
 
 int dg_param_get_or_new(dg_graph *g, const char *name, int ndim, const int64_t *shape) {
+    return dg_param(g, name, ndim, shape, NULL);
+}
+
+int dg_param(dg_graph *g, const char *name, int ndim, const int64_t *shape, const dg_param_spec *spec) {
     if (g->status != DG_OK) return -1;
     for (int t = 0; t < g->n_tensors; t++) {
         const dg_tensor *x = &g->tensors[t];
@@ -150,7 +155,12 @@ int dg_param_get_or_new(dg_graph *g, const char *name, int ndim, const int64_t *
         if (!same) return dg_graph_fail(g, "parameter '%s' exists with another shape", name);
         return t;
     }
-    return dg_param_new(g, name, ndim, shape);
+    int t = dg_param_new(g, name, ndim, shape);
+    if (t >= 0 && spec) {
+        g->tensors[t].init = (uint8_t)spec->init;
+        g->tensors[t].place = spec->place;
+    }
+    return t;
 }
 
 int dg_input_new(dg_graph *g, const char *name, dg_dtype dtype, int ndim, const int64_t *shape) {
@@ -225,6 +235,12 @@ int dg_graph_add(dg_graph *g, const dg_op_def *op, const dg_attrs *attrs, const 
         n->out[j] = tid;
         if (out_ids) out_ids[j] = tid;
     }
+    /* Layouts propagate as the graph is built; when the rule cannot take
+     * the inputs the outputs stay replicated and the verifier names the
+     * node (a collective is missing before it). */
+    dg_sharding lay[DG_MAX_OUTPUTS];
+    if (dg_layout_infer(g, n, lay, NULL) == DG_OK)
+        for (int j = 0; j < n->n_out; j++) g->tensors[n->out[j]].sharding = lay[j];
     return n->n_out > 0 ? n->out[0] : nid;
 }
 
@@ -282,15 +298,5 @@ const char *dg_shape_str(const dg_tensor *t, char *buf) {
 }
 
 const char *dg_sharding_str(const dg_tensor *t, char *buf) {
-    int o = snprintf(buf, 64, "[");
-    for (int i = 0; i < t->ndim && o < 40; i++) {
-        dg_axis a = (dg_axis)t->sharding.split[i];
-        o += snprintf(buf + o, (size_t)(64 - o), "%s%s", i ? "," : "",
-                      a == DG_AXIS_NONE ? "-" : dg_axis_name(a));
-    }
-    o += snprintf(buf + o, (size_t)(64 - o), "]");
-    if (t->sharding.partial != DG_AXIS_NONE)
-        snprintf(buf + o, (size_t)(64 - o), "+partial(%s)",
-                 dg_axis_name((dg_axis)t->sharding.partial));
-    return buf;
+    return dg_layout_str(&t->sharding, t->ndim, buf);
 }

@@ -74,10 +74,29 @@ typedef enum dg_axis {
 } dg_axis;
 const char *dg_axis_name(dg_axis a); /* "none", "tp", ... */
 
+/* A layout (graph/dg_layout.h has the rules and helpers): per dimension up
+ * to two axes split it (split is the outer one, split2 the inner: the
+ * sequence under CP and SP together is split = cp, split2 = tp), and
+ * `stride` > 1 says the dimension is a concatenation of `stride` equal blocks
+ * each split on its own (a fused weight: SwiGLU's [gate; up] has stride 2, so
+ * a rank holds its slice of the gate rows and of the up rows). */
 typedef struct dg_sharding {
-    uint8_t split[DG_MAX_DIMS]; /* dg_axis per dim; DG_AXIS_NONE = replicated */
-    uint8_t partial;            /* dg_axis holding a partial sum, or NONE */
+    uint8_t split[DG_MAX_DIMS];  /* dg_axis per dim; DG_AXIS_NONE = replicated */
+    uint8_t split2[DG_MAX_DIMS]; /* second (inner) axis on the same dim, or NONE */
+    uint8_t stride[DG_MAX_DIMS]; /* 0 or 1: contiguous split; k > 1: k blocks */
+    uint8_t partial;             /* dg_axis holding a partial sum, or NONE */
 } dg_sharding;
+
+/* How a parameter starts (Megatron's init): N(0, std), N(0, std / sqrt(2 L))
+ * for the projections that feed the residual stream, ones, or zeros. Set by
+ * the model builder, read by the trainer's init. */
+typedef enum dg_init {
+    DG_INIT_NORMAL = 0,
+    DG_INIT_SCALED_NORMAL,
+    DG_INIT_ONES,
+    DG_INIT_ZEROS,
+    DG_INIT_COUNT
+} dg_init;
 
 /* ---- tensors ------------------------------------------------------------- */
 typedef struct dg_tensor {
@@ -87,7 +106,11 @@ typedef struct dg_tensor {
     int ndim;                   /* 0 (scalar) .. DG_MAX_DIMS */
     int64_t shape[DG_MAX_DIMS]; /* row-major, shape[ndim-1] is contiguous */
     dg_role role;
-    dg_sharding sharding;
+    dg_sharding sharding;       /* its layout in this graph (dg_layout.h) */
+    dg_sharding place;          /* parameters: the placement the model asks for
+                                 * (column-parallel: output dim over tp, experts:
+                                 * dim 0 over ep); passes make it the layout */
+    uint8_t init;               /* parameters: a dg_init */
     int producer;               /* node id that writes it, -1 for leaves */
     int grad;                   /* id of d(loss)/d(this), -1 if none */
     bool requires_grad;         /* parameters, and anything computed from them */
@@ -170,6 +193,10 @@ typedef struct dg_graph {
     int cur_layer;
     int cur_microbatch;
     int cur_stage;
+    /* The device mesh: ranks along each parallel axis (0 or 1: not split).
+     * One graph serves every rank of a group: a rank's coordinate on an axis
+     * is a runtime input, never an attr. */
+    int mesh[DG_AXIS_COUNT];
     /* First builder error (shape mismatch, bad attr); later calls are no-ops
      * returning -1 until the caller reads it. */
     int status;
@@ -202,6 +229,17 @@ int dg_tensor_new(dg_graph *g, const char *name, dg_dtype dtype, int ndim,
 /* Shorthands for parameters and inputs. */
 int dg_param_new(dg_graph *g, const char *name, int ndim, const int64_t *shape);
 int dg_input_new(dg_graph *g, const char *name, dg_dtype dtype, int ndim, const int64_t *shape);
+
+/* What the model builder says about a parameter: how it starts and where
+ * it should live. */
+typedef struct dg_param_spec {
+    dg_init init;
+    dg_sharding place;
+} dg_param_spec;
+/* The one way to make a parameter: the parameter named `name` if g has one
+ * (same shape, else a builder error), or a new one with spec's init and
+ * placement (NULL: normal init, replicated). Returns its id or -1. */
+int dg_param(dg_graph *g, const char *name, int ndim, const int64_t *shape, const dg_param_spec *spec);
 /* The parameter named `name` if g has one (its shape must be `shape`, else a
  * builder error), or a new one. Lets a step graph lower several micro-batches
  * that share their weights. */

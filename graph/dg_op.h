@@ -80,7 +80,29 @@ typedef struct dg_op_def {
     size_t (*workspace)(const dg_graph *g, const dg_node *n, int nthreads);
 
     dg_kernel_fn kernel[DG_BACKEND_COUNT];
+
+    /* Sharding rule (graph/dg_layout.h): from the inputs' layouts in[0..n_in),
+     * write the layouts of the outputs to out[0..n_out) and return DG_OK, or
+     * return DG_SHARD_CANNOT when the op cannot run on inputs laid out so (a
+     * pass then inserts the collective that makes them agree). `attrs` holds
+     * the node's attrs; a rule whose attrs carry shapes (reshape dims, head
+     * counts) rewrites them for the local shapes with the mesh sizes in
+     * g->mesh. NULL: the replicated rule (every input replicated, or cannot). */
+    int (*shard)(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                 dg_attrs *attrs);
+
+    /* Parallel lowering, for ops whose parallel form is a different subgraph
+     * (MoE experts under EP: dispatch, grouped GEMMs, combine). A pass that
+     * re-emits a graph calls it instead of copying the node: emit into g the
+     * nodes that compute node n (of the source graph src) from the inputs
+     * in[] (ids in g), and write the ids of n's outputs in g to out[].
+     * `opts` is the calling pass's option record. Optional. */
+    int (*lower)(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+                 const void *opts, dg_err *err);
 } dg_op_def;
+
+/* A sharding rule's answer when the inputs' layouts do not fit the op. */
+#define DG_SHARD_CANNOT (-1)
 
 /* Helpers for infer() callbacks. */
 static inline void dg_desc_like(dg_tensor_desc *d, const dg_tensor *t) {

@@ -6,6 +6,7 @@
  * topological sort relies on them, and the graph is acyclic before infer()
  * is trusted to terminate on sensible inputs. */
 #include "dg_verify.h"
+#include "dg_verify_internal.h"
 
 #include <stdarg.h>
 #include <string.h>
@@ -15,9 +16,7 @@
 static const char *op_name(const dg_node *n) { return n->op ? n->op->name : "?"; }
 
 /* "node 7 'attn_out' (op matmul): rule 'shape' broken: <detail>" */
-static int node_fail(dg_err *err, const dg_node *n, const char *rule, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int node_fail(dg_err *err, const dg_node *n, const char *rule, const char *fmt, ...) {
+int dg_verify_node_fail(dg_err *err, const dg_node *n, const char *rule, const char *fmt, ...) {
     char detail[DG_ERR_LEN];
     va_list ap;
     va_start(ap, fmt);
@@ -26,6 +25,7 @@ static int node_fail(dg_err *err, const dg_node *n, const char *rule, const char
     return dg_err_set(err, DG_EINPUT, "node %d '%s' (op %s): rule '%s' broken: %s", n->id,
                       n->name, op_name(n), rule, detail);
 }
+#define node_fail dg_verify_node_fail
 
 static int tensor_fail(dg_err *err, const dg_tensor *t, const char *rule, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -231,6 +231,7 @@ int dg_verify(const dg_graph *g, dg_err *err) {
     int *order = dg_malloc(sizeof(int) * (size_t)DG_MAX(g->n_nodes, 1));
     int st = check_acyclic(g, order, err);
     if (st == DG_OK) st = check_infer(g, order, err);
+    if (st == DG_OK) st = dg_verify_sharding_order(g, order, err);
     dg_free(order);
     return st;
 }

@@ -22,6 +22,15 @@
  *                    with its length and an ordering edge it runs through
  *   infer            the op accepts its inputs (op->infer succeeds)
  *   shape, dtype     recorded outputs match what op->infer says now
+ *   layout           (forward nodes) the op's sharding rule (dg_layout.h)
+ *                    takes the inputs' layouts — else a collective is
+ *                    missing before the node, or a collective stands where
+ *                    no layout changes — and gives each activation output
+ *                    the layout recorded on it (producer and consumers of
+ *                    an edge agree)
+ *   grad-group       a gradient bucket's collective runs over the group that
+ *                    replicates its parameters: edp for expert parameters
+ *                    (a dim split over ep), dp for the rest
  *
  * Every message names the node by id and name, its op and the rule, e.g.
  *   node 7 'attn_out' (op matmul): rule 'shape' broken: output 0 is [4,64], op infers [4,32]
@@ -37,6 +46,10 @@
  * first broken rule. Does not modify g. Cost: O(nodes + tensors) plus one
  * infer() call per node. */
 int dg_verify(const dg_graph *g, dg_err *err);
+
+/* Only the 'layout' and 'grad-group' rules (dg_verify_sharding.c), for a
+ * graph already known to be well formed. */
+int dg_verify_sharding(const dg_graph *g, dg_err *err);
 
 /* dg_verify() for the output of a named stage: the message is prefixed with
  * "after <stage>: " so a pipeline of passes says which one broke the graph. */

@@ -7,6 +7,7 @@
 #include "dg_collective.h"
 #include "dg_collective_v.h"
 #include "dg_grouped_gemm.h"
+#include "dg_layout.h"
 #include "dg_ops.h"
 #include "dg_permute.h"
 #include "dg_router.h"
@@ -54,7 +55,10 @@ int dg_ep_expert_param(dg_graph *g, const char *name, int64_t E, int ep_size, in
     if (ep_size < 1 || E % ep_size != 0)
         return dg_graph_fail(g, "expert parameter '%s': %lld experts over %d EP ranks", name,
                              (long long)E, ep_size);
-    int w = dg_param_get_or_new(g, name, 3, DG_SHAPE(E / ep_size, d1, d2));
+    dg_param_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.place.split[0] = DG_AXIS_EP;
+    int w = dg_param(g, name, 3, DG_SHAPE(E / ep_size, d1, d2), &spec);
     if (w >= 0 && ep_size > 1) dg_T(g, w)->sharding.split[0] = DG_AXIS_EP;
     return w;
 }
@@ -65,15 +69,11 @@ int dg_ep_is_expert_param(const dg_tensor *t) {
 
 int dg_ep_find_rank_input(const dg_graph *g) {
     for (int t = 0; t < g->n_tensors; t++)
-        if (g->tensors[t].role == DG_ROLE_INPUT && !strcmp(g->tensors[t].name, "ep_rank"))
-            return t;
+        if (dg_mesh_coord_axis(&g->tensors[t]) == DG_AXIS_EP) return t;
     return -1;
 }
 
-int dg_ep_rank_input(dg_graph *g) {
-    int t = dg_ep_find_rank_input(g);
-    return t >= 0 ? t : dg_input_new(g, "ep_rank", DG_I32, 1, DG_SHAPE(1));
-}
+int dg_ep_rank_input(dg_graph *g) { return dg_mesh_coord_input(g, DG_AXIS_EP); }
 
 /* Rename the node that produced tensor t, so traces and dumps say which
  * chunk and which exchange a task is ("ep_dispatch.c1"). */

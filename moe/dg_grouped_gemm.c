@@ -1,5 +1,8 @@
 /* dg_grouped_gemm.c — grouped_gemm and grouped_gemm_wgrad ops (see dg_grouped_gemm.h). */
 #include "dg_grouped_gemm.h"
+#include "dg_layout.h"
+
+#include <string.h>
 
 #include "dg_cpu_grouped_gemm.h"
 #include "dg_ops_util.h"
@@ -69,10 +72,27 @@ static int adj_gg(dg_graph *g, const dg_node *n, const int *dout, int *din) {
     return g->status;
 }
 
+/* The experts' weights may be this rank's slice (dim 0 over ep, the EP
+ * pass's local [E/ep, ...]): the rows in x were dispatched to those
+ * experts, so the output is an ordinary, unsplit activation. */
+static int shard_gg(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                    dg_attrs *attrs) {
+    (void)attrs;
+    dg_sharding w = in[2];
+    if (w.split[0] == DG_AXIS_EP && w.split2[0] == DG_AXIS_NONE) w.split[0] = DG_AXIS_NONE;
+    if (!dg_layout_is_replicated(&in[0]) || !dg_layout_is_replicated(&in[1]) ||
+        !dg_layout_is_replicated(&w))
+        return DG_SHARD_CANNOT;
+    (void)g;
+    (void)n;
+    memset(out, 0, sizeof *out);
+    return DG_OK;
+}
+
 const dg_op_def dg_op_grouped_gemm = {
     .name = "grouped_gemm", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
     .iattr_names = {"transpose_w"},
-    .infer = infer_gg, .cost = cost_gg, .adjoint = adj_gg, .kernel = {k_gg},
+    .infer = infer_gg, .cost = cost_gg, .adjoint = adj_gg, .kernel = {k_gg}, .shard = shard_gg,
 };
 
 int dg_grouped_gemm(dg_graph *g, int x, int tokens_per_expert, int w, int transpose_w) {

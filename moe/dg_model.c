@@ -4,12 +4,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "dg_ep.h"
-#include "dg_grouped_gemm.h"
+#include "dg_moe_experts.h"
 #include "dg_moe_loss.h"
 #include "dg_op_attention.h"
 #include "dg_ops.h"
-#include "dg_permute.h"
 #include "dg_router.h"
 
 void dg_model_config_tiny(dg_model_config *c) {
@@ -31,15 +29,6 @@ void dg_model_config_tiny(dg_model_config *c) {
     c->norm_epsilon = 1e-5;
     c->untie_embeddings = 1;
     c->moe_layer_freq = 1;
-}
-
-/* The EP options of the MoE layers (moe/dg_ep.h); zeros mean "off". */
-static dg_ep_opts ep_opts(const dg_model_config *c) {
-    dg_ep_opts o = dg_ep_opts_default();
-    o.ep_size = c->expert_model_parallel_size > 1 ? c->expert_model_parallel_size : 1;
-    o.dispatcher = (dg_ep_dispatcher)c->moe_token_dispatcher_type;
-    o.chunks = c->moe_a2a_overlap_chunks > 1 ? c->moe_a2a_overlap_chunks : 1;
-    return o;
 }
 
 int64_t dg_model_rotary_dim(const dg_model_config *c) {
@@ -114,9 +103,6 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
         }
         NEED(!(c->router_pre_softmax && c->score_function_sigmoid),
              "--moe-router-pre-softmax applies to --moe-router-score-function softmax only");
-        dg_ep_opts epo = ep_opts(c);
-        DG_TRY(dg_ep_opts_check(&epo, c->num_experts, (int64_t)c->micro_batch_size * c->seq_length,
-                                err));
     }
     int any_dense = 0;
     for (int l = 0; l < c->num_layers; l++) any_dense |= !dg_model_layer_is_moe(c, l);
@@ -127,32 +113,65 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
     return DG_OK;
 }
 
-int dg_model_param(dg_graph *g, const char *prefix, const char *name, int ndim,
-                   const int64_t *shape) {
+/* Placement and init of each kind (dg_model.h). */
+static dg_param_spec param_spec(dg_model_param_kind kind) {
+    dg_param_spec s;
+    memset(&s, 0, sizeof s);
+    switch (kind) {
+    case DG_MODEL_PARAM_NORM_WEIGHT: s.init = DG_INIT_ONES; break;
+    case DG_MODEL_PARAM_NORM_BIAS: s.init = DG_INIT_ZEROS; break;
+    case DG_MODEL_PARAM_COLUMN: s.place.split[0] = DG_AXIS_TP; break;
+    case DG_MODEL_PARAM_COLUMN_GLU:
+        s.place.split[0] = DG_AXIS_TP;
+        s.place.stride[0] = 2;
+        break;
+    case DG_MODEL_PARAM_ROW:
+        s.init = DG_INIT_SCALED_NORMAL;
+        s.place.split[1] = DG_AXIS_TP;
+        break;
+    case DG_MODEL_PARAM_VOCAB: s.place.split[0] = DG_AXIS_TP; break;
+    case DG_MODEL_PARAM_EXPERTS_GLU:
+        s.place.split[0] = DG_AXIS_EP;
+        s.place.split[1] = DG_AXIS_TP;
+        s.place.stride[1] = 2;
+        break;
+    case DG_MODEL_PARAM_EXPERTS_ROW:
+        s.init = DG_INIT_SCALED_NORMAL;
+        s.place.split[0] = DG_AXIS_EP;
+        s.place.split[2] = DG_AXIS_TP;
+        break;
+    case DG_MODEL_PARAM_REPLICATED: break;
+    }
+    return s;
+}
+
+int dg_model_param(dg_graph *g, const char *prefix, const char *name, dg_model_param_kind kind,
+                   int ndim, const int64_t *shape) {
     char full[2 * DG_NAME_LEN];
     snprintf(full, sizeof full, "%s%s", prefix, name);
     full[DG_NAME_LEN - 1] = 0; /* names are cut to the IR's limit */
-    return dg_param_get_or_new(g, full, ndim, shape);
+    dg_param_spec spec = param_spec(kind);
+    return dg_param(g, full, ndim, shape, &spec);
 }
 
 int dg_model_norm(dg_graph *g, const dg_model_config *c, const char *prefix, const char *name, int x) {
     int64_t H = c->hidden_size;
     char wname[2 * DG_NAME_LEN];
     snprintf(wname, sizeof wname, "%s.weight", name);
-    int w = dg_model_param(g, prefix, wname, 1, DG_SHAPE(H));
+    int w = dg_model_param(g, prefix, wname, DG_MODEL_PARAM_NORM_WEIGHT, 1, DG_SHAPE(H));
     if (!c->normalization_layernorm) return dg_rmsnorm(g, x, w, c->norm_epsilon);
     snprintf(wname, sizeof wname, "%s.bias", name);
-    int b = dg_model_param(g, prefix, wname, 1, DG_SHAPE(H));
+    int b = dg_model_param(g, prefix, wname, DG_MODEL_PARAM_NORM_BIAS, 1, DG_SHAPE(H));
     return dg_layernorm(g, x, w, b, c->norm_epsilon);
 }
 
 void dg_model_attn_project(dg_graph *g, const dg_model_config *c, const char *pre, int x,
                            int64_t B, int64_t L, dg_model_qkv *o) {
     int64_t H = c->hidden_size, Hq = c->num_attention_heads, Hkv = c->num_query_groups, D = H / Hq;
-    int wq = dg_model_param(g, pre, "self_attention.linear_q.weight", 2, DG_SHAPE(Hq * D, H));
-    int wk = dg_model_param(g, pre, "self_attention.linear_k.weight", 2, DG_SHAPE(Hkv * D, H));
-    int wv = dg_model_param(g, pre, "self_attention.linear_v.weight", 2, DG_SHAPE(Hkv * D, H));
-    o->wo = dg_model_param(g, pre, "self_attention.linear_proj.weight", 2, DG_SHAPE(H, Hq * D));
+    int wq = dg_model_param(g, pre, "self_attention.linear_q.weight", DG_MODEL_PARAM_COLUMN, 2, DG_SHAPE(Hq * D, H));
+    int wk = dg_model_param(g, pre, "self_attention.linear_k.weight", DG_MODEL_PARAM_COLUMN, 2, DG_SHAPE(Hkv * D, H));
+    int wv = dg_model_param(g, pre, "self_attention.linear_v.weight", DG_MODEL_PARAM_COLUMN, 2, DG_SHAPE(Hkv * D, H));
+    o->wo = dg_model_param(g, pre, "self_attention.linear_proj.weight", DG_MODEL_PARAM_ROW, 2, DG_SHAPE(H, Hq * D));
     o->q = dg_reshape(g, dg_linear(g, x, wq), 4, DG_SHAPE(B, L, Hq, D));
     o->k = dg_reshape(g, dg_linear(g, x, wk), 4, DG_SHAPE(B, L, Hkv, D));
     o->v = dg_reshape(g, dg_linear(g, x, wv), 4, DG_SHAPE(B, L, Hkv, D));
@@ -164,7 +183,8 @@ int dg_model_attn_output(dg_graph *g, const dg_model_config *c, int a, int64_t B
 
 /* Causal GQA self-attention with RoPE on x [B, S, H]; returns [B, S, H]. */
 static int attention_block(dg_graph *g, const dg_model_config *c, const char *pre, int x) {
-    int64_t B = c->micro_batch_size, S = c->seq_length, D = c->hidden_size / c->num_attention_heads;
+    int64_t B = dg_Tc(g, x)->shape[0], S = dg_Tc(g, x)->shape[1];
+    int64_t D = c->hidden_size / c->num_attention_heads;
     dg_model_qkv p;
     dg_model_attn_project(g, c, pre, x, B, S, &p);
     int q = dg_rope_partial(g, p.q, c->rope_base, 0, dg_model_rotary_dim(c));
@@ -178,8 +198,8 @@ int dg_model_swiglu_mlp(dg_graph *g, const char *pre, const char *what, int x, i
     char n1[2 * DG_NAME_LEN], n2[2 * DG_NAME_LEN];
     snprintf(n1, sizeof n1, "%s.linear_fc1.weight", what);
     snprintf(n2, sizeof n2, "%s.linear_fc2.weight", what);
-    int w1 = dg_model_param(g, pre, n1, 2, DG_SHAPE(2 * F, H));
-    int w2 = dg_model_param(g, pre, n2, 2, DG_SHAPE(H, F));
+    int w1 = dg_model_param(g, pre, n1, DG_MODEL_PARAM_COLUMN_GLU, 2, DG_SHAPE(2 * F, H));
+    int w2 = dg_model_param(g, pre, n2, DG_MODEL_PARAM_ROW, 2, DG_SHAPE(H, F));
     return dg_linear(g, dg_swiglu(g, dg_linear(g, x, w1)), w2);
 }
 
@@ -187,17 +207,12 @@ int dg_model_swiglu_mlp(dg_graph *g, const char *pre, const char *what, int x, i
  * weighted unpermute. Adds the layer's aux and z losses to *aux, *z. */
 static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int x, int *aux,
                      int *z, int *counts) {
-    int64_t B = c->micro_batch_size, S = c->seq_length, H = c->hidden_size, T = B * S;
+    int64_t B = dg_Tc(g, x)->shape[0], S = dg_Tc(g, x)->shape[1], H = c->hidden_size, T = B * S;
     int64_t E = c->num_experts, F = c->moe_ffn_hidden_size;
-    int wr = dg_model_param(g, pre, "mlp.router.weight", 2, DG_SHAPE(E, H));
-    /* expert weights: this EP rank's slice [E/ep, ...] under the global name */
-    dg_ep_opts epo = ep_opts(c);
-    char n1[2 * DG_NAME_LEN], n2[2 * DG_NAME_LEN];
-    snprintf(n1, sizeof n1, "%smlp.experts.linear_fc1.weight", pre);
-    snprintf(n2, sizeof n2, "%smlp.experts.linear_fc2.weight", pre);
-    n1[DG_NAME_LEN - 1] = n2[DG_NAME_LEN - 1] = 0;
-    int w1 = dg_ep_expert_param(g, n1, E, epo.ep_size, 2 * F, H);
-    int w2 = dg_ep_expert_param(g, n2, E, epo.ep_size, H, F);
+    int wr = dg_model_param(g, pre, "mlp.router.weight", DG_MODEL_PARAM_REPLICATED, 2, DG_SHAPE(E, H));
+    /* all E experts' weights: the EP pass makes them this rank's slice */
+    int w1 = dg_model_param(g, pre, "mlp.experts.linear_fc1.weight", DG_MODEL_PARAM_EXPERTS_GLU, 3, DG_SHAPE(E, 2 * F, H));
+    int w2 = dg_model_param(g, pre, "mlp.experts.linear_fc2.weight", DG_MODEL_PARAM_EXPERTS_ROW, 3, DG_SHAPE(E, H, F));
     int xt = dg_reshape(g, x, 2, DG_SHAPE(T, H));
     int logits = dg_linear(g, xt, wr);
 
@@ -216,11 +231,9 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int
     *aux = *aux < 0 ? a : dg_add(g, *aux, a);
     *z = *z < 0 ? zl : dg_add(g, *z, zl);
 
-    /* permute -> [dispatch] -> grouped SwiGLU experts -> [combine] -> unpermute;
-     * with EP off and no overlap chunks, exactly the single-rank nodes */
-    dg_ep_experts_args ea = {.x = xt, .probs = r.probs, .indices = r.indices, .w1 = w1, .w2 = w2,
-                             .num_experts = (int)E, .capacity_factor = c->moe_capacity_factor};
-    int y = dg_ep_experts(g, &epo, &ea);
+    /* one logical node over all experts; the EP pass lowers it (permute,
+     * [dispatch,] grouped SwiGLU experts, [combine,] unpermute) */
+    int y = dg_moe_experts(g, xt, r.probs, r.indices, w1, w2, (int)E, c->moe_capacity_factor);
     if (y < 0) return -1;
     if (c->moe_shared_expert_size > 0)
         y = dg_add(g, y, dg_model_swiglu_mlp(g, pre, "mlp.shared_experts", xt, H, c->moe_shared_expert_size));
@@ -237,7 +250,7 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
     io->tokens = dg_input_new(g, "tokens", DG_I32, 2, DG_SHAPE(B, S));
     io->targets = dg_input_new(g, "targets", DG_I32, 2, DG_SHAPE(B, S));
     io->loss_mask = dg_input_new(g, "loss_mask", DG_F32, 2, DG_SHAPE(B, S));
-    int emb = dg_param_get_or_new(g, "embedding.word_embeddings.weight", 2, DG_SHAPE(V, H));
+    int emb = dg_model_param(g, "", "embedding.word_embeddings.weight", DG_MODEL_PARAM_VOCAB, 2, DG_SHAPE(V, H));
     int x = dg_embedding(g, emb, io->tokens);
 
     int aux = -1, z = -1;
@@ -258,7 +271,7 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
     }
     dg_graph_set_layer(g, -1);
     int h = dg_model_norm(g, c, "decoder.", "final_layernorm", x);
-    int wout = c->untie_embeddings ? dg_param_get_or_new(g, "output_layer.weight", 2, DG_SHAPE(V, H)) : emb;
+    int wout = c->untie_embeddings ? dg_model_param(g, "", "output_layer.weight", DG_MODEL_PARAM_VOCAB, 2, DG_SHAPE(V, H)) : emb;
     int logits = dg_linear(g, h, wout);
     io->lm_loss = dg_softmax_xent(g, logits, io->targets, io->loss_mask, NULL);
     io->aux_loss = aux;

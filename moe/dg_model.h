@@ -4,7 +4,12 @@
  * comments; dg_model_build_forward() lowers one microbatch's forward pass into
  * graph nodes (embedding -> N x [norm, GQA attention with RoPE, residual,
  * norm, MoE or dense SwiGLU MLP, residual] -> final norm -> LM head ->
- * cross entropy), stamping each node with its layer.
+ * cross entropy), stamping each node with its layer. The graph is logical:
+ * global shapes (read from the input tensors past the inputs themselves),
+ * one moe_experts node per MoE layer, parameters annotated with placement
+ * and init; it knows no parallel size. The step pipeline
+ * (graph/dg_pipeline.h) makes it what a rank runs; dg_model_forward_local()
+ * (dg_ep_model.h) makes a runnable forward of it for tests and tools.
  */
 #ifndef DG_MODEL_H
 #define DG_MODEL_H
@@ -37,6 +42,9 @@ typedef struct dg_model_config {
     int moe_layer_mask[4];       /* --moe-layer-freq as a list ("([0]*1+[1]*3)"): bit
                                   * l % 32 of word l / 32 set = layer l is MoE */
     int moe_shared_expert_size;  /* --moe-shared-expert-intermediate-size (0: none) */
+    /* The next three are the EP pass's options (graph/passes/dg_pass_ep.h),
+     * carried here for the checkpoint's config record; the model builder
+     * never reads them (test_model_knows_no_parallel_size). */
     int expert_model_parallel_size; /* --expert-model-parallel-size (0 or 1: experts not split) */
     int moe_token_dispatcher_type;  /* --moe-token-dispatcher-type: a dg_ep_dispatcher
                                      * (0 alltoall, 1 allgather; moe/dg_ep.h) */
@@ -88,8 +96,29 @@ typedef struct dg_model_io {
  * a parameter named "<prefix><name>" (cut to the IR's name limit), and the
  * configured norm (RMSNorm, or LayerNorm with a bias) of x with parameters
  * "<prefix><name>.weight" / ".bias". */
-int dg_model_param(dg_graph *g, const char *prefix, const char *name, int ndim,
-                   const int64_t *shape);
+/* What kind of weight a parameter is: says where it should live (its
+ * placement, dg_tensor.place) and how it starts (dg_init):
+ *   COLUMN        column-parallel linear [out, in]: out over tp
+ *   COLUMN_GLU    SwiGLU's fused fc1 [gate; up]: out over tp, strided by 2
+ *   ROW           row-parallel linear: in over tp; scaled init (it feeds the
+ *                 residual stream: std / sqrt(2 L))
+ *   VOCAB         word embedding, output layer [V, H]: V over tp
+ *   EXPERTS_GLU   experts' fc1 [E, 2F, H]: E over ep, 2F over tp strided by 2
+ *   EXPERTS_ROW   experts' fc2 [E, H, F]: E over ep, F over tp; scaled init
+ *   NORM_WEIGHT   ones;  NORM_BIAS  zeros;  REPLICATED (the router) */
+typedef enum dg_model_param_kind {
+    DG_MODEL_PARAM_REPLICATED = 0,
+    DG_MODEL_PARAM_COLUMN,
+    DG_MODEL_PARAM_COLUMN_GLU,
+    DG_MODEL_PARAM_ROW,
+    DG_MODEL_PARAM_VOCAB,
+    DG_MODEL_PARAM_EXPERTS_GLU,
+    DG_MODEL_PARAM_EXPERTS_ROW,
+    DG_MODEL_PARAM_NORM_WEIGHT,
+    DG_MODEL_PARAM_NORM_BIAS,
+} dg_model_param_kind;
+int dg_model_param(dg_graph *g, const char *prefix, const char *name, dg_model_param_kind kind,
+                   int ndim, const int64_t *shape);
 int dg_model_norm(dg_graph *g, const dg_model_config *c, const char *prefix, const char *name, int x);
 /* Attention's projections, shared so both graphs name them alike: q
  * [B, L, Hq, D] and k, v [B, L, Hkv, D] from x [B, L, H] (before RoPE), and
@@ -123,10 +152,10 @@ int dg_model_layer_is_moe(const dg_model_config *c, int l);
  * heads, top-k <= experts, ...). Returns DG_OK or DG_EINPUT naming both flags. */
 int dg_model_config_check(const dg_model_config *c, dg_err *err);
 
-/* Build the forward graph of one microbatch into g. Calling it again on the
- * same g (with g's microbatch stamp changed) adds another micro-batch that
- * shares the parameters: they are looked up by name. Returns DG_OK, or
- * DG_EINPUT with err naming the inconsistent setting. */
+/* Build the logical forward graph of one micro-batch into g (see the top of
+ * this file). Parameters are looked up by name, so a second call on the
+ * same g shares them. Returns DG_OK, or DG_EINPUT with err naming the
+ * inconsistent setting. */
 int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *io, dg_err *err);
 
 #endif /* DG_MODEL_H */

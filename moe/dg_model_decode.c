@@ -56,9 +56,9 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const dg_decode_shap
                      const char *pre, int x) {
     int64_t B = s->batch, L = s->new_tokens, H = c->hidden_size, T = B * L;
     int64_t E = c->num_experts, F = c->moe_ffn_hidden_size;
-    int wr = dg_model_param(g, pre, "mlp.router.weight", 2, DG_SHAPE(E, H));
-    int w1 = dg_model_param(g, pre, "mlp.experts.linear_fc1.weight", 3, DG_SHAPE(E, 2 * F, H));
-    int w2 = dg_model_param(g, pre, "mlp.experts.linear_fc2.weight", 3, DG_SHAPE(E, H, F));
+    int wr = dg_model_param(g, pre, "mlp.router.weight", DG_MODEL_PARAM_REPLICATED, 2, DG_SHAPE(E, H));
+    int w1 = dg_model_param(g, pre, "mlp.experts.linear_fc1.weight", DG_MODEL_PARAM_EXPERTS_GLU, 3, DG_SHAPE(E, 2 * F, H));
+    int w2 = dg_model_param(g, pre, "mlp.experts.linear_fc2.weight", DG_MODEL_PARAM_EXPERTS_ROW, 3, DG_SHAPE(E, H, F));
     int xt = dg_reshape(g, x, 2, DG_SHAPE(T, H));
     int logits = dg_linear(g, xt, wr);
 

@@ -2,6 +2,7 @@
 #include "dg_op_act.h"
 
 #include "dg_cpu_act.h"
+#include "dg_op_shard.h"
 #include "dg_ops_util.h"
 
 /* ---- swiglu ----------------------------------------------------------------------- */
@@ -43,6 +44,7 @@ static int adj_swiglu(dg_graph *g, const dg_node *n, const int *dout, int *din) 
 const dg_op_def dg_op_swiglu = {
     .name = "swiglu", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .infer = infer_swiglu, .cost = cost_swiglu, .adjoint = adj_swiglu, .kernel = {k_swiglu},
+    .shard = dg_shard_swiglu,
 };
 
 int dg_swiglu(dg_graph *g, int x) { return dg_add1(g, &dg_op_swiglu, NULL, &x, 1, NULL); }
@@ -111,6 +113,7 @@ static int adj_gelu(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 const dg_op_def dg_op_gelu_tanh = {
     .name = "gelu_tanh", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .infer = infer_gelu, .cost = cost_gelu, .adjoint = adj_gelu, .kernel = {k_gelu},
+    .shard = dg_shard_pointwise,
 };
 
 int dg_gelu_tanh(dg_graph *g, int x) { return dg_add1(g, &dg_op_gelu_tanh, NULL, &x, 1, NULL); }

@@ -3,6 +3,7 @@
 
 #include "dg_autodiff.h"
 #include "dg_cpu_elementwise.h"
+#include "dg_op_shard.h"
 #include "dg_ops_util.h"
 
 /* ---- shared rules ----------------------------------------------------------- */
@@ -66,6 +67,7 @@ static int adj_add(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 const dg_op_def dg_op_add = {
     .name = "add", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .infer = infer_same2, .cost = cost_ew, .adjoint = adj_add, .kernel = {k_add},
+    .shard = dg_shard_elementwise,
 };
 
 int dg_add(dg_graph *g, int a, int b) { return dg_add1(g, &dg_op_add, NULL, (int[]){a, b}, 2, NULL); }
@@ -89,6 +91,7 @@ static int adj_mul(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 const dg_op_def dg_op_mul = {
     .name = "mul", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .infer = infer_same2, .cost = cost_ew, .adjoint = adj_mul, .kernel = {k_mul},
+    .shard = dg_shard_elementwise,
 };
 
 int dg_mul(dg_graph *g, int a, int b) { return dg_add1(g, &dg_op_mul, NULL, (int[]){a, b}, 2, NULL); }
@@ -110,6 +113,7 @@ const dg_op_def dg_op_scale = {
     .name = "scale", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .fattr_names = {"alpha"},
     .infer = infer_same1, .cost = cost_ew, .adjoint = adj_scale, .kernel = {k_scale},
+    .shard = dg_shard_linear_unary,
 };
 
 int dg_scale(dg_graph *g, int x, double alpha) {
@@ -176,6 +180,7 @@ const dg_op_def dg_op_sum = {
     .name = "sum", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .iattr_names = {"mean"},
     .infer = infer_sum, .cost = cost_ew, .adjoint = adj_sum, .kernel = {k_sum},
+    .shard = dg_shard_sum,
 };
 
 int dg_sum(dg_graph *g, int x) { return dg_add1(g, &dg_op_sum, NULL, &x, 1, NULL); }
@@ -212,6 +217,7 @@ const dg_op_def dg_op_broadcast_scalar = {
     .name = "broadcast_scalar", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .iattr_names = {"ndim", "d0", "d1", "d2", "d3"}, .fattr_names = {"alpha"},
     .infer = infer_bcast, .cost = cost_ew, .adjoint = adj_bcast, .kernel = {k_bcast},
+    .shard = dg_shard_linear_unary,
 };
 
 int dg_broadcast_scalar(dg_graph *g, int scalar, int ndim, const int64_t *shape, double alpha) {

@@ -2,6 +2,7 @@
 #include "dg_op_embedding.h"
 
 #include "dg_cpu_embedding.h"
+#include "dg_op_shard.h"
 #include "dg_ops_util.h"
 
 static int infer_embedding(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
@@ -46,6 +47,7 @@ const dg_op_def dg_op_embedding = {
     .name = "embedding", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .infer = infer_embedding, .cost = cost_embedding, .adjoint = adj_embedding,
     .kernel = {k_embedding},
+    .shard = dg_shard_embedding,
 };
 
 int dg_embedding(dg_graph *g, int table, int tokens) {

@@ -2,6 +2,7 @@
 #include "dg_op_norm.h"
 
 #include "dg_cpu_norm.h"
+#include "dg_op_shard.h"
 #include "dg_ops_util.h"
 
 /* ---- shared rules ------------------------------------------------------------ */
@@ -80,6 +81,7 @@ const dg_op_def dg_op_rmsnorm = {
     .name = "rmsnorm", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .fattr_names = {"eps"},
     .infer = infer_rmsnorm, .cost = cost_rmsnorm, .adjoint = adj_rmsnorm, .kernel = {k_rmsnorm},
+    .shard = dg_shard_rowwise,
 };
 
 int dg_rmsnorm(dg_graph *g, int x, int w, double eps) {
@@ -165,6 +167,7 @@ const dg_op_def dg_op_layernorm = {
     .fattr_names = {"eps"},
     .infer = infer_layernorm, .cost = cost_layernorm, .adjoint = adj_layernorm,
     .kernel = {k_layernorm},
+    .shard = dg_shard_rowwise,
 };
 
 int dg_layernorm(dg_graph *g, int x, int w, int b, double eps) {

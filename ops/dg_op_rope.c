@@ -2,6 +2,7 @@
 #include "dg_op_rope.h"
 
 #include "dg_cpu_rope.h"
+#include "dg_op_shard.h"
 #include "dg_ops_util.h"
 
 static int rope_node(dg_graph *g, int x, double base, int64_t pos_offset, int inverse,
@@ -73,6 +74,7 @@ const dg_op_def dg_op_rope = {
     .iattr_names = {"pos_offset", "inverse", "rotary_dim"}, .fattr_names = {"base"},
     .infer = infer_rope, .cost = cost_rope, .adjoint = adj_rope, .workspace = ws_rope,
     .kernel = {k_rope},
+    .shard = dg_shard_rope,
 };
 
 int dg_rope(dg_graph *g, int x, double base, int64_t pos_offset) {

@@ -2,6 +2,7 @@
 #include "dg_op_shape.h"
 
 #include "dg_cpu_shape.h"
+#include "dg_op_shard.h"
 #include "dg_ops_util.h"
 
 static int infer_reshape(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
@@ -65,6 +66,7 @@ const dg_op_def dg_op_reshape = {
     .name = "reshape", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .iattr_names = {"ndim", "d0", "d1", "d2", "d3"},
     .infer = infer_reshape, .cost = cost_reshape, .adjoint = adj_reshape, .kernel = {k_reshape},
+    .shard = dg_shard_reshape,
 };
 
 int dg_reshape(dg_graph *g, int x, int ndim, const int64_t *shape) {

@@ -15,10 +15,11 @@
 #include "dg_grid.h"
 #include "dg_flops.h"
 #include "dg_lr.h"
+#include "dg_layout.h"
 #include "dg_mem_estimate.h"
 #include "dg_op_basic.h"
 #include "dg_op_optim.h"
-#include "dg_pass_mb_order.h"
+#include "dg_pipeline.h"
 #include "dg_sched.h"
 #include "dg_tensorboard.h"
 #include "dg_verify.h"
@@ -70,100 +71,72 @@ static double init_normal(init_rng *r) {
     return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
 }
 
-/* Megatron's init: weights ~ N(0, std), output projections (linear_proj,
- * linear_fc2) ~ N(0, std / sqrt(2 L)), norm weights 1 and biases 0. Each
- * parameter draws from a stream seeded by (seed, its index), so adding a
- * parameter does not reshuffle the others. A parameter split over EP along
- * dim 0 (expert weights) is the slice of the global tensor this rank holds:
- * its stream skips the values of the EP ranks before it (splitmix64's state
- * is a counter, so the skip is one addition), and any EP size initialises
- * the same global model. */
+/* Megatron's init, as the model builder annotated each parameter
+ * (dg_tensor.init): N(0, std), N(0, std / sqrt(2 L)) for the projections
+ * into the residual stream, ones, zeros. Each parameter draws from a stream
+ * seeded by (seed, its index), so adding a parameter does not reshuffle the
+ * others. A parameter split over EP (expert weights) is the slice of the
+ * global tensor this rank holds: its stream skips the values before the
+ * slice's offset (dg_shard_offset; splitmix64's state is a counter, so the
+ * skip is one addition), and any EP size initialises the same global model. */
 static void init_params(trainer *t) {
     const dg_train_config *c = t->c;
     double out_std = c->init_method_std / sqrt(2.0 * c->model.num_layers);
+    int coord[DG_AXIS_COUNT] = {0};
+    if (t->grid) coord[DG_AXIS_EP] = t->grid->coord.ep;
     for (int i = 0; i < t->n_params; i++) {
         const dg_tensor *p = &t->g->tensors[t->params[i]];
         float *w = dg_runtime_ptr(t->rt, p->id);
         int64_t n = dg_tensor_numel(p);
-        if (strstr(p->name, "norm")) {
-            float v = strstr(p->name, ".bias") ? 0.0f : 1.0f;
+        if (p->init == DG_INIT_ONES || p->init == DG_INIT_ZEROS) {
+            float v = p->init == DG_INIT_ONES ? 1.0f : 0.0f;
             for (int64_t k = 0; k < n; k++) w[k] = v;
             continue;
         }
-        double std = (strstr(p->name, "linear_proj") || strstr(p->name, "linear_fc2")) ? out_std
-                                                                                       : c->init_method_std;
+        double std = p->init == DG_INIT_SCALED_NORMAL ? out_std : c->init_method_std;
         init_rng r = {(uint64_t)c->seed * 0x100000001B3ull + (uint64_t)i};
-        if (p->sharding.split[0] == DG_AXIS_EP && t->grid) /* two draws per value */
-            r.s += 2u * (uint64_t)t->grid->coord.ep * (uint64_t)n * 0x9E3779B97F4A7C15ull;
+        r.s += 2u * (uint64_t)dg_shard_offset(p, coord) * 0x9E3779B97F4A7C15ull; /* two draws per value */
         for (int64_t k = 0; k < n; k++) w[k] = (float)(std * init_normal(&r));
     }
 }
 
 /* ---- setup ---------------------------------------------------------------------- */
 
-/* Step 4 of setup: the optimizer as nodes of the step graph, over the DP
- * pass's buckets (graph/passes/dg_pass_optim.h). */
-static int optimizer_pass(trainer *t, dg_comm *const groups[DG_AXIS_COUNT], dg_err *err) {
+/* The optimizer stage's options (graph/passes/dg_pass_optim.h): the
+ * gradient norm, clipping, the NaN/inf skip and AdamW as nodes over the DP
+ * stage's buckets. */
+static void optimizer_opts(const trainer *t, dg_comm *const groups[DG_AXIS_COUNT], dg_optim_opts *oo) {
     const dg_train_config *c = t->c;
-    dg_optim_opts oo;
-    memset(&oo, 0, sizeof oo);
-    oo.buckets = &t->buckets;
-    for (int a = 0; a < DG_AXIS_COUNT; a++) oo.group_size[a] = groups[a] ? groups[a]->size : 1;
-    oo.grad_scale = 1.0 / t->grad_shards;
-    oo.clip_grad = c->clip_grad;
-    oo.beta1 = c->adam_beta1;
-    oo.beta2 = c->adam_beta2;
-    oo.eps = c->adam_eps;
-    oo.weight_decay = c->weight_decay;
-    oo.ops = dg_optim_ops_get();
-    DG_TRY(dg_pass_optim(t->g, &oo, &t->optim, err));
-    return dg_verify_after(t->g, "optimizer pass", err);
+    memset(oo, 0, sizeof *oo);
+    for (int a = 0; a < DG_AXIS_COUNT; a++) oo->group_size[a] = groups[a] ? groups[a]->size : 1;
+    oo->grad_scale = 1.0 / t->grad_shards;
+    oo->clip_grad = c->clip_grad;
+    oo->beta1 = c->adam_beta1;
+    oo->beta2 = c->adam_beta2;
+    oo->eps = c->adam_eps;
+    oo->weight_decay = c->weight_decay;
+    oo->ops = dg_optim_ops_get();
 }
 
-/* The step graph, numbered like the design's flow:
- *   1. forward of every micro-batch of the global batch (the model builder,
- *      once per micro-batch, sharing the parameters), and the step's loss,
- *      their mean;
- *   2. autodiff: backward from the loss. Gradients of the shared parameters
- *      add up over the micro-batches inside the graph, so the DP pass below
- *      reduces each bucket once per step, as Megatron does on the last
- *      micro-batch, and overlaps that with the end of backward; then the
- *      micro-batch order pass (ordering edges: each micro-batch's forward
- *      and backward before the next starts);
- *   3. the DP pass: gradient buckets, each packed and all-reduced (or
- *      reduce-scattered) on the comm stream, and with --overlap-param-gather
- *      the gathers of the updated parameters under the forward;
- *   4. the optimizer pass: gradient norm, clipping, the NaN/inf skip, AdamW
- *      and the parameter all-gather (optimizer_pass below);
- *   5. the plan (priorities, streams, memory) and the runtime, whose comm
- *      groups come from the rank grid. */
+/* One logical micro-batch's io, mapped into the step graph. */
+static void map_io(const dg_pipeline_result *r, int mb, const dg_model_io *l, dg_model_io *out) {
+    memset(out, -1, sizeof *out);
+    int *src = (int *)l, *dst = (int *)out;
+    for (size_t i = 0; i < sizeof *l / sizeof(int); i++) dst[i] = src[i] < 0 ? -1 : dg_pipeline_map(r, mb, src[i]);
+}
+
+/* The step graph: the model builder's logical micro-batch through the step
+ * pipeline (graph/dg_pipeline.h: parallel passes, autodiff, micro-batches,
+ * the schedule's ordering edges, DP, the optimizer), then the plan
+ * (priorities, streams, memory) and the runtime, whose comm groups come from
+ * the rank grid. */
 static int setup(trainer *t, dg_err *err) {
     dg_train_config *c = t->c;
-    t->g = dg_graph_new("train_step");
     t->n_mb = c->num_microbatches;
     t->io = dg_calloc((size_t)t->n_mb, sizeof *t->io);
-    /* Built last micro-batch first: autodiff accumulates a weight's
-     * gradient in reverse topological order, so this makes the running sum
-     * follow micro-batch order (mb0 + mb1 + ...), and each micro-batch's
-     * contribution is added, and freed, as soon as it exists. */
-    int total = -1;
-    for (int mb = t->n_mb - 1; mb >= 0; mb--) {
-        dg_graph_set_microbatch(t->g, t->n_mb > 1 ? mb : -1);
-        DG_TRY(dg_model_build_forward(t->g, &c->model, &t->io[mb], err));
-        dg_graph_set_microbatch(t->g, -1); /* the sum joins micro-batches: it belongs to none */
-        total = total < 0 ? t->io[mb].loss : dg_add(t->g, total, t->io[mb].loss);
-    }
-    dg_graph_set_microbatch(t->g, -1);
-    t->loss = t->n_mb > 1 ? dg_scale(t->g, total, 1.0 / t->n_mb) : total;
-    if (t->g->status != DG_OK) return dg_err_set(err, t->g->status, "step graph: %s", t->g->err.msg);
-    DG_TRY(dg_autodiff(t->g, t->loss, dg_ops_autodiff(), NULL, err));
-    DG_TRY(dg_verify_after(t->g, "autodiff", err));
-    /* Micro-batches in order, as ordering edges: each runs forward and
-     * backward before the next starts, so the arena holds one micro-batch's
-     * activations, not all of them. */
-    DG_TRY(dg_pass_mb_order(t->g, NULL, err));
-    DG_TRY(dg_verify_after(t->g, "micro-batch order", err));
-
+    dg_graph *logical = dg_graph_new("logical");
+    dg_model_io lio;
+    int st = dg_model_build_forward(logical, &c->model, &lio, err);
     dg_comm *groups[DG_AXIS_COUNT] = {0};
     if (t->grid) dg_grid_runtime_groups(t->grid, groups);
     int dp_cp = groups[DG_AXIS_DP] ? groups[DG_AXIS_DP]->size : 1;
@@ -174,9 +147,26 @@ static int setup(trainer *t, dg_err *err) {
     dg_dp_opts dpo = {bucket, c->overlap_grad_reduce, c->use_distributed_optimizer, dp_cp, edp,
                       dg_dist_pack_op(), dp_cp == 1 && edp == 1, c->overlap_param_gather,
                       dg_dist_unpack_op()};
-    DG_TRY(dg_pass_dp(t->g, &dpo, &t->buckets, err));
-    DG_TRY(dg_verify_after(t->g, "dp pass", err));
-    DG_TRY(optimizer_pass(t, groups, err));
+    dg_optim_opts oo;
+    optimizer_opts(t, groups, &oo);
+    dg_pipeline_opts po = {.loss = lio.loss, .n_microbatches = t->n_mb, .autodiff = dg_ops_autodiff(),
+                           .scale = &dg_op_scale, .dp = &dpo, .optim = &oo,
+                           .stop_after = DG_STAGE_OPTIMIZER, .step_name = "train_step"};
+    po.ep = (dg_pass_ep_opts){DG_MAX(c->model.expert_model_parallel_size, 1),
+                              c->model.moe_token_dispatcher_type,
+                              DG_MAX(c->model.moe_a2a_overlap_chunks, 1), 0};
+    dg_pipeline_result r;
+    if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);
+    dg_graph_free(logical);
+    if (st != DG_OK) return st;
+    for (int mb = 0; mb < t->n_mb; mb++) map_io(&r, mb, &lio, &t->io[mb]);
+    t->g = r.g;
+    t->buckets = r.buckets;
+    t->optim = r.optim;
+    r.g = NULL;
+    memset(&r.buckets, 0, sizeof r.buckets);
+    memset(&r.optim, 0, sizeof r.optim);
+    dg_pipeline_result_free(&r);
 
     /* What the loop reads after a step: the losses, the routers' counts and
      * the optimizer's status (gradient norm, whether it updated). */
@@ -210,10 +200,12 @@ static int setup(trainer *t, dg_err *err) {
     t->ptrs = dg_malloc(sizeof(void *) * (size_t)t->g->n_tensors);
     for (int i = 0; i < t->g->n_tensors; i++) t->ptrs[i] = dg_runtime_ptr(t->rt, i);
 
-    /* The allgather EP dispatcher reads this rank's place in its EP group
-     * from an input; it never changes, so it is filled once. */
-    int ep_rank = dg_ep_find_rank_input(t->g);
-    if (ep_rank >= 0) *(int32_t *)t->ptrs[ep_rank] = t->grid ? t->grid->coord.ep : 0;
+    /* This rank's coordinates on the mesh's axes are inputs (one per
+     * micro-batch: the allgather EP dispatcher reads its place in the EP
+     * group); they never change, so they are filled once. */
+    for (int i = 0; i < t->g->n_tensors; i++)
+        if (dg_mesh_coord_axis(&t->g->tensors[i]) == DG_AXIS_EP)
+            *(int32_t *)t->ptrs[i] = t->grid ? t->grid->coord.ep : 0;
 
     t->params = dg_malloc(sizeof(int) * (size_t)t->g->n_tensors);
     for (int i = 0; i < t->g->n_tensors; i++)

@@ -17,6 +17,7 @@
 #include "dg_autodiff.h"
 #include "dg_dist_ckpt.h"
 #include "dg_grid.h"
+#include "dg_ep_model.h"
 #include "dg_model.h"
 #include "dg_op_basic.h"
 #include "dg_op_optim.h"
@@ -47,9 +48,9 @@ int main(int argc, char **argv) {
     dg_train_config c;
     dg_train_config_defaults(&c);
     dg_model_config_tiny(&c.model);
-    dg_graph *g = dg_graph_new("step");
+    dg_graph *g = NULL;
     dg_model_io io;
-    CHECK(dg_model_build_forward(g, &c.model, &io, &err) == DG_OK);
+    CHECK(dg_model_forward_local(&g, "step", &c.model, NULL, &io, &err) == DG_OK);
     CHECK(dg_autodiff(g, io.loss, dg_ops_autodiff(), NULL, &err) == DG_OK);
     int params[256], np = 0, n_expert = 0;
     for (int t = 0; t < g->n_tensors && np < 256; t++) {

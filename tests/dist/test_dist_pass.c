@@ -14,6 +14,7 @@
 #include "dg_autodiff.h"
 #include "dg_collective.h"
 #include "dg_dist.h"
+#include "dg_ep_model.h"
 #include "dg_model.h"
 #include "dg_op_basic.h"
 #include "dg_pass_dp.h"
@@ -32,9 +33,9 @@ static int failures;
 static dg_graph *step_graph(dg_model_io *io, int mark_experts) {
     dg_model_config c;
     dg_model_config_tiny(&c);
-    dg_graph *g = dg_graph_new("step");
+    dg_graph *g = NULL;
     dg_err err = {{0}};
-    CHECK(dg_model_build_forward(g, &c, io, &err) == DG_OK);
+    CHECK(dg_model_forward_local(&g, "step", &c, NULL, io, &err) == DG_OK);
     CHECK(dg_autodiff(g, io->loss, dg_ops_autodiff(), NULL, &err) == DG_OK);
     for (int t = 0; mark_experts && t < g->n_tensors; t++)
         if (g->tensors[t].role == DG_ROLE_PARAMETER && strstr(g->tensors[t].name, ".experts."))

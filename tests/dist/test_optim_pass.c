@@ -23,6 +23,7 @@
 #include "dg_collective.h"
 #include "dg_dist.h"
 #include "dg_exec_serial.h"
+#include "dg_ep_model.h"
 #include "dg_model.h"
 #include "dg_op_basic.h"
 #include "dg_op_optim.h"
@@ -50,8 +51,7 @@ static int build(step *s, int distributed, int mark_experts, const int gs[DG_AXI
     memset(s, 0, sizeof *s);
     dg_model_config c;
     dg_model_config_tiny(&c);
-    s->g = dg_graph_new("step");
-    DG_TRY(dg_model_build_forward(s->g, &c, &s->io, err));
+    DG_TRY(dg_model_forward_local(&s->g, "step", &c, NULL, &s->io, err));
     DG_TRY(dg_autodiff(s->g, s->io.loss, dg_ops_autodiff(), NULL, err));
     for (int t = 0; mark_experts && t < s->g->n_tensors; t++)
         if (s->g->tensors[t].role == DG_ROLE_PARAMETER && strstr(s->g->tensors[t].name, ".experts."))
@@ -225,10 +225,10 @@ static void check_race(void) {
     static const int one[DG_AXIS_COUNT] = {1, 1, 1, 1, 1, 1, 1};
     dg_model_config c;
     dg_model_config_tiny(&c);
-    dg_graph *g = dg_graph_new("step");
+    dg_graph *g = NULL;
     dg_model_io io;
     dg_err err = {{0}};
-    CHECK(dg_model_build_forward(g, &c, &io, &err) == DG_OK);
+    CHECK(dg_model_forward_local(&g, "step", &c, NULL, &io, &err) == DG_OK);
     CHECK(dg_autodiff(g, io.loss, dg_ops_autodiff(), NULL, &err) == DG_OK);
     int p = -1;
     for (int t = 0; p < 0 && t < g->n_tensors; t++)

@@ -66,26 +66,38 @@ int ep_model_build(ep_model *m, const ep_cfg *c, const dg_ep_opts *o, dg_err *er
 
 #ifdef DG_EP_FULL_MODEL
 #include "dg_model.h"
+#include "dg_pipeline.h"
 
+/* The logical model (which knows no EP size) through the step pipeline up
+ * to its schedule stage: the EP pass lowers the experts for o. */
 int ep_model_build_full(ep_model *m, ep_cfg *c, const dg_ep_opts *o, dg_err *err) {
     memset(m, 0, sizeof *m);
     dg_model_config mc;
     dg_model_config_tiny(&mc);
-    mc.expert_model_parallel_size = o->ep_size;
-    mc.moe_token_dispatcher_type = (int)o->dispatcher;
-    mc.moe_a2a_overlap_chunks = o->chunks;
     mc.moe_capacity_factor = c->capacity_factor;
     c->B = mc.micro_batch_size, c->S = mc.seq_length, c->V = mc.vocab_size;
     c->E = mc.num_experts, c->k = mc.moe_router_topk;
-    m->g = dg_graph_new("ep_model");
+    dg_graph *logical = dg_graph_new("ep_model");
     dg_model_io io;
-    DG_TRY(dg_model_build_forward(m->g, &mc, &io, err));
-    m->tokens = io.tokens, m->targets = io.targets, m->mask = io.loss_mask;
-    m->loss = io.loss, m->lm = io.lm_loss, m->aux = io.aux_loss, m->z = io.z_loss;
-    m->counts = io.tokens_per_expert[0];
+    int st = dg_model_build_forward(logical, &mc, &io, err);
+    dg_pipeline_opts po = {.loss = io.loss, .n_microbatches = 1, .autodiff = dg_ops_autodiff(),
+                           .scale = &dg_op_scale, .stop_after = DG_STAGE_SCHEDULE,
+                           .step_name = "ep_model"};
+    po.ep = (dg_pass_ep_opts){o->ep_size, (int)o->dispatcher, o->chunks, o->recv_rows};
+    dg_pipeline_result r;
+    if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);
+    dg_graph_free(logical);
+    if (st != DG_OK) return st;
+    m->g = r.g;
+    r.g = NULL;
+    m->tokens = dg_pipeline_map(&r, 0, io.tokens), m->targets = dg_pipeline_map(&r, 0, io.targets);
+    m->mask = dg_pipeline_map(&r, 0, io.loss_mask);
+    m->loss = dg_pipeline_map(&r, 0, io.loss), m->lm = dg_pipeline_map(&r, 0, io.lm_loss);
+    m->aux = dg_pipeline_map(&r, 0, io.aux_loss), m->z = dg_pipeline_map(&r, 0, io.z_loss);
+    m->counts = dg_pipeline_map(&r, 0, io.tokens_per_expert[0]);
     m->ep_rank = dg_ep_find_rank_input(m->g);
-    DG_TRY(dg_autodiff(m->g, m->loss, dg_ops_autodiff(), NULL, err));
-    return dg_verify_after(m->g, "EP model + autodiff", err);
+    dg_pipeline_result_free(&r);
+    return DG_OK;
 }
 #endif
 

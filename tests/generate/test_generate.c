@@ -33,6 +33,7 @@
 #include "dg_cpu_kv.h"
 #include "dg_exec_serial.h"
 #include "dg_gradcheck.h"
+#include "dg_ep_model.h"
 #include "dg_model.h"
 #include "dg_model_decode.h"
 #include "dg_op_kv.h"
@@ -111,10 +112,10 @@ static void forward_logits(const dg_model_config *c0, param_store *s, const int3
     dg_model_config c = *c0;
     c.micro_batch_size = B;
     c.seq_length = S;
-    dg_graph *g = dg_graph_new("fwd");
+    dg_graph *g = NULL;
     dg_model_io io;
     dg_err err = {{0}};
-    assert_int_equal(dg_model_build_forward(g, &c, &io, &err), DG_OK);
+    assert_int_equal(dg_model_forward_local(&g, "fwd", &c, NULL, &io, &err), DG_OK);
     int lg = -1;
     for (int n = 0; n < g->n_nodes; n++)
         if (g->nodes[n].op == &dg_op_softmax_xent) lg = g->nodes[n].in[0];

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "dg_collective.h"
+#include "dg_layout.h"
 
 static int infer_matmul(const dg_graph *g, const dg_node *n, dg_tensor_desc *outs, dg_err *err) {
     const dg_tensor *a = dg_Tc(g, n->in[0]), *b = dg_Tc(g, n->in[1]);
@@ -74,22 +75,43 @@ static int adj_loss(dg_graph *g, const dg_node *n, const int *dout, int *din) {
     return din[0] < 0 ? g->status : DG_OK;
 }
 
+/* x [T, K] @ w [K, N]: column parallel (w split on N) or row parallel (both
+ * split on K over one axis -> partial sum). */
+static int shard_matmul(const dg_graph *g, const dg_node *n, const dg_sharding *in,
+                        dg_sharding *out, dg_attrs *attrs) {
+    (void)g;
+    (void)n;
+    (void)attrs;
+    memset(out, 0, sizeof *out);
+    out->split[0] = in[0].split[0];
+    if (in[0].split[1] || in[1].split[0]) {
+        if (in[0].split[1] != in[1].split[0] || in[1].split[1]) return DG_SHARD_CANNOT;
+        out->partial = in[0].split[1];
+    } else {
+        out->split[1] = in[1].split[1];
+    }
+    return DG_OK;
+}
+
 const dg_op_def t_op_fill = {.name = "t_fill", .min_inputs = 0, .max_inputs = 0, .n_outputs = 1,
                              .infer = infer_shape_attr};
 const dg_op_def t_op_bcast = {.name = "t_bcast", .min_inputs = 1, .max_inputs = 1,
                               .n_outputs = 1, .infer = infer_shape_attr};
 
 const dg_op_def t_op_matmul = {.name = "t_matmul", .min_inputs = 2, .max_inputs = 2,
-                               .n_outputs = 1, .infer = infer_matmul, .cost = cost_matmul};
+                               .n_outputs = 1, .infer = infer_matmul, .cost = cost_matmul,
+                               .shard = shard_matmul};
 const dg_op_def t_op_add = {.name = "t_add", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-                            .infer = infer_same_all, .adjoint = adj_add};
+                            .infer = infer_same_all, .adjoint = adj_add,
+                            .shard = dg_shard_elementwise};
 const dg_op_def t_op_relu = {.name = "t_relu", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-                             .infer = infer_same_all};
+                             .infer = infer_same_all, .shard = dg_shard_elementwise};
 const dg_op_def t_op_sum = {.name = "t_sum", .min_inputs = 1, .max_inputs = 4, .n_outputs = 1,
                             .infer = infer_same_all};
 const dg_op_def t_op_scale = {.name = "t_scale", .min_inputs = 1, .max_inputs = 1,
                               .n_outputs = 1, .iattr_names = {"repeat", NULL},
-                              .fattr_names = {"alpha", NULL}, .infer = infer_same_all};
+                              .fattr_names = {"alpha", NULL}, .infer = infer_same_all,
+                              .shard = dg_shard_linear_unary};
 const dg_op_def t_op_loss = {.name = "t_loss", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
                              .infer = infer_loss, .adjoint = adj_loss};
 

@@ -38,15 +38,20 @@ static void test_infer_shapes(void **state) {
     dg_graph *g = dg_graph_new("coll");
     int x = dg_input_new(g, "x", DG_F32, 3, DG_SHAPE(2, 8, 6));
     dg_T(g, x)->sharding.partial = DG_AXIS_TP;
+    dg_T(g, x)->sharding.split[1] = DG_AXIS_CP;
 
     int ar = dg_all_reduce(g, x, DG_AXIS_TP, 4);
     assert_shape(g, ar, 3, DG_SHAPE(2, 8, 6));
     assert_int_equal(dg_Tc(g, ar)->sharding.partial, DG_AXIS_NONE);
+    assert_int_equal(dg_Tc(g, ar)->sharding.split[1], DG_AXIS_CP);
 
     int ag = dg_all_gather(g, ar, DG_AXIS_CP, 4, 1);
     assert_shape(g, ag, 3, DG_SHAPE(2, 32, 6));
+    assert_int_equal(dg_Tc(g, ag)->sharding.split[1], DG_AXIS_NONE);
 
-    int rs = dg_reduce_scatter(g, ag, DG_AXIS_TP, 4, 1);
+    int xp = dg_input_new(g, "xp", DG_F32, 3, DG_SHAPE(2, 32, 6));
+    dg_T(g, xp)->sharding.partial = DG_AXIS_TP;
+    int rs = dg_reduce_scatter(g, xp, DG_AXIS_TP, 4, 1);
     assert_shape(g, rs, 3, DG_SHAPE(2, 8, 6));
     assert_int_equal(dg_Tc(g, rs)->sharding.split[1], DG_AXIS_TP);
 
@@ -169,6 +174,15 @@ static void test_adjoint_pairs(void **state) {
     (void)state;
     dg_graph *g = dg_graph_new("adjoint");
     int x = dg_input_new(g, "x", DG_F32, 3, DG_SHAPE(2, 8, 6));
+    /* inputs laid out as each collective takes them (dg_layout.h) */
+    int x_tp = dg_input_new(g, "x_tp", DG_F32, 3, DG_SHAPE(2, 8, 6));
+    dg_T(g, x_tp)->sharding.partial = DG_AXIS_TP;
+    int x_cp = dg_input_new(g, "x_cp", DG_F32, 3, DG_SHAPE(2, 8, 6));
+    dg_T(g, x_cp)->sharding.partial = DG_AXIS_CP;
+    int x_s1 = dg_input_new(g, "x_s1", DG_F32, 3, DG_SHAPE(2, 8, 6));
+    dg_T(g, x_s1)->sharding.split[1] = DG_AXIS_TP;
+    int x_s0 = dg_input_new(g, "x_s0", DG_F32, 3, DG_SHAPE(2, 8, 6));
+    dg_T(g, x_s0)->sharding.split[0] = DG_AXIS_TP;
     const dg_node *e;
 
     /* copy_to_group -> all_reduce */
@@ -180,7 +194,7 @@ static void test_adjoint_pairs(void **state) {
 
     /* all_reduce -> identity: the gradient passes through, no node */
     dg_graph_set_phase(g, DG_PHASE_FORWARD);
-    y = dg_all_reduce(g, x, DG_AXIS_TP, 4);
+    y = dg_all_reduce(g, x_tp, DG_AXIS_TP, 4);
     int dy = grad_like(g, y);
     d = run_adjoint(g, producer_of(g, y)->id, dy, &e);
     assert_null(e);
@@ -188,7 +202,7 @@ static void test_adjoint_pairs(void **state) {
 
     /* all_gather(dim 1) -> reduce_scatter(dim 1) */
     dg_graph_set_phase(g, DG_PHASE_FORWARD);
-    y = dg_all_gather(g, x, DG_AXIS_TP, 4, 1);
+    y = dg_all_gather(g, x_s1, DG_AXIS_TP, 4, 1);
     d = run_adjoint(g, producer_of(g, y)->id, grad_like(g, y), &e);
     assert_ptr_equal(e->op, &dg_op_reduce_scatter);
     assert_int_equal(e->attrs.i[DG_COLL_DIM], 1);
@@ -196,7 +210,7 @@ static void test_adjoint_pairs(void **state) {
 
     /* reduce_scatter(dim 2) -> all_gather(dim 2) */
     dg_graph_set_phase(g, DG_PHASE_FORWARD);
-    y = dg_reduce_scatter(g, x, DG_AXIS_CP, 3, 2);
+    y = dg_reduce_scatter(g, x_cp, DG_AXIS_CP, 3, 2);
     assert_shape(g, y, 3, DG_SHAPE(2, 8, 2));
     d = run_adjoint(g, producer_of(g, y)->id, grad_like(g, y), &e);
     assert_ptr_equal(e->op, &dg_op_all_gather);
@@ -235,7 +249,7 @@ static void test_adjoint_pairs(void **state) {
 
     /* no gradient flowing: nothing emitted, din is -1 */
     dg_graph_set_phase(g, DG_PHASE_FORWARD);
-    y = dg_all_gather(g, x, DG_AXIS_TP, 2, 0);
+    y = dg_all_gather(g, x_s0, DG_AXIS_TP, 2, 0);
     d = run_adjoint(g, producer_of(g, y)->id, -1, &e);
     assert_null(e);
     assert_int_equal(d, -1);
@@ -252,6 +266,8 @@ static void test_tp_block_backward(void **state) {
     int x = dg_input_new(g, "x", DG_F32, 2, DG_SHAPE(4, 8));
     int w1 = dg_param_new(g, "w1", 2, DG_SHAPE(8, 8));
     int w2 = dg_param_new(g, "w2", 2, DG_SHAPE(8, 8));
+    dg_T(g, w1)->sharding.split[1] = DG_AXIS_TP; /* column parallel */
+    dg_T(g, w2)->sharding.split[0] = DG_AXIS_TP; /* row parallel: fc2 is partial(tp) */
     int xc = dg_copy_to_group(g, x, DG_AXIS_TP, 2);
     int h = t_matmul(g, xc, w1, "fc1");
     int o = t_matmul(g, h, w2, "fc2");
@@ -276,11 +292,13 @@ static void test_autodiff_through_collectives(void **state) {
     (void)state;
     dg_graph *g = dg_graph_new("autodiff");
     int w = dg_param_new(g, "w", 2, DG_SHAPE(8, 6));
+    dg_T(g, w)->sharding.split[0] = DG_AXIS_CP;
+    /* over ep (a data axis) reduce_scatter and all_reduce keep the layout */
     int a = dg_copy_to_group(g, w, DG_AXIS_TP, 2);
     int b = dg_all_gather(g, a, DG_AXIS_CP, 2, 0);       /* [16,6] */
-    int c = dg_reduce_scatter(g, b, DG_AXIS_CP, 2, 0);   /* [8,6] */
+    int c = dg_reduce_scatter(g, b, DG_AXIS_EP, 2, 0);   /* [8,6] */
     int d = dg_all_to_all(g, c, DG_AXIS_EP, 2, 1, 0);    /* [16,3] */
-    int e = dg_all_reduce(g, d, DG_AXIS_TP, 2);
+    int e = dg_all_reduce(g, d, DG_AXIS_EP, 2);
     int loss = t_loss(g, e, "loss");
     assert_int_equal(g->status, DG_OK);
     int n_fwd = g->n_nodes;
@@ -291,7 +309,7 @@ static void test_autodiff_through_collectives(void **state) {
 
     const dg_op_def *want[] = {&dg_op_all_to_all, &dg_op_all_gather, &dg_op_reduce_scatter,
                                &dg_op_all_reduce};
-    const dg_axis want_axis[] = {DG_AXIS_EP, DG_AXIS_CP, DG_AXIS_CP, DG_AXIS_TP};
+    const dg_axis want_axis[] = {DG_AXIS_EP, DG_AXIS_EP, DG_AXIS_CP, DG_AXIS_TP};
     int k = 0;
     for (int i = n_fwd; i < g->n_nodes; i++) {
         const dg_node *n = &g->nodes[i];

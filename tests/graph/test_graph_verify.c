@@ -31,7 +31,8 @@ static void expect_ok(const dg_graph *g) {
     if (st != DG_OK) fail_msg("dg_verify rejected a valid graph: %s", err.msg);
 }
 
-/* x[4,8] @ w[8,16] -> relu -> + itself -> copy_to_group/all_reduce over tp */
+/* x[4,8] @ w[8,16] -> relu -> + itself -> all_reduce over dp (a data axis:
+ * the layout stays replicated) */
 static void test_valid_graph(void **state) {
     (void)state;
     dg_graph *g = dg_graph_new("valid");
@@ -40,7 +41,7 @@ static void test_valid_graph(void **state) {
     int h = t_matmul(g, x, w, "mm");
     int r = t_relu(g, h, "relu");
     int y = t_add(g, r, r, "twice");
-    int z = dg_all_reduce(g, y, DG_AXIS_TP, 2);
+    int z = dg_all_reduce(g, y, DG_AXIS_DP, 2);
     int s = dg_graph_add(g, &t_op_sum, NULL, (int[]){y, z, y}, 3, NULL, "sum3");
     assert_true(s >= 0);
     assert_int_equal(g->status, DG_OK);
@@ -235,6 +236,7 @@ static void test_collective_without_group(void **state) {
     (void)state;
     dg_graph *g = dg_graph_new("nogroup");
     int x = dg_input_new(g, "x", DG_F32, 2, DG_SHAPE(4, 8));
+    dg_T(g, x)->sharding.partial = DG_AXIS_TP; /* what an all_reduce over tp takes */
     dg_attrs a;
     memset(&a, 0, sizeof a);
     a.i[DG_COLL_GROUP_SIZE] = 2;

@@ -10,6 +10,7 @@
 #include "dg_autodiff.h"
 #include "dg_exec_serial.h"
 #include "dg_gradcheck.h"
+#include "dg_ep_model.h"
 #include "dg_model.h"
 #include "dg_op_basic.h"
 #include "dg_cpu_gemm.h"
@@ -53,10 +54,10 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    dg_graph *g = dg_graph_new("ref");
+    dg_graph *g = NULL;
     dg_model_io io;
     dg_err err = {{0}};
-    if (dg_model_build_forward(g, &c, &io, &err) != DG_OK ||
+    if (dg_model_forward_local(&g, "ref", &c, NULL, &io, &err) != DG_OK ||
         dg_autodiff(g, io.loss, dg_ops_autodiff(), NULL, &err) != DG_OK) {
         dg_err_print(&err);
         return 1;

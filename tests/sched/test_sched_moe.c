@@ -16,6 +16,7 @@
 #include "dg_buffers.h"
 #include "dg_cpu_gemm.h"
 #include "dg_exec_serial.h"
+#include "dg_ep_model.h"
 #include "dg_model.h"
 #include "dg_op_basic.h"
 #include "dg_sched.h"
@@ -32,9 +33,8 @@ typedef struct moe {
 static void build(moe *m) {
     memset(m, 0, sizeof *m);
     dg_model_config_tiny(&m->c);
-    m->g = dg_graph_new("moe");
     dg_err err = {{0}};
-    if (dg_model_build_forward(m->g, &m->c, &m->io, &err) != DG_OK ||
+    if (dg_model_forward_local(&m->g, "moe", &m->c, NULL, &m->io, &err) != DG_OK ||
         dg_autodiff(m->g, m->io.loss, dg_ops_autodiff(), NULL, &err) != DG_OK)
         fail_msg("model: %s", err.msg);
     int ls[] = {m->io.loss, m->io.lm_loss, m->io.aux_loss, m->io.z_loss};

@@ -1,0 +1,143 @@
+/* dg_layout.c — layouts and the shared sharding rules (see dg_layout.h). */
+#include "dg_layout.h"
+
+#include <stdio.h>
+#include <string.h>
+
+bool dg_axis_is_data(dg_axis a) { return a == DG_AXIS_DP || a == DG_AXIS_EDP || a == DG_AXIS_EP; }
+
+int dg_mesh_size(const dg_graph *g, dg_axis a) {
+    return (unsigned)a < DG_AXIS_COUNT && g->mesh[a] > 1 ? g->mesh[a] : 1;
+}
+
+/* stride 0 and 1 both mean contiguous */
+static int stride_of(const dg_sharding *s, int d) { return s->stride[d] > 1 ? s->stride[d] : 1; }
+
+bool dg_layout_equal(const dg_sharding *a, const dg_sharding *b) {
+    if (a->partial != b->partial) return false;
+    for (int d = 0; d < DG_MAX_DIMS; d++)
+        if (a->split[d] != b->split[d] || a->split2[d] != b->split2[d] ||
+            (a->split[d] != DG_AXIS_NONE && stride_of(a, d) != stride_of(b, d)))
+            return false;
+    return true;
+}
+
+bool dg_layout_dim_split(const dg_sharding *s, int d) {
+    return s->split[d] != DG_AXIS_NONE || s->split2[d] != DG_AXIS_NONE;
+}
+
+bool dg_layout_is_replicated(const dg_sharding *s) {
+    if (s->partial != DG_AXIS_NONE) return false;
+    for (int d = 0; d < DG_MAX_DIMS; d++)
+        if (dg_layout_dim_split(s, d)) return false;
+    return true;
+}
+
+bool dg_layout_has_model_axis(const dg_sharding *s, int ndim) {
+    if (s->partial != DG_AXIS_NONE && !dg_axis_is_data((dg_axis)s->partial)) return true;
+    for (int d = 0; d < ndim && d < DG_MAX_DIMS; d++)
+        if ((s->split[d] != DG_AXIS_NONE && !dg_axis_is_data((dg_axis)s->split[d])) ||
+            (s->split2[d] != DG_AXIS_NONE && !dg_axis_is_data((dg_axis)s->split2[d])))
+            return true;
+    return false;
+}
+
+const char *dg_layout_str(const dg_sharding *s, int ndim, char *buf) {
+    int o = snprintf(buf, 64, "[");
+    for (int i = 0; i < ndim && i < DG_MAX_DIMS && o < 40; i++) {
+        dg_axis a = (dg_axis)s->split[i], b = (dg_axis)s->split2[i];
+        o += snprintf(buf + o, (size_t)(64 - o), "%s%s", i ? "," : "",
+                      a == DG_AXIS_NONE ? "-" : dg_axis_name(a));
+        if (b != DG_AXIS_NONE) o += snprintf(buf + o, (size_t)(64 - o), "+%s", dg_axis_name(b));
+        if (a != DG_AXIS_NONE && stride_of(s, i) > 1)
+            o += snprintf(buf + o, (size_t)(64 - o), "/%d", stride_of(s, i));
+    }
+    o += snprintf(buf + o, (size_t)(64 - o), "]");
+    if (s->partial != DG_AXIS_NONE && o < 48)
+        snprintf(buf + o, (size_t)(64 - o), "+partial(%s)", dg_axis_name((dg_axis)s->partial));
+    return buf;
+}
+
+int dg_layout_infer(const dg_graph *g, const dg_node *n, dg_sharding *out, dg_attrs *attrs) {
+    dg_sharding in[DG_MAX_INPUTS];
+    for (int k = 0; k < n->n_in && k < DG_MAX_INPUTS; k++) in[k] = g->tensors[n->in[k]].sharding;
+    memset(out, 0, sizeof(dg_sharding) * DG_MAX_OUTPUTS);
+    dg_attrs scratch = n->attrs;
+    dg_attrs *a = attrs ? attrs : &scratch;
+    *a = n->attrs;
+    if (n->op && n->op->shard) return n->op->shard(g, n, in, out, a);
+    return dg_shard_replicated(g, n, in, out, a);
+}
+
+int dg_shard_replicated(const dg_graph *g, const dg_node *n, const dg_sharding *in,
+                        dg_sharding *out, dg_attrs *attrs) {
+    (void)g;
+    (void)attrs;
+    for (int k = 0; k < n->n_in; k++)
+        if (!dg_layout_is_replicated(&in[k])) return DG_SHARD_CANNOT;
+    for (int j = 0; j < n->n_out; j++) memset(&out[j], 0, sizeof out[j]);
+    return DG_OK;
+}
+
+int dg_shard_elementwise(const dg_graph *g, const dg_node *n, const dg_sharding *in,
+                         dg_sharding *out, dg_attrs *attrs) {
+    (void)attrs;
+    int ref = 0, nd = g->tensors[n->in[0]].ndim;
+    for (int k = 1; k < n->n_in; k++)
+        if (g->tensors[n->in[k]].ndim > nd) nd = g->tensors[n->in[ref = k]].ndim;
+    for (int k = 0; k < n->n_in; k++) {
+        bool full_rank = g->tensors[n->in[k]].ndim == nd;
+        if (full_rank ? !dg_layout_equal(&in[k], &in[ref]) : !dg_layout_is_replicated(&in[k]))
+            return DG_SHARD_CANNOT;
+    }
+    for (int j = 0; j < n->n_out; j++) out[j] = in[ref];
+    return DG_OK;
+}
+
+int dg_shard_linear_unary(const dg_graph *g, const dg_node *n, const dg_sharding *in,
+                          dg_sharding *out, dg_attrs *attrs) {
+    (void)g;
+    (void)attrs;
+    for (int k = 1; k < n->n_in; k++)
+        if (!dg_layout_is_replicated(&in[k])) return DG_SHARD_CANNOT;
+    out[0] = in[0];
+    return DG_OK;
+}
+
+int dg_shard_rowwise(const dg_graph *g, const dg_node *n, const dg_sharding *in,
+                     dg_sharding *out, dg_attrs *attrs) {
+    (void)attrs;
+    int last = g->tensors[n->in[0]].ndim - 1;
+    if (in[0].partial != DG_AXIS_NONE || (last >= 0 && dg_layout_dim_split(&in[0], last)))
+        return DG_SHARD_CANNOT;
+    for (int k = 1; k < n->n_in; k++)
+        if (!dg_layout_is_replicated(&in[k])) return DG_SHARD_CANNOT;
+    out[0] = in[0];
+    return DG_OK;
+}
+
+int dg_mesh_coord_input(dg_graph *g, dg_axis a) {
+    char name[DG_NAME_LEN];
+    snprintf(name, sizeof name, "%s_rank", dg_axis_name(a));
+    for (int t = 0; t < g->n_tensors; t++)
+        if (g->tensors[t].role == DG_ROLE_INPUT && !strcmp(g->tensors[t].name, name)) return t;
+    return dg_input_new(g, name, DG_I32, 1, DG_SHAPE(1));
+}
+
+dg_axis dg_mesh_coord_axis(const dg_tensor *t) {
+    if (t->role != DG_ROLE_INPUT || t->dtype != DG_I32 || t->ndim != 1 || t->shape[0] != 1) return DG_AXIS_NONE;
+    for (int a = 1; a < DG_AXIS_COUNT; a++) {
+        char name[DG_NAME_LEN];
+        snprintf(name, sizeof name, "%s_rank", dg_axis_name((dg_axis)a));
+        if (!strcmp(t->name, name)) return (dg_axis)a;
+    }
+    return DG_AXIS_NONE;
+}
+
+int64_t dg_shard_offset(const dg_tensor *t, const int *coord) {
+    const dg_sharding *s = &t->sharding;
+    if (t->ndim < 1 || s->split[0] == DG_AXIS_NONE) return 0;
+    /* one axis on dim 0 (expert slices); two axes there would need the
+     * inner group's size, which no parameter placement uses yet */
+    return (int64_t)coord[s->split[0]] * dg_tensor_numel(t);
+}

@@ -1,0 +1,176 @@
+/* dg_pipeline.c — see dg_pipeline.h. */
+#include "dg_pipeline.h"
+
+#include <string.h>
+
+#include "dg_pass_mb_order.h"
+#include "dg_reemit.h"
+#include "dg_verify.h"
+
+static const char *stage_names[DG_STAGE_COUNT] = {"logical",      "ep",       "autodiff", "recompute",
+                                                  "microbatches", "schedule", "dp",       "optimizer"};
+
+const char *dg_stage_name(dg_stage s) { return (unsigned)s < DG_STAGE_COUNT ? stage_names[s] : "?"; }
+
+int dg_stage_parse(const char *name, dg_stage *out, dg_err *err) {
+    for (int s = 0; s < DG_STAGE_COUNT; s++)
+        if (!strcmp(name, stage_names[s])) {
+            *out = (dg_stage)s;
+            return DG_OK;
+        }
+    return dg_err_set(err, DG_EINPUT,
+                      "--after: expected logical, ep, autodiff, recompute, microbatches, schedule, dp "
+                      "or optimizer, got '%s'",
+                      name);
+}
+
+int dg_pipeline_map(const dg_pipeline_result *r, int mb, int t) {
+    if (mb < 0 || mb >= r->n_microbatches || t < 0 || t >= r->n_logical) return -1;
+    return r->tmap[(size_t)mb * (size_t)r->n_logical + (size_t)t];
+}
+
+/* Compose the current map with one more pass's map (old id -> new id). */
+static void compose(dg_pipeline_result *r, const int *next) {
+    for (size_t i = 0; i < (size_t)r->n_microbatches * (size_t)r->n_logical; i++)
+        if (r->tmap[i] >= 0) r->tmap[i] = next[r->tmap[i]];
+}
+
+/* Each parameter's gradient in the step: the per-micro-batch gradients
+ * added in micro-batch order, each add stamped with the later micro-batch
+ * so it runs as soon as that one's gradient exists. */
+static int accumulate(dg_graph *step, const dg_graph *mbg, const int *maps, int n_mb,
+                      const dg_pipeline_opts *o, dg_err *err) {
+    dg_graph_set_phase(step, DG_PHASE_BACKWARD);
+    for (int t = 0; t < mbg->n_tensors; t++) {
+        const dg_tensor *p = &mbg->tensors[t];
+        if (p->role != DG_ROLE_PARAMETER || p->grad < 0) continue;
+        int sp = maps[t], acc = maps[p->grad];
+        dg_graph_set_layer(step, p->layer);
+        for (int mb = 1; mb < n_mb && acc >= 0; mb++) {
+            dg_graph_set_microbatch(step, mb);
+            int in[2] = {acc, maps[(size_t)mb * (size_t)mbg->n_tensors + (size_t)p->grad]};
+            acc = dg_graph_add(step, o->autodiff->add, NULL, in, 2, NULL, NULL);
+        }
+        if (acc < 0) return dg_err_set(err, DG_EINTERNAL, "microbatches: %s", step->err.msg);
+        dg_tensor *gt = &step->tensors[acc];
+        gt->role = DG_ROLE_GRADIENT;
+        gt->layer = p->layer;
+        snprintf(gt->name, sizeof gt->name, "grad/%.*s", DG_NAME_LEN - 6, p->name);
+        step->tensors[sp].grad = acc;
+    }
+    dg_graph_set_microbatch(step, -1);
+    dg_graph_set_layer(step, -1);
+    dg_graph_set_phase(step, DG_PHASE_FORWARD);
+    return DG_OK;
+}
+
+/* microbatches: instantiate the micro-batch graph n times into a new graph. */
+static int instantiate(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_err *err) {
+    const dg_graph *mbg = r->g;
+    int n = o->n_microbatches;
+    dg_graph *step = dg_graph_new(o->step_name ? o->step_name : "step");
+    memcpy(step->mesh, mbg->mesh, sizeof step->mesh);
+    int *maps = dg_malloc(sizeof(int) * (size_t)n * (size_t)DG_MAX(mbg->n_tensors, 1));
+    int st = DG_OK;
+    for (int mb = 0; mb < n && st == DG_OK; mb++) {
+        dg_reemit_opts ro = dg_reemit_plain();
+        ro.microbatch = n > 1 ? mb : -1;
+        st = dg_reemit(step, mbg, &ro, maps + (size_t)mb * (size_t)mbg->n_tensors, err);
+    }
+    if (st == DG_OK) st = accumulate(step, mbg, maps, n, o, err);
+    if (st == DG_OK) {
+        /* one row per micro-batch: the single row so far, mapped n ways */
+        int *tmap = dg_malloc(sizeof(int) * (size_t)n * (size_t)DG_MAX(r->n_logical, 1));
+        for (int mb = 0; mb < n; mb++)
+            for (int t = 0; t < r->n_logical; t++) {
+                int v = r->tmap[t];
+                tmap[(size_t)mb * (size_t)r->n_logical + (size_t)t] =
+                    v < 0 ? -1 : maps[(size_t)mb * (size_t)mbg->n_tensors + (size_t)v];
+            }
+        dg_free(r->tmap);
+        r->tmap = tmap;
+        r->n_microbatches = n;
+        dg_graph_free(r->g);
+        r->g = step;
+    } else {
+        dg_graph_free(step);
+    }
+    dg_free(maps);
+    return st;
+}
+
+static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage s, dg_err *err) {
+    dg_graph *g = r->g;
+    switch (s) {
+    case DG_STAGE_LOGICAL: return DG_OK;
+    case DG_STAGE_EP: {
+        dg_graph *out = NULL;
+        int *next = dg_malloc(sizeof(int) * (size_t)DG_MAX(g->n_tensors, 1));
+        int st = dg_pass_ep(g, &o->ep, &out, next, err);
+        if (st == DG_OK) {
+            compose(r, next);
+            dg_graph_free(r->g);
+            r->g = out;
+        }
+        dg_free(next);
+        return st;
+    }
+    case DG_STAGE_AUTODIFF: {
+        int loss = dg_pipeline_map(r, 0, o->loss);
+        if (loss < 0) return dg_err_set(err, DG_EINTERNAL, "the loss did not survive the parallel passes");
+        if (o->n_microbatches > 1) { /* the step's loss is the micro-batches' mean */
+            dg_attrs a;
+            memset(&a, 0, sizeof a);
+            a.f[0] = 1.0 / o->n_microbatches;
+            loss = dg_graph_add(g, o->scale, &a, &loss, 1, NULL, "loss/microbatches");
+            if (loss < 0) return dg_err_set(err, g->status, "%s", g->err.msg);
+        }
+        return dg_autodiff(g, loss, o->autodiff, NULL, err);
+    }
+    case DG_STAGE_RECOMPUTE: return DG_OK;
+    case DG_STAGE_MICROBATCHES: return instantiate(r, o, err);
+    case DG_STAGE_SCHEDULE: return dg_pass_mb_order(g, NULL, err);
+    case DG_STAGE_DP:
+        if (!o->dp) return DG_OK;
+        g->mesh[DG_AXIS_DP] = o->dp->dp_size; /* the mesh as the DP pass sees it */
+        g->mesh[DG_AXIS_EDP] = o->dp->edp_size;
+        return dg_pass_dp(g, o->dp, &r->buckets, err);
+    case DG_STAGE_OPTIMIZER: {
+        if (!o->optim || !o->dp) return DG_OK;
+        dg_optim_opts oo = *o->optim;
+        oo.buckets = &r->buckets;
+        return dg_pass_optim(g, &oo, &r->optim, err);
+    }
+    default: return dg_err_set(err, DG_EINTERNAL, "pipeline: stage %d", (int)s);
+    }
+}
+
+int dg_pipeline_run(const dg_graph *logical, const dg_pipeline_opts *o, dg_pipeline_result *r,
+                    dg_err *err) {
+    memset(r, 0, sizeof *r);
+    if (o->n_microbatches < 1 || !o->autodiff || !o->scale)
+        return dg_err_set(err, DG_EINTERNAL, "pipeline: bad options");
+    r->n_logical = logical->n_tensors;
+    r->n_microbatches = 1;
+    r->tmap = dg_malloc(sizeof(int) * (size_t)DG_MAX(r->n_logical, 1));
+    for (int t = 0; t < r->n_logical; t++) r->tmap[t] = t;
+    r->g = dg_graph_clone(logical);
+    int st = DG_OK;
+    for (int s = 0; s <= (int)o->stop_after && s < DG_STAGE_COUNT && st == DG_OK; s++) {
+        dg_err e = {{0}};
+        st = run_stage(r, o, (dg_stage)s, &e);
+        if (st != DG_OK) dg_err_set(err, st, "%s: %s", stage_names[s], e.msg);
+        else if ((st = dg_verify_after(r->g, stage_names[s], &e)) != DG_OK) dg_err_set(err, st, "%s", e.msg);
+        r->stage = (dg_stage)s;
+    }
+    if (st != DG_OK) dg_pipeline_result_free(r);
+    return st;
+}
+
+void dg_pipeline_result_free(dg_pipeline_result *r) {
+    dg_dp_buckets_free(&r->buckets);
+    dg_optim_free(&r->optim);
+    dg_free(r->tmap);
+    if (r->g) dg_graph_free(r->g);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,127 @@
+/* dg_reemit.c — see dg_reemit.h. */
+#include "dg_reemit.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "dg_layout.h"
+
+dg_reemit_opts dg_reemit_plain(void) {
+    dg_reemit_opts o;
+    memset(&o, 0, sizeof o);
+    o.microbatch = DG_REEMIT_KEEP_MICROBATCH;
+    return o;
+}
+
+int dg_reemit_leaf_default(dg_graph *dst, const dg_graph *src, int t, void *ctx) {
+    (void)ctx;
+    const dg_tensor *x = &src->tensors[t];
+    int id;
+    if (x->role == DG_ROLE_PARAMETER) {
+        dg_param_spec spec = {(dg_init)x->init, x->place};
+        id = dg_param(dst, x->name, x->ndim, x->shape, &spec);
+    } else {
+        id = dg_tensor_new(dst, x->name, x->dtype, x->ndim, x->shape, x->role);
+    }
+    if (id >= 0) {
+        dst->tensors[id].sharding = x->sharding;
+        dst->tensors[id].requires_grad = x->requires_grad;
+    }
+    return id;
+}
+
+/* Map src tensor t into dst, making a leaf on first use. */
+static int map_leaf(dg_graph *dst, const dg_graph *src, const dg_reemit_opts *o, int *tmap, int t) {
+    if (tmap[t] >= 0) return tmap[t];
+    int saved = dst->cur_layer;
+    dg_graph_set_layer(dst, src->tensors[t].layer);
+    tmap[t] = o->leaf ? o->leaf(dst, src, t, o->ctx) : dg_reemit_leaf_default(dst, src, t, o->ctx);
+    dg_graph_set_layer(dst, saved);
+    return tmap[t];
+}
+
+/* n's attrs for dst's local shapes, and its outputs' layouts: the sharding
+ * rule rewrites shape-bearing attrs (reshape dims) from the inputs' layouts
+ * and the mesh, with the logical shapes still in the attrs, which is also
+ * when the layouts are unambiguous. The rule sees n with its inputs in dst
+ * and no outputs yet (rules never read outputs they are not given).
+ * Returns 1 when the rule gave layouts. */
+static int local_attrs(const dg_graph *dst, const dg_node *n, const int *in, dg_attrs *a,
+                       dg_sharding *out) {
+    *a = n->attrs;
+    if (!n->op->shard) return 0;
+    dg_node tmp = *n;
+    for (int k = 0; k < n->n_in; k++) tmp.in[k] = in[k];
+    for (int j = 0; j < DG_MAX_OUTPUTS; j++) tmp.out[j] = -1;
+    dg_sharding lay[DG_MAX_INPUTS];
+    for (int k = 0; k < n->n_in; k++) lay[k] = dst->tensors[in[k]].sharding;
+    memset(out, 0, sizeof(dg_sharding) * DG_MAX_OUTPUTS);
+    dg_attrs b = *a;
+    if (n->op->shard(dst, &tmp, lay, out, &b) != DG_OK) return 0;
+    *a = b;
+    return 1;
+}
+
+static int copy_node(dg_graph *dst, const dg_graph *src, const dg_node *n, const int *in, int *tmap,
+                     dg_err *err) {
+    int out[DG_MAX_OUTPUTS];
+    dg_attrs attrs = n->attrs;
+    dg_sharding lay[DG_MAX_OUTPUTS];
+    int have_lay = n->group == DG_AXIS_NONE && local_attrs(dst, n, in, &attrs, lay);
+    int first = dg_graph_add(dst, n->op, &attrs, in, n->n_in, out, n->name);
+    if (first < 0 && n->n_out > 0)
+        return dg_err_set(err, DG_EINTERNAL, "re-emitting node %d '%s': %s", n->id, n->name, dst->err.msg);
+    dg_node *m = &dst->nodes[dst->n_nodes - 1];
+    m->stream = n->stream;
+    m->group = n->group;
+    m->priority = n->priority;
+    if (n->group != DG_AXIS_NONE) { /* collectives: the rule needs the axis */
+        dg_sharding lay[DG_MAX_OUTPUTS];
+        if (dg_layout_infer(dst, m, lay, NULL) == DG_OK)
+            for (int j = 0; j < m->n_out; j++) dst->tensors[m->out[j]].sharding = lay[j];
+    }
+    for (int j = 0; j < n->n_out; j++) {
+        if (have_lay) dst->tensors[out[j]].sharding = lay[j];
+        tmap[n->out[j]] = out[j];
+        memcpy(dst->tensors[out[j]].name, src->tensors[n->out[j]].name, DG_NAME_LEN);
+    }
+    return DG_OK;
+}
+
+int dg_reemit(dg_graph *dst, const dg_graph *src, const dg_reemit_opts *o, int *tmap, dg_err *err) {
+    for (int t = 0; t < src->n_tensors; t++) tmap[t] = -1;
+    int st = DG_OK;
+    /* Leaves first, in src's order: parameters keep the builder's order
+     * (which seeds their init streams), wherever their first reader is. */
+    for (int t = 0; t < src->n_tensors && st == DG_OK; t++)
+        if (src->tensors[t].producer < 0 && map_leaf(dst, src, o, tmap, t) < 0)
+            st = dg_err_set(err, DG_EINPUT, "re-emitting leaf '%s': %s", src->tensors[t].name, dst->err.msg);
+    for (int i = 0; i < src->n_nodes && st == DG_OK; i++) {
+        const dg_node *n = &src->nodes[i];
+        int in[DG_MAX_INPUTS];
+        for (int k = 0; k < n->n_in; k++) {
+            int t = n->in[k];
+            in[k] = src->tensors[t].producer < 0 ? map_leaf(dst, src, o, tmap, t) : tmap[t];
+            if (in[k] < 0)
+                return dg_err_set(err, dst->status != DG_OK ? dst->status : DG_EINTERNAL,
+                                  "re-emitting node %d '%s': input %d: %s", n->id, n->name, k,
+                                  dst->status != DG_OK ? dst->err.msg : "not emitted before its consumer");
+        }
+        dg_graph_set_phase(dst, n->phase);
+        dg_graph_set_layer(dst, n->layer);
+        dg_graph_set_stage(dst, n->stage);
+        dg_graph_set_microbatch(dst, o->microbatch == DG_REEMIT_KEEP_MICROBATCH ? n->microbatch : o->microbatch);
+        if (o->lower && n->op->lower && o->lower(src, n, o->ctx)) {
+            int out[DG_MAX_OUTPUTS];
+            st = n->op->lower(dst, src, n, in, out, o->lower_opts, err);
+            for (int j = 0; st == DG_OK && j < n->n_out; j++) tmap[n->out[j]] = out[j];
+        } else {
+            st = copy_node(dst, src, n, in, tmap, err);
+        }
+    }
+    dg_graph_set_microbatch(dst, -1);
+    dg_graph_set_layer(dst, -1);
+    dg_graph_set_phase(dst, DG_PHASE_FORWARD);
+    if (st == DG_OK && dst->status != DG_OK) st = dg_err_set(err, dst->status, "%s", dst->err.msg);
+    return st;
+}

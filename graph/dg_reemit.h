@@ -1,0 +1,47 @@
+/* dg_reemit.h — copy a graph into another through the builder: how passes
+ * rewrite graphs.
+ *
+ * Graphs are append-only, so a pass does not edit its input: it re-emits
+ * every node of `src`, in id order (the builder's order, inputs first), into
+ * `dst` with dg_graph_add, so the ops' infer() computes the shapes the new
+ * leaves imply and their sharding rules the layouts. Two hooks make a pass:
+ *
+ *   leaf   gives each leaf of src (parameter, input, optimizer state) its
+ *          tensor in dst: the EP pass turns an expert weight placed over ep
+ *          into its local slice [E/ep, ...]; micro-batch instantiation shares
+ *          parameters by name and makes each micro-batch's own inputs.
+ *          NULL: parameters by name (dg_param, keeping init and placement),
+ *          other leaves new.
+ *   lower  says which nodes the pass lowers: for those, the op's `lower`
+ *          callback (dg_op.h) emits the parallel subgraph instead of a copy,
+ *          with `lower_opts` as its options.
+ *
+ * Node stamps (phase, layer, micro-batch, stage, stream, group, priority) and
+ * tensor names come along; `microbatch` >= -1 restamps every node.
+ * tmap[t] (src->n_tensors ints) receives each src tensor's id in dst.
+ */
+#ifndef DG_REEMIT_H
+#define DG_REEMIT_H
+
+#include "dg_op.h"
+
+#define DG_REEMIT_KEEP_MICROBATCH (-2)
+
+typedef struct dg_reemit_opts {
+    int (*leaf)(dg_graph *dst, const dg_graph *src, int t, void *ctx);
+    int (*lower)(const dg_graph *src, const dg_node *n, void *ctx); /* 1: lower n */
+    const void *lower_opts;
+    void *ctx;
+    int microbatch; /* DG_REEMIT_KEEP_MICROBATCH, or the stamp for every node */
+} dg_reemit_opts;
+
+/* Options that copy src as it is. */
+dg_reemit_opts dg_reemit_plain(void);
+
+/* The default leaf hook (see above). */
+int dg_reemit_leaf_default(dg_graph *dst, const dg_graph *src, int t, void *ctx);
+
+/* Re-emit src into dst. Returns DG_OK or an error naming the node. */
+int dg_reemit(dg_graph *dst, const dg_graph *src, const dg_reemit_opts *o, int *tmap, dg_err *err);
+
+#endif /* DG_REEMIT_H */

@@ -1,0 +1,37 @@
+/* dg_pass_ep.h — expert parallelism as a graph pass.
+ *
+ * The model builder emits one logical "moe_experts" node per MoE layer, over
+ * all E experts, with the expert weights [E, ...] placed dim 0 over ep
+ * (dg_tensor.place). The EP pass re-emits the logical graph (dg_reemit.h):
+ *
+ *   - each parameter placed over ep becomes this rank's slice [E/ep, ...],
+ *     laid out split[0] = ep (the global name stays, so checkpoints reshard;
+ *     dg_shard_offset gives the slice's place in the global tensor);
+ *   - each node whose op has a `lower` callback (moe_experts: moe/dg_ep.c)
+ *     is lowered into counts exchange, all-to-all(v) dispatch, grouped
+ *     GEMMs and combine, by the dispatcher and overlap chunks in the options
+ *     (moe/dg_ep.h has the details); with ep = 1 and one chunk the lowering
+ *     is the single-rank block (permute, grouped GEMMs, unpermute).
+ *
+ * The graph it returns holds the mesh's ep size; every rank of an EP group
+ * gets the same graph (a rank's place in the group is the "ep_rank" input).
+ */
+#ifndef DG_PASS_EP_H
+#define DG_PASS_EP_H
+
+#include "dg_graph.h"
+
+typedef struct dg_pass_ep_opts {
+    int ep_size;       /* --expert-model-parallel-size (>= 1) */
+    int dispatcher;    /* --moe-token-dispatcher-type: 0 alltoall, 1 allgather */
+    int chunks;        /* --moe-a2a-overlap-chunks (>= 1) */
+    int64_t recv_rows; /* dispatch receive bound per chunk; 0: the worst case */
+} dg_pass_ep_opts;
+
+/* Run the pass on the logical graph src: *out gets a new graph (free with
+ * dg_graph_free), tmap[t] the id in *out of src's tensor t (outputs of a
+ * lowered node map to the lowered outputs). Returns DG_OK or DG_EINPUT naming
+ * the flag or node at fault. */
+int dg_pass_ep(const dg_graph *src, const dg_pass_ep_opts *o, dg_graph **out, int *tmap, dg_err *err);
+
+#endif /* DG_PASS_EP_H */

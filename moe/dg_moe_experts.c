@@ -1,0 +1,85 @@
+/* dg_moe_experts.c — the logical experts node and its EP lowering (see
+ * dg_moe_experts.h). */
+#include "dg_moe_experts.h"
+
+#include <string.h>
+
+#include "dg_ep.h"
+#include "dg_layout.h"
+#include "dg_ops_util.h"
+#include "dg_pass_ep.h"
+
+static int infer_experts(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
+    const dg_tensor *x = DG_IN(g, n, 0), *p = DG_IN(g, n, 1), *ix = DG_IN(g, n, 2);
+    const dg_tensor *w1 = DG_IN(g, n, 3), *w2 = DG_IN(g, n, 4);
+    if (x->ndim != 2 || p->ndim != 2 || ix->ndim != 2 || w1->ndim != 3 || w2->ndim != 3)
+        return DG_INFER_FAIL(err, "moe_experts: x [T, H], probs and indices [T, k], w1 [E, 2F, H], "
+                                  "w2 [E, H, F] expected");
+    if (x->dtype != DG_F32 || p->dtype != DG_F32 || ix->dtype != DG_I32)
+        return DG_INFER_FAIL(err, "moe_experts: x, probs f32 and indices i32 expected");
+    if (p->shape[0] != x->shape[0] || ix->shape[0] != x->shape[0] || ix->shape[1] != p->shape[1])
+        return DG_INFER_FAIL(err, "moe_experts: probs and indices must be [T, k] with T = %lld",
+                             (long long)x->shape[0]);
+    if (w1->shape[2] != x->shape[1] || w2->shape[1] != x->shape[1] || w1->shape[1] != 2 * w2->shape[2] ||
+        w1->shape[0] != w2->shape[0])
+        return DG_INFER_FAIL(err, "moe_experts: w1 [E, 2F, H] and w2 [E, H, F] do not fit x [T, %lld]",
+                             (long long)x->shape[1]);
+    dg_desc_like(o, x);
+    return DG_OK;
+}
+
+/* Two GEMMs per routed slot: [2F, H] and [H, F]. */
+static void cost_experts(const dg_graph *g, const dg_node *n, dg_cost *c) {
+    const dg_tensor *x = DG_IN(g, n, 0), *ix = DG_IN(g, n, 2), *w2 = DG_IN(g, n, 4);
+    double rows = (double)x->shape[0] * (double)ix->shape[1], H = (double)x->shape[1];
+    double F = (double)w2->shape[2];
+    c->flops = 2.0 * rows * (3.0 * F * H);
+    c->bytes = 2.0 * (double)dg_tensor_bytes(x);
+}
+
+static int shard_experts(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                         dg_attrs *attrs) {
+    (void)g;
+    (void)n;
+    (void)attrs;
+    for (int k = 0; k < 5; k++) {
+        dg_sharding s = in[k];
+        if (k >= 3 && s.split[0] == DG_AXIS_EP && !s.split2[0]) s.split[0] = DG_AXIS_NONE;
+        if (!dg_layout_is_replicated(&s)) return DG_SHARD_CANNOT;
+    }
+    memset(out, 0, sizeof *out);
+    return DG_OK;
+}
+
+static int lower_experts(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+                         const void *opts, dg_err *err) {
+    (void)src;
+    const dg_pass_ep_opts *po = opts;
+    dg_ep_opts o = dg_ep_opts_default();
+    if (po) {
+        o.ep_size = po->ep_size > 1 ? po->ep_size : 1;
+        o.dispatcher = (dg_ep_dispatcher)po->dispatcher;
+        o.chunks = po->chunks > 1 ? po->chunks : 1;
+        o.recv_rows = po->recv_rows;
+    }
+    dg_ep_experts_args a = {.x = in[0], .probs = in[1], .indices = in[2], .w1 = in[3], .w2 = in[4],
+                            .num_experts = (int)n->attrs.i[0], .capacity_factor = n->attrs.f[0]};
+    out[0] = dg_ep_experts(g, &o, &a);
+    if (out[0] < 0) return dg_err_set(err, g->status != DG_OK ? g->status : DG_EINTERNAL, "%s", g->err.msg);
+    return DG_OK;
+}
+
+const dg_op_def dg_op_moe_experts = {
+    .name = "moe_experts", .min_inputs = 5, .max_inputs = 5, .n_outputs = 1,
+    .iattr_names = {"num_experts", NULL}, .fattr_names = {"capacity_factor", NULL},
+    .infer = infer_experts, .cost = cost_experts, .shard = shard_experts, .lower = lower_experts,
+};
+
+int dg_moe_experts(dg_graph *g, int x, int probs, int indices, int w1, int w2, int num_experts,
+                   double capacity_factor) {
+    dg_attrs a;
+    memset(&a, 0, sizeof a);
+    a.i[0] = num_experts;
+    a.f[0] = capacity_factor;
+    return dg_graph_add(g, &dg_op_moe_experts, &a, (int[]){x, probs, indices, w1, w2}, 5, NULL, NULL);
+}

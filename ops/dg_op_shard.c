@@ -1,0 +1,211 @@
+/* dg_op_shard.c — sharding rules of the dense ops (see dg_op_shard.h). */
+#include "dg_op_shard.h"
+
+#include <string.h>
+
+static int ndim_of(const dg_graph *g, int t) { return g->tensors[t].ndim; }
+
+/* Dim d of s split by one axis only (no second axis): that axis, else NONE. */
+static dg_axis single_axis(const dg_sharding *s, int d) {
+    return s->split2[d] == DG_AXIS_NONE ? (dg_axis)s->split[d] : DG_AXIS_NONE;
+}
+
+static void copy_dim(dg_sharding *to, int dt, const dg_sharding *from, int df) {
+    to->split[dt] = from->split[df];
+    to->split2[dt] = from->split2[df];
+    to->stride[dt] = from->stride[df];
+}
+
+int dg_shard_matmul(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                    dg_attrs *attrs) {
+    int ta = (int)attrs->i[0], tb = (int)attrs->i[1];
+    int na = ndim_of(g, n->in[0]), nb = ndim_of(g, n->in[1]);
+    int no = na > 2 ? na : 2; /* the output keeps a's leading dims (dg_op_matmul.h) */
+    memset(out, 0, sizeof *out);
+    if (ta || nb != 2 || na < 1) return dg_shard_replicated(g, n, in, out, attrs);
+    const dg_sharding *x = &in[0], *w = &in[1];
+    int kb = tb ? 1 : 0, nbd = tb ? 0 : 1, ka = na - 1;
+    if (w->partial != DG_AXIS_NONE) return DG_SHARD_CANNOT;
+    for (int d = 0; d < na - 1 && d < no - 1; d++) copy_dim(out, d, x, d); /* leading dims */
+    bool x_k = dg_layout_dim_split(x, ka), w_k = dg_layout_dim_split(w, kb);
+    bool w_n = dg_layout_dim_split(w, nbd);
+    if (x_k || w_k) { /* row parallel: contraction split alike on both sides */
+        dg_axis a = single_axis(x, ka);
+        if (a == DG_AXIS_NONE || a != single_axis(w, kb) || w_n || x->partial != DG_AXIS_NONE)
+            return DG_SHARD_CANNOT;
+        out->partial = (uint8_t)a;
+        return DG_OK;
+    }
+    if (w_n) { /* column parallel */
+        if (x->partial != DG_AXIS_NONE) return DG_SHARD_CANNOT;
+        for (int d = 0; d < no - 1; d++)
+            if (out->split[d] == w->split[nbd] && out->split[d] != DG_AXIS_NONE) return DG_SHARD_CANNOT;
+        copy_dim(out, no - 1, w, nbd);
+        return DG_OK;
+    }
+    out->partial = x->partial; /* linear in x */
+    return DG_OK;
+}
+
+int dg_shard_swiglu(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                    dg_attrs *attrs) {
+    (void)attrs;
+    int last = ndim_of(g, n->in[0]) - 1;
+    if (in[0].partial != DG_AXIS_NONE) return DG_SHARD_CANNOT;
+    out[0] = in[0];
+    if (last < 0 || !dg_layout_dim_split(&in[0], last)) return DG_OK;
+    if (in[0].stride[last] != 2) return DG_SHARD_CANNOT; /* gate and up would not pair up */
+    out[0].stride[last] = 0;
+    return DG_OK;
+}
+
+int dg_shard_pointwise(const dg_graph *g, const dg_node *n, const dg_sharding *in,
+                       dg_sharding *out, dg_attrs *attrs) {
+    (void)g;
+    (void)attrs;
+    for (int k = 0; k < n->n_in; k++)
+        if (in[k].partial != DG_AXIS_NONE || !dg_layout_equal(&in[k], &in[0])) return DG_SHARD_CANNOT;
+    for (int j = 0; j < n->n_out; j++) out[j] = in[0];
+    return DG_OK;
+}
+
+int dg_shard_embedding(const dg_graph *g, const dg_node *n, const dg_sharding *in,
+                       dg_sharding *out, dg_attrs *attrs) {
+    (void)attrs;
+    const dg_sharding *tab = &in[0], *tok = &in[1];
+    int nt = ndim_of(g, n->in[1]);
+    if (tok->partial != DG_AXIS_NONE || tab->partial != DG_AXIS_NONE || tab->split2[0] || tab->split2[1])
+        return DG_SHARD_CANNOT;
+    memset(out, 0, sizeof *out);
+    for (int d = 0; d < nt; d++) copy_dim(out, d, tok, d);
+    if (tab->split[0] != DG_AXIS_NONE && tab->split[1] != DG_AXIS_NONE) return DG_SHARD_CANNOT;
+    if (tab->split[0] != DG_AXIS_NONE) out->partial = tab->split[0];
+    if (tab->split[1] != DG_AXIS_NONE) copy_dim(out, nt, tab, 1);
+    return DG_OK;
+}
+
+/* [B, S, H, D]: batch or heads may be split; sequence and head dim not. */
+static bool heads_layout_ok(const dg_sharding *s) {
+    return s->partial == DG_AXIS_NONE && !dg_layout_dim_split(s, 1) && !dg_layout_dim_split(s, 3);
+}
+
+int dg_shard_attention(const dg_graph *g, const dg_node *n, const dg_sharding *in,
+                       dg_sharding *out, dg_attrs *attrs) {
+    (void)g;
+    (void)n;
+    (void)attrs;
+    for (int k = 0; k < 3; k++)
+        if (!heads_layout_ok(&in[k]) || !dg_layout_equal(&in[k], &in[0])) return DG_SHARD_CANNOT;
+    out[0] = in[0];
+    memset(&out[1], 0, sizeof out[1]); /* lse [B, Hq, S] */
+    copy_dim(&out[1], 0, &in[0], 0);
+    copy_dim(&out[1], 1, &in[0], 2);
+    return DG_OK;
+}
+
+int dg_shard_rope(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                  dg_attrs *attrs) {
+    (void)g;
+    (void)n;
+    (void)attrs;
+    if (!heads_layout_ok(&in[0])) return DG_SHARD_CANNOT;
+    out[0] = in[0];
+    return DG_OK;
+}
+
+/* Ranks that split dim d of layout s. */
+static int64_t parts_of(const dg_graph *g, const dg_sharding *s, int d) {
+    return (int64_t)dg_mesh_size(g, (dg_axis)s->split[d]) * dg_mesh_size(g, (dg_axis)s->split2[d]);
+}
+
+/* Map x's split dims onto the reshape's output dims: dims are grouped where
+ * the products of the two shapes agree, and a split must lead its group (of
+ * dims > 1) on both sides (Hq*D <-> Hq, D). Shapes are global here. */
+static int map_groups(const int64_t *xs, int xn, const int64_t *ys, int yn, const dg_sharding *in,
+                      const dg_sharding *prefer, dg_sharding *out, int *out_dim_of) {
+    int i = 0, j = 0;
+    for (int d = 0; d < xn; d++) out_dim_of[d] = -1;
+    while (i < xn || j < yn) {
+        int i0 = i, j0 = j;
+        int64_t pi = i < xn ? xs[i++] : 1, po = j < yn ? ys[j++] : 1;
+        while (pi != po) {
+            if (pi < po && i < xn) pi *= xs[i++];
+            else if (po < pi && j < yn) po *= ys[j++];
+            else return DG_SHARD_CANNOT;
+        }
+        int lead_i = i0, lead_j = j0;
+        while (lead_i < i - 1 && xs[lead_i] == 1) lead_i++;
+        while (lead_j < j - 1 && ys[lead_j] == 1) lead_j++;
+        for (int d = i0; d < i; d++)
+            if (dg_layout_dim_split(in, d) && d != lead_i) return DG_SHARD_CANNOT;
+        if (lead_i < xn && lead_j < yn && dg_layout_dim_split(in, lead_i)) {
+            /* local shapes are ambiguous where a split dim became 1 locally
+             * ([.., 2 heads * 16] -> [.., 1, 16] on 2 ranks): a recorded
+             * layout with the split on an earlier dim of the group says which */
+            for (int jj = j0; prefer && jj < lead_j; jj++)
+                if (prefer->split[jj] == in->split[lead_i]) lead_j = jj;
+            copy_dim(out, lead_j, in, lead_i);
+            out_dim_of[lead_i] = lead_j;
+        }
+    }
+    return DG_OK;
+}
+
+/* The attrs hold the shape: global (a logical graph being re-emitted with
+ * local input shapes: rewrite them) or already local (verify as is). */
+int dg_shard_reshape(const dg_graph *g, const dg_node *n, const dg_sharding *in,
+                     dg_sharding *out, dg_attrs *attrs) {
+    const dg_tensor *x = &g->tensors[n->in[0]];
+    int yn = (int)attrs->i[0];
+    if (yn < 0 || yn > DG_MAX_DIMS) return DG_SHARD_CANNOT;
+    memset(out, 0, sizeof *out);
+    out->partial = in[0].partial;
+    int64_t xg[DG_MAX_DIMS], ys[DG_MAX_DIMS], local = 1, global = 1, known = 1;
+    int free_dim = -1;
+    for (int d = 0; d < x->ndim; d++) {
+        xg[d] = x->shape[d] * parts_of(g, &in[0], d);
+        local *= x->shape[d];
+        global *= xg[d];
+    }
+    for (int d = 0; d < yn; d++) {
+        ys[d] = attrs->i[1 + d];
+        if (ys[d] == -1) free_dim = d;
+        else known *= ys[d];
+    }
+    /* local attrs: they describe the local input; global: the global one */
+    int is_local = free_dim >= 0 ? global == local : known == local;
+    int64_t total = is_local ? local : global;
+    if (free_dim >= 0) {
+        if (known <= 0 || total % known) return DG_SHARD_CANNOT;
+        ys[free_dim] = total / known;
+    }
+    int out_dim_of[DG_MAX_DIMS];
+    if (is_local) {
+        const dg_sharding *rec = n->n_out > 0 && n->out[0] >= 0 ? &g->tensors[n->out[0]].sharding : NULL;
+        return map_groups(x->shape, x->ndim, ys, yn, &in[0], rec, out, out_dim_of);
+    }
+    DG_TRY(map_groups(xg, x->ndim, ys, yn, &in[0], NULL, out, out_dim_of));
+    for (int d = 0; d < x->ndim; d++) {
+        int o = out_dim_of[d];
+        if (o < 0) continue;
+        int64_t p = parts_of(g, &in[0], d);
+        if (ys[o] % p) return DG_SHARD_CANNOT;
+        if (attrs->i[1 + o] > 0) attrs->i[1 + o] = ys[o] / p;
+    }
+    return DG_OK;
+}
+
+int dg_shard_sum(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                 dg_attrs *attrs) {
+    (void)attrs;
+    memset(out, 0, sizeof *out);
+    dg_axis a = (dg_axis)in[0].partial;
+    for (int d = 0; d < ndim_of(g, n->in[0]); d++) {
+        if (!dg_layout_dim_split(&in[0], d)) continue;
+        dg_axis s = single_axis(&in[0], d);
+        if (s == DG_AXIS_NONE || (a != DG_AXIS_NONE && a != s)) return DG_SHARD_CANNOT;
+        a = s;
+    }
+    out->partial = (uint8_t)a;
+    return DG_OK;
+}
