@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "dg_cli.h"
+#include "dg_cuda.h"
 #include "dg_trainer.h"
 
 int dg_cmd_train(int argc, char **argv) {
@@ -22,6 +23,22 @@ int dg_cmd_train(int argc, char **argv) {
         dg_err_print(&err);
         return DG_EINPUT;
     }
+    /* --device: cuda needs a usable GPU (else one line, exit 2, before any
+     * work); unset, it is cuda when a GPU is usable and cpu otherwise, with
+     * a note saying why. Every rank decides alike (same machine setup). */
+    int gpus = 0;
+    dg_err cuda_err = {{0}};
+    int have_gpu = dg_cuda_device_count(&gpus, &cuda_err) == DG_OK;
+    const char *note = NULL;
+    if (!strcmp(c.device, "cuda") && !have_gpu) {
+        dg_err_set(&err, DG_EINPUT, "--device cuda: %s", cuda_err.msg);
+        dg_err_print(&err);
+        return DG_EINPUT;
+    }
+    if (!c.device[0]) {
+        snprintf(c.device, sizeof c.device, "%s", have_gpu ? "cuda" : "cpu");
+        if (!have_gpu) note = cuda_err.msg;
+    }
     /* Launched by mpirun (or alone). Every rank runs the same loop over the
      * rank grid (dg_grid.h); a world size the parallel sizes do not divide
      * is reported by dg_train before any work. MPI_THREAD_MULTIPLE: the comm
@@ -29,6 +46,7 @@ int dg_cmd_train(int argc, char **argv) {
     int provided = 0, rank = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (note && rank == 0) fprintf(stderr, "dagatron train: --device cpu: %s\n", note);
     dg_train_result res;
     st = dg_train(&c, NULL, &res, &err);
     if (st != DG_OK) {
