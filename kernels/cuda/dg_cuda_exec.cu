@@ -228,21 +228,27 @@ extern "C" int dg_run_cuda(const dg_graph *g, const int *order, dg_buffers *b, d
     return st;
 }
 
-/* ---- the staged compute stream ------------------------------------------------------------ */
+/* ---- one node on device copies; the staged compute stream ----------------------------------- */
 
-typedef struct staged {
-    dg_cuda_ctx *ctx;
-    const dg_team *team;
-    char *buf; /* device staging for one node's buffers */
+/* Device staging for one node's buffers, and the kernels' workspaces. */
+typedef struct staging {
+    char *buf;
     size_t buf_bytes;
     void *dws, *hws;
     size_t dws_bytes, hws_bytes;
-} staged;
+} staging;
 
-/* The device slot of each input / output; an output whose host buffer is an
- * input's shares its slot (in-place updates stay in place). */
-static int stage_node(staged *sd, const dg_graph *g, const dg_node *n, void *const *in,
-                      void *const *out, void **din, void **dout, dg_err *err) {
+static void staging_free(staging *sg) {
+    if (sg->buf) cudaFree(sg->buf);
+    if (sg->dws) cudaFree(sg->dws);
+    dg_free(sg->hws);
+    memset(sg, 0, sizeof *sg);
+}
+
+/* Device slots for n's inputs (copied up) and outputs (poisoned on request). */
+static int stage_node(dg_cuda_ctx *c, staging *sg, const dg_graph *g, const dg_node *n,
+                      void *const *in, void *const *out, int poison, void **din, void **dout,
+                      dg_err *err) {
     size_t off[DG_MAX_INPUTS + DG_MAX_OUTPUTS], total = 0;
     for (int i = 0; i < n->n_in; i++) {
         off[i] = total;
@@ -252,47 +258,78 @@ static int stage_node(staged *sd, const dg_graph *g, const dg_node *n, void *con
         off[DG_MAX_INPUTS + j] = total;
         total += align256(dg_tensor_bytes(&g->tensors[n->out[j]]));
     }
-    if (total > sd->buf_bytes) {
-        if (sd->buf) DG_CUDA_TRY(cudaFree(sd->buf));
-        sd->buf = NULL;
-        DG_CUDA_TRY(cudaMalloc(&sd->buf, total));
-        sd->buf_bytes = total;
+    if (total > sg->buf_bytes) {
+        DG_CUDA_TRY(cudaStreamSynchronize(c->stream));
+        if (sg->buf) DG_CUDA_TRY(cudaFree(sg->buf));
+        sg->buf = NULL;
+        DG_CUDA_TRY(cudaMalloc((void **)&sg->buf, total));
+        sg->buf_bytes = total;
     }
-    cudaStream_t st = sd->ctx->stream;
     for (int i = 0; i < n->n_in; i++) {
-        din[i] = sd->buf + off[i];
+        din[i] = sg->buf + off[i];
         DG_CUDA_TRY(cudaMemcpyAsync(din[i], in[i], dg_tensor_bytes(&g->tensors[n->in[i]]),
-                                    cudaMemcpyHostToDevice, st));
+                                    cudaMemcpyHostToDevice, c->stream));
     }
     for (int j = 0; j < n->n_out; j++) {
-        dout[j] = sd->buf + off[DG_MAX_INPUTS + j];
+        dout[j] = sg->buf + off[DG_MAX_INPUTS + j];
+        int shared = 0;
         for (int i = 0; i < n->n_in; i++)
-            if (out[j] == in[i]) dout[j] = din[i];
+            if (out[j] == in[i]) {
+                dout[j] = din[i];
+                shared = 1;
+            }
+        if (poison && !shared)
+            DG_CUDA_TRY(cudaMemsetAsync(dout[j], 0xFF, dg_tensor_bytes(&g->tensors[n->out[j]]), c->stream));
     }
     return DG_OK;
 }
 
+static int run_node_staged(dg_cuda_ctx *c, staging *sg, const dg_cuda_entry *en, const dg_graph *g,
+                           const dg_node *n, void *const *in, void *const *out, int poison, dg_err *err) {
+    DG_CUDA_TRY(cudaSetDevice(c->device)); /* the calling thread's device */
+    void *din[DG_MAX_INPUTS], *dout[DG_MAX_OUTPUTS];
+    DG_TRY(stage_node(c, sg, g, n, in, out, poison, din, dout, err));
+    DG_TRY(run_device_node(c, en, g, n, din, dout, &sg->dws, &sg->dws_bytes, err));
+    for (int j = 0; j < n->n_out; j++)
+        DG_CUDA_TRY(cudaMemcpyAsync(out[j], dout[j], dg_tensor_bytes(&g->tensors[n->out[j]]),
+                                    cudaMemcpyDeviceToHost, c->stream));
+    return ctx_sync(c, g, err);
+}
+
+extern "C" int dg_cuda_run_node(dg_cuda_ctx *c, const dg_graph *g, const dg_node *n, void *const *in,
+                                void *const *out, int poison, dg_err *err) {
+    const dg_cuda_entry *en = dg_cuda_entry_for(n->op);
+    if (!en)
+        return dg_err_set(err, DG_EINPUT, "node %d '%s' (op %s) has no CUDA kernel", n->id, n->name,
+                          n->op->name);
+    staging sg;
+    memset(&sg, 0, sizeof sg);
+    int st = run_node_staged(c, &sg, en, g, n, in, out, poison, err);
+    cudaStreamSynchronize(c->stream);
+    staging_free(&sg);
+    return st;
+}
+
+typedef struct staged {
+    dg_cuda_ctx *ctx;
+    const dg_team *team;
+    staging sg;
+} staged;
+
+/* Nodes with a CUDA kernel run it on device copies; the others run their
+ * CPU kernel on the compute team. */
 static int staged_exec(dg_stream *s, const dg_graph *g, const dg_node *n, void *const *in,
                        void *const *out, dg_err *err) {
     staged *sd = (staged *)s->impl;
     const dg_cuda_entry *en = dg_cuda_entry_for(n->op);
-    if (!en) return run_host_node(sd->team, g, n, in, out, &sd->hws, &sd->hws_bytes, err);
-    DG_CUDA_TRY(cudaSetDevice(sd->ctx->device)); /* the driver thread's device */
-    void *din[DG_MAX_INPUTS], *dout[DG_MAX_OUTPUTS];
-    DG_TRY(stage_node(sd, g, n, in, out, din, dout, err));
-    DG_TRY(run_device_node(sd->ctx, en, g, n, din, dout, &sd->dws, &sd->dws_bytes, err));
-    for (int j = 0; j < n->n_out; j++)
-        DG_CUDA_TRY(cudaMemcpyAsync(out[j], dout[j], dg_tensor_bytes(&g->tensors[n->out[j]]),
-                                    cudaMemcpyDeviceToHost, sd->ctx->stream));
-    return ctx_sync(sd->ctx, g, err);
+    if (!en) return run_host_node(sd->team, g, n, in, out, &sd->sg.hws, &sd->sg.hws_bytes, err);
+    return run_node_staged(sd->ctx, &sd->sg, en, g, n, in, out, 0, err);
 }
 
 static void staged_free(dg_stream *s) {
     staged *sd = (staged *)s->impl;
     cudaSetDevice(sd->ctx->device);
-    if (sd->buf) cudaFree(sd->buf);
-    if (sd->dws) cudaFree(sd->dws);
-    dg_free(sd->hws);
+    staging_free(&sd->sg);
     dg_cuda_ctx_free(sd->ctx);
     dg_free(sd);
     dg_free(s);

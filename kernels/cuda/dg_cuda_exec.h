@@ -64,6 +64,16 @@ typedef struct dg_cuda_run_stats {
 int dg_run_cuda(const dg_graph *g, const int *order, dg_buffers *b, dg_cuda_ctx *ctx,
                 const dg_cuda_run_opts *o, dg_cuda_run_stats *stats, dg_err *err);
 
+/* Run node n's CUDA kernel on device copies of its host buffers: inputs up,
+ * kernel, outputs down, synchronously (an output whose host buffer is one of
+ * the inputs' shares that input's device slot, so in-place stays in place).
+ * poison = 1 fills the output slots with 0xFF bytes first (NaN floats, -1
+ * ints), so an element the kernel did not write comes back visibly wrong.
+ * DG_EINPUT when op has no CUDA kernel or the kernel flagged bad input. The
+ * op tests compare this against the CPU kernel on the same inputs. */
+int dg_cuda_run_node(dg_cuda_ctx *c, const dg_graph *g, const dg_node *n, void *const *in,
+                     void *const *out, int poison, dg_err *err);
+
 /* ---- the staged compute stream -------------------------------------------------
  * A compute stream for the scheduler (dg_stream.h) whose exec() runs each
  * node's CUDA kernel on device copies of its host buffers: inputs up, kernel,
