@@ -46,7 +46,7 @@ int dg_cmd_train(int argc, char **argv) {
     int provided = 0, rank = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (note && rank == 0) fprintf(stderr, "dagatron train: --device cpu: %s\n", note);
+    if (note && rank == 0) printf("dagatron train: --device cpu: %s\n", note);
     dg_train_result res;
     st = dg_train(&c, NULL, &res, &err);
     if (st != DG_OK) {

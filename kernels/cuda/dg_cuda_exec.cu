@@ -28,7 +28,8 @@ extern "C" int dg_cuda_ctx_new(int device, dg_cuda_ctx **out, dg_err *err) {
     c->device = device;
     cudaError_t ce = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
     if (ce == cudaSuccess) ce = cudaMalloc(&c->bad, sizeof(int));
-    if (ce == cudaSuccess) ce = cudaMemset(c->bad, 0xFF, sizeof(int)); /* -1: no bad input */
+    if (ce == cudaSuccess) ce = cudaMemsetAsync(c->bad, 0xFF, sizeof(int), c->stream); /* -1: none */
+    if (ce == cudaSuccess) ce = cudaStreamSynchronize(c->stream);
     cublasStatus_t bs = CUBLAS_STATUS_SUCCESS;
     if (ce == cudaSuccess) bs = cublasCreate(&c->blas);
     if (ce == cudaSuccess && bs == CUBLAS_STATUS_SUCCESS) bs = cublasSetStream(c->blas, c->stream);
@@ -58,9 +59,11 @@ extern "C" void dg_cuda_ctx_free(dg_cuda_ctx *c) {
 static int ctx_sync(dg_cuda_ctx *c, const dg_graph *g, dg_err *err) {
     DG_CUDA_TRY(cudaStreamSynchronize(c->stream));
     int bad = -1;
-    DG_CUDA_TRY(cudaMemcpy(&bad, c->bad, sizeof bad, cudaMemcpyDeviceToHost));
+    DG_CUDA_TRY(cudaMemcpyAsync(&bad, c->bad, sizeof bad, cudaMemcpyDeviceToHost, c->stream));
+    DG_CUDA_TRY(cudaStreamSynchronize(c->stream));
     if (bad < 0) return DG_OK;
-    DG_CUDA_TRY(cudaMemset(c->bad, 0xFF, sizeof(int)));
+    DG_CUDA_TRY(cudaMemsetAsync(c->bad, 0xFF, sizeof(int), c->stream));
+    DG_CUDA_TRY(cudaStreamSynchronize(c->stream));
     const dg_node *n = bad < g->n_nodes ? &g->nodes[bad] : NULL;
     return dg_err_set(err, DG_EINPUT, "node %d '%s' (op %s): an index in its input is out of range",
                       bad, n ? n->name : "?", n ? n->op->name : "?");

@@ -14,6 +14,14 @@
  * instead of hanging, and returns DG_EINTERNAL naming the call; the comm is
  * unusable afterwards. split() is not supported (split the MPI group and
  * make a new NCCL comm from it).
+ *
+ * Point-to-point: NCCL has no tags and runs a rank's calls in issue order
+ * on the backend's one stream, so a send completes only once its peer's
+ * matching receive runs: two ranks that both send before they receive wait
+ * on each other. The MPI backend's "sends complete at once" (dg_comm.h) does
+ * not hold here; pairing sends and receives (as a pipeline schedule does,
+ * or even/odd ordering in a ring) is the caller's job until the comm stream
+ * issues p2p pairs inside one NCCL group (docs/cuda.md).
  */
 #ifndef DG_CUDA_NCCL_H
 #define DG_CUDA_NCCL_H

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # no_gpu_cli.sh — without a usable GPU: `dagatron train --device cuda` exits 2
 # with exactly one line naming the flag; with no --device the run falls back
-# to the CPU, says so in one note, and trains; `dagatron cuda` exits 2 with
+# to the CPU, says so in one note on stdout, and trains (bad input stays one
+# line on stderr); `dagatron cuda` exits 2 with
 # its one-line reason. (Registered only where configure found no GPU.)
 set -u
 BIN=${DG_BUILD:?}/dagatron
@@ -15,10 +16,13 @@ echo "$out"
 [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || { echo "FAIL: expected exactly one line"; fail=1; }
 echo "$out" | grep -q '^dagatron: --device cuda: ' || { echo "FAIL: the line does not name --device cuda"; fail=1; }
 
-err=$("$BIN" train $TINY 2>&1 >/dev/null); rc=$?
-echo "$err"
+out=$("$BIN" train $TINY 2>/dev/null); rc=$?
+echo "$out" | head -1
 [ $rc -eq 0 ] || { echo "FAIL: default device: exit $rc, expected 0 (cpu)"; fail=1; }
-[ "$(printf '%s\n' "$err" | grep -c -- '--device cpu')" -eq 1 ] || { echo "FAIL: no one-line note that the default fell back to cpu"; fail=1; }
+[ "$(printf '%s\n' "$out" | grep -c -- '--device cpu: ')" -eq 1 ] || { echo "FAIL: no one-line note that the default fell back to cpu"; fail=1; }
+# bad input stays one line on stderr (the note goes to stdout, after the flags parse)
+err=$("$BIN" train $TINY --hidden-size 33 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ] && [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] || { echo "FAIL: bad input with the default device: rc $rc, stderr: $err"; fail=1; }
 
 out=$("$BIN" train --device cpu $TINY 2>&1); rc=$?
 [ $rc -eq 0 ] || { echo "FAIL: --device cpu: exit $rc"; fail=1; }

@@ -114,8 +114,12 @@ static void ring(dg_comm *nccl) {
     float *got = dg_calloc((size_t)n, sizeof(float));
     void *dx = up(x, n), *dy = up(got, n);
     dg_comm_req rs = {0}, rr = {0};
-    CHECK(nccl->ops->send(nccl, dx, n, DG_F32, next, 0, &rs, &err) == DG_OK);
+    /* NCCL runs one rank's point-to-point calls in issue order on its
+     * stream: even ranks send first, odd ranks receive first, or the ring
+     * would wait on itself */
+    if (rank % 2 == 0) CHECK(nccl->ops->send(nccl, dx, n, DG_F32, next, 0, &rs, &err) == DG_OK);
     CHECK(nccl->ops->recv(nccl, dy, n, DG_F32, prev, 0, &rr, &err) == DG_OK);
+    if (rank % 2 == 1) CHECK(nccl->ops->send(nccl, dx, n, DG_F32, next, 0, &rs, &err) == DG_OK);
     CHECK(nccl->ops->wait(nccl, &rs, &err) == DG_OK);
     CHECK(nccl->ops->wait(nccl, &rr, &err) == DG_OK);
     down(got, dy, n);
