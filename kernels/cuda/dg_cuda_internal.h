@@ -48,6 +48,7 @@ extern "C" {
 #include "dg_op_xent.h"
 #include "dg_ops_util.h"
 #include "dg_permute.h"
+#include "dg_router.h"
 }
 
 struct dg_cuda_ctx {
@@ -150,6 +151,9 @@ int dg_cuda_k_permute(DG_CUDA_KARGS);
 int dg_cuda_k_unpermute(DG_CUDA_KARGS);
 int dg_cuda_k_gather(DG_CUDA_KARGS);
 int dg_cuda_k_unpermute_probs_grad(DG_CUDA_KARGS);
+int dg_cuda_k_router(DG_CUDA_KARGS);
+int dg_cuda_k_router_grad(DG_CUDA_KARGS);
+size_t dg_cuda_ws_router(const dg_graph *g, const dg_node *n);
 size_t dg_cuda_ws_z_loss(const dg_graph *g, const dg_node *n);
 size_t dg_cuda_ws_permute(const dg_graph *g, const dg_node *n);
 size_t dg_cuda_ws_unpermute(const dg_graph *g, const dg_node *n);

@@ -42,6 +42,21 @@ __device__ static void stage(const float *t, int64_t b, int64_t S, int64_t H, in
     }
 }
 
+/* Keys this block's query rows can see: up to its last row when causal. */
+__device__ static inline int64_t key_end(const attn_args &a) {
+    return a.causal ? min(a.S, ((int64_t)blockIdx.x + 1) * BQ) : a.S;
+}
+
+/* Stage the key tile at k0 of K and V (kv head hk) for the whole block. */
+template <int BK>
+__device__ static void stage_kv(const attn_args &a, int64_t b, int64_t hk, int64_t k0, float *Ks,
+                                float *Vs) {
+    __syncthreads(); /* the previous tile is no longer read */
+    stage<BK>(a.k, b, a.S, a.Hkv, hk, a.D, k0, Ks);
+    stage<BK>(a.v, b, a.S, a.Hkv, hk, a.D, k0, Vs);
+    __syncthreads();
+}
+
 template <int DM>
 __device__ static inline float dot(const float *a, const float *b, int64_t D) {
     float s = 0;
@@ -66,12 +81,8 @@ __global__ static void attn_fwd_kernel(attn_args a) {
         acc[d] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
-    int64_t kend = a.causal ? min(a.S, ((int64_t)blockIdx.x + 1) * BQ) : a.S;
-    for (int64_t k0 = 0; k0 < kend; k0 += BK) {
-        __syncthreads();
-        stage<BK>(a.k, b, a.S, a.Hkv, hk, D, k0, Ks);
-        stage<BK>(a.v, b, a.S, a.Hkv, hk, D, k0, Vs);
-        __syncthreads();
+    for (int64_t k0 = 0; k0 < key_end(a); k0 += BK) {
+        stage_kv<BK>(a, b, hk, k0, Ks, Vs);
         if (!valid) continue;
         for (int jj = 0; jj < BK; jj++) {
             int64_t j = k0 + jj;
@@ -182,12 +193,8 @@ __global__ static void attn_dq_kernel(attn_args a) {
     }
     const int64_t r = (b * a.Hq + h) * a.S + i;
     const float l = valid ? a.lse[r] : 0.0f, delta = valid ? a.delta[r] : 0.0f;
-    int64_t kend = a.causal ? min(a.S, ((int64_t)blockIdx.x + 1) * BQ) : a.S;
-    for (int64_t k0 = 0; k0 < kend; k0 += BK) {
-        __syncthreads();
-        stage<BK>(a.k, b, a.S, a.Hkv, hk, D, k0, Ks);
-        stage<BK>(a.v, b, a.S, a.Hkv, hk, D, k0, Vs);
-        __syncthreads();
+    for (int64_t k0 = 0; k0 < key_end(a); k0 += BK) {
+        stage_kv<BK>(a, b, hk, k0, Ks, Vs);
         if (!valid) continue;
         for (int jj = 0; jj < BK; jj++) {
             int64_t j = k0 + jj;

@@ -8,8 +8,9 @@
  * tokens ascending within an expert) without a sort: one thread per expert
  * counts its slots, one thread forms the offsets, and one thread per expert
  * writes its rows in slot order. Bad expert ids or row maps flag the node
- * (DG_EINPUT at the executor's next sync). The router's top-k and the
- * load-balancing loss run on the host for now (docs/cuda.md). */
+ * (DG_EINPUT at the executor's next sync). The router shares its
+ * per-token selection with the CPU kernel (dg_moe_route_select); the
+ * load-balancing loss runs on the host for now (docs/cuda.md). */
 #include "dg_cuda_internal.h"
 
 #define TPB 256
@@ -235,5 +236,113 @@ int dg_cuda_k_unpermute_probs_grad(DG_CUDA_KARGS) {
                                                                  slot_row, c->bad, n->id);
     dprobs_kernel<<<dg_cuda_blocks(T * k, TPB), TPB, 0, c->stream>>>(
         (const float *)in[0], (const float *)in[1], slot_row, T, (int)k, H, (float *)out[0]);
+    return dg_cuda_launched();
+}
+
+/* ---- router (dg_cpu_moe.h) ---------------------------------------------------------------
+ * logits [T, E] (, expert bias [E]) -> probs [T, k], indices [T, k] i32,
+ * routed [E] i32 (counts before dropping). One thread per token runs the
+ * shared per-token selection; one thread per expert counts; with a capacity
+ * (and capacity <= T, as Megatron), one thread per expert ranks its slots
+ * by (prob desc, slot asc) — or by position — into a drop flag per slot,
+ * then one thread per slot applies the flags. The ranking is quadratic in
+ * an expert's slots: the correct, simple form. */
+
+__global__ static void router_kernel(dg_moe_router_cfg c, const float *z, int64_t T, int64_t E,
+                                     float *probs, int32_t *idx_out) {
+    DG_CUDA_FOR(t, T) {
+        float val[DG_MOE_MAX_K], pr[DG_MOE_MAX_K];
+        int idx[DG_MOE_MAX_K];
+        dg_moe_route_select(&c, z + t * E, (int)E, val, idx, pr);
+        for (int j = 0; j < c.k; j++) {
+            probs[t * c.k + j] = c.scaling != 0.0f ? pr[j] * c.scaling : pr[j];
+            idx_out[t * c.k + j] = idx[j];
+        }
+    }
+}
+
+/* drop[s] = 1 for the slots of expert e past its capacity */
+__global__ static void router_rank_kernel(dg_moe_router_cfg c, const float *probs, const int32_t *idx,
+                                          int64_t TK, int64_t E, unsigned char *drop) {
+    DG_CUDA_FOR(e, E) {
+        int64_t pos = 0;
+        for (int64_t s = 0; s < TK; s++) {
+            if (idx[s] != e) continue;
+            int64_t rank = pos++;
+            if (c.policy == DG_MOE_DROP_PROBS) {
+                rank = 0;
+                for (int64_t s2 = 0; s2 < TK; s2++)
+                    if (idx[s2] == e && dg_moe_before(probs[s2], (int)s2, probs[s], (int)s)) rank++;
+            }
+            drop[s] = rank >= c.capacity;
+        }
+    }
+}
+
+__global__ static void router_drop_kernel(const unsigned char *drop, int64_t TK, float *probs, int32_t *idx) {
+    DG_CUDA_FOR(s, TK) {
+        if (drop[s]) {
+            probs[s] = 0.0f;
+            idx[s] = -1;
+        }
+    }
+}
+
+/* dlogits [T, E] from dprobs [T, k], logits, the forward's indices */
+__global__ static void router_bwd_kernel(dg_moe_router_cfg c, const float *dprobs, const float *z,
+                                         const int32_t *idx, int64_t T, int64_t E, float *dz) {
+    DG_CUDA_FOR(t, T) dg_moe_router_bwd_row(&c, z + t * E, (int)E, dprobs + t * c.k, idx + t * c.k, dz + t * E);
+}
+
+/* attrs as moe/dg_router.c reads them: i = {k, score, pre_softmax, policy,
+ * num_groups, group_topk}, f = {capacity factor, scaling} */
+static dg_moe_router_cfg router_cfg(const dg_node *n, int64_t T, int64_t E, const float *bias) {
+    dg_moe_router_cfg c;
+    memset(&c, 0, sizeof c);
+    c.k = (int)n->attrs.i[0];
+    c.score = (dg_moe_score_fn)n->attrs.i[1];
+    c.pre_softmax = (int)n->attrs.i[2];
+    c.policy = (dg_moe_drop_policy)n->attrs.i[3];
+    c.scaling = (float)n->attrs.f[1];
+    c.capacity = n->attrs.f[0] > 0 ? dg_moe_capacity(T, c.k, E, n->attrs.f[0]) : 0;
+    c.num_groups = (int)n->attrs.i[4];
+    c.group_topk = (int)n->attrs.i[5];
+    c.bias = bias;
+    return c;
+}
+
+size_t dg_cuda_ws_router(const dg_graph *g, const dg_node *n) {
+    const dg_tensor *z = DG_IN(g, n, 0);
+    return (size_t)(z->shape[0] * n->attrs.i[0]) + 1;
+}
+
+int dg_cuda_k_router(DG_CUDA_KARGS) {
+    const dg_tensor *zt = DG_IN(g, n, 0);
+    int64_t T = zt->shape[0], E = zt->shape[1];
+    dg_moe_router_cfg c = router_cfg(n, T, E, n->n_in > 1 ? (const float *)in[1] : NULL);
+    int64_t TK = T * c.k;
+    if (c.k > DG_MOE_MAX_K || e->workspace_bytes < dg_cuda_ws_router(g, n)) return DG_EINTERNAL;
+    cudaStream_t st = dg_cuda_ctx_of(e)->stream;
+    float *probs = (float *)out[0];
+    int32_t *idx = (int32_t *)out[1];
+    router_kernel<<<dg_cuda_blocks(T, 128), 128, 0, st>>>(c, (const float *)in[0], T, E, probs, idx);
+    route_count_kernel<<<dg_cuda_blocks(E, 64), 64, 0, st>>>(idx, TK, E, (int32_t *)out[2],
+                                                             dg_cuda_ctx_of(e)->bad, n->id);
+    if (c.capacity > 0 && c.capacity <= T) {
+        unsigned char *drop = (unsigned char *)e->workspace;
+        router_rank_kernel<<<dg_cuda_blocks(E, 64), 64, 0, st>>>(c, probs, idx, TK, E, drop);
+        router_drop_kernel<<<dg_cuda_blocks(TK, TPB), TPB, 0, st>>>(drop, TK, probs, idx);
+    }
+    return dg_cuda_launched();
+}
+
+/* inputs dprobs [T, k], logits [T, E], indices [T, k] (, bias); out dlogits */
+int dg_cuda_k_router_grad(DG_CUDA_KARGS) {
+    const dg_tensor *zt = DG_IN(g, n, 1);
+    int64_t T = zt->shape[0], E = zt->shape[1];
+    dg_moe_router_cfg c = router_cfg(n, T, E, n->n_in > 3 ? (const float *)in[3] : NULL);
+    if (c.k > DG_MOE_MAX_K) return DG_EINTERNAL;
+    router_bwd_kernel<<<dg_cuda_blocks(T, 128), 128, 0, dg_cuda_ctx_of(e)->stream>>>(
+        c, (const float *)in[0], (const float *)in[1], (const int32_t *)in[2], T, E, (float *)out[0]);
     return dg_cuda_launched();
 }

@@ -37,6 +37,8 @@ static const dg_cuda_entry table[] = {
     {&dg_op_moe_unpermute, dg_cuda_k_unpermute, dg_cuda_ws_unpermute},
     {&dg_op_moe_gather, dg_cuda_k_gather, NULL},
     {&dg_op_moe_unpermute_probs_grad, dg_cuda_k_unpermute_probs_grad, dg_cuda_ws_dprobs},
+    {&dg_op_moe_router, dg_cuda_k_router, dg_cuda_ws_router},
+    {&dg_op_moe_router_grad, dg_cuda_k_router_grad, NULL},
 };
 
 const dg_cuda_entry *dg_cuda_entry_for(const dg_op_def *op) {

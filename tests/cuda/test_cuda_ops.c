@@ -4,7 +4,8 @@
  * block (embedding, RMSNorm, RoPE at 50% and 100%, causal GQA attention,
  * LayerNorm, SwiGLU, GeLU, element-wise ops, tied LM head, masked cross
  * entropy, AdamW), an MoE block (router, aux and z losses, permutation,
- * grouped GEMMs, with and without capacity dropping) and a non-causal
+ * grouped GEMMs; softmax and sigmoid with bias and groups, with and
+ * without capacity dropping) and a non-causal
  * attention with a 96-wide head; autodiff adds the backward ops. The CPU
  * serial executor runs each graph on fresh random inputs; then every node
  * whose op has a CUDA kernel runs that kernel on device copies of the SAME
@@ -12,7 +13,8 @@
  * CPU's: fp32 within 1e-5 relative (to max(|want|, rms of the tensor)),
  * integers exactly. Then the whole dense graph runs on the device executor
  * and its loss and gradients must match the CPU run within 1e-4; a graph
- * with an op that has no CUDA kernel is refused without host fallback; a
+ * with an op that has no CUDA kernel (the aux loss) is refused without
+ * host fallback and runs with it; a
  * token outside the vocabulary is DG_EINPUT naming the node.
  * Registered only when a GPU is usable (tests/cuda/CMakeLists.txt): without
  * one every case fails, it never skips. */
@@ -199,16 +201,23 @@ static void test_dense_ops(void **state) {
 }
 
 /* The MoE block; capacity_factor 0: dropless. */
-static void moe_case(double capacity_factor, uint64_t seed) {
+static void moe_case(double capacity_factor, int sigmoid, uint64_t seed) {
     enum { T = 96, H = 64, E = 4, K = 2, FF = 32 };
     dg_graph *g = dg_graph_new("cuda_moe");
     int x = dg_param_new(g, "x", 2, DG_SHAPE(T, H));
     int logits = dg_linear(g, x, dg_param_new(g, "wr", 2, DG_SHAPE(E, H)));
     dg_router_opts o = dg_router_opts_default(K);
     o.capacity_factor = capacity_factor;
+    if (sigmoid) { /* sigmoid scores, expert bias, group-limited routing */
+        o.score = DG_MOE_SCORE_SIGMOID;
+        o.expert_bias = dg_input_new(g, "bias", DG_F32, 1, DG_SHAPE(E));
+        o.num_groups = 2;
+        o.group_topk = 1;
+        o.drop_policy = DG_MOE_DROP_POSITION;
+    }
     dg_router_out r;
     dg_moe_router(g, logits, &o, &r);
-    int aux = dg_moe_aux_loss(g, logits, r.tokens_per_expert, K, DG_MOE_SCORE_SOFTMAX, 1e-2);
+    int aux = dg_moe_aux_loss(g, logits, r.tokens_per_expert, K, o.score, 1e-2);
     int zl = dg_moe_z_loss(g, logits, 1e-3);
     dg_permute_out po;
     dg_moe_permute(g, x, r.indices, E, &po);
@@ -228,8 +237,9 @@ static void moe_case(double capacity_factor, uint64_t seed) {
 
 static void test_moe_ops(void **state) {
     (void)state;
-    moe_case(0, 2);
-    moe_case(1.0, 3); /* capacity dropping: -1 slots in the permutation */
+    moe_case(0, 0, 2);
+    moe_case(1.0, 0, 3); /* capacity dropping (by probs): -1 slots in the permutation */
+    moe_case(0.75, 1, 4); /* sigmoid, expert bias, groups, dropping by position */
 }
 
 /* Non-causal attention with a 96-wide head (the <= 128 instantiation). */
@@ -301,13 +311,13 @@ static void test_device_executor(void **state) {
     dg_graph_free(g);
 }
 
-/* Without host fallback, an op with no CUDA kernel (the router) is refused. */
+/* Without host fallback, an op with no CUDA kernel (the aux loss) is refused. */
 static void test_no_fallback_refuses(void **state) {
     (void)state;
-    dg_graph *g = dg_graph_new("cuda_router");
+    dg_graph *g = dg_graph_new("cuda_aux");
     int z = dg_param_new(g, "z", 2, DG_SHAPE(16, 4));
-    dg_router_opts o = dg_router_opts_default(2);
-    dg_moe_router(g, z, &o, NULL);
+    assert_true(dg_moe_aux_loss(g, z, -1, 2, DG_MOE_SCORE_SOFTMAX, 1e-2) >= 0);
+    assert_null(dg_cuda_kernel_for(g->nodes[g->n_nodes - 1].op));
     dg_buffers b;
     dg_buffers_alloc(g, &b);
     dg_err err = {{0}};
