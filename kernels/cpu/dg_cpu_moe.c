@@ -128,27 +128,10 @@ typedef struct aux_args {
     float c; /* dloss * coeff * E / (k S^2 B) in the backward */
 } aux_args;
 
-/* Aux-loss scores of one token: softmax over all E, or sigmoid / (sum + 1e-20). */
-static void aux_scores_row(dg_moe_score_fn score, const float *z, int64_t E, float *s) {
-    if (score == DG_MOE_SCORE_SIGMOID) {
-        double S = DG_MOE_SIGMOID_EPS;
-        for (int64_t e = 0; e < E; e++) {
-            s[e] = dg_sigmoid(z[e]);
-            S += s[e];
-        }
-        for (int64_t e = 0; e < E; e++) s[e] = (float)((double)s[e] / S);
-    } else {
-        float m;
-        double S;
-        dg_moe_softmax_stats(z, (int)E, &m, &S);
-        for (int64_t e = 0; e < E; e++) s[e] = dg_moe_softmax_at(z[e], m, S);
-    }
-}
-
 static void aux_rows(void *p, int64_t t0, int64_t t1) {
     const aux_args *a = p;
     for (int64_t t = t0; t < t1; t++)
-        aux_scores_row(a->score, a->logits + t * a->E, a->E, a->scores + t * a->E);
+        dg_moe_aux_scores_row(a->score, a->logits + t * a->E, a->E, a->scores + t * a->E);
 }
 
 /* P_be = sum over sequence b's tokens, in token order, whatever the split;
@@ -193,29 +176,9 @@ float dg_cpu_moe_aux_loss(const dg_team *team, dg_moe_score_fn score, const floa
 
 static void aux_bwd_rows(void *p, int64_t t0, int64_t t1) {
     const aux_args *a = p;
-    int64_t E = a->E;
-    for (int64_t t = t0; t < t1; t++) {
-        const float *z = a->logits + t * E;
-        float *dz = a->dlogits + t * E;
-        /* dz doubles as the row's scores before it is overwritten */
-        aux_scores_row(a->score, z, E, dz);
-        const float *f = a->f + dg_moe_seq_of(a->q, t, a->T) * E; /* this sequence's counts */
-        double dot = 0;
-        for (int64_t e = 0; e < E; e++) dot += (double)dz[e] * a->c * f[e];
-        if (a->score == DG_MOE_SCORE_SIGMOID) {
-            /* s = q / S with q = sigmoid(z): dq = (ds - <ds, s>) / S */
-            double S = DG_MOE_SIGMOID_EPS;
-            for (int64_t e = 0; e < E; e++) S += dg_sigmoid(z[e]);
-            for (int64_t e = 0; e < E; e++) {
-                float q = dg_sigmoid(z[e]);
-                double dq = ((double)a->c * f[e] - dot) / S;
-                dz[e] = (float)(dq * q * (1.0f - q));
-            }
-        } else {
-            for (int64_t e = 0; e < E; e++)
-                dz[e] = (float)((double)dz[e] * ((double)a->c * f[e] - dot));
-        }
-    }
+    for (int64_t t = t0; t < t1; t++)
+        dg_moe_aux_bwd_row(a->score, a->logits + t * a->E, a->E,
+                           a->f + dg_moe_seq_of(a->q, t, a->T) * a->E, a->c, a->dlogits + t * a->E);
 }
 
 void dg_cpu_moe_aux_loss_bwd(const dg_team *team, dg_moe_score_fn score, const float *logits,
@@ -237,26 +200,8 @@ typedef struct auxc_args {
 
 static void aux_topk_rows(void *p, int64_t t0, int64_t t1) {
     const auxc_args *a = p;
-    int64_t E = a->E;
-    float val[DG_MOE_MAX_K];
-    int idx[DG_MOE_MAX_K];
-    for (int64_t t = t0; t < t1; t++) {
-        const float *z = a->logits + t * E;
-        float m = 0.0f;
-        double S = DG_MOE_SIGMOID_EPS;
-        if (a->score == DG_MOE_SCORE_SIGMOID)
-            for (int64_t e = 0; e < E; e++) S += dg_sigmoid(z[e]);
-        else
-            dg_moe_softmax_stats(z, (int)E, &m, &S);
-        int n = 0;
-        for (int64_t e = 0; e < E; e++) {
-            /* the same float scores as aux_scores_row */
-            float v = a->score == DG_MOE_SCORE_SIGMOID ? (float)((double)dg_sigmoid(z[e]) / S)
-                                                       : dg_moe_softmax_at(z[e], m, S);
-            dg_moe_topk_push(v, (int)e, a->k, &n, val, idx);
-        }
-        for (int j = 0; j < a->k; j++) a->idx[t * a->k + j] = idx[j];
-    }
+    for (int64_t t = t0; t < t1; t++)
+        dg_moe_aux_topk_row(a->score, a->logits + t * a->E, a->E, a->k, a->idx + t * a->k);
 }
 
 void dg_cpu_moe_aux_counts(const dg_team *team, dg_moe_score_fn score, const float *logits,

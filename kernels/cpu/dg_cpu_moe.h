@@ -254,6 +254,68 @@ static inline DG_HD int64_t dg_moe_seq_of(dg_moe_seqs q, int64_t t, int64_t T) {
     return q.B <= 1 ? 0 : q.seq_major ? t % q.B : t / (T / q.B);
 }
 
+/* ---- per-token aux-loss math (CPU and CUDA kernels share it) ---- */
+
+/* Aux-loss scores of one token: softmax over all E, or sigmoid / (sum + 1e-20). */
+static inline DG_HD void dg_moe_aux_scores_row(dg_moe_score_fn score, const float *z, int64_t E,
+                                               float *s) {
+    if (score == DG_MOE_SCORE_SIGMOID) {
+        double S = DG_MOE_SIGMOID_EPS;
+        for (int64_t e = 0; e < E; e++) {
+            s[e] = dg_sigmoid(z[e]);
+            S += s[e];
+        }
+        for (int64_t e = 0; e < E; e++) s[e] = (float)((double)s[e] / S);
+    } else {
+        float m;
+        double S;
+        dg_moe_softmax_stats(z, (int)E, &m, &S);
+        for (int64_t e = 0; e < E; e++) s[e] = dg_moe_softmax_at(z[e], m, S);
+    }
+}
+
+/* dz [E] = d aux / d z for one token: f its sequence's counts [E], c =
+ * dloss * coeff * E / (k S^2 B). dz first holds the row's scores. */
+static inline DG_HD void dg_moe_aux_bwd_row(dg_moe_score_fn score, const float *z, int64_t E,
+                                            const float *f, float c, float *dz) {
+    dg_moe_aux_scores_row(score, z, E, dz);
+    double dot = 0;
+    for (int64_t e = 0; e < E; e++) dot += (double)dz[e] * c * f[e];
+    if (score == DG_MOE_SCORE_SIGMOID) {
+        /* s = q / S with q = sigmoid(z): dq = (ds - <ds, s>) / S */
+        double S = DG_MOE_SIGMOID_EPS;
+        for (int64_t e = 0; e < E; e++) S += dg_sigmoid(z[e]);
+        for (int64_t e = 0; e < E; e++) {
+            float q = dg_sigmoid(z[e]);
+            double dq = ((double)c * f[e] - dot) / S;
+            dz[e] = (float)(dq * q * (1.0f - q));
+        }
+    } else {
+        for (int64_t e = 0; e < E; e++) dz[e] = (float)((double)dz[e] * ((double)c * f[e] - dot));
+    }
+}
+
+/* Megatron's aux-loss routing of one token: the top k of its aux scores
+ * (the same floats as dg_moe_aux_scores_row) into idx [k]. */
+static inline DG_HD void dg_moe_aux_topk_row(dg_moe_score_fn score, const float *z, int64_t E, int k,
+                                             int32_t *idx_out) {
+    float val[DG_MOE_MAX_K];
+    int idx[DG_MOE_MAX_K];
+    float m = 0.0f;
+    double S = DG_MOE_SIGMOID_EPS;
+    if (score == DG_MOE_SCORE_SIGMOID)
+        for (int64_t e = 0; e < E; e++) S += dg_sigmoid(z[e]);
+    else
+        dg_moe_softmax_stats(z, (int)E, &m, &S);
+    int n = 0;
+    for (int64_t e = 0; e < E; e++) {
+        float v = score == DG_MOE_SCORE_SIGMOID ? (float)((double)dg_sigmoid(z[e]) / S)
+                                                : dg_moe_softmax_at(z[e], m, S);
+        dg_moe_topk_push(v, (int)e, k, &n, val, idx);
+    }
+    for (int j = 0; j < k; j++) idx_out[j] = idx[j];
+}
+
 size_t dg_cpu_moe_aux_work_bytes(int64_t T, int64_t E, int64_t B);
 float dg_cpu_moe_aux_loss(const dg_team *team, dg_moe_score_fn score, const float *logits,
                           const float *f, int64_t T, int64_t E, int k, dg_moe_seqs q, float coeff,

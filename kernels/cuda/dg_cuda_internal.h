@@ -154,6 +154,11 @@ int dg_cuda_k_unpermute_probs_grad(DG_CUDA_KARGS);
 int dg_cuda_k_router(DG_CUDA_KARGS);
 int dg_cuda_k_router_grad(DG_CUDA_KARGS);
 size_t dg_cuda_ws_router(const dg_graph *g, const dg_node *n);
+/* dg_cuda_k_aux.cu */
+int dg_cuda_k_aux_loss(DG_CUDA_KARGS);
+int dg_cuda_k_aux_loss_grad(DG_CUDA_KARGS);
+size_t dg_cuda_ws_aux(const dg_graph *g, const dg_node *n);
+size_t dg_cuda_ws_aux_grad(const dg_graph *g, const dg_node *n);
 size_t dg_cuda_ws_z_loss(const dg_graph *g, const dg_node *n);
 size_t dg_cuda_ws_permute(const dg_graph *g, const dg_node *n);
 size_t dg_cuda_ws_unpermute(const dg_graph *g, const dg_node *n);

@@ -39,6 +39,8 @@ static const dg_cuda_entry table[] = {
     {&dg_op_moe_unpermute_probs_grad, dg_cuda_k_unpermute_probs_grad, dg_cuda_ws_dprobs},
     {&dg_op_moe_router, dg_cuda_k_router, dg_cuda_ws_router},
     {&dg_op_moe_router_grad, dg_cuda_k_router_grad, NULL},
+    {&dg_op_moe_aux_loss, dg_cuda_k_aux_loss, dg_cuda_ws_aux},
+    {&dg_op_moe_aux_loss_grad, dg_cuda_k_aux_loss_grad, dg_cuda_ws_aux_grad},
 };
 
 const dg_cuda_entry *dg_cuda_entry_for(const dg_op_def *op) {

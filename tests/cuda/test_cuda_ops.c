@@ -13,7 +13,7 @@
  * CPU's: fp32 within 1e-5 relative (to max(|want|, rms of the tensor)),
  * integers exactly. Then the whole dense graph runs on the device executor
  * and its loss and gradients must match the CPU run within 1e-4; a graph
- * with an op that has no CUDA kernel (the aux loss) is refused without
+ * with an op that has no CUDA kernel (seq_last) is refused without
  * host fallback and runs with it; a
  * token outside the vocabulary is DG_EINPUT naming the node.
  * Registered only when a GPU is usable (tests/cuda/CMakeLists.txt): without
@@ -38,6 +38,7 @@
 #include "dg_op_attention.h"
 #include "dg_op_basic.h"
 #include "dg_op_embedding.h"
+#include "dg_op_kv.h"
 #include "dg_op_matmul.h"
 #include "dg_op_norm.h"
 #include "dg_op_rope.h"
@@ -217,7 +218,11 @@ static void moe_case(double capacity_factor, int sigmoid, uint64_t seed) {
     }
     dg_router_out r;
     dg_moe_router(g, logits, &o, &r);
-    int aux = dg_moe_aux_loss(g, logits, r.tokens_per_expert, K, o.score, 1e-2);
+    /* the aux loss's three count sources: tokens per expert, the routed
+     * indices, and (sequence-level, 2 sequences) its own top-k */
+    int aux = sigmoid ? dg_moe_seq_aux_loss(g, logits, -1, K, o.score, 1e-2, 2, 1)
+              : capacity_factor > 0 ? dg_moe_aux_loss(g, logits, r.indices, K, o.score, 1e-2)
+                                    : dg_moe_aux_loss(g, logits, r.tokens_per_expert, K, o.score, 1e-2);
     int zl = dg_moe_z_loss(g, logits, 1e-3);
     dg_permute_out po;
     dg_moe_permute(g, x, r.indices, E, &po);
@@ -311,12 +316,13 @@ static void test_device_executor(void **state) {
     dg_graph_free(g);
 }
 
-/* Without host fallback, an op with no CUDA kernel (the aux loss) is refused. */
+/* Without host fallback, an op with no CUDA kernel (seq_last, a decode op)
+ * is refused. */
 static void test_no_fallback_refuses(void **state) {
     (void)state;
-    dg_graph *g = dg_graph_new("cuda_aux");
-    int z = dg_param_new(g, "z", 2, DG_SHAPE(16, 4));
-    assert_true(dg_moe_aux_loss(g, z, -1, 2, DG_MOE_SCORE_SOFTMAX, 1e-2) >= 0);
+    dg_graph *g = dg_graph_new("cuda_seq_last");
+    int x = dg_param_new(g, "x", 3, DG_SHAPE(2, 5, 8));
+    assert_true(dg_seq_last(g, x) >= 0);
     assert_null(dg_cuda_kernel_for(g->nodes[g->n_nodes - 1].op));
     dg_buffers b;
     dg_buffers_alloc(g, &b);
