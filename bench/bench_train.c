@@ -43,7 +43,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     timing t = {dg_now(), 0, 0};
-    dg_train_hooks hooks = {&t, NULL, NULL, on_iteration};
+    dg_train_hooks hooks = {.ctx = &t, .on_iteration = on_iteration};
     dg_train_result res;
     if (dg_train(&c, &hooks, &res, &err) != DG_OK) {
         dg_err_print(&err);

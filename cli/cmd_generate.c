@@ -8,9 +8,15 @@
  * temperature, top-k and top-p from a seeded RNG. The prompt is printed,
  * then each token's text as soon as it exists. Generation stops after
  * --max-new-tokens or at the tokenizer's end-of-document token (not
- * printed), as Megatron's text generation does.
+ * printed), as Megatron's text generation does. A checkpoint trained with
+ * NullTokenizer (or on mock data) has no text: its prompt and output are
+ * token ids separated by spaces, as Megatron's NullTokenizer reads and
+ * writes them, and generate says so in one line on stderr.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,7 +45,8 @@ typedef struct gen_flags {
 static const dg_arg_spec k_specs[] = {
     {"--load", DG_ARG_STRING, offsetof(gen_flags, load), "checkpoint directory (its latest iteration)", 1, 0, NULL},
     {"--prompt", DG_ARG_STRING, offsetof(gen_flags, prompt),
-     "text to continue (default: start from the end-of-document token)", 1, 0, NULL},
+     "text to continue, or token ids \"5 17 3\" for a NullTokenizer checkpoint (default: start from the "
+     "end-of-document token)", 1, 0, NULL},
     {"--max-new-tokens", DG_ARG_INT, offsetof(gen_flags, max_new_tokens), "tokens to generate (default 64)", 0,
      1e7, NULL},
     {"--top-k", DG_ARG_INT, offsetof(gen_flags, top_k), "sample among the k most likely tokens (0: off)", 0, 1e9,
@@ -109,10 +116,82 @@ static int load_params(const char *dir, int64_t iteration, const dg_model_config
     return st;
 }
 
-/* Write the text of ids[0, n) to stdout now. */
-static int emit(const dg_tokenizer *tok, const int32_t *ids, int64_t n, dg_err *err) {
+/* How prompts become tokens and tokens become output, by the checkpoint's
+ * tokenizer. A NullTokenizer checkpoint (--tokenizer-type NullTokenizer or
+ * --mock-data) has no text: as Megatron's NullTokenizer, its "text" is
+ * token ids separated by spaces, both ways. */
+typedef struct codec {
+    int ids;           /* NullTokenizer: ids in, ids out */
+    dg_tokenizer tok;  /* otherwise, the tokenizer */
+    int have_tok;
+    int64_t vocab;     /* ids are [0, vocab) */
+    int32_t eod;       /* end-of-document id, -1: none */
+    int printed;       /* ids printed so far (for the separators) */
+} codec;
+
+static int codec_open(codec *k, const dg_ckpt_manifest *man, dg_err *err) {
+    const dg_ckpt_tokenizer *tk = &man->meta.tokenizer;
+    if (!strcmp(tk->type, "NullTokenizer")) {
+        k->ids = 1;
+        k->vocab = tk->vocab_size > 0 ? tk->vocab_size : man->meta.model.vocab_size;
+        /* Megatron's NullTokenizer adds one id for end-of-document; mock
+         * data has none. */
+        k->eod = man->meta.data.mock ? -1 : (int32_t)(k->vocab - 1);
+        return DG_OK;
+    }
+    const char *type = tk->type[0] ? tk->type : DG_TOK_BYTE_NAME;
+    if (strcmp(type, DG_TOK_BYTE_NAME) && strcmp(type, DG_TOK_GPT2BPE_NAME))
+        return dg_err_set(err, DG_EINPUT, "%s: trained with tokenizer '%s', which generate cannot reopen "
+                          "(it reads %s, %s and NullTokenizer checkpoints)", man->path, type, DG_TOK_BYTE_NAME,
+                          DG_TOK_GPT2BPE_NAME);
+    dg_err e = {{0}};
+    if (dg_tokenizer_open(&k->tok, type, tk->vocab_file[0] ? tk->vocab_file : NULL,
+                          tk->merge_file[0] ? tk->merge_file : NULL, &e) != DG_OK)
+        return dg_err_set(err, DG_EINPUT, "%s: cannot reopen the checkpoint's %s (vocab file '%s', merge file '%s'): %s",
+                          man->path, type, tk->vocab_file, tk->merge_file, e.msg);
+    k->have_tok = 1;
+    k->vocab = k->tok.vocab_size;
+    k->eod = k->tok.eod;
+    return DG_OK;
+}
+
+/* The prompt's ids: its text tokenized, or (NullTokenizer) the ids it lists. */
+static int codec_encode(const codec *k, const char *prompt, dg_i32buf *out, dg_err *err) {
+    if (!k->ids) {
+        dg_tok_state ts;
+        dg_tok_state_init(&ts);
+        dg_tokenizer_encode(&k->tok, &ts, (const uint8_t *)prompt, strlen(prompt), out);
+        dg_tok_state_free(&ts);
+        return DG_OK;
+    }
+    for (const char *p = prompt; *p;) {
+        p += strspn(p, " \t\n");
+        if (!*p) break;
+        int len = (int)strcspn(p, " \t\n"), shown = len > 40 ? 40 : len;
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end != p + len || !isdigit((unsigned char)p[len - 1]) || *p == '+')
+            return dg_err_set(err, DG_EINPUT, "--prompt: '%.*s' is not a token id (a NullTokenizer checkpoint "
+                              "takes ids separated by spaces, e.g. --prompt \"5 17 3\")", shown, p);
+        if (errno == ERANGE || v < 0 || v >= k->vocab)
+            return dg_err_set(err, DG_EINPUT, "--prompt: token id %.*s is outside the vocabulary [0, %lld)", shown, p,
+                              (long long)k->vocab);
+        dg_i32buf_push(out, (int32_t)v);
+        p += len;
+    }
+    return DG_OK;
+}
+
+/* Write ids[0, n) to stdout now: their text, or the ids themselves. */
+static int codec_emit(codec *k, const int32_t *ids, int64_t n, dg_err *err) {
+    if (k->ids) {
+        for (int64_t i = 0; i < n; i++) printf("%s%d", k->printed++ ? " " : "", ids[i]);
+        fflush(stdout);
+        return DG_OK;
+    }
     dg_bytebuf b = {0};
-    int st = dg_tokenizer_decode(tok, ids, n, &b, err);
+    int st = dg_tokenizer_decode(&k->tok, ids, n, &b, err);
     if (st == DG_OK && b.n) fwrite(b.v, 1, (size_t)b.n, stdout);
     fflush(stdout);
     dg_bytebuf_free(&b);
@@ -122,8 +201,7 @@ static int emit(const dg_tokenizer *tok, const int32_t *ids, int64_t n, dg_err *
 typedef struct session {
     dg_ckpt_manifest man;
     int have_man;
-    dg_tokenizer tok;
-    int have_tok;
+    codec codec;
     loaded params;
     dg_pool *pool;
     dg_decoder *dec;
@@ -137,7 +215,7 @@ static void session_free(session *s) {
     dg_decoder_free(s->dec);
     if (s->pool) dg_pool_free(s->pool);
     loaded_free(&s->params);
-    if (s->have_tok) dg_tokenizer_close(&s->tok);
+    if (s->codec.have_tok) dg_tokenizer_close(&s->codec.tok);
     if (s->have_man) dg_ckpt_manifest_free(&s->man);
     dg_i32buf_free(&s->prompt);
 }
@@ -147,24 +225,24 @@ static int run(const gen_flags *f, session *s, dg_err *err) {
     s->have_man = 1;
     const dg_ckpt_meta *m = &s->man.meta;
     const dg_model_config *c = &m->model;
-    const dg_ckpt_tokenizer *tk = &m->tokenizer;
-    DG_TRY(dg_tokenizer_open(&s->tok, tk->type[0] ? tk->type : NULL, tk->vocab_file[0] ? tk->vocab_file : NULL,
-                             tk->merge_file[0] ? tk->merge_file : NULL, err));
-    s->have_tok = 1;
-    if (s->tok.vocab_size > c->vocab_size)
+    codec *k = &s->codec;
+    DG_TRY(codec_open(k, &s->man, err));
+    if (k->vocab > c->vocab_size)
         return dg_err_set(err, DG_EINPUT, "%s: tokenizer has %lld tokens, the model's vocabulary only %d",
-                          s->man.path, (long long)s->tok.vocab_size, c->vocab_size);
+                          s->man.path, (long long)k->vocab, c->vocab_size);
 
     /* the prompt's tokens; an empty prompt starts a new document */
-    dg_tok_state ts;
-    dg_tok_state_init(&ts);
-    dg_tokenizer_encode(&s->tok, &ts, (const uint8_t *)f->prompt, strlen(f->prompt), &s->prompt);
-    dg_tok_state_free(&ts);
+    DG_TRY(codec_encode(k, f->prompt, &s->prompt, err));
     if (s->prompt.n == 0) {
-        if (s->tok.eod < 0)
-            return dg_err_set(err, DG_EINPUT, "--prompt: empty, and the tokenizer has no end-of-document token to start from");
-        dg_i32buf_push(&s->prompt, s->tok.eod);
+        if (k->eod < 0)
+            return dg_err_set(err, DG_EINPUT, "--prompt: %s, and the checkpoint's tokenizer has no end-of-document "
+                              "token to start from", k->ids ? "required (token ids separated by spaces)" : "empty");
+        dg_i32buf_push(&s->prompt, k->eod);
     }
+    if (k->ids)
+        fprintf(stderr, "dagatron: generate: note: the checkpoint was trained with NullTokenizer%s: the prompt and "
+                        "the output are token ids separated by spaces\n",
+                m->data.mock ? " on mock data" : "");
     const int n_prompt = (int)s->prompt.n, max_len = n_prompt + DG_MAX(f->max_new_tokens, 1);
     if (max_len > c->seq_length)
         fprintf(stderr, "dagatron: generate: note: %d tokens exceed the trained context of %d (RoPE extrapolates)\n",
@@ -182,13 +260,15 @@ static int run(const gen_flags *f, session *s, dg_err *err) {
     o.top_k = f->top_k;
     o.top_p = f->top_p;
     o.seed = (uint64_t)f->seed;
-    o.vocab_limit = (int)s->tok.vocab_size; /* never a padding id */
+    o.vocab_limit = (int)k->vocab; /* never a padding id */
     DG_TRY(dg_sample_opts_check(&o, err));
     dg_sampler_init(&s->smp, &o, c->vocab_size);
     s->have_smp = 1;
 
-    /* the prompt as text (an empty one is the end-of-document token: not shown) */
-    fwrite(f->prompt, 1, strlen(f->prompt), stdout);
+    /* the prompt as text, or its ids (an empty one is the end-of-document
+     * token: not shown) */
+    if (k->ids && f->prompt[0]) DG_TRY(codec_emit(k, s->prompt.v, s->prompt.n, err));
+    if (!k->ids) fwrite(f->prompt, 1, strlen(f->prompt), stdout);
     fflush(stdout);
     double t0 = dg_now();
     const float *logits;
@@ -197,8 +277,8 @@ static int run(const gen_flags *f, session *s, dg_err *err) {
     int made = 0;
     for (; made < f->max_new_tokens; made++) {
         int32_t t = dg_sampler_next(&s->smp, logits);
-        if (t == s->tok.eod) break;
-        DG_TRY(emit(&s->tok, &t, 1, err));
+        if (t == k->eod) break;
+        DG_TRY(codec_emit(k, &t, 1, err));
         if (made + 1 < f->max_new_tokens) DG_TRY(dg_decoder_step(s->dec, &t, 1, 0, &logits, err));
     }
     double dt = dg_now() - t0;

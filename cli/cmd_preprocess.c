@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dg_args.h"
 #include "dg_base.h"
 #include "dg_cli.h"
 #include "dg_corpus.h"
@@ -90,6 +91,7 @@ static int inspect(const char *prefix, const char *dump) {
 int dg_cmd_preprocess(int argc, char **argv) {
     char **inputs = NULL, **keys = NULL;
     int n_inputs = 0, n_keys = 0, workers = 1, append_eod = 0, log_interval = 0, fortunes = 0;
+    dg_err err = {{0}};
     const char *fortunes_dir = NULL, *fmt = "auto", *sep = NULL, *out = NULL, *tok_type = NULL, *vocab = NULL,
                *merges = NULL, *insp = NULL, *dump = NULL;
     for (int i = 1; i < argc; i++) {
@@ -114,7 +116,8 @@ int dg_cmd_preprocess(int argc, char **argv) {
         } else if (!last && !strcmp(a, "--output-prefix")) {
             out = argv[++i];
         } else if (!last && !strcmp(a, "--workers")) {
-            workers = atoi(argv[++i]);
+            /* The range is generous: dg_preprocess_run refuses what memory cannot hold. */
+            if (dg_arg_parse_int(a, argv[++i], 1, 1 << 20, &workers, &err) != DG_OK) break;
         } else if (!last && !strcmp(a, "--tokenizer-type")) {
             tok_type = argv[++i];
         } else if (!last && !strcmp(a, "--vocab-file")) {
@@ -122,7 +125,7 @@ int dg_cmd_preprocess(int argc, char **argv) {
         } else if (!last && !strcmp(a, "--merge-file")) {
             merges = argv[++i];
         } else if (!last && !strcmp(a, "--log-interval")) {
-            log_interval = atoi(argv[++i]);
+            if (dg_arg_parse_int(a, argv[++i], 0, INT32_MAX, &log_interval, &err) != DG_OK) break;
         } else if (!last && !strcmp(a, "--inspect")) {
             insp = argv[++i];
         } else if (!last && !strcmp(a, "--dump-tokens")) {
@@ -138,9 +141,12 @@ int dg_cmd_preprocess(int argc, char **argv) {
             return DG_EINPUT;
         }
     }
+    if (err.msg[0]) { /* a malformed number */
+        dg_err_print(&err);
+        return DG_EINPUT;
+    }
     if (insp) return inspect(insp, dump);
 
-    dg_err err = {{0}};
     dg_input_format format = DG_INPUT_AUTO;
     if (!strcmp(fmt, "jsonl")) format = DG_INPUT_JSONL;
     else if (!strcmp(fmt, "text")) format = DG_INPUT_TEXT;

@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dg_args.h"
 #include "dg_base.h"
 #include "dg_bpe.h"
+#include "dg_bpe_train.h"
 #include "dg_cli.h"
 #include "dg_corpus.h"
 #include "dg_data_map.h"
@@ -69,8 +71,14 @@ static int parse(int argc, char **argv, cli *c) {
         else if (!last && !strcmp(a, "--vocab-file")) c->vocab = argv[++i];
         else if (!last && !strcmp(a, "--merge-file")) c->merges = argv[++i];
         else if (!last && !strcmp(a, "--text")) c->text = argv[++i];
-        else if (!last && !strcmp(a, "--vocab-size")) c->vocab_size = atoi(argv[++i]);
-        else {
+        else if (!last && !strcmp(a, "--vocab-size")) {
+            /* >= 257 and what memory can hold are checked by the trainer (dg_bpe_train_check_size). */
+            dg_err err = {{0}};
+            if (dg_arg_parse_int(a, argv[++i], 1, INT32_MAX, &c->vocab_size, &err) != DG_OK) {
+                dg_err_print(&err);
+                return DG_EINPUT;
+            }
+        } else {
             fprintf(stderr, "dagatron: tokenizer: unknown flag or missing value: '%s' (see --help)\n", a);
             return DG_EINPUT;
         }
@@ -100,6 +108,7 @@ static int corpus(cli *c, dg_err *err) {
 static int train(cli *c, dg_err *err) {
     if (c->vocab_size <= 0 || !c->out_dir)
         return dg_err_set(err, DG_EINPUT, "tokenizer train needs --vocab-size and --output-dir");
+    DG_TRY(dg_bpe_train_check_size(c->vocab_size, err)); /* before reading the corpus */
     DG_TRY(corpus(c, err));
     DG_TRY(dg_mkdirs(c->out_dir, err));
     double t0 = dg_now();

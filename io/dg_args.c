@@ -151,10 +151,31 @@ static int in_choices(const char *choices, const char *v) {
     return 0;
 }
 
+/* A bound as written: whole numbers in full (2147483647, not 2.14748e+09). */
+static void bound_text(char *out, size_t cap, double x) {
+    if (x == floor(x) && fabs(x) < 1e15) snprintf(out, cap, "%.0f", x);
+    else snprintf(out, cap, "%g", x);
+}
+
 static int check_range(const dg_arg_spec *s, double v, const char *text, dg_err *err) {
-    if (s->min <= s->max && (v < s->min || v > s->max))
-        return dg_err_set(err, DG_EINPUT, "%s: expected a value in [%g, %g], got %s", s->name,
-                          s->min, s->max, text);
+    if (s->min <= s->max && (v < s->min || v > s->max)) {
+        char lo[32], hi[32];
+        bound_text(lo, sizeof lo, s->min);
+        bound_text(hi, sizeof hi, s->max);
+        return dg_err_set(err, DG_EINPUT, "%s: expected a value in [%s, %s], got %s", s->name, lo, hi, text);
+    }
+    return DG_OK;
+}
+
+int dg_arg_parse_int(const char *flag, const char *text, double min, double max, int *out, dg_err *err) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || !*text || *end || v < -2147483647L || v > 2147483647L)
+        return dg_err_set(err, DG_EINPUT, "%s: expected an integer, got '%s'", flag, text);
+    dg_arg_spec range = {.name = flag, .min = min, .max = max};
+    DG_TRY(check_range(&range, (double)v, text, err));
+    *out = (int)v;
     return DG_OK;
 }
 
@@ -162,15 +183,8 @@ static int set_value(const dg_arg_spec *s, void *cfg, const char *text, dg_err *
     char *field = (char *)cfg + s->offset;
     char *end = NULL;
     switch (s->kind) {
-    case DG_ARG_INT: {
-        errno = 0;
-        long v = strtol(text, &end, 10);
-        if (errno || !*text || *end || v < -2147483647L || v > 2147483647L)
-            return dg_err_set(err, DG_EINPUT, "%s: expected an integer, got '%s'", s->name, text);
-        DG_TRY(check_range(s, (double)v, text, err));
-        *(int *)field = (int)v;
-        return DG_OK;
-    }
+    case DG_ARG_INT:
+        return dg_arg_parse_int(s->name, text, s->min, s->max, (int *)field, err);
     case DG_ARG_DOUBLE: {
         errno = 0;
         double v = strtod(text, &end);
@@ -228,8 +242,12 @@ int dg_args_parse(int argc, char **argv, int first, const dg_arg_spec *specs, in
                 o += (size_t)snprintf(field, DG_ARG_STR_LEN, "%s", eq + 1);
                 count++;
             }
+            if (eq && !eq[1]) return dg_err_set(err, DG_EINPUT, "%s: got an empty value", s->name);
             while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
                 const char *v = argv[++i];
+                /* An empty word would vanish from the space-joined list (and an
+                 * empty --data-path would mean "the default corpus"). */
+                if (!*v) return dg_err_set(err, DG_EINPUT, "%s: got an empty value", s->name);
                 if (o + strlen(v) + 2 >= DG_ARG_STR_LEN)
                     return dg_err_set(err, DG_EINPUT, "%s: values longer than %d characters",
                                       s->name, DG_ARG_STR_LEN - 1);

@@ -41,6 +41,12 @@ typedef struct dg_arg_spec {
 int dg_args_parse(int argc, char **argv, int first, const dg_arg_spec *specs, int n, void *cfg,
                   int *seen, dg_err *err);
 
+/* The strict integer parse of DG_ARG_INT flags, for commands that read some
+ * flags by hand: all of `text` must be a decimal int in [min, max] (min > max:
+ * any int). Returns DG_OK with *out set, or DG_EINPUT with one line naming
+ * `flag` ("--workers: expected an integer, got '2x'"). */
+int dg_arg_parse_int(const char *flag, const char *text, double min, double max, int *out, dg_err *err);
+
 /* Print "  --flag VALUE  help" lines for specs. */
 void dg_args_help(FILE *f, const dg_arg_spec *specs, int n);
 

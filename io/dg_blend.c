@@ -61,6 +61,16 @@ int dg_blend_spec_parse(int nwords, char **words, dg_blend_spec *spec, dg_err *e
         weighted = parse_weight(words[i], &w);
     }
     if (!weighted) {
+        /* An odd count cannot be weight/prefix pairs, so a number among the
+         * words is a weight without its prefix (or a prefix without its weight). */
+        for (int i = 0; nwords % 2 == 1 && i < nwords; i++) {
+            double w;
+            if (parse_weight(words[i], &w))
+                return dg_err_set(err, DG_EINPUT,
+                                  "--data-path: the weights and prefixes do not pair up: '%s' looks like a weight "
+                                  "but %d words cannot be weight/prefix pairs (give a weight for every prefix or none)",
+                                  words[i], nwords);
+        }
         for (int i = 0; nwords % 2 == 0 && i < nwords; i += 2) {
             double w;
             if (parse_weight(words[i], &w))
@@ -123,6 +133,7 @@ void dg_blending_indices(const double *weights, int n, int64_t size, int16_t *da
     dg_free(current);
 }
 
+/* Split s of the feed; b/e[k + s*n] is dataset k's sequence range for split s. */
 static int build_split(dg_data *d, const dg_data_config *cfg, int s, const int64_t *b, const int64_t *e,
                        dg_err *err) {
     dg_data_split *sp = &d->split[s];
@@ -131,7 +142,7 @@ static int build_split(dg_data *d, const dg_data_config *cfg, int s, const int64
     sp->parts = dg_calloc((size_t)n, sizeof(dg_gpt_dataset));
     sp->present = 1;
     if (n == 1) {
-        DG_TRY(dg_gpt_dataset_build(&sp->parts[0], &d->sets[0], b[0], e[0], want, &cfg->gpt, split_names[s], err));
+        DG_TRY(dg_gpt_dataset_build(&sp->parts[0], &d->sets[0], b[s], e[s], want, &cfg->gpt, split_names[s], err));
         sp->size = sp->parts[0].num_samples;
         return DG_OK;
     }

@@ -4,10 +4,13 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "dg_data_map.h"
+#include "dg_memlimit.h"
 
 /* ---- pair -> rank table -------------------------------------------------- */
 
@@ -125,6 +128,12 @@ static void set_token(dg_bpe *b, int32_t id, const uint8_t *p, int32_t n) {
 
 /* ---- load / save ------------------------------------------------------- */
 
+/* Bytes per vocabulary id while loading: tok_bytes and tok_len, and the
+ * tok_index (up to 4 slots of hash + id per id, as its capacity is the power
+ * of two at or above 2 * vocab_size + 16). Token bytes themselves come on top. */
+static const double bpe_bytes_per_id =
+    (double)(sizeof(uint8_t *) + sizeof(int32_t) + 4 * (sizeof(uint64_t) + sizeof(int32_t)));
+
 static int load_vocab(dg_bpe *b, const char *path, dg_err *err) {
     dg_map m;
     DG_TRY(dg_map_file(&m, path, err));
@@ -135,17 +144,39 @@ static int load_vocab(dg_bpe *b, const char *path, dg_err *err) {
         return dg_err_set(err, DG_EINPUT, "%s: not a JSON object of token -> id", path);
     }
     int32_t maxid = -1;
-    for (cJSON *it = root->child; it; it = it->next) {
-        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 1e9) {
+    int64_t entries = 0;
+    const cJSON *top = NULL; /* the token with the largest id */
+    for (cJSON *it = root->child; it; it = it->next, entries++) {
+        double id = it->valuedouble;
+        if (!cJSON_IsNumber(it) || !(id >= 0) || id != floor(id) || id >= INT32_MAX) {
+            /* The message names the token, so set it before the tree is freed. */
+            int st = dg_err_set(err, DG_EINPUT, "%s: token '%s' has no valid integer id (expected 0 to %d)", path,
+                                it->string, INT32_MAX - 1);
             cJSON_Delete(root);
-            return dg_err_set(err, DG_EINPUT, "%s: token '%s' has no valid integer id", path, it->string);
+            return st;
         }
-        maxid = DG_MAX(maxid, it->valueint);
+        if (it->valueint > maxid) {
+            maxid = it->valueint;
+            top = it;
+        }
+    }
+    /* The tables are indexed by id: refuse an id far past what this rank
+     * can hold before allocating them. Then, as Megatron's vocabulary size
+     * is the number of entries, every id must be below it (ids 0..n-1). */
+    char what[300];
+    snprintf(what, sizeof what, "%.200s: ids up to %d", path, maxid);
+    int st = dg_mem_check(bpe_bytes_per_id * ((double)maxid + 1), what, err);
+    if (st == DG_OK && maxid >= entries)
+        st = dg_err_set(err, DG_EINPUT,
+                        "%s: token '%s' has id %d, but the vocabulary has %" PRId64 " entries (ids must be 0 to %" PRId64
+                        ")", path, top->string, maxid, entries, entries - 1);
+    if (st != DG_OK) {
+        cJSON_Delete(root);
+        return st;
     }
     b->vocab_size = maxid + 1;
     b->tok_bytes = dg_calloc((size_t)(b->vocab_size ? b->vocab_size : 1), sizeof(uint8_t *));
     b->tok_len = dg_calloc((size_t)(b->vocab_size ? b->vocab_size : 1), sizeof(int32_t));
-    int st = DG_OK;
     for (cJSON *it = root->child; it && st == DG_OK; it = it->next) {
         size_t n = strlen(it->string);
         uint8_t *raw = dg_malloc(n + 1);

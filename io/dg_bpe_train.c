@@ -1,7 +1,10 @@
 /* dg_bpe_train.c — incremental BPE training (see dg_bpe_train.h). */
 #include "dg_bpe_train.h"
 
+#include <stdio.h>
 #include <string.h>
+
+#include "dg_memlimit.h"
 
 /* A distinct piece of the corpus and how often it occurs. */
 typedef struct word {
@@ -204,10 +207,28 @@ static int tok_add(dg_bpe_trainer *t, const uint8_t *p, size_t n) {
 
 /* ---- training ---------------------------------------------------------- */
 
-int dg_bpe_trainer_train(dg_bpe_trainer *t, int32_t vocab_size, dg_bpe *out, dg_err *err) {
+/* The token table's capacity: a power of two >= 4 * vocab_size. */
+static size_t token_capacity(int32_t vocab_size) {
+    size_t cap = 16;
+    while (cap < 4 * (size_t)vocab_size) cap *= 2;
+    return cap;
+}
+
+int dg_bpe_train_check_size(int32_t vocab_size, dg_err *err) {
     if (vocab_size < 257)
         return dg_err_set(err, DG_EINPUT, "--vocab-size: expected >= 257 (256 bytes + <|endoftext|>), got %d",
                           vocab_size);
+    /* The token table (hash + id), offsets and lengths, the merges, and the
+     * tokenizer built from them (about 64 bytes an id with its lookup). */
+    double need = (double)token_capacity(vocab_size) * (sizeof(uint64_t) + sizeof(int32_t)) +
+                  (double)vocab_size * (sizeof(int64_t) + sizeof(int32_t) + 2 * sizeof(int32_t) + 64);
+    char what[96];
+    snprintf(what, sizeof what, "--vocab-size %d", vocab_size);
+    return dg_mem_check(need, what, err);
+}
+
+int dg_bpe_trainer_train(dg_bpe_trainer *t, int32_t vocab_size, dg_bpe *out, dg_err *err) {
+    DG_TRY(dg_bpe_train_check_size(vocab_size, err));
     int32_t want = vocab_size - 257;
     /* Byte ids in GPT-2 order, from an empty tokenizer. */
     dg_bpe bytes_only;
@@ -225,8 +246,7 @@ int dg_bpe_trainer_train(dg_bpe_trainer *t, int32_t vocab_size, dg_bpe *out, dg_
             where_add(&t->pairs[p], (int32_t)w);
         }
     }
-    t->tcap = 16;
-    while (t->tcap < 4 * (size_t)vocab_size) t->tcap *= 2;
+    t->tcap = token_capacity(vocab_size);
     t->th = dg_calloc(t->tcap, sizeof(uint64_t));
     t->ti = dg_malloc(sizeof(int32_t) * t->tcap);
     t->toff = dg_malloc(sizeof(int64_t) * (size_t)vocab_size);

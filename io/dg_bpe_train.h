@@ -30,4 +30,10 @@ void dg_bpe_trainer_add(dg_bpe_trainer *t, const uint8_t *text, size_t n);
 int dg_bpe_trainer_train(dg_bpe_trainer *t, int32_t vocab_size, dg_bpe *out, dg_err *err);
 void dg_bpe_trainer_free(dg_bpe_trainer *t);
 
+/* DG_OK when a vocabulary of vocab_size can be trained here: >= 257, and
+ * the tables sized by it fit in this rank's memory (else one line, "needs
+ * X GB, this rank has Y GB"). dg_bpe_trainer_train checks it first; callers
+ * may check before reading a corpus. */
+int dg_bpe_train_check_size(int32_t vocab_size, dg_err *err);
+
 #endif /* DG_BPE_TRAIN_H */

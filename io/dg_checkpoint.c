@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "dg_ckpt_fs.h"
@@ -103,20 +102,18 @@ static void remove_stale(const char *dir) {
     closedir(d);
 }
 
-/* Test hook (see the header): milliseconds to sleep after each tensor. */
-static long test_delay_ms(void) {
-    const char *s = getenv("DG_CKPT_TEST_DELAY_MS");
-    return s ? strtol(s, NULL, 10) : 0;
+static void reached(const dg_ckpt_save_opts *o, dg_ckpt_stage stage, int index) {
+    if (o->at) o->at(o->ctx, stage, index);
 }
 
 /* Write the tensors into <tmp>/model_optim_rng.bin, filling the entries. */
-static int write_bin(const char *tmp, const dg_ckpt_tensor *t, int n, dg_ckpt_entry *e, dg_err *err) {
+static int write_bin(const char *tmp, const dg_ckpt_tensor *t, int n, dg_ckpt_entry *e,
+                     const dg_ckpt_save_opts *o, dg_err *err) {
     char path[DG_CKPT_STR_LEN + 128];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", tmp, DG_CKPT_BIN) >= sizeof path)
         return dg_err_set(err, DG_EINPUT, "%s: checkpoint path too long", tmp);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0) return dg_err_set(err, DG_EINPUT, "%s: cannot create: %s", path, strerror(errno));
-    long delay = test_delay_ms();
     static const char zeros[ALIGN] = {0};
     int64_t off = 0;
     int st = DG_OK;
@@ -137,7 +134,7 @@ static int write_bin(const char *tmp, const dg_ckpt_tensor *t, int n, dg_ckpt_en
         x->crc32 = dg_crc32(0, t[i].data, bytes);
         if (st == DG_OK) st = dg_ckpt_write_all(fd, t[i].data, bytes, path, err);
         off += (int64_t)bytes;
-        if (delay > 0) nanosleep(&(struct timespec){delay / 1000, (delay % 1000) * 1000000L}, NULL);
+        if (st == DG_OK) reached(o, DG_CKPT_AT_TENSOR, i);
     }
     if (st == DG_OK && fsync(fd) != 0) st = dg_err_set(err, DG_EINPUT, "%s: fsync failed: %s", path, strerror(errno));
     if (close(fd) != 0 && st == DG_OK) st = dg_err_set(err, DG_EINPUT, "%s: close failed: %s", path, strerror(errno));
@@ -208,8 +205,9 @@ static int prune(const char *dir, int keep_last, int64_t keep_it, dg_err *err) {
     return st;
 }
 
-int dg_ckpt_save(const char *dir, const dg_ckpt_meta *m, const dg_ckpt_tensor *t, int n, int keep_last,
-                 dg_err *err) {
+int dg_ckpt_save(const char *dir, const dg_ckpt_meta *m, const dg_ckpt_tensor *t, int n,
+                 const dg_ckpt_save_opts *opts, dg_err *err) {
+    const dg_ckpt_save_opts none = {0, NULL, NULL}, *o = opts ? opts : &none;
     DG_TRY(check_table(m, t, n, err));
     DG_TRY(dg_ckpt_mkdirs(dir, err));
     remove_stale(dir);
@@ -220,7 +218,7 @@ int dg_ckpt_save(const char *dir, const dg_ckpt_meta *m, const dg_ckpt_tensor *t
         return dg_err_set(err, DG_EINPUT, "%s: cannot create directory: %s", tmp, strerror(errno));
 
     dg_ckpt_entry *e = dg_calloc((size_t)(n > 0 ? n : 1), sizeof *e);
-    int st = write_bin(tmp, t, n, e, err);
+    int st = write_bin(tmp, t, n, e, o, err);
     if (st == DG_OK) {
         char *json = dg_ckpt_manifest_to_json(m, e, n);
         char mp[DG_CKPT_STR_LEN + 96];
@@ -230,6 +228,7 @@ int dg_ckpt_save(const char *dir, const dg_ckpt_meta *m, const dg_ckpt_tensor *t
     }
     dg_free(e);
     if (st == DG_OK) st = dg_ckpt_fsync_dir(tmp, err);
+    if (st == DG_OK) reached(o, DG_CKPT_AT_FILES, -1);
     if (st == DG_OK) st = install_dir(tmp, final, err);
     if (st != DG_OK) {
         dg_ckpt_remove_tree(tmp);
@@ -238,12 +237,14 @@ int dg_ckpt_save(const char *dir, const dg_ckpt_meta *m, const dg_ckpt_tensor *t
     /* The directory must be durable under its final name before the tracker
      * may name it. */
     DG_TRY(dg_ckpt_fsync_dir(dir, err));
+    reached(o, DG_CKPT_AT_INSTALLED, -1);
     char tracker[DG_CKPT_STR_LEN + 64], num[32];
     if ((size_t)snprintf(tracker, sizeof tracker, "%s/%s", dir, DG_CKPT_TRACKER) >= sizeof tracker)
         return dg_err_set(err, DG_EINPUT, "%s: checkpoint path too long", dir);
     int len = snprintf(num, sizeof num, "%" PRId64, m->iteration); /* Megatron writes no newline */
     DG_TRY(dg_ckpt_replace_file(dir, tracker, num, (size_t)len, err));
-    return prune(dir, keep_last, m->iteration, err);
+    reached(o, DG_CKPT_AT_TRACKED, -1);
+    return prune(dir, o->keep_last, m->iteration, err);
 }
 
 /* ---- find ---------------------------------------------------------------------- */

@@ -41,9 +41,8 @@
  * problem. A failed save removes its temporary directory and leaves the
  * tracker untouched.
  *
- * Test hook: when the environment variable DG_CKPT_TEST_DELAY_MS is set,
- * dg_ckpt_save sleeps that many milliseconds after writing each tensor, so
- * a test can kill a save midway.
+ * Tests stop or kill a save at its named stages (dg_ckpt_save_opts.at,
+ * below) to check what each moment leaves on disk.
  */
 #ifndef DG_CHECKPOINT_H
 #define DG_CHECKPOINT_H
@@ -91,7 +90,7 @@ typedef struct dg_ckpt_meta {
     int64_t consumed_valid_samples; /* validation samples consumed */
     int64_t optimizer_steps;        /* AdamW steps taken (iterations minus skipped) */
     int64_t skipped_iters;          /* updates skipped (non-finite loss or gradients) */
-    int64_t nan_iters;              /* of which non-finite */
+    int64_t nan_iters;              /* iterations whose loss was NaN or infinite (all skipped) */
     uint64_t rng[DG_CKPT_RNG_WORDS]; /* RNG state words, stored exactly (as hex) */
     dg_model_config model;
     dg_ckpt_tokenizer tokenizer;
@@ -124,23 +123,40 @@ size_t dg_ckpt_tensor_bytes(const dg_ckpt_tensor *t);
 
 /* ---- save ------------------------------------------------------------------ */
 
+/* The stages of a save, in the order they are reached. */
+typedef enum dg_ckpt_stage {
+    DG_CKPT_AT_TENSOR,    /* tensor `index` written into <tmp>/model_optim_rng.bin (not yet fsynced) */
+    DG_CKPT_AT_FILES,     /* the .bin and the manifest complete and durable in iter_N.tmp-<pid>/ */
+    DG_CKPT_AT_INSTALLED, /* iter_N/ in place and durable; the tracker still names the previous one */
+    DG_CKPT_AT_TRACKED,   /* the tracker names N; old checkpoints not pruned yet */
+} dg_ckpt_stage;
+
+typedef struct dg_ckpt_save_opts {
+    int keep_last; /* keep the newest keep_last iter_* directories (<= 0: all) */
+    /* Called at each stage (index: the tensor for DG_CKPT_AT_TENSOR, else
+     * -1). A seam for tests, which stop or kill the process there; NULL
+     * otherwise. */
+    void (*at)(void *ctx, dg_ckpt_stage stage, int index);
+    void *ctx;
+} dg_ckpt_save_opts;
+
 /* Save m and t[0..n) as <dir>/iter_<m->iteration>/ (see the top of this
  * file for the protocol), creating <dir> if needed and replacing an existing
  * checkpoint of the same iteration. Then delete the oldest iter_* directories
- * beyond the newest keep_last (keep_last <= 0 keeps all), never the one just
- * written nor the one the tracker names. The tracker always ends up naming
+ * beyond the newest o->keep_last, never the one just written nor the one the
+ * tracker names. o may be NULL (keep all, no stage callback). The tracker always ends up naming
  * m->iteration, even when it is older than others present (as Megatron's).
  * Returns DG_OK; DG_EINPUT naming the path for a file-system failure
  * (permissions, a file where a directory should be, a full disk); or
  * DG_EINTERNAL, before anything is written, for a malformed table (empty
  * or duplicate names, bad dtype or rank, NULL data). */
 int dg_ckpt_save(const char *dir, const dg_ckpt_meta *m, const dg_ckpt_tensor *t, int n,
-                 int keep_last, dg_err *err);
+                 const dg_ckpt_save_opts *o, dg_err *err);
 
 /* ---- find and read --------------------------------------------------------- */
 
-/* Does <dir> hold a tracker file? (A run given --load on an empty directory
- * may start from scratch, as Megatron does.) */
+/* Does <dir> hold a tracker file? (Whether a run may start from scratch
+ * without one is dg_ckpt_plan_load's rule, io/dg_ckpt_paths.h.) */
 bool dg_ckpt_has_tracker(const char *dir);
 
 /* The iteration the tracker names. DG_EINPUT when there is no tracker, it

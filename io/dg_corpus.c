@@ -97,13 +97,51 @@ void dg_corpus_split(const uint8_t *p, size_t n, dg_input_format fmt, const char
     }
 }
 
+/* What cJSON lets through but JSON (and Python's json.loads, which Megatron's
+ * preprocess_data.py uses) does not: a raw control byte inside a string.
+ * cJSON also keeps strings NUL-terminated only, so an escaped \u0000 would
+ * silently cut the text short: refuse it too. */
+static int check_strings(const dg_record *r, const char *path, dg_err *err) {
+    int in_str = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        uint8_t c = r->p[i];
+        if (!in_str) {
+            in_str = c == '"';
+        } else if (c == '"') {
+            in_str = 0;
+        } else if (c < 0x20) {
+            return dg_err_set(err, DG_EINPUT, "%s:%lld: column %zu: a raw control byte 0x%02x inside a string "
+                              "(JSON needs it escaped)", path, (long long)r->line, i + 1, c);
+        } else if (c == '\\' && i + 1 < r->n) {
+            if (r->n - i >= 6 && !memcmp(r->p + i + 1, "u0000", 5))
+                return dg_err_set(err, DG_EINPUT, "%s:%lld: column %zu: \\u0000 (NUL) inside a string is not "
+                                  "supported", path, (long long)r->line, i + 1);
+            i++; /* the escaped character cannot end the string */
+        }
+    }
+    return DG_OK;
+}
+
 int dg_corpus_json_text(const dg_record *r, const char *path, const char *key, dg_bytebuf *text, dg_i32buf *seg,
                         dg_err *err) {
-    cJSON *root = cJSON_ParseWithLength((const char *)r->p, r->n);
+    DG_TRY(check_strings(r, path, err));
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts((const char *)r->p, r->n, &end, 0);
+    if (!root) {
+        size_t col = end ? (size_t)(end - (const char *)r->p) + 1 : 1;
+        return dg_err_set(err, DG_EINPUT, "%s:%lld: column %zu: not valid JSON", path, (long long)r->line, col);
+    }
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return dg_err_set(err, DG_EINPUT, "%s:%lld: not a JSON object", path, (long long)r->line);
     }
+    /* One object per line: only white space may follow it. */
+    for (size_t i = (size_t)(end - (const char *)r->p); i < r->n; i++)
+        if (!strchr(" \t\r\n", r->p[i]) || !r->p[i]) {
+            cJSON_Delete(root);
+            return dg_err_set(err, DG_EINPUT, "%s:%lld: column %zu: unexpected text after the JSON object", path,
+                              (long long)r->line, i + 1);
+        }
     cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     int st = DG_OK;
     if (cJSON_IsString(v)) {

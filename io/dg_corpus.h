@@ -57,7 +57,8 @@ void dg_corpus_split(const uint8_t *p, size_t n, dg_input_format fmt, const char
 
 /* The text of `key` in a JSON record: the sentences appended to text, their
  * byte lengths to seg (one per sentence; a string value is one sentence).
- * A record that is not a JSON object, lacks the key or holds something else
+ * A record that is not one JSON object (text after it, a raw control byte
+ * or an escaped NUL inside a string), lacks the key or holds something else
  * is DG_EINPUT naming path:line. */
 int dg_corpus_json_text(const dg_record *r, const char *path, const char *key, dg_bytebuf *text, dg_i32buf *seg,
                         dg_err *err);

@@ -19,9 +19,7 @@
 
 int dg_corpus_train_bpe(const char *const *files, int n_files, dg_input_format fmt, const char *separator,
                         const char *json_key, int32_t vocab_size, struct dg_bpe *out, dg_err *err) {
-    if (vocab_size < 257)
-        return dg_err_set(err, DG_EINPUT, "--vocab-size: expected >= 257 (256 bytes + <|endoftext|>), got %d",
-                          vocab_size);
+    DG_TRY(dg_bpe_train_check_size(vocab_size, err)); /* before reading the corpus */
     dg_bpe_trainer *t = dg_bpe_trainer_new();
     dg_bytebuf text = {0};
     dg_i32buf seg = {0};

@@ -166,8 +166,10 @@ int dg_gpt_dataset_build(dg_gpt_dataset *ds, const dg_indexed *data, int64_t seq
     if (cfg->seq_length <= 0)
         return dg_err_set(err, DG_EINPUT, "--seq-length: expected > 0, got %" PRId64, cfg->seq_length);
     if (seq_begin < 0 || seq_end > data->num_sequences || seq_begin >= seq_end)
-        return dg_err_set(err, DG_EINPUT, "%s: the %s split [%" PRId64 ", %" PRId64 ") holds no sequences",
-                          data->prefix, split_name, seq_begin, seq_end);
+        return dg_err_set(err, DG_EINPUT,
+                          "%s: the %s split [%" PRId64 ", %" PRId64 ") of its %" PRId64
+                          " sequences holds none (give it a larger --split fraction, or no samples: --eval-iters 0)",
+                          data->prefix, split_name, seq_begin, seq_end, data->num_sequences);
     ds->data = data;
     ds->seq_begin = seq_begin;
     ds->seq_end = seq_end;

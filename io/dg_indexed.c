@@ -89,33 +89,43 @@ static int validate(dg_indexed *ds, dg_err *err) {
     ds->num_sequences = (int64_t)s;
     ds->num_docs = (int64_t)d - 1;
 
-    /* Lengths and the total .bin size they describe. */
+    /* Lengths, and pointers that follow on from each other: Megatron's writer
+     * lays the sequences out back to back from byte 0, so pointer[i+1] =
+     * pointer[i] + length[i] * itemsize. A dtype code that disagrees with the
+     * data, or an .idx paired with another dataset's .bin, breaks this chain
+     * or the total size, and would otherwise train on garbage. */
     int64_t total = 0;
+    uint64_t next = 0; /* where sequence i must start */
     for (int64_t i = 0; i < ds->num_sequences; i++) {
         int32_t len = dg_indexed_seq_len(ds, i);
         if (len < 0)
             return dg_err_set(err, DG_EINPUT, "%s: sequence %" PRId64 " has negative length %d", ip, i, len);
+        int64_t ptr = dg_indexed_seq_ptr(ds, i);
+        if (ptr < 0 || (uint64_t)ptr > ds->bin_size)
+            return dg_err_set(err, DG_EINPUT,
+                              "%s: sequence %" PRId64 ": byte pointer %" PRId64 " runs past the end of %s (%zu bytes)",
+                              ip, i, ptr, ds->bin_path, ds->bin_size);
+        if ((uint64_t)ptr != next)
+            return dg_err_set(err, DG_EINPUT,
+                              "%s: sequence %" PRId64 " starts at byte %" PRId64 ", expected %" PRIu64
+                              " (where the previous sequences end, at %d bytes per %s token): the dtype or the "
+                              "pointers do not match %s",
+                              ip, i, ptr, next, (int)ds->itemsize, dg_idx_dtype_name(code), ds->bin_path);
+        next += (uint64_t)len * ds->itemsize;
         total += len;
     }
     ds->num_tokens = total;
-    uint64_t need = (uint64_t)total * ds->itemsize;
-    if (need > ds->bin_size)
+    if (next > ds->bin_size)
         return dg_err_set(err, DG_EINPUT,
                           "%s: truncated data file: %zu bytes, the index describes %" PRIu64 " (%" PRId64
                           " tokens of %s)",
-                          ds->bin_path, ds->bin_size, need, total, dg_idx_dtype_name(code));
-    for (int64_t i = 0; i < ds->num_sequences; i++) {
-        int64_t ptr = dg_indexed_seq_ptr(ds, i);
-        uint64_t bytes = (uint64_t)dg_indexed_seq_len(ds, i) * ds->itemsize;
-        if (ptr < 0 || (uint64_t)ptr > ds->bin_size || bytes > ds->bin_size - (uint64_t)ptr)
-            return dg_err_set(err, DG_EINPUT,
-                              "%s: sequence %" PRId64 ": byte pointer %" PRId64 " + %" PRIu64
-                              " bytes runs past the end of %s (%zu bytes)",
-                              ip, i, ptr, bytes, ds->bin_path, ds->bin_size);
-        if ((uint64_t)ptr % ds->itemsize != 0)
-            return dg_err_set(err, DG_EINPUT, "%s: sequence %" PRId64 ": byte pointer %" PRId64
-                              " is not a multiple of the %s item size", ip, i, ptr, dg_idx_dtype_name(code));
-    }
+                          ds->bin_path, ds->bin_size, next, total, dg_idx_dtype_name(code));
+    if (next < ds->bin_size)
+        return dg_err_set(err, DG_EINPUT,
+                          "%s: %zu bytes, but %s describes %" PRIu64 " (%" PRId64 " tokens of %s): %" PRIu64
+                          " trailing bytes, or the two files are not a pair",
+                          ds->bin_path, ds->bin_size, ip, next, total, dg_idx_dtype_name(code),
+                          (uint64_t)ds->bin_size - next);
     /* Document indices: 0, non-decreasing, ending at S. */
     if (dg_indexed_doc_index(ds, 0) != 0)
         return dg_err_set(err, DG_EINPUT, "%s: document indices out of order: the first is %" PRId64 ", expected 0",

@@ -8,6 +8,7 @@
 
 #include "dg_data_map.h"
 #include "dg_indexed.h"
+#include "dg_memlimit.h"
 
 /* Records per batch handed to the workers, and a byte budget per batch. */
 #define BATCH_RECORDS 2048
@@ -15,6 +16,13 @@
 
 void dg_preprocess_output_name(char *out, size_t cap, const char *prefix, const char *key) {
     snprintf(out, cap, "%s_%s_document", prefix, key);
+}
+
+double dg_preprocess_worker_bytes(void) {
+    /* Two sets of jobs: record arrays, each job's text (its share of a batch's
+     * bytes) and its tokens (at most one int32 per byte); and a thread stack. */
+    double stack = 8 << 20;
+    return 2.0 * ((double)BATCH_RECORDS * sizeof(dg_record) + (double)BATCH_BYTES * (1 + sizeof(int32_t))) + stack;
 }
 
 /* One worker's share of a batch: records [begin, end). Its output, per
@@ -164,6 +172,9 @@ int dg_preprocess_run(const dg_preprocess_opts *o_in, dg_preprocess_stats *stats
     if (o.n_keys > DG_PREPROCESS_MAX_KEYS)
         return dg_err_set(err, DG_EINPUT, "--json-keys: at most %d keys", DG_PREPROCESS_MAX_KEYS);
     if (o.workers < 1) return dg_err_set(err, DG_EINPUT, "--workers: expected >= 1, got %d", o.workers);
+    char what[64];
+    snprintf(what, sizeof what, "--workers %d", o.workers);
+    DG_TRY(dg_mem_check(dg_preprocess_worker_bytes() * o.workers, what, err));
     if (!o.output_prefix) return dg_err_set(err, DG_EINPUT, "--output-prefix is required");
     if (o.n_inputs <= 0) return dg_err_set(err, DG_EINPUT, "--input: no input files");
     int dtype = dg_idx_dtype_for_vocab(o.tok->vocab_size);

@@ -46,6 +46,10 @@ typedef struct dg_preprocess_stats {
     double seconds;
 } dg_preprocess_stats;
 
+/* The memory one worker needs (its buffers for two batches and its thread
+ * stack): dg_preprocess_run refuses --workers that would not fit. */
+double dg_preprocess_worker_bytes(void);
+
 /* "<prefix>_<key>_document" into out. */
 void dg_preprocess_output_name(char *out, size_t cap, const char *prefix, const char *key);
 

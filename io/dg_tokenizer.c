@@ -6,6 +6,11 @@
 int dg_tokenizer_open(dg_tokenizer *t, const char *type, const char *vocab_file, const char *merge_file,
                       dg_err *err) {
     memset(t, 0, sizeof *t);
+    /* Megatron requires the tokenizer type; guessing byte-level would
+     * silently ignore the files the user named. */
+    if (!type && (vocab_file || merge_file))
+        return dg_err_set(err, DG_EINPUT, "%s given without --tokenizer-type (use --tokenizer-type %s)",
+                          vocab_file ? "--vocab-file" : "--merge-file", DG_TOK_GPT2BPE_NAME);
     if (!type || !strcmp(type, DG_TOK_BYTE_NAME)) {
         t->kind = DG_TOK_BYTE;
         t->vocab_size = 257;

@@ -32,7 +32,8 @@ typedef struct dg_tokenizer {
     dg_bpe bpe;         /* DG_TOK_GPT2BPE only */
 } dg_tokenizer;
 
-/* Open by type name (NULL means ByteLevelTokenizer); the BPE needs both files. */
+/* Open by type name (NULL means ByteLevelTokenizer, and then no files may be
+ * named: Megatron requires the type); the BPE needs both files. */
 int dg_tokenizer_open(dg_tokenizer *t, const char *type, const char *vocab_file, const char *merge_file,
                       dg_err *err);
 /* Take over a trained BPE (the tokenizer owns it afterwards). */

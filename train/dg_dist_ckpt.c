@@ -133,7 +133,8 @@ int dg_dist_ckpt_save(const dg_ckpt_run *r, const dg_dist *d, const int *params,
         snprintf(meta.data.split, sizeof meta.data.split, "%s", c->split);
         meta.data.mock = c->mock_data;
         meta.data.seed = c->seed;
-        st = dg_ckpt_save(c->save, &meta, t, 3 * n_params, c->keep_last, err);
+        dg_ckpt_save_opts o = {c->keep_last, r->at, r->at_ctx};
+        st = dg_ckpt_save(c->save, &meta, t, 3 * n_params, &o, err);
     }
     ep_slices_free(&e);
     dg_free(t);
@@ -142,10 +143,8 @@ int dg_dist_ckpt_save(const dg_ckpt_run *r, const dg_dist *d, const int *params,
 }
 
 int dg_dist_ckpt_load(const dg_ckpt_run *r, dg_dist *d, const int *params, int n_params,
-                      void *const *ptrs, dg_train_counters *k, int *loaded, dg_err *err) {
+                      void *const *ptrs, dg_train_counters *k, dg_err *err) {
     const dg_train_config *c = r->c;
-    *loaded = 0;
-    if (!dg_ckpt_has_tracker(c->load)) return DG_OK; /* nothing saved yet: start from scratch */
     moments mo;
     moments_alloc(&mo, d);
     dg_ckpt_tensor *t = dg_calloc((size_t)DG_MAX(3 * n_params, 1), sizeof *t);
@@ -160,10 +159,21 @@ int dg_dist_ckpt_load(const dg_ckpt_run *r, dg_dist *d, const int *params, int n
         for (int i = 0; i < d->n; i++) dg_dist_set_state(d, i, mo.m[i], mo.v[i], ptrs);
         *k = (dg_train_counters){meta.iteration, meta.consumed_samples, meta.consumed_valid_samples,
                                  meta.optimizer_steps, meta.skipped_iters, meta.nan_iters};
-        *loaded = 1;
     }
     ep_slices_free(&e);
     dg_free(t);
     moments_free(&mo);
     return st;
+}
+
+uint64_t dg_dist_ckpt_bytes(const dg_ckpt_run *r, const dg_dist *d, const int *params, int n_params) {
+    int ep = r->ep && r->ep->size > 1 ? r->ep->size : 1;
+    /* a generous manifest entry per tensor, and the JSON around them */
+    uint64_t bytes = 65536;
+    for (int i = 0; i < n_params; i++) {
+        const dg_tensor *p = &d->g->tensors[params[i]];
+        uint64_t b = (uint64_t)dg_tensor_bytes(p) * (p->sharding.split[0] == DG_AXIS_EP ? (uint64_t)ep : 1u);
+        bytes += 3 * (b + 64 + 1024); /* the parameter and its two moments, 64-byte aligned */
+    }
+    return bytes;
 }

@@ -45,6 +45,10 @@ typedef struct dg_ckpt_run {
     int writer;         /* this rank writes (world rank 0) */
     dg_comm *world;     /* all ranks, to agree on the outcome (NULL: one rank) */
     dg_comm *ep;        /* the EP group: expert tensors are gathered over it (NULL: none) */
+    /* The writer's save calls this at each stage (dg_ckpt_save_opts.at):
+     * a seam for tests, NULL otherwise. */
+    void (*at)(void *ctx, dg_ckpt_stage stage, int index);
+    void *at_ctx;
 } dg_ckpt_run;
 
 /* Save iteration k->iteration of the run into c->save (collective; every
@@ -53,10 +57,16 @@ int dg_dist_ckpt_save(const dg_ckpt_run *r, const dg_dist *d, const int *params,
                       void *const *ptrs, const dg_train_counters *k, dg_err *err);
 
 /* Load the latest checkpoint of c->load into the parameters, the optimizer
- * state and *k. *loaded = 0 (and nothing changes) when c->load has no
- * tracker file yet. Collective over the EP group only; ranks may fail
+ * state and *k. A --load without a checkpoint is an error here: whether a
+ * run may start from scratch instead is decided before, by
+ * dg_ckpt_plan_load (io/dg_ckpt_paths.h). Not collective; ranks may fail
  * alone (the caller agrees on the outcome, dg_dist_agree). */
 int dg_dist_ckpt_load(const dg_ckpt_run *r, dg_dist *d, const int *params, int n_params,
-                      void *const *ptrs, dg_train_counters *k, int *loaded, dg_err *err);
+                      void *const *ptrs, dg_train_counters *k, dg_err *err);
+
+/* Bytes one checkpoint of this run takes on disk (every parameter and both
+ * AdamW moments, expert tensors at their global size, plus the manifest),
+ * rounded up: what --save must have free before the run starts. */
+uint64_t dg_dist_ckpt_bytes(const dg_ckpt_run *r, const dg_dist *d, const int *params, int n_params);
 
 #endif /* DG_DIST_CKPT_H */

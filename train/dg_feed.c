@@ -69,7 +69,8 @@ int dg_feed_open(dg_feed *f, const dg_train_config *c, const int64_t num_samples
     dc.gpt.seq_length = c->model.seq_length;
     dc.gpt.seed = (uint32_t)c->seed;
     dc.gpt.drop_last_partial = 1;
-    dc.gpt.cache_dir = NULL;
+    /* --data-cache-path: Megatron's path_to_cache (NULL: beside the data). */
+    dc.gpt.cache_dir = c->data_cache_path[0] ? c->data_cache_path : NULL;
     DG_TRY(dg_data_open(&f->data, &dc, err));
     return DG_OK;
 }

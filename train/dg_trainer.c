@@ -6,8 +6,9 @@
 #include <sys/resource.h>
 
 #include "dg_autodiff.h"
-#include "dg_cuda_exec.h"
+#include "dg_ckpt_paths.h"
 #include "dg_cpu_gemm.h"
+#include "dg_cuda_exec.h"
 #include "dg_dist.h"
 #include "dg_dist_ckpt.h"
 #include "dg_ep.h"
@@ -413,10 +414,26 @@ static void print_startup(const trainer *t) {
     fflush(stdout);
 }
 
+/* The hooks' on_save_stage, told which iteration is being saved. */
+static void save_stage(void *ctx, dg_ckpt_stage stage, int index) {
+    const trainer *t = ctx;
+    t->hooks->on_save_stage(t->hooks->ctx, t->iteration, stage, index);
+}
+
 /* What the checkpoint code needs to know about this run. */
 static dg_ckpt_run ckpt_run_of(const trainer *t) {
+    int hook = t->hooks && t->hooks->on_save_stage;
     return (dg_ckpt_run){t->c, t->feed.vocab, t->log, t->grid ? t->grid->world_comm : NULL,
-                         t->grid ? t->grid->group[DG_AXIS_EP] : NULL};
+                         t->grid ? t->grid->group[DG_AXIS_EP] : NULL, hook ? save_stage : NULL,
+                         hook ? (void *)t : NULL};
+}
+
+/* --save can take a checkpoint of this run (the writer checks: it alone
+ * writes), found before iteration 1 rather than at the first save. */
+static int check_save(const trainer *t, dg_err *err) {
+    if (!t->c->save[0] || !t->log) return DG_OK;
+    dg_ckpt_run r = ckpt_run_of(t);
+    return dg_ckpt_check_save_dir(t->c->save, dg_dist_ckpt_bytes(&r, &t->dist, t->params, t->n_params), err);
 }
 
 static int save_ckpt(trainer *t, const dg_train_counters *k, dg_err *err) {
@@ -447,6 +464,9 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     /* The grid first (a world that does not fit is bad input, before any
      * work), then the data: its tokenizer decides the vocabulary. */
     int st = setup_grid(&t, comm, err);
+    /* What --load means is known before any work (dg_ckpt_paths.h). */
+    dg_ckpt_load_plan load_plan = DG_CKPT_LOAD_NONE;
+    if (st == DG_OK) st = dg_ckpt_plan_load(c->load, c->save, &load_plan, err);
     int gbs = c->global_batch_size > 0 ? c->global_batch_size : c->model.micro_batch_size * c->dp_size;
     int evals = c->eval_iters > 0 ? c->train_iters / c->eval_interval + 1 : 0;
     int64_t want[3] = {(int64_t)c->train_iters * gbs, (int64_t)evals * c->eval_iters * gbs,
@@ -454,11 +474,11 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     if (st == DG_OK) st = dg_feed_open(&t.feed, c, want, err);
     if (st == DG_OK) st = dg_train_config_finish(c, t.feed.vocab, err);
     if (st == DG_OK) st = setup(&t, err);
+    if (st == DG_OK) st = check_save(&t, err);
     dg_train_counters k = {0};
-    int loaded = 0;
-    if (st == DG_OK && c->load[0]) {
+    if (st == DG_OK && load_plan == DG_CKPT_LOAD_RESUME) {
         dg_ckpt_run r = ckpt_run_of(&t);
-        st = dg_dist_ckpt_load(&r, &t.dist, t.params, t.n_params, t.ptrs, &k, &loaded, err);
+        st = dg_dist_ckpt_load(&r, &t.dist, t.params, t.n_params, t.ptrs, &k, err);
     }
     /* Setup can fail on one rank alone (a file only it cannot read): every
      * rank stops with the first failing rank's message before training. */
@@ -475,9 +495,11 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     res->data_size = t.data_size;
     if (t.log) {
         print_startup(&t);
-        if (loaded)
+        if (load_plan == DG_CKPT_LOAD_RESUME)
             printf(" loaded checkpoint from %s at iteration %lld (consumed samples %lld)\n", c->load,
                    (long long)k.iteration, (long long)k.consumed);
+        if (load_plan == DG_CKPT_LOAD_FRESH)
+            printf(" no checkpoint in %s yet (it is also --save): starting from scratch\n", c->load);
         fflush(stdout);
     }
 
@@ -488,7 +510,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     t.eval_consumed = k.consumed_valid;
     losses window = {0};
     double window_ms = 0.0;
-    int window_n = 0, window_adv = 0, window_skipped = 0, saved_at = -1;
+    int window_n = 0, window_adv = 0, window_skipped = 0, window_nans = 0, saved_at = -1;
     int first_it = (int)k.iteration + 1;
     for (int it = first_it; it <= c->train_iters && st == DG_OK; it++) {
         double t0 = dg_now();
@@ -527,9 +549,14 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         st = dg_dist_grad_norm(&t.dist, &gnorm, err);
         if (st != DG_OK) break;
         double lr = dg_lr_at(&sched, (int)k.updates + 1);
-        int skip = !isfinite(l.total) || !isfinite(gnorm);
+        /* As Megatron's training_log: a NaN iteration is one whose loss is
+         * NaN or infinite; a skipped one did not update the parameters
+         * (its loss or its gradients were not finite, as a loss scaler
+         * skips). Gradients can overflow while the loss is still finite. */
+        int nan_loss = !isfinite(l.total), skip = nan_loss || !isfinite(gnorm);
+        k.nans += nan_loss;
+        window_nans += nan_loss;
         if (skip) {
-            k.nans++;
             k.skipped++;
             window_skipped++;
         } else {
@@ -564,11 +591,11 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
             losses avg = {window.lm / adv, window.aux / adv, window.z / adv, 0};
             if (t.log)
                 log_line(&t, it, k.consumed, window_ms / window_n, &avg, lr, gnorm, window_skipped,
-                         window_skipped);
+                         window_nans);
             st = log_expert_tokens(&t, err);
             memset(&window, 0, sizeof window);
             window_ms = 0.0;
-            window_n = window_adv = window_skipped = 0;
+            window_n = window_adv = window_skipped = window_nans = 0;
         }
         if (st == DG_OK && (it % c->eval_interval == 0 || it == c->train_iters)) st = run_eval(&t, it, err);
         k.consumed_valid = t.eval_consumed;

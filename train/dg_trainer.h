@@ -39,6 +39,7 @@
 
 #include <mpi.h>
 
+#include "dg_checkpoint.h"
 #include "dg_train_config.h"
 
 /* What a run ended with (for tests and the CLI's summary). */
@@ -70,6 +71,9 @@ typedef struct dg_train_hooks {
      * gradient norm before clipping, and the learning rate used. */
     void (*on_iteration)(void *ctx, int iteration, double lm_loss, double aux_loss, double z_loss,
                          double grad_norm, double lr);
+    /* While the writer saves the checkpoint of `iteration`: each stage of
+     * the save (dg_ckpt_save_opts.at), where a test may stop or kill it. */
+    void (*on_save_stage)(void *ctx, int iteration, dg_ckpt_stage stage, int index);
 } dg_train_hooks;
 
 /* At the end of a run: each parameter's final values (tests comparing runs). */

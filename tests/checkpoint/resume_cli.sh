@@ -4,13 +4,16 @@
 #     lines of iterations 11..20 (losses, grad norm, learning rate, counters)
 #     are identical, and the iteration-20 model_optim_rng.bin files (every
 #     parameter and AdamW moment) are byte-identical.
-#  2. A run killed with SIGKILL while saving iteration 20 leaves the
-#     iteration-10 checkpoint with the tracker naming it; resuming from it
-#     reproduces the straight run's iteration-20 tensors byte for byte.
+#  2. A run killed with SIGKILL while saving iteration 20 (TRAIN_KILL, the
+#     trainer with a save-stage hook: killed after the 5th tensor, and again
+#     after the new directory is in place but before the tracker moves)
+#     leaves the tracker naming iteration 10; resuming reproduces the
+#     straight run's iteration-20 tensors byte for byte.
 #  3. Bad --load input exits 2 with one line naming the file and the problem.
-# Exits 77 (ctest: skipped) while the trainer does not write checkpoints.
+# Usage: resume_cli.sh TRAIN_KILL
 set -u
 BIN=${DG_DAGATRON:-$DG_BUILD/dagatron}
+KILL=$1
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 fail=0
 # --lr-decay-iters pins the schedule, which otherwise follows --train-iters,
@@ -38,7 +41,7 @@ same_bin() { # what a b
 # ---- 1. straight vs save + resume ---------------------------------------------
 run "$TMP/a.log" --train-iters 20 --save "$TMP/a"
 if [ ! -f "$TMP/a/latest_checkpointed_iteration.txt" ]; then
-  echo "SKIP: dagatron train does not write checkpoints yet"; exit 77
+  echo "FAIL: dagatron train --save wrote no checkpoint"; ls -la "$TMP/a"; exit 1
 fi
 run "$TMP/b1.log" --train-iters 10 --save "$TMP/b"
 run "$TMP/b2.log" --train-iters 20 --load "$TMP/b" --save "$TMP/b"
@@ -58,27 +61,31 @@ same_bin "iteration 20 parameters and optimizer state" "$TMP/a/iter_0000020/mode
 [ "$(cat "$TMP/b/latest_checkpointed_iteration.txt")" = 20 ] || { echo "FAIL: tracker is not 20 after the resumed run"; fail=1; }
 
 # ---- 2. SIGKILL during the iteration-20 save ---------------------------------------
-# DG_CKPT_TEST_DELAY_MS makes each tensor write sleep, so the save is slow
-# enough to be caught midway.
-DG_CKPT_TEST_DELAY_MS=20 "$BIN" train "${ARGS[@]}" --train-iters 20 --save "$TMP/c" >"$TMP/c.log" 2>&1 &
-pid=$!
-caught=0
-for _ in $(seq 1 3000); do
-  if compgen -G "$TMP/c/iter_0000020.tmp-*" >/dev/null; then caught=1; break; fi
-  sleep 0.01
-done
-sleep 0.1
-kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
-if [ $caught -eq 1 ] && [ ! -e "$TMP/c/iter_0000020" ] && compgen -G "$TMP/c/iter_0000020.tmp-*" >/dev/null &&
+killed() { # dir stage index: train 20 iterations, die at that stage of the iteration-20 save
+  "$KILL" 20 "$2" "$3" "${ARGS[@]}" --train-iters 20 --save "$1" >"$1.log" 2>&1; local rc=$?
+  [ $rc -eq 137 ] || { echo "FAIL: train_kill $2 $3 exited $rc, expected SIGKILL (137)"; cat "$1.log"; fail=1; }
+}
+killed "$TMP/c" tensor 5
+if [ ! -e "$TMP/c/iter_0000020" ] && compgen -G "$TMP/c/iter_0000020.tmp-*" >/dev/null &&
    [ "$(cat "$TMP/c/latest_checkpointed_iteration.txt")" = 10 ]; then
   echo "ok: killed mid-save: iter_0000020 absent, its temporary directory ignored, tracker still 10"
 else
-  echo "FAIL: after SIGKILL during the save (caught=$caught):"; ls -la "$TMP/c"; cat "$TMP/c/latest_checkpointed_iteration.txt"; fail=1
+  echo "FAIL: after SIGKILL during the save:"; ls -la "$TMP/c"; cat "$TMP/c/latest_checkpointed_iteration.txt"; fail=1
 fi
 run "$TMP/c2.log" --train-iters 20 --load "$TMP/c" --save "$TMP/c"
 same_bin "resumed after SIGKILL, iteration 20" "$TMP/a/iter_0000020/model_optim_rng.bin" \
   "$TMP/c/iter_0000020/model_optim_rng.bin"
 ! compgen -G "$TMP/c/*.tmp-*" >/dev/null || { echo "FAIL: the next save left the dead run's temporaries"; fail=1; }
+killed "$TMP/e" installed -1
+if [ -d "$TMP/e/iter_0000020" ] && [ "$(cat "$TMP/e/latest_checkpointed_iteration.txt")" = 10 ]; then
+  echo "ok: killed between the directory and the tracker: iter_0000020 in place, tracker still 10"
+else
+  echo "FAIL: after SIGKILL before the tracker moved:"; ls -la "$TMP/e"; fail=1
+fi
+run "$TMP/e2.log" --train-iters 20 --load "$TMP/e" --save "$TMP/e"
+grep -q "loaded checkpoint from $TMP/e at iteration 10" "$TMP/e2.log" || { echo "FAIL: did not resume from 10"; fail=1; }
+same_bin "resumed over a complete but untracked iteration 20" "$TMP/a/iter_0000020/model_optim_rng.bin" \
+  "$TMP/e/iter_0000020/model_optim_rng.bin"
 
 # ---- 3. bad --load input ------------------------------------------------------------
 check_bad() { # expected-substring args...

@@ -22,7 +22,7 @@ static void save_it(const char *dir, int64_t it, uint64_t seed, int keep, ckpt_s
     dg_ckpt_meta m;
     ckpt_meta_make(&m, it);
     dg_err err = {{0}};
-    int st = dg_ckpt_save(dir, &m, s.t, s.n, keep, &err);
+    int st = dg_ckpt_save(dir, &m, s.t, s.n, &(dg_ckpt_save_opts){.keep_last = keep}, &err);
     if (st) print_error("save: %s\n", err.msg);
     assert_int_equal(st, DG_OK);
     if (out) *out = s;
@@ -518,16 +518,16 @@ static void test_bad_save_dir(void **state) {
     dg_ckpt_meta m;
     ckpt_meta_make(&m, 10);
     dg_err err = {{0}};
-    assert_int_equal(dg_ckpt_save(p, &m, s.t, s.n, 0, &err), DG_EINPUT);
+    assert_int_equal(dg_ckpt_save(p, &m, s.t, s.n, NULL, &err), DG_EINPUT);
     assert_msg(&err, "/file", "not a directory");
     snprintf(p, sizeof p, "%s/file/sub", dir);
     memset(&err, 0, sizeof err);
-    assert_int_equal(dg_ckpt_save(p, &m, s.t, s.n, 0, &err), DG_EINPUT);
+    assert_int_equal(dg_ckpt_save(p, &m, s.t, s.n, NULL, &err), DG_EINPUT);
     assert_msg(&err, "/file", "cannot create directory");
     /* A caller bug (duplicate names) is internal, and nothing is written. */
     dg_ckpt_tensor keep = s.t[1];
     s.t[1] = s.t[0];
-    assert_int_equal(dg_ckpt_save(dir, &m, s.t, s.n, 0, &err), DG_EINTERNAL);
+    assert_int_equal(dg_ckpt_save(dir, &m, s.t, s.n, NULL, &err), DG_EINTERNAL);
     assert_msg(&err, "dg_ckpt_save", "appears twice");
     assert_false(ckpt_exists("%s/iter_0000010", dir));
     s.t[1] = keep;

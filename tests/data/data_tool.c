@@ -4,6 +4,9 @@
  *
  *   data_tool gpt PREFIX SEQ_LENGTH NUM_SAMPLES(-1: one epoch) SEED BEGIN END CACHE_DIR
  *       builds (and caches) the indices; prints "<cache base> <num_epochs> <separate>"
+ *   data_tool split PREFIX SPLIT SEQ_LENGTH SEED CACHE_DIR
+ *       opens PREFIX as the training feed does (dg_data_open, one epoch per
+ *       split) and prints "<split> <cache base>" for every split it built
  *   data_tool blend OUT_PREFIX SIZE W1 [W2 ...]
  *       writes OUT_PREFIX-dataset_index.npy and OUT_PREFIX-dataset_sample_index.npy
  */
@@ -36,6 +39,27 @@ int main(int argc, char **argv) {
         printf("%s %lld %d\n", ds.cache_base, (long long)ds.num_epochs, ds.separate_final_epoch);
         dg_gpt_dataset_free(&ds);
         dg_indexed_close(&d);
+        return 0;
+    }
+    if (argc == 7 && !strcmp(argv[1], "split")) {
+        dg_data_config c = {0};
+        c.n_words = 1;
+        c.words = &argv[2];
+        c.split = argv[3];
+        for (int s = 0; s < DG_SPLIT_COUNT; s++) c.num_samples[s] = -1;
+        c.gpt.seq_length = atoll(argv[4]);
+        c.gpt.seed = (uint32_t)strtoul(argv[5], NULL, 10);
+        c.gpt.drop_last_partial = 1;
+        c.gpt.cache_dir = argv[6];
+        dg_data d;
+        if (dg_data_open(&d, &c, &err) != DG_OK) {
+            dg_err_print(&err);
+            return 2;
+        }
+        static const char *names[DG_SPLIT_COUNT] = {"train", "valid", "test"};
+        for (int s = 0; s < DG_SPLIT_COUNT; s++)
+            if (d.split[s].present) printf("%s %s\n", names[s], d.split[s].parts[0].cache_base);
+        dg_data_close(&d);
         return 0;
     }
     if (argc >= 5 && !strcmp(argv[1], "blend")) {

@@ -6,6 +6,7 @@ documented semantics), with numpy only; it shares no code with dagatron:
   * write_indexed / read_indexed: Megatron's MMIDIDX .idx + .bin
   * gpt_indices: the document, sample and shuffle indices of GPTDataset
   * blending_indices: BlendedDataset's weighted dataset index
+  * split_ranges: the sequence range of each split for --split
   * bpe_decoder: GPT-2's byte decoder for a vocab.json
 """
 import os
@@ -114,6 +115,27 @@ def gpt_indices(lengths, begin, end, seq_length, num_samples, seed):
     return di, si, np.concatenate([a, b]), epochs, separate
 
 
+def split_ranges(split, n):
+    """--split "a,b,c" over n sequences -> [(begin, end) or None] for train, valid, test.
+
+    The fractions are normalized, their running sums bound the splits, and
+    each bound is round(bound * n) (Python's round); a split of zero weight
+    is None (not built).
+    """
+    import re
+
+    w = [float(x) for x in re.findall(r"[.0-9]+", split)]
+    w += [0.0] * (3 - len(w))
+    w = [x / sum(w) for x in w]
+    bounds = [0.0]
+    for x in w:
+        bounds.append(bounds[-1] + x)
+    out = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        out.append(None if hi <= lo else (int(round(lo * float(n))), int(round(hi * float(n)))))
+    return out
+
+
 def blending_indices(weights, size):
     weights = np.asarray(weights, dtype=np.float64)
     weights = weights / weights.sum()
@@ -130,10 +152,8 @@ def blending_indices(weights, size):
     return di, dsi
 
 
-def bpe_decoder(vocab_json):
-    """id -> bytes for a GPT-2 byte-level vocab.json."""
-    import json
-
+def byte_chars():
+    """GPT-2's byte -> character table: (bytes, characters), in GPT-2's id order."""
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
     cs = bs[:]
     n = 0
@@ -142,7 +162,15 @@ def bpe_decoder(vocab_json):
             bs.append(b)
             cs.append(256 + n)
             n += 1
-    byte_of = {chr(c): b for b, c in zip(bs, cs)}
+    return bs, [chr(c) for c in cs]
+
+
+def bpe_decoder(vocab_json):
+    """id -> bytes for a GPT-2 byte-level vocab.json."""
+    import json
+
+    bs, cs = byte_chars()
+    byte_of = {c: b for b, c in zip(bs, cs)}
     vocab = json.load(open(vocab_json, encoding="utf-8"))
     out = {}
     for tok, i in vocab.items():
@@ -166,3 +194,23 @@ def run(args, expect=0):
     if expect is not None and p.returncode != expect:
         sys.exit(f"FAIL: {' '.join(args)} exited {p.returncode}, expected {expect}\nstdout: {p.stdout}\nstderr: {p.stderr}")
     return p
+
+
+def refused(args, words, label=None, **run_kw):
+    """Run args (run_kw go to subprocess.run); True when it was refused as bad
+    input should be: exit code 2, nothing on stdout, one line on stderr
+    holding every one of `words`. Prints the outcome either way."""
+    p = subprocess.run(args, capture_output=True, text=True, **run_kw)
+    lines = p.stderr.strip().splitlines()
+    ok = p.returncode == 2 and p.stdout == "" and len(lines) == 1 and all(w in lines[0] for w in words)
+    if label is None:
+        label = " ".join(a if len(a) < 40 else "..." + a[-20:] for a in args[1:])
+    print(f"{label}: exit {p.returncode}: {p.stderr.strip()[:300]}  [{'ok' if ok else 'FAIL'}]")
+    return ok
+
+
+def finish(failures):
+    """End a test script: exit non-zero when any case failed."""
+    if failures:
+        sys.exit(f"FAIL: {failures} cases")
+    print("PASS")

@@ -185,6 +185,43 @@ static void test_load_errors(void **s) {
     assert_non_null(strstr(err.msg, "bad_merges.txt:2"));
 }
 
+/* Issue 10: a vocab.json id that is negative, a string, fractional, past
+ * int32 or not below the number of entries (Megatron's vocabulary size) is
+ * refused with a message naming the token. The message used to
+ * read the token's name after the JSON tree was freed (a use-after-free
+ * that ASan reports, and that printed garbage). */
+static void test_vocab_bad_ids(void **s) {
+    (void)s;
+    static const char *ids[] = {"-1", "\"7\"", "1.5", "3000000000", "null"};
+    const char *key = "a_token_with_a_rather_long_name_0123456789";
+    char v[300], m[300];
+    snprintf(v, sizeof v, "%s/ids_vocab.json", g_dir);
+    snprintf(m, sizeof m, "%s/ids_merges.txt", g_dir);
+    FILE *f = fopen(m, "w");
+    fputs("#version: 0.2\n", f);
+    fclose(f);
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        f = fopen(v, "w");
+        fprintf(f, "{\"a\": 0, \"%s\": %s, \"b\": 1}", key, ids[i]);
+        fclose(f);
+        dg_bpe b;
+        dg_err err = {{0}};
+        assert_int_equal(dg_bpe_load(&b, v, m, &err), DG_EINPUT);
+        char want[128];
+        snprintf(want, sizeof want, "token '%s' has no valid integer id", key);
+        if (!strstr(err.msg, want)) fail_msg("id %s: got '%s'", ids[i], err.msg);
+    }
+    f = fopen(v, "w");
+    fprintf(f, "{\"a\": 0, \"%s\": 3, \"b\": 1}", key);
+    fclose(f);
+    dg_bpe b;
+    dg_err err = {{0}};
+    assert_int_equal(dg_bpe_load(&b, v, m, &err), DG_EINPUT);
+    char want[160];
+    snprintf(want, sizeof want, "token '%s' has id 3, but the vocabulary has 3 entries", key);
+    if (!strstr(err.msg, want)) fail_msg("sparse id: got '%s'", err.msg);
+}
+
 /* Acceptance 3 over the whole corpus. */
 static void test_fortunes_4096(void **s) {
     (void)s;
@@ -250,6 +287,7 @@ int main(void) {
         cmocka_unit_test(test_merge_order),
         cmocka_unit_test(test_train_save_load_roundtrip),
         cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_vocab_bad_ids),
         cmocka_unit_test(test_fortunes_4096),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -74,7 +74,7 @@ static int train(int argc, char **argv, int flip_overlap, MPI_Comm comm, record 
         if (c.use_distributed_optimizer) c.overlap_param_gather = !c.overlap_param_gather;
     }
     memset(r, 0, sizeof *r);
-    dg_train_hooks hooks = {r, NULL, NULL, on_iteration};
+    dg_train_hooks hooks = {.ctx = r, .on_iteration = on_iteration};
     dg_train_final fin = {r, on_final};
     if (dg_train_on(&c, comm, &hooks, &fin, res, &err) != DG_OK) {
         dg_err_print(&err);

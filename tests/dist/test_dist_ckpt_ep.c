@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
     MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
     snprintf(c.save, sizeof c.save, "%s", dir);
     snprintf(c.load, sizeof c.load, "%s", dir);
-    dg_ckpt_run r = {&c, 100, me == 0, grid->world_comm, grid->group[DG_AXIS_EP]};
+    dg_ckpt_run r = {&c, 100, me == 0, grid->world_comm, grid->group[DG_AXIS_EP], NULL, NULL};
     dg_train_counters k = {3, 24, 0, 3, 0, 0};
     CHECK(dg_dist_ckpt_save(&r, &d, params, np, ptrs, &k, &err) == DG_OK);
     if (err.msg[0]) fprintf(stderr, "rank %d: %s\n", me, err.msg);
@@ -131,8 +131,7 @@ int main(int argc, char **argv) {
         memset(d.b[b].v, 0, sizeof(float) * (size_t)(d.b[b].hi - d.b[b].lo));
     }
     dg_train_counters k2 = {0};
-    int loaded = 0;
-    CHECK(dg_dist_ckpt_load(&r, &d, params, np, ptrs, &k2, &loaded, &err) == DG_OK && loaded);
+    CHECK(dg_dist_ckpt_load(&r, &d, params, np, ptrs, &k2, &err) == DG_OK);
     if (err.msg[0]) fprintf(stderr, "rank %d: %s\n", me, err.msg);
     CHECK(k2.iteration == 3 && k2.consumed == 24 && k2.updates == 3);
     for (int b = 0; b < bk.n; b++)

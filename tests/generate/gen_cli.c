@@ -1,9 +1,12 @@
 /* gen_cli.c — drives `dagatron generate` for generate_cli.sh before the
  * command is in the dagatron binary's table:
  *
- *   gen_cli make-ckpt DIR    save a tiny random MoE model (byte-level
+ *   gen_cli make-ckpt DIR [NullTokenizer [mock]]
+ *                            save a tiny random MoE model (byte-level
  *                            tokenizer, padded vocabulary 320) as a
- *                            checkpoint of iteration 7 in DIR
+ *                            checkpoint of iteration 7 in DIR; or one
+ *                            trained with NullTokenizer (300 ids), on
+ *                            mock data or not
  *   gen_cli generate FLAGS   dg_cmd_generate(FLAGS)
  */
 #include <stdio.h>
@@ -16,7 +19,8 @@
 
 int dg_cmd_generate(int argc, char **argv);
 
-static int make_ckpt(const char *dir) {
+/* tokenizer: "" (byte-level), or "NullTokenizer" with mock = 0/1. */
+static int make_ckpt(const char *dir, const char *tokenizer, int mock) {
     dg_model_config c;
     dg_model_config_tiny(&c);
     c.vocab_size = 320;
@@ -49,9 +53,10 @@ static int make_ckpt(const char *dir) {
     dg_ckpt_meta_init(&m);
     m.iteration = 7;
     m.model = c;
-    snprintf(m.tokenizer.type, sizeof m.tokenizer.type, "%s", DG_TOK_BYTE_NAME);
-    m.tokenizer.vocab_size = 257;
-    int st = dg_ckpt_save(dir, &m, t, n, 0, &err);
+    snprintf(m.tokenizer.type, sizeof m.tokenizer.type, "%s", tokenizer[0] ? tokenizer : DG_TOK_BYTE_NAME);
+    m.tokenizer.vocab_size = tokenizer[0] ? 300 : 257;
+    m.data.mock = mock;
+    int st = dg_ckpt_save(dir, &m, t, n, NULL, &err);
     if (st != DG_OK) dg_err_print(&err);
     for (int i = 0; i < n; i++) dg_free(t[i].data);
     dg_free(t);
@@ -60,8 +65,9 @@ static int make_ckpt(const char *dir) {
 }
 
 int main(int argc, char **argv) {
-    if (argc >= 3 && !strcmp(argv[1], "make-ckpt")) return make_ckpt(argv[2]);
+    if (argc >= 3 && !strcmp(argv[1], "make-ckpt"))
+        return make_ckpt(argv[2], argc >= 4 ? argv[3] : "", argc >= 5 && !strcmp(argv[4], "mock"));
     if (argc >= 2 && !strcmp(argv[1], "generate")) return dg_cmd_generate(argc - 1, argv + 1);
-    fprintf(stderr, "usage: gen_cli make-ckpt DIR | gen_cli generate FLAGS\n");
+    fprintf(stderr, "usage: gen_cli make-ckpt DIR [NullTokenizer [mock]] | gen_cli generate FLAGS\n");
     return 2;
 }

@@ -4,6 +4,7 @@
 # after it (byte-level tokenizer), greedy and --top-k 1 agree, the same seed
 # gives the same text and another seed other text, 2 threads give the
 # 1-thread text, and bad flags / directories fail with one line and exit 2.
+# NullTokenizer and mock-data checkpoints take and print token ids.
 # When $DG_BUILD/dagatron has the generate command, it is checked the same way.
 set -u
 GEN="$1"
@@ -56,8 +57,52 @@ check() { # check RUNNER... : the assertions, with RUNNER the generate command
     [ "$(wc -l < "$tmp/e")" -eq 1 ] || fail "missing directory: expected one line"
 }
 
+# NullTokenizer checkpoints (--tokenizer-type NullTokenizer, --mock-data):
+# token ids in, token ids out, said once; a text prompt is refused with a
+# line that says what to pass, not a flag the user never gave.
+"$GEN" make-ckpt "$tmp/null" NullTokenizer || fail "make-ckpt NullTokenizer"
+"$GEN" make-ckpt "$tmp/mock" NullTokenizer mock || fail "make-ckpt NullTokenizer mock"
+check_ids() { # check_ids RUNNER... : the assertions
+    local g=("$@")
+    "${g[@]}" --load "$tmp/null" --prompt "5 17  3" --max-new-tokens 12 --greedy > "$tmp/i1" 2>"$tmp/ie" ||
+        fail "NullTokenizer checkpoint: $(cat "$tmp/ie")"
+    [ "$(grep -c 'token ids' "$tmp/ie")" -eq 1 ] || fail "NullTokenizer: no one-line note that the output is ids: $(cat "$tmp/ie")"
+    [ "$(wc -l < "$tmp/i1")" -eq 1 ] || fail "NullTokenizer: expected one line of ids"
+    grep -Eqx '5 17 3( [0-9]+){0,12}' "$tmp/i1" || fail "NullTokenizer: output is not the prompt ids then up to 12 ids: $(cat "$tmp/i1")"
+    local n; n=$(wc -w < "$tmp/i1")
+    [ "$n" -ge 4 ] || fail "NullTokenizer: no id generated"
+    for id in $(cat "$tmp/i1"); do [ "$id" -lt 300 ] || fail "NullTokenizer: id $id outside [0, 300)"; done
+    "${g[@]}" --load "$tmp/null" --prompt "5 17 3" --max-new-tokens 12 --greedy > "$tmp/i2" 2>/dev/null || fail "ids run 2"
+    cmp -s "$tmp/i1" "$tmp/i2" || fail "NullTokenizer: greedy is not deterministic"
+    "${g[@]}" --load "$tmp/mock" --prompt "1 2" --max-new-tokens 5 --greedy > "$tmp/i3" 2>"$tmp/ie" || fail "mock checkpoint: $(cat "$tmp/ie")"
+    grep -Eqx '1 2( [0-9]+){5}' "$tmp/i3" || fail "mock: expected the prompt ids and 5 ids (no end-of-document): $(cat "$tmp/i3")"
+    grep -q "mock data" "$tmp/ie" || fail "mock: the note does not say mock data"
+    local bad want
+    for bad in "hello:is not a token id" "5 x7:'x7' is not a token id" "5 300:token id 300 is outside the vocabulary [0, 300)" \
+               "-1:outside the vocabulary" "+3:is not a token id"; do
+        want=${bad#*:}
+        "${g[@]}" --load "$tmp/null" --prompt "${bad%%:*}" > /dev/null 2> "$tmp/e"
+        local rc=$?
+        [ "$rc" -eq 2 ] || fail "NullTokenizer --prompt '${bad%%:*}': exit $rc, expected 2"
+        [ "$(wc -l < "$tmp/e")" -eq 1 ] && grep -qF -- "$want" "$tmp/e" ||
+            fail "NullTokenizer --prompt '${bad%%:*}': expected one line saying '$want', got: $(cat "$tmp/e")"
+        grep -q -- "--tokenizer-type" "$tmp/e" && fail "the message blames --tokenizer-type: $(cat "$tmp/e")"
+    done
+    "${g[@]}" --load "$tmp/mock" > /dev/null 2> "$tmp/e"; [ $? -eq 2 ] || fail "mock, no prompt: expected exit 2"
+    grep -q -- "--prompt: required (token ids" "$tmp/e" || fail "mock, no prompt: $(cat "$tmp/e")"
+}
+
 check "$GEN" generate
+check_ids "$GEN" generate
 if [ -n "${DG_BUILD:-}" ] && [ -x "$DG_BUILD/dagatron" ] && "$DG_BUILD/dagatron" --help 2>&1 | grep -q "^  generate "; then
     check "$DG_BUILD/dagatron" generate
+    check_ids "$DG_BUILD/dagatron" generate
+    # the user's path: a mock-data training run, then generate from it
+    "$DG_BUILD/dagatron" train --mock-data --vocab-size 50 --num-layers 1 --hidden-size 32 --num-attention-heads 2 \
+        --seq-length 16 --num-experts 2 --moe-router-topk 1 --micro-batch-size 1 --global-batch-size 1 \
+        --train-iters 2 --eval-iters 0 --save "$tmp/trained" > "$tmp/t.log" 2>&1 || fail "mock training: $(tail -3 "$tmp/t.log")"
+    "$DG_BUILD/dagatron" generate --load "$tmp/trained" --prompt "7 8 9" --max-new-tokens 4 --greedy > "$tmp/tg" 2>"$tmp/e" ||
+        fail "generate from a --mock-data checkpoint: $(cat "$tmp/e")"
+    grep -Eqx '7 8 9( [0-9]+){4}' "$tmp/tg" || fail "generate from a --mock-data checkpoint printed: $(cat "$tmp/tg")"
 fi
 echo "generate_cli: ok"

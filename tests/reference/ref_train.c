@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
     if (!d.bin || !d.json) return 1;
     d.first = 1;
     fprintf(d.json, "{\"tensors\": [");
-    dg_train_hooks hooks = {&d, on_param, on_batch, on_iteration};
+    dg_train_hooks hooks = {.ctx = &d, .on_param = on_param, .on_batch = on_batch, .on_iteration = on_iteration};
     dg_train_result res;
     int st = dg_train(&c, &hooks, &res, &err);
     const dg_model_config *m = &c.model;
