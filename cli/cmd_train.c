@@ -7,53 +7,72 @@
 #include "dg_cuda.h"
 #include "dg_trainer.h"
 
+/* How a failed run ends. Failures the ranks agreed on come back on every
+ * rank with the same status, and err holds what this rank should print
+ * (empty when another rank reports it): print, finalize, exit. A rank that
+ * failed inside a step, where the others may wait in a collective it will
+ * never join, prints its reason with its rank and aborts the job, so no rank
+ * is left waiting. */
+static int train_failed(int st, const dg_err *err, const dg_train_result *res, int rank) {
+    if (res->stranded) {
+        fprintf(stderr, "dagatron: rank %d: %s\n", rank, err->msg);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, st);
+    }
+    if (err->msg[0]) dg_err_print(err);
+    MPI_Finalize();
+    return st;
+}
+
 int dg_cmd_train(int argc, char **argv) {
+    /* Launched by mpirun (or alone). Every rank runs the same loop over the
+     * rank grid (dg_grid.h); a world size the parallel sizes do not divide
+     * is reported by dg_train before any work. MPI_THREAD_MULTIPLE: the comm
+     * stream's thread calls MPI during a step, the main thread between steps.
+     * MPI starts before the flags are read so that rank 0 alone prints what
+     * every rank finds wrong with them (and --help). */
+    int provided = 0, rank = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     dg_train_config c;
     dg_train_config_defaults(&c);
     dg_err err = {{0}};
     int st = dg_train_config_parse(&c, argc, argv, 1, &err);
     if (st != DG_OK) {
-        if (!strcmp(err.msg, "help")) {
+        int help = !strcmp(err.msg, "help");
+        if (rank == 0 && help) {
             int n;
             const dg_arg_spec *specs = dg_train_flags(&n);
             printf("usage: dagatron train [flags]   (Megatron-LM's flag names)\n\n");
             dg_args_help(stdout, specs, n);
-            return 0;
+        } else if (rank == 0) {
+            dg_err_print(&err);
         }
-        dg_err_print(&err);
-        return DG_EINPUT;
+        MPI_Finalize();
+        return help ? 0 : DG_EINPUT;
     }
     /* --device: cuda needs a usable GPU (else one line, exit 2, before any
      * work); unset, it is cuda when a GPU is usable and cpu otherwise, with
-     * a note saying why at the end of the run. Every rank decides alike (same machine setup). */
+     * a note saying why at the end of the run. Every rank decides alike. */
     int gpus = 0;
     dg_err cuda_err = {{0}};
     int have_gpu = dg_cuda_device_count(&gpus, &cuda_err) == DG_OK;
     const char *note = NULL;
     if (!strcmp(c.device, "cuda") && !have_gpu) {
-        dg_err_set(&err, DG_EINPUT, "--device cuda: %s", cuda_err.msg);
-        dg_err_print(&err);
+        if (rank == 0) {
+            dg_err_set(&err, DG_EINPUT, "--device cuda: %s", cuda_err.msg);
+            dg_err_print(&err);
+        }
+        MPI_Finalize();
         return DG_EINPUT;
     }
     if (!c.device[0]) {
         snprintf(c.device, sizeof c.device, "%s", have_gpu ? "cuda" : "cpu");
         if (!have_gpu) note = cuda_err.msg;
     }
-    /* Launched by mpirun (or alone). Every rank runs the same loop over the
-     * rank grid (dg_grid.h); a world size the parallel sizes do not divide
-     * is reported by dg_train before any work. MPI_THREAD_MULTIPLE: the comm
-     * stream's thread calls MPI during a step, the main thread between steps. */
-    int provided = 0, rank = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     dg_train_result res;
     st = dg_train(&c, NULL, &res, &err);
-    if (st != DG_OK) {
-        /* Bad input is the same on every rank: say it once. */
-        if (rank == 0 || st != DG_EINPUT) dg_err_print(&err);
-        MPI_Finalize();
-        return st;
-    }
+    if (st != DG_OK) return train_failed(st, &err, &res, rank);
     if (rank == 0)
         printf("dagatron train: done: %d iterations, lm loss %.4f -> %.4f, %d skipped\n", res.iterations,
                res.first_lm_loss, res.last_lm_loss, res.skipped);

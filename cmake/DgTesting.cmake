@@ -7,6 +7,14 @@ set(DG_MPIRUN_FLAGS --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl 
     --mca rmaps_base_oversubscribe 1)
 set(DG_REF_PYTHON /usr/bin/python3 CACHE FILEPATH "Python with Debian's torch, used only by reference tests")
 
+# Sanitizer builds run several times slower: every test's time limit is
+# scaled by DG_TEST_SLOWDOWN (8 under DG_SANITIZE, else 1).
+if(DG_SANITIZE)
+  set(DG_TEST_SLOWDOWN 8)
+else()
+  set(DG_TEST_SLOWDOWN 1)
+endif()
+
 # dg_test_exe(name SOURCES a.c b.c [LIBS dg_io ...]) — a test executable.
 # LIBS defaults to the whole runtime; a test of one room may link just that
 # room's library (and so builds while other rooms are mid-edit).
@@ -32,6 +40,7 @@ function(dg_add_unit_test name)
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 300)
   endif()
+  math(EXPR A_TIMEOUT "${A_TIMEOUT} * ${DG_TEST_SLOWDOWN}")
   set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT})
 endfunction()
 
@@ -48,11 +57,13 @@ function(dg_add_mpi_test name)
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 300)
   endif()
+  math(EXPR A_TIMEOUT "${A_TIMEOUT} * ${DG_TEST_SLOWDOWN}")
   set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT})
 endfunction()
 
 # dg_add_script_test(name COMMAND ... [LABELS ...] [TIMEOUT s]) — a shell or
-# python test; the environment carries DG_BUILD, DG_SRC, DG_MPIRUN, DG_REF_PYTHON.
+# python test; the environment carries DG_BUILD, DG_SRC, DG_MPIRUN, DG_REF_PYTHON
+# and DG_TEST_SLOWDOWN (for a script's own time limits).
 function(dg_add_script_test name)
   cmake_parse_arguments(A "" "TIMEOUT" "COMMAND;LABELS" ${ARGN})
   add_test(NAME ${name} COMMAND ${A_COMMAND} WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
@@ -62,7 +73,8 @@ function(dg_add_script_test name)
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 300)
   endif()
+  math(EXPR A_TIMEOUT "${A_TIMEOUT} * ${DG_TEST_SLOWDOWN}")
   list(JOIN DG_MPIRUN_FLAGS " " flags)
   set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT}
-    ENVIRONMENT "DG_BUILD=${CMAKE_BINARY_DIR};DG_SRC=${CMAKE_SOURCE_DIR};DG_MPIRUN=${DG_MPIRUN} ${flags};DG_REF_PYTHON=${DG_REF_PYTHON}")
+    ENVIRONMENT "DG_BUILD=${CMAKE_BINARY_DIR};DG_SRC=${CMAKE_SOURCE_DIR};DG_MPIRUN=${DG_MPIRUN} ${flags};DG_REF_PYTHON=${DG_REF_PYTHON};DG_TEST_SLOWDOWN=${DG_TEST_SLOWDOWN}")
 endfunction()

@@ -10,12 +10,12 @@
 /* ---- enums as text ---------------------------------------------------------- */
 
 size_t dg_dtype_size(dg_dtype t) {
-    static const size_t sizes[DG_DTYPE_COUNT] = {4, 2, 2, 4, 8, 1};
+    static const size_t sizes[DG_DTYPE_COUNT] = {4, 2, 2, 4, 8, 1, 8};
     return (unsigned)t < DG_DTYPE_COUNT ? sizes[t] : 0;
 }
 
 const char *dg_dtype_name(dg_dtype t) {
-    static const char *names[DG_DTYPE_COUNT] = {"f32", "bf16", "f16", "i32", "i64", "u8"};
+    static const char *names[DG_DTYPE_COUNT] = {"f32", "bf16", "f16", "i32", "i64", "u8", "f64"};
     return (unsigned)t < DG_DTYPE_COUNT ? names[t] : "?";
 }
 

@@ -39,6 +39,7 @@ typedef enum dg_dtype {
     DG_I32,
     DG_I64,
     DG_U8,
+    DG_F64, /* host-side scalars: the optimizer's norms and hyper-parameters */
     DG_DTYPE_COUNT
 } dg_dtype;
 

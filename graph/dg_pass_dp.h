@@ -13,7 +13,9 @@
  *
  * The collective's output (`reduced`) is the bucket's summed gradient; the
  * trainer reads it after the step (list it in dg_sched_opts.keep), divides by
- * the number of data shards and micro-batches, and runs the optimizer.
+ * the number of data shards, and runs the optimizer. (The step graph holds
+ * every micro-batch and its loss is their mean, so the gradients are already
+ * averaged over micro-batches and each bucket is reduced once per step.)
  *
  * Buckets, like Megatron's: parameters are taken in the order their
  * gradients become final in backward (the position of the gradient's
@@ -51,9 +53,9 @@
  * for its bucket's gather and nothing else does: the gathers run on the comm
  * stream under the forward pass, and a layer's compute starts as soon as its
  * own bucket has arrived (Megatron's overlap of the param all-gather with the
- * next forward). Like the gradients, parameters are gathered every
- * micro-batch (the static step graph serves them all); the values do not
- * change within an iteration, so this costs volume, never correctness.
+ * next forward). The step graph holds every micro-batch and they share the
+ * parameters, so each bucket is gathered once per step, under the first
+ * micro-batch's forward, as its gradients are reduced once.
  *
  * graph/ knows no compute op, so the pack and unpack ops are handed in
  * (train/ defines them: dg_dist_pack_op(), dg_dist_unpack_op()). pack: inputs

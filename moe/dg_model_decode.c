@@ -1,9 +1,12 @@
 /* dg_model_decode.c — the decoding-step graph (see dg_model_decode.h).
  *
- * The helpers mirror dg_model.c's (norm, dense_mlp, moe_block) with the
- * training-only parts left out; they are copies rather than shared code
- * because dg_model.c keeps its helpers static and this file may not change
- * it. test_generate checks the two builders agree on every logit.
+ * Parameters, norms, attention's projections and the SwiGLU MLP come from
+ * the builder pieces dg_model.c shares (dg_model_param, dg_model_norm,
+ * dg_model_attn_project / _output, dg_model_swiglu_mlp), so both graphs
+ * name and shape them alike. What stays here is what decoding does its own
+ * way: attention reads and appends the KV caches, and the MoE block routes
+ * dropless with no auxiliary losses. test_generate checks the two builders
+ * agree on every logit.
  */
 #include "dg_model_decode.h"
 

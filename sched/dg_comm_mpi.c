@@ -23,6 +23,7 @@ static int mpi_type(dg_dtype dt, MPI_Datatype *t, dg_err *err) {
     case DG_I32: *t = MPI_INT32_T; return DG_OK;
     case DG_I64: *t = MPI_INT64_T; return DG_OK;
     case DG_U8: *t = MPI_UINT8_T; return DG_OK;
+    case DG_F64: *t = MPI_DOUBLE; return DG_OK;
     default:
         return dg_err_set(err, DG_EINTERNAL, "comm mpi: no MPI type for %s", dg_dtype_name(dt));
     }

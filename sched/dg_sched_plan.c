@@ -88,10 +88,28 @@ static int sim_cmp(const void *pa, const void *pb) {
     return (a->seq > b->seq) - (a->seq < b->seq);
 }
 
+/* Durations for the simulation: op costs (each >= 1), scaled down when the
+ * step's total would pass 2^51, so the clock stays where a duration >= 1
+ * always moves it (doubles are exact to 0.5 below 2^52) and a node ends
+ * strictly after it starts. With raw costs a long sequence (attention's
+ * S^2 terms) pushed the clock past 2^53, where adding a small node's cost
+ * no longer moved it: a producer and its reader got the same time, the
+ * memory planner let their tensors share bytes, and the plan broke its own
+ * order (the assertion on memory edges). */
+static double *sim_durations(const dg_graph *g, int nn) {
+    double *d = dg_malloc(sizeof(double) * (size_t)DG_MAX(nn, 1)), total = 0;
+    for (int v = 0; v < nn; v++) total += d[v] = dg_prio_node_cost(g, &g->nodes[v]);
+    const double cap = 0x1p51;
+    if (total > cap)
+        for (int v = 0; v < nn; v++) d[v] = DG_MAX(1.0, d[v] * (cap / total)); /* total stays < cap + nn */
+    return d;
+}
+
 static void simulate(dg_sched_plan *p, const dg_graph *g, const edge_list *el, const int *doff,
                      const int *dsucc) {
     int nn = p->n_nodes;
     size_t sz = (size_t)DG_MAX(nn, 1);
+    double *dur = sim_durations(g, nn);
     int *indeg = dg_calloc(sz, sizeof(int));
     for (int i = 0; i < el->n; i++) indeg[edge_to(el->e[i])]++;
     dg_heap h[DG_STREAM_COUNT];
@@ -108,7 +126,7 @@ static void simulate(dg_sched_plan *p, const dg_graph *g, const edge_list *el, c
                 int v = dg_heap_pop(&h[s]);
                 running[s] = v;
                 p->sim_start[v] = now;
-                p->sim_end[v] = now + dg_prio_node_cost(g, &g->nodes[v]);
+                p->sim_end[v] = now + dur[v];
                 keys[dispatched] = (sim_key){now, dispatched, v};
                 dispatched++;
             }
@@ -132,6 +150,7 @@ static void simulate(dg_sched_plan *p, const dg_graph *g, const edge_list *el, c
     for (int s = 0; s < DG_STREAM_COUNT; s++) dg_free(h[s].a);
     dg_free(keys);
     dg_free(indeg);
+    dg_free(dur);
 }
 
 static void memory_edges(const dg_graph *g, const dg_memplan *mp, edge_list *l) {

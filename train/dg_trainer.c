@@ -16,7 +16,9 @@
 #include "dg_grid.h"
 #include "dg_flops.h"
 #include "dg_lr.h"
+#include "dg_mem_estimate.h"
 #include "dg_op_basic.h"
+#include "dg_op_optim.h"
 #include "dg_sched.h"
 #include "dg_verify.h"
 
@@ -35,7 +37,8 @@ typedef struct trainer {
     int *params;       /* tensor ids of the parameters, in graph order */
     dg_grid *grid;     /* NULL: no MPI (a world of one) */
     dg_dp_buckets buckets; /* the DP pass's gradient buckets */
-    dg_dist dist;      /* accumulated gradients and optimizer state per bucket */
+    dg_optim optim;    /* the optimizer pass's tensors */
+    dg_dist dist;      /* the optimizer state per bucket, and the step's inputs */
     void **ptrs;       /* per tensor: its buffer in the runtime */
     dg_comm *data_comm; /* the data shards (NULL: one) */
     int data_rank, data_size, grad_shards; /* grad_shards: CP x EP x DP */
@@ -48,6 +51,8 @@ typedef struct trainer {
     int64_t eval_consumed;     /* validation samples read so far */
     dg_sched_stats *stats;     /* non-NULL: the step being traced records here */
     dg_train_result *res;      /* step statistics add up here */
+    int failure_agreed;        /* the failure being returned is known to every rank */
+    int ranks_on_node;         /* ranks sharing this node's memory */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -94,6 +99,25 @@ static void init_params(trainer *t) {
 
 /* ---- setup ---------------------------------------------------------------------- */
 
+/* Step 4 of setup: the optimizer as nodes of the step graph, over the DP
+ * pass's buckets (graph/passes/dg_pass_optim.h). */
+static int optimizer_pass(trainer *t, dg_comm *const groups[DG_AXIS_COUNT], dg_err *err) {
+    const dg_train_config *c = t->c;
+    dg_optim_opts oo;
+    memset(&oo, 0, sizeof oo);
+    oo.buckets = &t->buckets;
+    for (int a = 0; a < DG_AXIS_COUNT; a++) oo.group_size[a] = groups[a] ? groups[a]->size : 1;
+    oo.grad_scale = 1.0 / t->grad_shards;
+    oo.clip_grad = c->clip_grad;
+    oo.beta1 = c->adam_beta1;
+    oo.beta2 = c->adam_beta2;
+    oo.eps = c->adam_eps;
+    oo.weight_decay = c->weight_decay;
+    oo.ops = dg_optim_ops_get();
+    DG_TRY(dg_pass_optim(t->g, &oo, &t->optim, err));
+    return dg_verify_after(t->g, "optimizer pass", err);
+}
+
 /* The step graph, numbered like the design's flow:
  *   1. forward of every micro-batch of the global batch (the model builder,
  *      once per micro-batch, sharing the parameters), and the step's loss,
@@ -105,7 +129,9 @@ static void init_params(trainer *t) {
  *   3. the DP pass: gradient buckets, each packed and all-reduced (or
  *      reduce-scattered) on the comm stream, and with --overlap-param-gather
  *      the gathers of the updated parameters under the forward;
- *   4. the plan (priorities, streams, memory) and the runtime, whose comm
+ *   4. the optimizer pass: gradient norm, clipping, the NaN/inf skip, AdamW
+ *      and the parameter all-gather (optimizer_pass below);
+ *   5. the plan (priorities, streams, memory) and the runtime, whose comm
  *      groups come from the rank grid. */
 static int setup(trainer *t, dg_err *err) {
     dg_train_config *c = t->c;
@@ -149,10 +175,11 @@ static int setup(trainer *t, dg_err *err) {
                       dg_dist_unpack_op()};
     DG_TRY(dg_pass_dp(t->g, &dpo, &t->buckets, err));
     DG_TRY(dg_verify_after(t->g, "dp pass", err));
+    DG_TRY(optimizer_pass(t, groups, err));
 
     /* What the loop reads after a step: the losses, the routers' counts and
-     * the reduced gradient buckets. */
-    int *keep = dg_malloc(sizeof(int) * (size_t)((4 + DG_MODEL_MAX_TRACKED) * t->n_mb + t->buckets.n));
+     * the optimizer's status (gradient norm, whether it updated). */
+    int *keep = dg_malloc(sizeof(int) * (size_t)((4 + DG_MODEL_MAX_TRACKED) * t->n_mb + 1));
     int n_keep = 0;
     for (int mb = 0; mb < t->n_mb; mb++) {
         const dg_model_io *io = &t->io[mb];
@@ -162,12 +189,14 @@ static int setup(trainer *t, dg_err *err) {
         for (int l = 0; l < DG_MODEL_MAX_TRACKED && l < c->model.num_layers; l++)
             if (io->tokens_per_expert[l] >= 0) keep[n_keep++] = io->tokens_per_expert[l];
     }
-    for (int i = 0; i < t->buckets.n; i++)
-        if (t->buckets.b[i].reduced >= 0) keep[n_keep++] = t->buckets.b[i].reduced;
+    keep[n_keep++] = t->optim.status;
     dg_sched_opts so = {keep, n_keep, 0};
     t->plan = dg_sched_plan_new(t->g, &so, err);
     dg_free(keep);
     if (!t->plan) return DG_EINPUT;
+    dg_mem_need need;
+    dg_mem_estimate_plan(t->plan, &t->buckets, c, &need);
+    DG_TRY(dg_mem_need_check(&need, t->ranks_on_node, err)); /* check 3 of dg_mem_estimate.h */
     dg_runtime_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.compute_threads = c->compute_threads;
@@ -191,8 +220,7 @@ static int setup(trainer *t, dg_err *err) {
         if (t->g->tensors[i].role == DG_ROLE_PARAMETER) t->params[t->n_params++] = i;
     init_params(t);
     /* After init: the master weights start as a copy of the parameters. */
-    dg_dist_init(&t->dist, t->g, &t->buckets, c->use_distributed_optimizer, t->grid ? groups : NULL,
-                 t->data_comm, t->ptrs);
+    dg_dist_init(&t->dist, t->g, &t->buckets, &t->optim, t->grid ? groups : NULL, t->ptrs);
     t->expert_tokens = dg_calloc((size_t)c->model.num_layers * (size_t)DG_MAX(c->model.num_experts, 1),
                                  sizeof(int64_t));
     t->batch = dg_malloc(sizeof(int32_t) * (size_t)c->model.micro_batch_size *
@@ -203,6 +231,7 @@ static int setup(trainer *t, dg_err *err) {
 
 static void teardown(trainer *t) {
     dg_dist_free(&t->dist);
+    dg_optim_free(&t->optim);
     dg_dp_buckets_free(&t->buckets);
     dg_free(t->params);
     dg_free(t->io);
@@ -213,6 +242,20 @@ static void teardown(trainer *t) {
     if (t->plan) dg_sched_plan_free(t->plan);
     if (t->g) dg_graph_free(t->g);
     dg_feed_close(&t->feed);
+}
+
+/* ---- failures across ranks ------------------------------------------------------------ */
+
+/* A step boundary: every rank says whether its local work (reading its data
+ * shard, writing the trace) failed, before anyone enters a collective the
+ * failing rank would never join (dg_dist_agree: one small all-reduce when
+ * all is well). A failure that did not go through here, e.g. inside a step's
+ * collectives, leaves the run stranded: the caller aborts the job
+ * (dg_train_result.stranded). */
+static int agree(trainer *t, int st, dg_err *err) {
+    if (t->grid) st = dg_dist_agree(t->grid->world_comm, st, err);
+    t->failure_agreed = st != DG_OK;
+    return st;
 }
 
 /* ---- one step ---------------------------------------------------------------------- */
@@ -252,7 +295,11 @@ static int fill_microbatch(trainer *t, int split, int mb, int64_t consumed, dg_e
 static int run_step(trainer *t, int split, int64_t consumed, losses *l, dg_err *err) {
     const dg_model_config *m = &t->c->model;
     int64_t per_mb = (int64_t)m->micro_batch_size * t->data_size;
-    for (int mb = 0; mb < t->n_mb; mb++) DG_TRY(fill_microbatch(t, split, mb, consumed + mb * per_mb, err));
+    int fill = DG_OK;
+    for (int mb = 0; mb < t->n_mb && fill == DG_OK; mb++)
+        fill = fill_microbatch(t, split, mb, consumed + mb * per_mb, err);
+    /* One shard may hold a bad token: agree before the step's collectives. */
+    DG_TRY(agree(t, fill, err));
     dg_sched_stats st;
     DG_TRY(dg_sched_run(t->plan, t->rt, &st, err));
     if (t->stats) *t->stats = st;
@@ -295,6 +342,7 @@ static int run_eval(trainer *t, int it, dg_err *err) {
     if (c->eval_iters <= 0 || (!t->feed.mock && !t->feed.data.split[DG_SPLIT_VALID].present))
         return DG_OK;
     losses l = {0};
+    dg_dist_set_step(&t->dist, 0.0, 1, 0); /* the step graph's optimizer must not update */
     for (int k = 0; k < c->eval_iters; k++) {
         DG_TRY(run_step(t, DG_SPLIT_VALID, t->eval_consumed, &l, err));
         t->eval_consumed += (int64_t)c->model.micro_batch_size * t->data_size * t->n_mb;
@@ -355,6 +403,36 @@ static void log_line(const trainer *t, int it, int64_t consumed, double ms, cons
     fflush(stdout);
 }
 
+/* ---- the optimizer's side of a step ---------------------------------------------------------- */
+
+/* Before a training step: the learning rate and update count (bias
+ * correction) its graph's optimizer uses. Returns the learning rate. */
+static double optimizer_begin(trainer *t, const dg_lr_schedule *s, const dg_train_counters *k) {
+    double lr = dg_lr_at(s, (int)k->updates + 1);
+    dg_dist_set_step(&t->dist, lr, k->updates + 1, 1);
+    return lr;
+}
+
+/* After it: the gradient norm, and whether the graph's optimizer updated
+ * (not when the norm was not finite: Megatron's skipped iteration). Counts
+ * updates, skipped iterations and NaN iterations (a loss or norm that is
+ * not finite) in k. Returns 1 for a skipped iteration. */
+/* As Megatron's training_log: a NaN iteration is one whose loss is NaN or
+ * infinite; a skipped one did not update the parameters (the graph's
+ * optimizer skips when the gradient norm is not finite, as a loss scaler
+ * does). Gradients can overflow while the loss is still finite, so the two
+ * counts differ. Returns whether the step was skipped; *nan_loss says
+ * whether it counts as a NaN iteration. */
+static int optimizer_end(trainer *t, const losses *l, dg_train_counters *k, double *gnorm, int *nan_loss) {
+    int updated = 0;
+    dg_dist_outcome(&t->dist, gnorm, &updated);
+    if (updated) k->updates++;
+    else k->skipped++;
+    *nan_loss = !isfinite(l->total);
+    k->nans += *nan_loss;
+    return !updated;
+}
+
 /* ---- the loop ---------------------------------------------------------------------------- */
 
 /* The rank grid and the data shards. Sizes that do not fit the world are
@@ -374,7 +452,15 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
                         c->expert_model_parallel_size, c->pipeline_model_parallel_size, 0};
     int st = DG_OK;
     t->grid = dg_grid_new(comm, &sz, &st, err);
-    if (!t->grid) return st;
+    if (!t->grid) {
+        /* The sizes and the world are the same on every rank, and so is
+         * this failure: rank 0 reports it. */
+        int rank = 0;
+        MPI_Comm_rank(comm, &rank);
+        if (rank != 0) err->msg[0] = 0;
+        t->failure_agreed = 1;
+        return st;
+    }
     const char *todo = sz.tp > 1 ? "--tensor-model-parallel-size" : sz.cp > 1 ? "--context-parallel-size"
                      : sz.pp > 1 ? "--pipeline-model-parallel-size" : NULL;
     if (todo)
@@ -386,6 +472,30 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
     t->log = t->grid->rank == 0;
     c->dp_size = t->data_size;
     return DG_OK;
+}
+
+/* Ranks of comm on this node: they share its memory. */
+static int ranks_on_node(MPI_Comm comm) {
+    if (comm == MPI_COMM_NULL) return 1;
+    MPI_Comm node;
+    int n = 1;
+    DG_CHECK0(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    MPI_Comm_size(node, &n);
+    MPI_Comm_free(&node);
+    return n;
+}
+
+/* Checks 1 and 2 of dg_mem_estimate.h: before the data is opened (its
+ * sample indices grow with the batch and the iterations), with the
+ * vocabulary the flags give, and before the step graph is built. */
+static int check_memory_flags(trainer *t, int data_open, dg_err *err) {
+    const dg_train_config *c = t->c;
+    int64_t vocab = c->model.vocab_size;
+    if (!data_open)
+        vocab = c->mock_data || !strcmp(c->tokenizer_type, "NullTokenizer") ? (int64_t)c->null_vocab_size + 1 : 0;
+    dg_mem_need need;
+    dg_mem_estimate_config(c, vocab, t->data_size, !data_open, &need);
+    return dg_mem_need_check(&need, t->ranks_on_node, err);
 }
 
 static void print_startup(const trainer *t) {
@@ -404,12 +514,12 @@ static void print_startup(const trainer *t) {
     for (int i = 0; i < t->buckets.n; i++) elems += t->buckets.b[i].numel;
     printf("dagatron train: %s; global batch %d = micro batch %d x data-parallel %d x %d micro-batches; "
            "%d gradient buckets (%lld elements, %s, overlap %s%s); "
-           "optimizer state: %zu bytes per rank (fp32 master weights + exp_avg + exp_avg_sq%s)\n",
+           "optimizer state: %zu bytes per rank (%sexp_avg + exp_avg_sq%s)\n",
            grid, c->global_batch_size, c->model.micro_batch_size, t->data_size, c->num_microbatches,
            t->buckets.n, (long long)elems, c->use_distributed_optimizer ? "reduce-scatter" : "all-reduce",
            c->overlap_grad_reduce ? "on" : "off",
            c->overlap_param_gather ? ", parameters gathered under the next forward" : "",
-           dg_dist_state_bytes(&t->dist),
+           dg_dist_state_bytes(&t->dist), c->use_distributed_optimizer ? "fp32 master weights + " : "",
            c->use_distributed_optimizer ? ", distributed" : "");
     fflush(stdout);
 }
@@ -439,7 +549,9 @@ static int check_save(const trainer *t, dg_err *err) {
 static int save_ckpt(trainer *t, const dg_train_counters *k, dg_err *err) {
     DG_TRY(dg_dist_sync_params(&t->dist, t->ptrs, err));
     dg_ckpt_run r = ckpt_run_of(t);
-    DG_TRY(dg_dist_ckpt_save(&r, &t->dist, t->params, t->n_params, t->ptrs, k, err));
+    int st = dg_dist_ckpt_save(&r, &t->dist, t->params, t->n_params, t->ptrs, k, err);
+    t->failure_agreed = st != DG_OK; /* dg_dist_ckpt_save agrees on its outcome */
+    DG_TRY(st);
     if (t->log) printf(" saved checkpoint at iteration %8lld to %s\n", (long long)k->iteration, t->c->save);
     fflush(stdout);
     return DG_OK;
@@ -464,15 +576,18 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     /* The grid first (a world that does not fit is bad input, before any
      * work), then the data: its tokenizer decides the vocabulary. */
     int st = setup_grid(&t, comm, err);
+    if (st == DG_OK) t.ranks_on_node = ranks_on_node(comm);
     /* What --load means is known before any work (dg_ckpt_paths.h). */
     dg_ckpt_load_plan load_plan = DG_CKPT_LOAD_NONE;
     if (st == DG_OK) st = dg_ckpt_plan_load(c->load, c->save, &load_plan, err);
+    if (st == DG_OK) st = check_memory_flags(&t, 0, err);
     int gbs = c->global_batch_size > 0 ? c->global_batch_size : c->model.micro_batch_size * c->dp_size;
     int evals = c->eval_iters > 0 ? c->train_iters / c->eval_interval + 1 : 0;
     int64_t want[3] = {(int64_t)c->train_iters * gbs, (int64_t)evals * c->eval_iters * gbs,
                        (int64_t)c->eval_iters * gbs};
     if (st == DG_OK) st = dg_feed_open(&t.feed, c, want, err);
     if (st == DG_OK) st = dg_train_config_finish(c, t.feed.vocab, err);
+    if (st == DG_OK) st = check_memory_flags(&t, 1, err);
     if (st == DG_OK) st = setup(&t, err);
     if (st == DG_OK) st = check_save(&t, err);
     dg_train_counters k = {0};
@@ -481,8 +596,8 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         st = dg_dist_ckpt_load(&r, &t.dist, t.params, t.n_params, t.ptrs, &k, err);
     }
     /* Setup can fail on one rank alone (a file only it cannot read): every
-     * rank stops with the first failing rank's message before training. */
-    if (t.grid) st = dg_dist_agree(t.grid->world_comm, st, err);
+     * rank stops before training, and each distinct reason is printed once. */
+    st = agree(&t, st, err);
     if (st != DG_OK) {
         teardown(&t);
         dg_grid_free(t.grid);
@@ -515,7 +630,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     for (int it = first_it; it <= c->train_iters && st == DG_OK; it++) {
         double t0 = dg_now();
         losses l = {0};
-        dg_dist_zero(&t.dist);
+        double lr = optimizer_begin(&t, &sched, &k);
         t.iteration = it;
         /* --trace: record the second iteration this run makes (the first
          * warms caches up), or the only one. */
@@ -528,11 +643,12 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
             t.stats = &stats;
         }
         st = run_step(&t, DG_SPLIT_TRAIN, k.consumed, &l, err);
-        if (st == DG_OK) dg_dist_accumulate(&t.dist, t.team, t.ptrs);
         if (tracing) {
             dg_runtime_set_trace(t.rt, NULL);
             t.stats = NULL;
-            if (st == DG_OK && t.log) st = dg_trace_write(tr, c->trace, err);
+            /* The trace is written by rank 0 alone: agree before the
+             * collectives that follow. */
+            if (st == DG_OK) st = agree(&t, t.log ? dg_trace_write(tr, c->trace, err) : DG_OK, err);
             if (st == DG_OK && t.log) {
                 printf(" trace of iteration %d written to %s\n", it, c->trace);
                 dg_sched_stats_print(&stats, stdout, "   ");
@@ -542,31 +658,11 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         if (st == DG_OK) st = average_losses(&t, &l, c->num_microbatches, err);
         if (st != DG_OK) break;
         k.consumed += c->global_batch_size;
-        /* The reduced gradients are sums over the data shards of the
-         * micro-batches' mean: average them over the shards, as the loss is. */
-        if (t.grad_shards > 1) dg_dist_scale(&t.dist, t.team, (float)(1.0 / t.grad_shards));
         double gnorm = 0;
-        st = dg_dist_grad_norm(&t.dist, &gnorm, err);
-        if (st != DG_OK) break;
-        double lr = dg_lr_at(&sched, (int)k.updates + 1);
-        /* As Megatron's training_log: a NaN iteration is one whose loss is
-         * NaN or infinite; a skipped one did not update the parameters
-         * (its loss or its gradients were not finite, as a loss scaler
-         * skips). Gradients can overflow while the loss is still finite. */
-        int nan_loss = !isfinite(l.total), skip = nan_loss || !isfinite(gnorm);
-        k.nans += nan_loss;
+        int nan_loss = 0;
+        int skip = optimizer_end(&t, &l, &k, &gnorm, &nan_loss);
+        window_skipped += skip;
         window_nans += nan_loss;
-        if (skip) {
-            k.skipped++;
-            window_skipped++;
-        } else {
-            /* Megatron's clip_grad_norm_fp32: scale by max_norm / (norm + 1e-6) when below 1. */
-            double clip = c->clip_grad > 0 ? c->clip_grad / (gnorm + 1e-6) : 1.0;
-            dg_dist_hparams h = {lr, c->adam_beta1, c->adam_beta2, c->adam_eps, c->weight_decay,
-                                 ++k.updates, clip};
-            st = dg_dist_step(&t.dist, t.team, &h, t.ptrs, err);
-            if (st != DG_OK) break;
-        }
         k.iteration = it;
         if (hooks && hooks->on_iteration)
             hooks->on_iteration(hooks->ctx, it, l.lm, l.aux, l.z, gnorm, lr);
@@ -618,6 +714,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         final->on_param(final->ctx, &t.g->tensors[t.params[i]], t.ptrs[t.params[i]]);
     res->skipped = (int)k.skipped;
     res->nan_iters = (int)k.nans;
+    res->stranded = st != DG_OK && t.grid && t.grid->world > 1 && !t.failure_agreed;
     teardown(&t);
     dg_grid_free(t.grid);
     return st;

@@ -1,10 +1,10 @@
 /* dg_trainer.h — the training loop of `dagatron train`.
  *
- * Every rank of the rank grid (sched/dg_grid.h) runs this loop; data
- * parallelism is the only parallelism it drives so far (TP, CP, PP and EP
- * sizes > 1 are refused with one line).
+ * Every rank of the rank grid (sched/dg_grid.h) runs this loop; it drives
+ * data and expert parallelism so far (TP, CP and PP sizes > 1 are refused
+ * with one line).
  *
- * The step graph (one micro-batch): forward, autodiff, then the DP pass
+ * The step graph (every micro-batch of the step): forward, autodiff, then the DP pass
  * (graph/dg_pass_dp.h) groups the gradients into buckets, each packed and
  * all-reduced (or, with --use-distributed-optimizer, reduce-scattered) on
  * the comm stream, overlapping the rest of backward with
@@ -28,6 +28,12 @@
  * Checkpoints (--save, --save-interval, --load; train/dg_dist_ckpt.h):
  * parameters, AdamW moments, counters and the model config; a resumed run
  * continues bit for bit.
+ *
+ * Failures: a rank that fails alone (a bad token in its data shard, a trace
+ * or checkpoint it cannot write) tells the others at the next step boundary
+ * (dg_dist_agree), so every rank stops together and the reason is printed
+ * once; a run whose memory plan cannot fit is refused before it allocates
+ * (dg_mem_estimate.h).
  *
  * Determinism: the graph, the seeded initialisation and the data order are
  * fixed and reductions run in a fixed order (dg_dist.h), so two runs of the
@@ -55,6 +61,13 @@ typedef struct dg_train_result {
      * hidden-communication fraction h = (compute + comm - step) / comm. */
     int steps;
     double step_time, compute_busy, comm_busy, exposed_comm;
+    /* On failure, with more than one rank: 1 when this rank failed where the
+     * others may be waiting in a collective it will not join (a failure
+     * inside a step). The caller must end the job (MPI_Abort). Failures the
+     * ranks agreed on (bad data on one shard, an unwritable trace or
+     * checkpoint, bad input) leave it 0: every rank returns the same status,
+     * and err->msg is empty on ranks that should not print (dg_dist_agree). */
+    int stranded;
 } dg_train_result;
 
 /* Optional observers, for tests and tools that want to see inside a run
@@ -86,7 +99,10 @@ typedef struct dg_train_final {
  * is built over it; MPI_COMM_NULL: one rank without MPI). Every rank of comm
  * calls it; world rank 0 prints the log. hooks and final may be NULL. Returns DG_OK,
  * DG_EINPUT (bad flags, a world size the parallel sizes do not divide, a bad
- * checkpoint) or DG_EINTERNAL with err set. */
+ * checkpoint, a token outside the vocabulary, a plan larger than this rank's
+ * memory) or DG_EINTERNAL. On failure every rank returns the same status
+ * (unless res->stranded) and err->msg is what this rank should print: empty
+ * when another rank reports the failure (dg_dist_agree). */
 int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
                 const dg_train_final *final, dg_train_result *res, dg_err *err);
 

@@ -56,4 +56,22 @@ void dg_cpu_adamw(const dg_team *team, const dg_adamw_hparams *h, const float *p
                   const float *m, const float *v, float *p_out, float *m_out, float *v_out,
                   int64_t n);
 
+/* The same update on a gradient the optimizer scales on the fly: element i
+ * uses g_i' = (g[i] * grad_scale) * clip, rounded to float after each
+ * product, which is what scaling the gradient buffer twice in place (by
+ * 1 / data shards, then by the clip coefficient) would give, without
+ * writing it. Scales of 1 are exact, so dg_cpu_adamw is this with 1, 1. */
+void dg_cpu_adamw_scaled(const dg_team *team, const dg_adamw_hparams *h, float grad_scale,
+                         float clip, const float *p, const float *g, const float *m,
+                         const float *v, float *p_out, float *m_out, float *v_out, int64_t n);
+
+/* Sum over x [n] of (x[i] * scale)^2: the product rounded to float (the
+ * scaled gradient AdamW sees), squared and added in double. The elements
+ * are cut into at most DG_SUMSQ_BLOCKS blocks of at least 64Ki, a layout
+ * that depends on n alone; the team sums blocks in index order and the
+ * block sums are added in block order, so the result does not depend on
+ * the thread count. */
+#define DG_SUMSQ_BLOCKS 1024
+double dg_cpu_sumsq(const dg_team *team, const float *x, int64_t n, float scale);
+
 #endif /* DG_CPU_ADAMW_H */

@@ -2,7 +2,8 @@
  * implementation of torch.optim.AdamW's formula over several steps (with a
  * changing learning rate, as a schedule rewrites the node's attrs), the
  * decoupled weight decay on its own, in-place aliasing, thread-count
- * independence, and the attribute rules.
+ * independence, and the attribute rules; and the optimizer's sum of
+ * squares (dg_cpu_sumsq) across thread counts.
  *
  * Tolerance: |got - ref| <= 1e-6 + 1e-5 * |ref| (fp32 kernel vs double). */
 #include <setjmp.h>
@@ -120,6 +121,31 @@ static void test_adamw_inplace_threads(void **s) {
     assert_memory_equal(v, vo, sizeof v);
 }
 
+/* The optimizer's sum of squares: the same bits for 1, 2 and 3 threads over
+ * many blocks, the scale applied in float before squaring, and a double
+ * reference within 1e-12. */
+static void test_sumsq_threads(void **s) {
+    (void)s;
+    enum { M = 300007 }; /* five blocks, the last one short */
+    float *x = dg_malloc(sizeof(float) * M);
+    dg_test_rng r = {44};
+    dg_test_fill_normal(&r, x, M, 1.0);
+    double want = 0;
+    for (int i = 0; i < M; i++) {
+        float y = x[i] * 0.25f;
+        want += (double)y * y;
+    }
+    double one = dg_cpu_sumsq(NULL, x, M, 0.25f);
+    assert_true(fabs(one - want) <= 1e-12 * want);
+    for (int nth = 2; nth <= 3; nth++) {
+        dg_test_team *t = dg_test_team_new(nth);
+        double got = dg_cpu_sumsq(dg_test_team_get(t), x, M, 0.25f);
+        dg_test_team_free(t);
+        assert_memory_equal(&got, &one, sizeof got);
+    }
+    dg_free(x);
+}
+
 static void test_adamw_attr_rules(void **s) {
     (void)s;
     dg_adamw_hparams bad[] = {
@@ -149,6 +175,7 @@ int main(void) {
         cmocka_unit_test(test_adamw_decoupled_decay),
         cmocka_unit_test(test_adamw_inplace_threads),
         cmocka_unit_test(test_adamw_attr_rules),
+        cmocka_unit_test(test_sumsq_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,9 +3,11 @@
 # the same global batch (issue 7, acceptance 1): EP ranks are data-parallel
 # for the dense part (Megatron's expert-DP folding), so EP=2 on 2 ranks, and
 # EP=4 and EP=2 x DP=2 on 4 ranks, for every dispatcher and with the overlap
-# chunks on, must log the single-rank run's lm loss, load balancing loss and
-# grad norm for each of 5 iterations, within 1e-5 relative, and end with its
-# parameters (compared in the final checkpoints, 1e-5 relative).
+# chunks on, and EP=2 x DP=2 with the distributed optimizer (whose gradient
+# norm sums the expert shards over EDP x EP), must log the single-rank run's
+# lm loss, load balancing loss and grad norm for each of 5 iterations, within
+# 1e-5 relative, and end with its parameters (compared in the final
+# checkpoints, 1e-5 relative).
 set -euo pipefail
 exe=$1
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -55,4 +57,5 @@ check 2 "$ref" --expert-model-parallel-size 2 --moe-a2a-overlap-chunks 2
 check 2 "$ref" --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather
 check 4 "$ref" --expert-model-parallel-size 4
 check 4 "$ref" --expert-model-parallel-size 2
+check 4 "$ref" --expert-model-parallel-size 2 --use-distributed-optimizer --overlap-param-gather
 echo "OK"

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include <cmocka.h>
+#include <hwloc.h>
 
 #include "dg_pool.h"
 #include "dg_topo.h"
@@ -110,18 +111,32 @@ static void test_topo(void **state) {
 }
 
 /* Bound to the whole machine while mpirun says two ranks share the node:
- * each takes its own block of cores (run where the process is unbound). */
+ * each takes its own block of cores. The test makes its precondition itself:
+ * a process bound to the machine's allowed cores and no launcher variables
+ * (ctest may run it under taskset or inside mpirun); it fails, never skips,
+ * where that cannot be had (one core). */
+static void unbind_whole(void) {
+    hwloc_topology_t topo;
+    assert_int_equal(hwloc_topology_init(&topo), 0);
+    assert_int_equal(hwloc_topology_load(topo), 0);
+    assert_int_equal(hwloc_set_cpubind(topo, hwloc_topology_get_allowed_cpuset(topo), HWLOC_CPUBIND_PROCESS), 0);
+    hwloc_topology_destroy(topo);
+    static const char *const launcher[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                           "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SLURM_LOCALID",
+                                           "SLURM_NTASKS_PER_NODE"};
+    for (size_t i = 0; i < sizeof launcher / sizeof launcher[0]; i++) unsetenv(launcher[i]);
+}
+
 static void test_topo_split_by_local_rank(void **state) {
     (void)state;
+    unbind_whole();
     dg_err err = {{0}};
     dg_topo *t = dg_topo_new(&err);
     dg_topo_info in;
     dg_topo_get_info(t, &in);
     dg_topo_free(t);
-    if (in.source != DG_TOPO_WHOLE || in.n_cores < 2 || getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) {
-        printf("skipped: process already bound or single core\n");
-        return;
-    }
+    if (in.n_cores < 2) fail_msg("needs a machine with 2 cores or more to split; this one has %d", in.n_cores);
+    assert_int_equal(in.source, DG_TOPO_WHOLE);
     char sets[2][64];
     for (int r = 0; r < 2; r++) {
         char rs[8];
