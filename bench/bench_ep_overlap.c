@@ -3,7 +3,6 @@
  *
  * usage: mpirun -np P bench_ep_overlap [chunks=4] [steps=10] [tokens=1024]
  *                                      [hidden=256] [ffn=512] [experts=8] [topk=2]
- *                                      [prio=1]
  *
  * One MoE layer, forward and backward, with the experts spread over the P
  * ranks (EP = P, dg_ep.h): x [T, H] -> router -> aux + z losses ->
@@ -35,7 +34,6 @@
 
 typedef struct bench_cfg {
     int T, H, F, E, k, chunks, steps;
-    int prio; /* dg_ep_prioritize after autodiff (prio=0 shows the plan without it) */
 } bench_cfg;
 
 typedef struct result {
@@ -87,7 +85,6 @@ static int setup_new(setup *u, const bench_cfg *c, dg_comm *ep, int rank, int ch
         fprintf(stderr, "rank %d: build: %s%s\n", rank, u->g->err.msg, err.msg);
         return 1;
     }
-    if (c->prio) dg_ep_prioritize(u->g);
     dg_sched_opts so = {.keep = &loss, .n_keep = 1};
     u->p = dg_sched_plan_new(u->g, &so, &err);
     dg_runtime_opts ro;
@@ -163,7 +160,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &P);
     dg_cpu_init();
-    bench_cfg c = {.T = 1024, .H = 256, .F = 512, .E = 8, .k = 2, .chunks = 4, .steps = 10, .prio = 1};
+    bench_cfg c = {.T = 1024, .H = 256, .F = 512, .E = 8, .k = 2, .chunks = 4, .steps = 10};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = strchr(a, '=');
@@ -175,7 +172,6 @@ int main(int argc, char **argv) {
         else if (!strncmp(a, "ffn=", 4)) c.F = n;
         else if (!strncmp(a, "experts=", 8)) c.E = n;
         else if (!strncmp(a, "topk=", 5)) c.k = n;
-        else if (!strncmp(a, "prio=", 5)) c.prio = n;
         else {
             if (rank == 0) fprintf(stderr, "bench_ep_overlap: unknown argument '%s'\n", a);
             MPI_Finalize();
@@ -202,8 +198,8 @@ int main(int argc, char **argv) {
     if (rank == 0 && !bad) {
         result off = median(off_s.steps, c.steps), on = median(on_s.steps, c.steps);
         printf("bench_ep_overlap: EP %d, %d tokens/rank, hidden %d, ffn %d, %d experts top-%d, "
-               "fwd+bwd, median of %d steps (rank 0)%s\n",
-               P, c.T, c.H, c.F, c.E, c.k, c.steps, c.prio ? "" : ", without dg_ep_prioritize");
+               "fwd+bwd, median of %d steps (rank 0)\n",
+               P, c.T, c.H, c.F, c.E, c.k, c.steps);
         print("off", 1, &off);
         print("on", c.chunks, &on);
         printf("  step time on/off = %.3f; hidden-communication fraction h: off %.3f, on %.3f\n",

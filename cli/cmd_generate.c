@@ -134,8 +134,8 @@ static int codec_open(codec *k, const dg_ckpt_manifest *man, dg_err *err) {
     if (!strcmp(tk->type, "NullTokenizer")) {
         k->ids = 1;
         k->vocab = tk->vocab_size > 0 ? tk->vocab_size : man->meta.model.vocab_size;
-        /* Megatron's NullTokenizer adds one id for end-of-document; mock
-         * data has none. */
+        /* Megatron's NullTokenizer: the last of its --vocab-size ids is the
+         * end of document; mock data has none. */
         k->eod = man->meta.data.mock ? -1 : (int32_t)(k->vocab - 1);
         return DG_OK;
     }

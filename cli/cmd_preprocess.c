@@ -32,9 +32,12 @@ static void usage(FILE *f) {
             "  --append-eod             append the end-of-document token to every document\n"
             "  --output-prefix P        output path prefix\n"
             "  --workers N              tokenizer threads (default 1)\n"
-            "  --tokenizer-type T       %s (default) or %s\n"
+            "  --tokenizer-type T       %s (default), %s, HuggingFaceTokenizer,\n"
+            "                           SentencePieceTokenizer, Llama2Tokenizer or NullTokenizer\n"
             "  --vocab-file F           vocab.json for %s\n"
             "  --merge-file F           merges.txt for %s\n"
+            "  --tokenizer-model F      tokenizer.json (or its folder) / tokenizer.model\n"
+            "  --vocab-size N           NullTokenizer's vocabulary (end of document N - 1)\n"
             "  --log-interval N         progress every N documents (default 0: quiet)\n"
             "  --dataset-impl mmap      accepted for older Megatron scripts (the only format)\n"
             "  --inspect PREFIX         validate PREFIX.idx/.bin and print a summary\n"
@@ -93,7 +96,7 @@ int dg_cmd_preprocess(int argc, char **argv) {
     int n_inputs = 0, n_keys = 0, workers = 1, append_eod = 0, log_interval = 0, fortunes = 0;
     dg_err err = {{0}};
     const char *fortunes_dir = NULL, *fmt = "auto", *sep = NULL, *out = NULL, *tok_type = NULL, *vocab = NULL,
-               *merges = NULL, *insp = NULL, *dump = NULL;
+               *merges = NULL, *insp = NULL, *dump = NULL, *tok_model = NULL, *vocab_size = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int last = i + 1 >= argc;
@@ -124,6 +127,10 @@ int dg_cmd_preprocess(int argc, char **argv) {
             vocab = argv[++i];
         } else if (!last && !strcmp(a, "--merge-file")) {
             merges = argv[++i];
+        } else if (!last && !strcmp(a, "--tokenizer-model")) {
+            tok_model = argv[++i];
+        } else if (!last && !strcmp(a, "--vocab-size")) {
+            vocab_size = argv[++i];
         } else if (!last && !strcmp(a, "--log-interval")) {
             if (dg_arg_parse_int(a, argv[++i], 0, INT32_MAX, &log_interval, &err) != DG_OK) break;
         } else if (!last && !strcmp(a, "--inspect")) {
@@ -171,8 +178,21 @@ int dg_cmd_preprocess(int argc, char **argv) {
         dg_corpus_free_list(fortune_files, n_fortune);
         return DG_EINPUT;
     }
+    char *vend = NULL;
+    long long nvocab = vocab_size ? strtoll(vocab_size, &vend, 10) : 0;
+    if (vocab_size && (vend == vocab_size || *vend)) {
+        fprintf(stderr, "dagatron: --vocab-size: expected an integer, got '%s'\n", vocab_size);
+        dg_corpus_free_list(fortune_files, n_fortune);
+        return DG_EINPUT;
+    }
     dg_tokenizer tok;
-    if (dg_tokenizer_open(&tok, tok_type, vocab, merges, &err) != DG_OK) {
+    dg_tokenizer_opts to = {tok_type, vocab, merges, tok_model, nvocab};
+    int tst = dg_tokenizer_open_opts(&tok, &to, &err);
+    if (tst == DG_OK && append_eod && tok.eod < 0) {
+        tst = dg_err_set(&err, DG_EINPUT, "--append-eod: the tokenizer has no end-of-document token");
+        dg_tokenizer_close(&tok);
+    }
+    if (tst != DG_OK) {
         dg_err_print(&err);
         dg_corpus_free_list(fortune_files, n_fortune);
         return DG_EINPUT;

@@ -19,8 +19,10 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: dagatron tokenizer train --vocab-size N --output-dir DIR [corpus flags]\n"
-            "       dagatron tokenizer eval [--tokenizer-type T] [--vocab-file F --merge-file F] [corpus flags]\n"
-            "       dagatron tokenizer encode [--tokenizer-type T] [--vocab-file F --merge-file F] --text STR\n"
+            "       dagatron tokenizer eval [--tokenizer-type T] [--vocab-file F --merge-file F | --tokenizer-model F]\n"
+            "                               [corpus flags]\n"
+            "       dagatron tokenizer encode [--tokenizer-type T] [--vocab-file F --merge-file F | --tokenizer-model F]\n"
+            "                                 --text STR\n"
             "\n"
             "train   learns a GPT-2-style byte-level BPE and writes DIR/vocab.json + DIR/merges.txt\n"
             "eval    checks decode(encode(doc)) == doc for every document and prints tokens per byte\n"
@@ -38,6 +40,7 @@ typedef struct cli {
     char **inputs;
     int n_inputs;
     const char *fmt, *sep, *key, *out_dir, *tok_type, *vocab, *merges, *text;
+    const char *tok_model; /* --tokenizer-model (HuggingFace, SentencePiece) */
     int vocab_size;
     char **owned; /* fortune files, when used */
     int n_owned;
@@ -71,6 +74,7 @@ static int parse(int argc, char **argv, cli *c) {
         else if (!last && !strcmp(a, "--vocab-file")) c->vocab = argv[++i];
         else if (!last && !strcmp(a, "--merge-file")) c->merges = argv[++i];
         else if (!last && !strcmp(a, "--text")) c->text = argv[++i];
+        else if (!last && !strcmp(a, "--tokenizer-model")) c->tok_model = argv[++i];
         else if (!last && !strcmp(a, "--vocab-size")) {
             /* >= 257 and what memory can hold are checked by the trainer (dg_bpe_train_check_size). */
             dg_err err = {{0}};
@@ -126,11 +130,16 @@ static int train(cli *c, dg_err *err) {
     return st;
 }
 
+static int open_tokenizer(const cli *c, dg_tokenizer *tok, dg_err *err) {
+    dg_tokenizer_opts o = {c->tok_type ? c->tok_type : (c->vocab ? DG_TOK_GPT2BPE_NAME : NULL), c->vocab, c->merges,
+                           c->tok_model, c->vocab_size};
+    return dg_tokenizer_open_opts(tok, &o, err);
+}
+
 static int eval(cli *c, dg_err *err) {
     DG_TRY(corpus(c, err));
     dg_tokenizer tok;
-    DG_TRY(dg_tokenizer_open(&tok, c->tok_type ? c->tok_type : (c->vocab ? DG_TOK_GPT2BPE_NAME : NULL), c->vocab,
-                             c->merges, err));
+    DG_TRY(open_tokenizer(c, &tok, err));
     dg_tok_state ts;
     dg_tok_state_init(&ts);
     dg_i32buf ids = {0}, seg = {0};
@@ -175,7 +184,8 @@ static int eval(cli *c, dg_err *err) {
     if (st == DG_OK) {
         printf("dagatron: %s, vocabulary %" PRId64 ": %" PRId64 " documents, %" PRId64 " bytes -> %" PRId64
                " tokens: %.4f tokens/byte; round trip %s (%" PRId64 " mismatches); %.1f MB/s\n",
-               tok.kind == DG_TOK_BYTE ? DG_TOK_BYTE_NAME : DG_TOK_GPT2BPE_NAME, tok.vocab_size, docs, bytes, tokens,
+               c->tok_type ? c->tok_type : tok.kind == DG_TOK_BYTE ? DG_TOK_BYTE_NAME : DG_TOK_GPT2BPE_NAME,
+               tok.vocab_size, docs, bytes, tokens,
                bytes ? (double)tokens / (double)bytes : 0.0, bad ? "FAILED" : "exact", bad,
                dt > 0 ? (double)bytes / 1e6 / dt : 0.0);
         if (bad) st = DG_EINTERNAL;
@@ -192,8 +202,7 @@ static int eval(cli *c, dg_err *err) {
 static int encode(cli *c, dg_err *err) {
     if (!c->text) return dg_err_set(err, DG_EINPUT, "tokenizer encode needs --text");
     dg_tokenizer tok;
-    DG_TRY(dg_tokenizer_open(&tok, c->tok_type ? c->tok_type : (c->vocab ? DG_TOK_GPT2BPE_NAME : NULL), c->vocab,
-                             c->merges, err));
+    DG_TRY(open_tokenizer(c, &tok, err));
     dg_i32buf ids = {0};
     dg_tokenizer_encode(&tok, NULL, (const uint8_t *)c->text, strlen(c->text), &ids);
     for (int64_t i = 0; i < ids.n; i++) printf(i ? " %d" : "%d", ids.v[i]);

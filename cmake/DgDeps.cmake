@@ -27,3 +27,24 @@ function(dg_require_mpi)
   set(DG_MPIRUN ${DG_MPIRUN} PARENT_SCOPE)
   message(STATUS "dagatron: found MPI ${MPI_C_VERSION} (${DG_MPIRUN})")
 endfunction()
+
+# The tokenizers' libraries: PCRE2 (pre-tokenizer regexes), utf8proc (NFC),
+# SentencePiece (a C++ library, reached through one C++ shim file).
+macro(dg_require_tokenizer_deps)
+  dg_require_pkg(PCRE2         libpcre2-8    libpcre2-dev         "PCRE2")
+  dg_require_pkg(UTF8PROC      libutf8proc   libutf8proc-dev      "utf8proc")
+  dg_require_pkg(SENTENCEPIECE sentencepiece libsentencepiece-dev "SentencePiece")
+endmacro()
+
+# Add io/dg_tok_sp.cc, the only C++ source, to `lib`. C++ is enabled for it
+# alone; everything else stays C11. Executables linking `lib` then link with
+# the C++ driver (CMake propagates the static library's languages).
+# A macro: enable_language must run at file scope.
+macro(dg_add_tokenizer_shim lib)
+  enable_language(CXX)
+  set(DG_TOK_SHIM ${CMAKE_SOURCE_DIR}/io/dg_tok_sp.cc)
+  target_sources(${lib} PRIVATE ${DG_TOK_SHIM})
+  set_source_files_properties(${DG_TOK_SHIM} PROPERTIES COMPILE_OPTIONS "-Wall;-Wextra;$<$<BOOL:${DG_WERROR}>:-Werror>")
+  set_target_properties(${lib} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
+  target_link_libraries(${lib} PUBLIC PkgConfig::SENTENCEPIECE)
+endmacro()

@@ -12,7 +12,8 @@
  * yellow, optimizer green); labels carry name, op, output shapes and
  * sharding. Nodes of a layer sit in `subgraph cluster_layer_N`. Tensors are
  * edges labelled with their name and shape; leaves (parameters, inputs) and
- * unconsumed outputs (the loss) are small note-shaped nodes. Renders with
+ * unconsumed outputs (the loss) are small note-shaped nodes; ordering edges
+ * (dg_graph_add_order) are dashed red arrows without a label. Renders with
  * `dot -Tsvg` without warnings.
  *
  * The writers accept graphs that fail dg_verify (that is when you want to

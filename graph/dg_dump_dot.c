@@ -19,6 +19,7 @@ static const char *const phase_fill[DG_PHASE_COUNT] = {"#cfe2f3", "#f4cccc", "#f
                                                        "#d9ead3"};
 #define DOT_COMM_BORDER "#7b3fa0"
 #define DOT_LEAF_FILL "#eeeeee"
+#define DOT_ORDER_COLOR "#c0504d"
 
 /* Append s to a DOT double-quoted string, escaping what DOT would interpret
  * (quotes, and backslashes that would start an escape like \n or \N). */
@@ -118,6 +119,20 @@ static int cmp_int(const void *a, const void *b) {
 
 typedef enum { TN_NONE = 0, TN_LEAF, TN_SINK } tnode_kind;
 
+/* Ordering edges: dashed, no label (no tensor flows), sorted and without
+ * duplicates so the text is stable. Edges naming a missing node are skipped
+ * (the verifier reports them). */
+static void dot_order_edges(FILE *f, const dg_graph *g) {
+    if (g->n_order <= 0 || !g->order) return;
+    dg_order_edge *e = dg_malloc(sizeof *e * (size_t)g->n_order);
+    int n = dg_graph_order_sorted(g, e);
+    for (int i = 0; i < n; i++)
+        if (e[i].before >= 0 && e[i].before < g->n_nodes && e[i].after >= 0 && e[i].after < g->n_nodes)
+            fprintf(f, "  n%d -> n%d [style=dashed, color=\"%s\"];\n", e[i].before, e[i].after,
+                    DOT_ORDER_COLOR);
+    dg_free(e);
+}
+
 int dg_dump_dot(const dg_graph *g, FILE *f, dg_err *err) {
     int nt = g->n_tensors, nn = g->n_nodes;
     dg_uses u;
@@ -152,8 +167,9 @@ int dg_dump_dot(const dg_graph *g, FILE *f, dg_err *err) {
     fputs("  graph [label=\"", f);
     dot_esc(f, g->name);
     fprintf(f, ": %d nodes, %d tensors\\nfill: forward blue, backward red, recompute yellow, "
-               "optimizer green; purple box with cut corners: collective\", labelloc=t, fontname=\"Helvetica\", "
-               "fontsize=11, rankdir=TB, nodesep=0.25, ranksep=0.35];\n", nn, nt);
+               "optimizer green; purple box with cut corners: collective%s\", labelloc=t, "
+               "fontname=\"Helvetica\", fontsize=11, rankdir=TB, nodesep=0.25, ranksep=0.35];\n",
+            nn, nt, g->n_order > 0 ? "; dashed red arrow: ordering edge" : "");
     fputs("  node [fontname=\"Helvetica\", fontsize=9, shape=box, style=\"rounded,filled\", "
           "margin=\"0.08,0.03\", height=0.3];\n", f);
     fputs("  edge [fontname=\"Helvetica\", fontsize=7, color=\"#666666\", fontcolor=\"#444444\", "
@@ -204,6 +220,7 @@ int dg_dump_dot(const dg_graph *g, FILE *f, dg_err *err) {
     }
     for (int t = 0; t < nt; t++)
         if (kind[t] == TN_SINK) fprintf(f, "  n%d -> o%d;\n", g->tensors[t].producer, t);
+    dot_order_edges(f, g);
     fputs("}\n", f);
 
     dg_free(layers);

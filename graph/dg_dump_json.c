@@ -115,6 +115,17 @@ static void json_node(FILE *f, const dg_graph *g, const dg_node *n) {
     fputc('}', f);
 }
 
+/* [[before,after],...] sorted, without duplicates, 16 per line. */
+static void json_order_edges(FILE *f, const dg_graph *g) {
+    dg_order_edge *e = dg_malloc(sizeof *e * (size_t)DG_MAX(g->n_order, 1));
+    int n = g->order ? dg_graph_order_sorted(g, e) : 0;
+    fputc('[', f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s%s[%d,%d]", i ? "," : "", i && i % 16 == 0 ? "\n" : "", e[i].before, e[i].after);
+    fputc(']', f);
+    dg_free(e);
+}
+
 int dg_dump_json(const dg_graph *g, FILE *f, dg_err *err) {
     dg_uses u;
     dg_uses_build(g, &u);
@@ -142,6 +153,8 @@ int dg_dump_json(const dg_graph *g, FILE *f, dg_err *err) {
     } else {
         fputs("null", f);
     }
+    fputs(",\n\"order_edges\":", f);
+    json_order_edges(f, g);
     fputs("\n}\n", f);
     dg_free(order);
     dg_uses_free(&u);

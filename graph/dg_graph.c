@@ -1,5 +1,5 @@
 /* dg_graph.c — tensors, nodes and graphs: creation, shape inference on
- * insertion, topological order, use lists. */
+ * insertion, use lists. Ordering edges and the topological order: dg_order.c. */
 #include "dg_graph.h"
 
 #include <stdarg.h>
@@ -64,6 +64,7 @@ void dg_graph_free(dg_graph *g) {
     if (!g) return;
     dg_free(g->tensors);
     dg_free(g->nodes);
+    dg_free(g->order);
     dg_free(g);
 }
 
@@ -74,6 +75,8 @@ dg_graph *dg_graph_clone(const dg_graph *g) {
     c->nodes = dg_malloc(sizeof(dg_node) * (size_t)DG_MAX(g->cap_nodes, 1));
     memcpy(c->tensors, g->tensors, sizeof(dg_tensor) * (size_t)g->n_tensors);
     memcpy(c->nodes, g->nodes, sizeof(dg_node) * (size_t)g->n_nodes);
+    c->order = dg_malloc(sizeof(dg_order_edge) * (size_t)DG_MAX(g->cap_order, 1));
+    if (g->n_order > 0) memcpy(c->order, g->order, sizeof(dg_order_edge) * (size_t)g->n_order);
     return c;
 }
 
@@ -240,7 +243,7 @@ int dg_graph_add_raw(dg_graph *g, const dg_op_def *op, const dg_attrs *attrs, co
     return nid;
 }
 
-/* ---- order and uses ------------------------------------------------------- */
+/* ---- uses ------------------------------------------------------- */
 
 void dg_uses_build(const dg_graph *g, dg_uses *u) {
     u->offsets = dg_calloc((size_t)g->n_tensors + 1, sizeof(int));
@@ -266,72 +269,6 @@ void dg_uses_free(dg_uses *u) {
     dg_free(u->offsets);
     dg_free(u->nodes);
     u->offsets = u->nodes = NULL;
-}
-
-int dg_graph_topo_order(const dg_graph *g, int *order, dg_err *err) {
-    int nn = g->n_nodes;
-    /* indegree = number of inputs whose producer is another node */
-    int *indeg = dg_calloc((size_t)DG_MAX(nn, 1), sizeof(int));
-    for (int i = 0; i < nn; i++)
-        for (int k = 0; k < g->nodes[i].n_in; k++) {
-            int t = g->nodes[i].in[k];
-            if (t >= 0 && t < g->n_tensors && g->tensors[t].producer >= 0) indeg[i]++;
-        }
-    dg_uses u;
-    dg_uses_build(g, &u);
-    /* Min-heap of ready node ids keeps the order deterministic and close to
-     * construction order. */
-    int *heap = dg_malloc(sizeof(int) * (size_t)DG_MAX(nn, 1));
-    int hn = 0, count = 0;
-#define HEAP_PUSH(v)                                                        \
-    do {                                                                    \
-        int c_ = hn++;                                                      \
-        heap[c_] = (v);                                                     \
-        while (c_ > 0 && heap[(c_ - 1) / 2] > heap[c_]) {                   \
-            int p_ = (c_ - 1) / 2, tmp_ = heap[p_];                         \
-            heap[p_] = heap[c_];                                            \
-            heap[c_] = tmp_;                                                \
-            c_ = p_;                                                        \
-        }                                                                   \
-    } while (0)
-    for (int i = 0; i < nn; i++)
-        if (indeg[i] == 0) HEAP_PUSH(i);
-    while (hn > 0) {
-        int v = heap[0];
-        heap[0] = heap[--hn];
-        for (int c = 0;;) {
-            int l = 2 * c + 1, r = l + 1, m = c;
-            if (l < hn && heap[l] < heap[m]) m = l;
-            if (r < hn && heap[r] < heap[m]) m = r;
-            if (m == c) break;
-            int tmp = heap[m];
-            heap[m] = heap[c];
-            heap[c] = tmp;
-            c = m;
-        }
-        order[count++] = v;
-        const dg_node *n = &g->nodes[v];
-        for (int j = 0; j < n->n_out; j++) {
-            int t = n->out[j];
-            if (t < 0 || t >= g->n_tensors || g->tensors[t].producer != v) continue;
-            for (int k = u.offsets[t]; k < u.offsets[t + 1]; k++)
-                if (--indeg[u.nodes[k]] == 0) HEAP_PUSH(u.nodes[k]);
-        }
-    }
-#undef HEAP_PUSH
-    int st = DG_OK;
-    if (count != nn) {
-        int stuck = -1;
-        for (int i = 0; i < nn && stuck < 0; i++)
-            if (indeg[i] > 0) stuck = i;
-        st = dg_err_set(err, DG_EINPUT, "node %d '%s' (op %s): rule 'acyclic' broken: it is on a cycle",
-                        stuck, g->nodes[stuck].name,
-                        g->nodes[stuck].op ? g->nodes[stuck].op->name : "?");
-    }
-    dg_free(heap);
-    dg_free(indeg);
-    dg_uses_free(&u);
-    return st;
 }
 
 /* ---- text ------------------------------------------------------------------- */

@@ -137,9 +137,23 @@ typedef struct dg_node {
     int stage;                    /* pipeline stage, 0 without PP */
     dg_stream_class stream;       /* from the op, may be overridden by a pass */
     dg_axis group;                /* collectives: the axis whose group they run over */
-    int priority;                 /* larger runs first; set by sched or a pass */
+    int priority;                 /* explicit scheduling override, larger first; 0 unless a test
+                                   * sets it: schedules are ordering edges (sched/dg_prio.h) */
     int fwd_node;                 /* backward/recompute: the forward node it came from, else -1 */
 } dg_node;
+
+/* ---- ordering (control) edges ------------------------------------------------
+ * An ordering edge `before -> after` says node `after` may start only once
+ * node `before` has finished, with no tensor flowing between them. Data edges
+ * (producer -> reader) say what a node needs; ordering edges say when it may
+ * run: a schedule (micro-batches first to last, a pipeline schedule, when a
+ * gradient bucket may reduce) written into the graph, so it is dumped, checked
+ * for cycles by the verifier and obeyed by every executor, instead of living
+ * in executor code or priority tweaks. They change when nodes run, never what
+ * they compute. Functions: graph/dg_order.c (below, after the builder). */
+typedef struct dg_order_edge {
+    int before, after; /* node ids */
+} dg_order_edge;
 
 /* ---- graphs ----------------------------------------------------------------- */
 typedef struct dg_graph {
@@ -148,6 +162,8 @@ typedef struct dg_graph {
     int n_tensors, cap_tensors;
     dg_node *nodes;
     int n_nodes, cap_nodes;
+    dg_order_edge *order; /* ordering edges, in the order they were added */
+    int n_order, cap_order;
     /* Context the builder stamps on each new node (set with the dg_graph_set_*
      * calls below), so model code need not pass it to every builder call. */
     dg_phase cur_phase;
@@ -206,9 +222,35 @@ int dg_graph_add_raw(dg_graph *g, const struct dg_op_def *op, const dg_attrs *at
                      const int *inputs, int n_in, const int *outputs, int n_out,
                      const char *name);
 
-/* Topological order of nodes (Kahn's algorithm, ties broken by smallest node
- * id so the order is deterministic). order must hold g->n_nodes ints.
- * Returns DG_OK, or DG_EINPUT if there is a cycle (err names a node on it). */
+/* ---- ordering edges and order (dg_order.c) ---------------------------------- */
+
+/* Add the ordering edge before -> after (see dg_order_edge). Adding an edge
+ * twice, or one parallel to a data edge, is harmless. Returns the edge's
+ * index, or -1 with a builder error when a node id is out of range. A cycle
+ * is not detected here: dg_verify reports it. Passes that renumber nodes must
+ * carry the edges over themselves. */
+int dg_graph_add_order(dg_graph *g, int before, int after);
+
+/* The ordering edges sorted by (before, after), duplicates dropped. Writes
+ * at most g->n_order edges into out; returns how many. */
+int dg_graph_order_sorted(const dg_graph *g, dg_order_edge *out);
+
+/* Per node, its ordering successors (by_after = 0) or predecessors
+ * (by_after = 1), in CSR form: node v's are nodes[offsets[v] ..
+ * offsets[v+1]), sorted, duplicates kept; edges naming a node out of range
+ * are skipped (the verifier reports them). */
+typedef struct dg_order_adj {
+    int *offsets; /* n_nodes + 1 */
+    int *nodes;
+} dg_order_adj;
+void dg_order_adj_build(const dg_graph *g, int by_after, dg_order_adj *a);
+void dg_order_adj_free(dg_order_adj *a);
+
+/* Topological order of nodes over data and ordering edges (Kahn's
+ * algorithm, ties broken by smallest node id so the order is deterministic).
+ * order must hold g->n_nodes ints. Returns DG_OK, or DG_EINPUT if there is a
+ * cycle: err names one node on it, the cycle's length and, if the cycle
+ * runs through one, an ordering edge on it. */
 int dg_graph_topo_order(const dg_graph *g, int *order, dg_err *err);
 
 /* Consumers: for each tensor, the nodes that read it (CSR form). */

@@ -23,11 +23,10 @@ static int by_pos(const void *a, const void *b) {
     return (x->param > y->param) - (x->param < y->param);
 }
 
-/* Add bucket b's pack and collective nodes to g. */
-/* The options and the priorities the pass's nodes take (step 0). */
+/* The options, and what step 5 (no overlap) needs. */
 typedef struct dp_pass {
     const dg_dp_opts *o;
-    int prio_hi, prio_lo;
+    int n_before; /* nodes in the graph before the pass */
 } dp_pass;
 
 static int emit(dg_graph *g, const dp_pass *pp, dg_dp_bucket *b, int index, dg_err *err) {
@@ -62,7 +61,6 @@ static int emit(dg_graph *g, const dp_pass *pp, dg_dp_bucket *b, int index, dg_e
         dg_node *sn = dg_N(g, g->tensors[in[n_in++]].producer);
         sn->phase = DG_PHASE_BACKWARD;
         sn->microbatch = -1;
-        sn->priority = o->overlap ? pp->prio_hi : pp->prio_lo;
     }
     a.i[0] = b->padded;
     snprintf(name, sizeof name, "dp_bucket%d/pack", index);
@@ -81,14 +79,12 @@ static int emit(dg_graph *g, const dp_pass *pp, dg_dp_bucket *b, int index, dg_e
     /* Both belong to backward: they finish the step's gradients. */
     pn->phase = cn->phase = DG_PHASE_BACKWARD;
     pn->microbatch = cn->microbatch = -1;
-    pn->priority = o->overlap ? pp->prio_hi : pp->prio_lo;
     return DG_OK;
 }
 
 /* Bucket b's parameter gather: master shard -> all_gather -> unpack into
  * each parameter, which the unpack node then produces. */
-static int emit_gather(dg_graph *g, const dp_pass *pp, dg_dp_bucket *b, int index, dg_err *err) {
-    const dg_dp_opts *o = pp->o;
+static int emit_gather(dg_graph *g, const dg_dp_opts *o, dg_dp_bucket *b, int index, dg_err *err) {
     char name[DG_NAME_LEN];
     snprintf(name, sizeof name, "dp_bucket%d/master_shard", index);
     b->master = dg_tensor_new(g, name, DG_F32, 1, (int64_t[]){b->shard}, DG_ROLE_OPTIMIZER);
@@ -98,7 +94,6 @@ static int emit_gather(dg_graph *g, const dp_pass *pp, dg_dp_bucket *b, int inde
     b->gather_node = g->tensors[b->gathered].producer;
     dg_node *gn = dg_N(g, b->gather_node);
     snprintf(gn->name, sizeof gn->name, "dp_bucket%d/param_all_gather", index);
-    gn->priority = pp->prio_hi;
     gn->microbatch = gn->layer = -1;
     for (int k = 0; k < b->n_params; k++) {
         dg_tensor *p = dg_T(g, b->params[k]);
@@ -111,22 +106,67 @@ static int emit_gather(dg_graph *g, const dp_pass *pp, dg_dp_bucket *b, int inde
         int nid = dg_graph_add_raw(g, o->unpack, &a, &b->gathered, 1, &b->params[k], 1, name);
         dg_node *un = dg_N(g, nid);
         un->phase = DG_PHASE_FORWARD;
-        un->priority = pp->prio_hi;
         un->microbatch = -1;
         un->layer = p->layer;
     }
     return DG_OK;
 }
 
+/* The nodes that start bucket b: its segment packs, or its pack. */
+static int entry_nodes(const dg_graph *g, const dg_dp_bucket *b, int *ids) {
+    const dg_node *pn = &g->nodes[b->pack_node];
+    int n = 0;
+    for (int k = 0; k < pn->n_in; k++) {
+        int p = g->tensors[pn->in[k]].producer;
+        if (p >= 0 && g->nodes[p].op == pn->op) ids[n++] = p; /* a segment pack */
+    }
+    if (n == 0) ids[n++] = b->pack_node;
+    return n;
+}
+
+/* Step 5: ordering edges from every node that ends the graph as it was
+ * before the pass (its sinks: nothing read their outputs or waited for them)
+ * to the first bucket's entry nodes, and from each bucket's pack to the next
+ * bucket's entry nodes. So every pack, hence every collective, starts after
+ * all of forward and backward, in bucket order, as Megatron reduces after
+ * backward without --overlap-grad-reduce. A sink whose output the entry node
+ * reads already precedes it and gets no edge. */
+static int order_after_backward(dg_graph *g, const dp_pass *pp, const dg_dp_buckets *out, dg_err *err) {
+    int n0 = pp->n_before;
+    char *has_succ = dg_calloc((size_t)DG_MAX(n0, 1), 1);
+    for (int v = 0; v < n0; v++)
+        for (int k = 0; k < g->nodes[v].n_in; k++) {
+            int p = g->tensors[g->nodes[v].in[k]].producer;
+            if (p >= 0 && p < n0) has_succ[p] = 1;
+        }
+    for (int i = 0; i < g->n_order; i++)
+        if (g->order[i].before < n0 && g->order[i].after < n0) has_succ[g->order[i].before] = 1;
+    int ids[DG_MAX_INPUTS];
+    for (int i = 0; i < out->n; i++) {
+        int ne = entry_nodes(g, &out->b[i], ids);
+        for (int j = 0; j < ne; j++) {
+            if (i > 0) {
+                dg_graph_add_order(g, out->b[i - 1].pack_node, ids[j]);
+                continue;
+            }
+            const dg_node *en = &g->nodes[ids[j]];
+            for (int v = 0; v < n0; v++) {
+                if (has_succ[v]) continue;
+                int reads = 0;
+                for (int k = 0; k < en->n_in; k++) reads |= g->tensors[en->in[k]].producer == v;
+                if (!reads) dg_graph_add_order(g, v, ids[j]);
+            }
+        }
+    }
+    dg_free(has_succ);
+    if (g->status != DG_OK) return dg_err_set(err, DG_EINTERNAL, "dp pass: %s", g->err.msg);
+    return DG_OK;
+}
+
 int dg_pass_dp(dg_graph *g, const dg_dp_opts *opts, dg_dp_buckets *out, dg_err *err) {
     memset(out, 0, sizeof *out);
-    /* 0. The priorities the pass's nodes take: above or below all others. */
     const dg_dp_opts *o = opts;
-    dp_pass pp = {opts, 1, -1};
-    for (int i = 0; i < g->n_nodes; i++) {
-        if (g->nodes[i].priority >= pp.prio_hi) pp.prio_hi = g->nodes[i].priority + 1;
-        if (g->nodes[i].priority <= pp.prio_lo) pp.prio_lo = g->nodes[i].priority - 1;
-    }
+    dp_pass pp = {opts, g->n_nodes};
     out->reduce_scatter = o->reduce_scatter;
     if (o->bucket_elems < 1 || o->dp_size < 1 || o->edp_size < 1 || (!o->pack && !o->layout_only))
         return dg_err_set(err, DG_EINTERNAL, "dp pass: bad options");
@@ -183,9 +223,12 @@ int dg_pass_dp(dg_graph *g, const dg_dp_opts *opts, dg_dp_buckets *out, dg_err *
     if (st == DG_OK && o->param_gather && o->reduce_scatter && !o->layout_only) {
         if (!o->unpack) st = dg_err_set(err, DG_EINTERNAL, "dp pass: param_gather needs an unpack op");
         dg_phase saved = g->cur_phase;
-        for (int i = 0; st == DG_OK && i < out->n; i++) st = emit_gather(g, &pp, &out->b[i], i, err);
+        for (int i = 0; st == DG_OK && i < out->n; i++) st = emit_gather(g, o, &out->b[i], i, err);
         dg_graph_set_phase(g, saved);
     }
+
+    /* 5. Without overlap, the reductions wait for the end of backward. */
+    if (st == DG_OK && !o->overlap && !o->layout_only) st = order_after_backward(g, &pp, out, err);
     dg_free(order);
     dg_free(pos);
     dg_free(rp);

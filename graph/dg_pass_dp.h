@@ -31,23 +31,22 @@
  * the DP x CP group). With the distributed optimizer each bucket is padded
  * to a multiple of its group size so it splits into equal shards.
  *
- * Overlap (--overlap-grad-reduce): with `overlap`, pack nodes get a priority
- * above every other compute node's (one above the highest priority already
- * in the graph, so an order set before the pass, such as micro-batches
- * first to last, stays as it was), so a bucket is packed the moment its
- * last gradient is final and its collective starts on the comm stream while
- * backward goes on. Without it, pack nodes get one below all others: the compute
- * stream runs them only when no other compute task is ready, which in a
- * backward pass (every remaining task depends on compute only) is after the
- * last backward node: the collectives then all run after backward. Priorities
- * change when things run, never what is computed, so both give bitwise
- * identical gradients.
+ * Overlap (--overlap-grad-reduce): with `overlap` the pass adds nothing
+ * more: the scheduler's policy (sched/dg_prio.h) runs a pack as soon as its
+ * gradients are final when its collective costs more than the pack (compute
+ * that feeds communication cheaply goes first), so the collective starts on
+ * the comm stream while backward goes on. Without it, ordering edges
+ * (dg_graph_add_order) make the first bucket's pack wait for every node that
+ * ended the graph before the pass, and each later bucket's pack wait for the
+ * previous one: all collectives then run after backward, in bucket order, as
+ * Megatron reduces after backward. Either way only when nodes run changes,
+ * never what they compute, so both give bitwise identical gradients.
  *
  * Parameter gather (--overlap-param-gather, with the distributed optimizer):
  * each bucket also gets a leaf tensor `master` [shard] (role OPTIMIZER: this
  * rank's fp32 master weights of the bucket, which the optimizer updates
- * between steps), an all_gather of it over the bucket's group (forward phase,
- * priority +1) and one unpack node per parameter that copies the parameter's
+ * between steps), an all_gather of it over the bucket's group (forward phase)
+ * and one unpack node per parameter that copies the parameter's
  * slice of the gathered bucket into the parameter itself. The unpack node
  * becomes the parameter's producer, so every node reading the parameter waits
  * for its bucket's gather and nothing else does: the gathers run on the comm

@@ -167,6 +167,28 @@ static int check_dangling(const dg_graph *g, dg_err *err) {
     return DG_OK;
 }
 
+/* ---- pass 5: ordering edges name nodes, and nothing waits on itself ----------------- */
+static int check_order_ids(const dg_graph *g, dg_err *err) {
+    if (g->n_order < 0 || (g->n_order > 0 && !g->order))
+        return dg_err_set(err, DG_EINPUT, "graph '%s': rule 'ids' broken: %d ordering edges", g->name,
+                          g->n_order);
+    for (int i = 0; i < g->n_order; i++) {
+        const dg_order_edge *e = &g->order[i];
+        if (e->before < 0 || e->before >= g->n_nodes || e->after < 0 || e->after >= g->n_nodes)
+            return dg_err_set(err, DG_EINPUT,
+                              "graph '%s': rule 'ids' broken: ordering edge %d is %d -> %d, graph has %d nodes",
+                              g->name, i, e->before, e->after, g->n_nodes);
+    }
+    return DG_OK;
+}
+
+/* A cycle through data edges, ordering edges or both: the topological order
+ * fails and its message names a node on the cycle (dg_order.c). */
+static int check_acyclic(const dg_graph *g, int *order, dg_err *err) {
+    DG_TRY(check_order_ids(g, err));
+    return dg_graph_topo_order(g, order, err);
+}
+
 /* ---- pass 6: the op's shape rule agrees with what is recorded -------------------- */
 static int check_infer(const dg_graph *g, const int *order, dg_err *err) {
     for (int oi = 0; oi < g->n_nodes; oi++) {
@@ -206,9 +228,8 @@ int dg_verify(const dg_graph *g, dg_err *err) {
     DG_TRY(check_producers(g, err));
     DG_TRY(check_dangling(g, err));
 
-    /* pass 5: acyclic (topo_order's message already names a node on the cycle) */
     int *order = dg_malloc(sizeof(int) * (size_t)DG_MAX(g->n_nodes, 1));
-    int st = dg_graph_topo_order(g, order, err);
+    int st = check_acyclic(g, order, err);
     if (st == DG_OK) st = check_infer(g, order, err);
     dg_free(order);
     return st;

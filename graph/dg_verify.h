@@ -16,12 +16,16 @@
  *   producer         tensor->producer agrees with the node listing it as output
  *   dangling-input   an input with no producer is a leaf (parameter, input,
  *                    optimizer state or gradient), never an activation
- *   acyclic          the graph has a topological order
+ *   ids              every ordering edge names two existing nodes
+ *   acyclic          the graph has a topological order over data and
+ *                    ordering edges; a cycle is reported at a node on it,
+ *                    with its length and an ordering edge it runs through
  *   infer            the op accepts its inputs (op->infer succeeds)
  *   shape, dtype     recorded outputs match what op->infer says now
  *
  * Every message names the node by id and name, its op and the rule, e.g.
  *   node 7 'attn_out' (op matmul): rule 'shape' broken: output 0 is [4,64], op infers [4,32]
+ *   node 3 'fwd_mb1' (op matmul): rule 'acyclic' broken: it is on a cycle of 2 nodes (through ordering edge 9 -> 3)
  * Rules about a tensor alone (e.g. 'tensor') name the tensor instead.
  */
 #ifndef DG_VERIFY_H

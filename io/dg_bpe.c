@@ -58,7 +58,7 @@ static int byte_of_char(uint32_t cp) {
     return -1;
 }
 
-static int64_t unmap_token(const char *s, size_t n, uint8_t *out) {
+int64_t dg_bpe_unmap_token(const char *s, size_t n, uint8_t *out) {
     int64_t k = 0;
     for (size_t i = 0; i < n;) {
         uint8_t c = (uint8_t)s[i];
@@ -180,7 +180,7 @@ static int load_vocab(dg_bpe *b, const char *path, dg_err *err) {
     for (cJSON *it = root->child; it && st == DG_OK; it = it->next) {
         size_t n = strlen(it->string);
         uint8_t *raw = dg_malloc(n + 1);
-        int64_t k = unmap_token(it->string, n, raw);
+        int64_t k = dg_bpe_unmap_token(it->string, n, raw);
         if (k < 0) { /* not byte characters (a special token): keep its UTF-8 */
             memcpy(raw, it->string, n);
             k = (int64_t)n;
@@ -218,8 +218,8 @@ static int load_merges(dg_bpe *b, const char *path, dg_err *err) {
             st = dg_err_set(err, DG_EINPUT, "%s:%lld: expected 'left right'", path, (long long)line);
             break;
         }
-        int64_t la = unmap_token(s, (size_t)(sp - s), buf);
-        int64_t lb = la < 0 ? -1 : unmap_token(sp + 1, n - (size_t)(sp - s) - 1, buf + la);
+        int64_t la = dg_bpe_unmap_token(s, (size_t)(sp - s), buf);
+        int64_t lb = la < 0 ? -1 : dg_bpe_unmap_token(sp + 1, n - (size_t)(sp - s) - 1, buf + la);
         int32_t a = la < 0 ? -1 : tok_index_find(&ti, b, buf, (size_t)la);
         int32_t c = lb < 0 ? -1 : tok_index_find(&ti, b, buf + la, (size_t)lb);
         int32_t r = (a < 0 || c < 0) ? -1 : tok_index_find(&ti, b, buf, (size_t)(la + lb));
@@ -506,6 +506,12 @@ static void encode_piece(const dg_bpe *b, dg_bpe_cache *c, const uint8_t *p, siz
         c->pool.n += words;
         if (++c->used * 2 > c->cap) cache_grow(c);
     }
+}
+
+void dg_bpe_index_merges(dg_bpe *b) { pairs_build(b); }
+
+void dg_bpe_encode_piece(const dg_bpe *b, dg_bpe_cache *cache, const uint8_t *piece, size_t n, dg_i32buf *out) {
+    encode_piece(b, cache, piece, n, out);
 }
 
 void dg_bpe_encode(const dg_bpe *b, dg_bpe_cache *cache, const uint8_t *text, size_t n, dg_i32buf *out) {

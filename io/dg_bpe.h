@@ -44,6 +44,10 @@ size_t dg_bpe_pretok_next(const uint8_t *s, size_t n, size_t i);
 
 /* GPT-2's bytes_to_unicode: the code point that stands for each byte. */
 uint32_t dg_bpe_byte_char(uint8_t b);
+/* The bytes a vocab.json / merges.txt token string s[0, n) (UTF-8 of byte
+ * characters) stands for, into out (room for n bytes): returns their count,
+ * or -1 when a character is not a byte character (dg_bpe.c). */
+int64_t dg_bpe_unmap_token(const char *s, size_t n, uint8_t *out);
 
 /* ---- vocabulary and merges (dg_bpe.c) ----------------------------------- */
 
@@ -82,6 +86,12 @@ typedef struct dg_bpe_cache {
 } dg_bpe_cache;
 void dg_bpe_cache_init(dg_bpe_cache *c);
 void dg_bpe_cache_free(dg_bpe_cache *c);
+
+/* For tokenizers that fill a dg_bpe themselves (tokenizer.json,
+ * dg_tok_hf.c): build the pair -> rank table once merges[] is set. */
+void dg_bpe_index_merges(dg_bpe *b);
+/* Append the ids of one pre-tokenized piece (no further splitting). */
+void dg_bpe_encode_piece(const dg_bpe *b, dg_bpe_cache *cache, const uint8_t *piece, size_t n, dg_i32buf *out);
 
 /* Append the ids of text[0, n) to out. cache may be NULL. */
 void dg_bpe_encode(const dg_bpe *b, dg_bpe_cache *cache, const uint8_t *text, size_t n, dg_i32buf *out);

@@ -215,17 +215,3 @@ int dg_ep_experts(dg_graph *g, const dg_ep_opts *o, const dg_ep_experts_args *a)
     }
     return dg_moe_ep_concat_rows(g, ys, e.C);
 }
-
-int dg_ep_prioritize(dg_graph *g) {
-    int raised = 0;
-    for (int v = 0; v < g->n_nodes; v++) {
-        const dg_node *n = &g->nodes[v];
-        if (n->op != &dg_op_all_to_all_v || n->group != DG_AXIS_EP) continue;
-        int src = g->tensors[n->in[0]].producer;
-        if (src < 0 || g->nodes[src].stream != DG_STREAM_COMPUTE || g->nodes[src].priority >= 1)
-            continue;
-        g->nodes[src].priority = 1;
-        raised++;
-    }
-    return raised;
-}

@@ -128,18 +128,6 @@ typedef struct dg_ep_experts_args {
     double capacity_factor; /* --moe-expert-capacity-factor (sizes the buffers); <= 0 dropless */
 } dg_ep_experts_args;
 
-/* After autodiff: give every compute node that produces the data of an EP
- * all-to-all (forward and backward: permute, unsort, the gather of the
- * combine's gradient, ...) priority 1, above the default 0, so the compute
- * stream runs it as soon as it is ready and the exchange starts while the
- * expert GEMMs of other chunks and the weight-gradient GEMMs go on. Without
- * it the bottom-level heuristic, to which a few bytes of communication look
- * free, runs those copies after the long GEMM chains and the all-to-alls
- * queue up at the end of each phase. Priorities decide when nodes run, not
- * what they compute: results are unchanged. Returns the number of nodes
- * raised. */
-int dg_ep_prioritize(dg_graph *g);
-
 /* The routed experts' output y [T, H] = sum_j probs[t, j] * expert_j(x[t])
  * over this rank's tokens, with the experts spread over the EP group as
  * above. Returns y's id, or -1 after an error (g->status, g->err). */

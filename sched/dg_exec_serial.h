@@ -11,7 +11,8 @@
 #include "dg_buffers.h"
 #include "dg_op.h"
 
-/* Run all nodes of g (order: NULL for dg_graph_topo_order's) with kernels
+/* Run all nodes of g (order: NULL for dg_graph_topo_order's, which obeys the
+ * ordering edges as well as the data edges; a caller's order must too) with kernels
  * split over `team` (NULL: this thread). Leaves (inputs, parameters) must be
  * filled in b by the caller. Returns DG_OK or an error naming the node. */
 int dg_run_serial(const dg_graph *g, const int *order, dg_buffers *b, const dg_team *team,

@@ -49,15 +49,17 @@ typedef struct dg_memplan {
     size_t live_peak_bytes; /* lower bound: most bytes live at one time */
 } dg_memplan;
 
-/* Plan the activations of g for `order` (a topological order of all nodes;
- * node order[k] occupies [k, k+1)). keep: activation ids that must survive
+/* Plan the activations of g for `order` (a topological order of all nodes
+ * over data and ordering edges, e.g. dg_graph_topo_order's; node order[k]
+ * occupies [k, k+1)). keep: activation ids that must survive
  * the step (may be NULL). */
 int dg_memplan_build(const dg_graph *g, const int *order, const int *keep, int n_keep,
                      dg_memplan *mp, dg_err *err);
 
 /* The same on an explicit timeline: node v occupies [start[v], end[v]),
  * start[v] < end[v], and every producer ends no later than its readers
- * start. */
+ * start. The scheduler's simulated timeline also keeps every ordering edge,
+ * so lifetimes follow the schedule the graph prescribes. */
 int dg_memplan_build_timed(const dg_graph *g, const double *start, const double *end,
                            const int *keep, int n_keep, dg_memplan *mp, dg_err *err);
 

@@ -1,33 +1,78 @@
-/* dg_prio.h — task priorities and the ready queue.
+/* dg_prio.h — the scheduling policy: a cost model in seconds, bottom levels,
+ * and the one priority order ready tasks are taken in.
  *
- * Default priority is the bottom level: a node's cost plus the largest bottom
- * level among its successors, i.e. the longest remaining path to the end of
- * the step. Running the node with the longest tail first is the classic
- * list-scheduling heuristic (HEFT, Graham): it keeps the critical path moving
- * and starts communication early so there is compute left to hide it.
- * Cost is op->cost's flops + bytes (1 when the op gives none), so a
- * collective's bytes and a matmul's flops both lengthen their paths.
+ * What must run before what is in the graph: data edges and ordering edges
+ * (micro-batch order, when a gradient bucket may reduce: dg_graph.h). The
+ * policy only breaks ties among ready tasks, and it is this one:
  *
- * A pass may set node->priority (a pipeline schedule will): it is the first
- * key and the bottom level only breaks its ties. The full order is
- *   (node->priority desc, bottom level desc, node id asc)
- * precomputed into a rank (0 = most urgent), so the heap compares two ints.
+ *   1. node->priority, larger first. An explicit override that no pass in
+ *      the tree sets (0 everywhere); tests use it, and a schedule that
+ *      cannot be written as edges could. Prefer ordering edges.
+ *   2. Compute that feeds communication first: a compute task whose output
+ *      a collective reads (the EP dispatch copies before an all-to-all, a
+ *      gradient bucket's pack before its all-reduce, a row-parallel GEMM
+ *      before its all-reduce). Running it now costs the compute stream only
+ *      its own time (all of that work must run anyway) and lets the comm
+ *      stream start a transfer that then runs beside the compute that
+ *      follows. Bottom levels alone get this wrong where it matters most:
+ *      at the end of a phase, the copy feeding the dispatch's backward
+ *      all-to-all has a short path to the end while the weight-gradient
+ *      GEMMs beside it have long ones, so it would wait for all of them and
+ *      its all-to-all would run exposed after them.
+ *   3. Bottom level, larger first: the task's modelled time plus the largest
+ *      bottom level among its successors, i.e. the longest remaining path to
+ *      the end of the step (the list-scheduling heuristic of HEFT and Graham:
+ *      it keeps the critical path moving).
+ *   4. Node id, smaller first (determinism).
+ * The order is precomputed into a rank (0 = most urgent), so the heap
+ * compares two ints. Priorities change when tasks run, never what they
+ * compute.
+ *
+ * The cost model turns an op's dg_cost into seconds, so that FLOPs and bytes
+ * on a link compare (summing flops and bytes 1:1 made an all-to-all look
+ * free next to a GEMM):
+ *   compute task:  task_s + max(flops / flops_per_s, bytes / mem_bytes_per_s)
+ *                  (a roofline: bytes are memory traffic for compute ops);
+ *   collective:    task_s + comm_latency_s + bytes / comm_bytes_per_s over a
+ *                  group of two or more (bytes: what the rank puts on the
+ *                  wire, dg_collective.c); over a group of one it is a local
+ *                  copy, task_s + bytes / mem_bytes_per_s.
+ * The defaults describe a few CPU cores with MPI over shared memory. Only
+ * their ratios matter for the order; dg_sched_opts.cost overrides them (a
+ * GPU with NVLink, a real network). Planned times are reported in seconds.
  */
 #ifndef DG_PRIO_H
 #define DG_PRIO_H
 
 #include "dg_graph.h"
 
-/* A node's cost: op->cost's flops + bytes, at least 1. */
-double dg_prio_node_cost(const dg_graph *g, const dg_node *n);
+typedef struct dg_cost_model {
+    double flops_per_s;      /* compute stream's FLOP rate (default 1e11: a few AVX-512 cores) */
+    double mem_bytes_per_s;  /* memory bandwidth a compute kernel sees (default 2e10) */
+    double comm_bytes_per_s; /* link bandwidth per rank for collectives (default 5e9: MPI over
+                              * shared memory, which copies twice) */
+    double comm_latency_s;   /* fixed cost of one collective: hand-off to the comm thread,
+                              * handshake, waiting for the slowest rank (default 5e-5) */
+    double task_s;           /* the scheduler's cost per task, and the least any task costs (default 2e-6) */
+} dg_cost_model;
+
+dg_cost_model dg_cost_model_default(void);
+
+/* Node n's modelled time in seconds (> 0). comm: 1 if it is a collective. */
+double dg_prio_node_time(const dg_cost_model *m, const dg_graph *g, const dg_node *n);
 
 /* Bottom levels over a successor list in CSR form (succ_off has n_nodes+1
- * entries), visiting nodes in reverse `order` (a topological order). */
+ * entries), visiting nodes in reverse `order` (a topological order);
+ * time[v] is node v's modelled time. */
 void dg_prio_bottom_levels(const dg_graph *g, const int *order, const int *succ_off,
-                           const int *succ, double *bottom);
+                           const int *succ, const double *time, double *bottom);
 
-/* rank[node] = position of node in the priority order above. */
-void dg_prio_rank(const dg_graph *g, const double *bottom, int *rank);
+/* feeds[v] = 1 for the compute tasks of rule 2 above, else 0. is_comm[v]:
+ * v runs on the comm stream. */
+void dg_prio_feeds_comm(const dg_graph *g, const int *is_comm, int *feeds);
+
+/* rank[node] = position of node in the policy's order (rules 1-4). */
+void dg_prio_rank(const dg_graph *g, const int *feeds, const double *bottom, int *rank);
 
 /* A binary min-heap of node ids keyed by rank[]. */
 typedef struct dg_heap {

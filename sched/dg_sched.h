@@ -9,12 +9,15 @@
  *   dg_sched_stats_print(&st, stdout, "");
  *
  * The plan (numbered as in dg_sched_plan.c):
- *   1. data edges: producer -> reader for every tensor read by a node;
- *   2. priorities: bottom levels from op cost, node->priority first (dg_prio.h);
- *   3. stream assignment: collectives (op->comm != DG_COMM_NONE) and nodes a
+ *   1. data edges: producer -> reader for every tensor read by a node, and
+ *      the graph's ordering edges (dg_graph_add_order): both are
+ *      dependencies to every later step and to the executor;
+ *   2. stream assignment: collectives (op->comm != DG_COMM_NONE) and nodes a
  *      pass put on DG_STREAM_COMM go to the comm stream, the rest to compute;
+ *   3. priorities: the one policy of dg_prio.h (modelled times in seconds,
+ *      compute feeding comm cheaply first, then bottom levels);
  *   4. the plan order: a simulated run of the two streams (each takes its
- *      most urgent ready task; op cost is the duration), sorted by start;
+ *      most urgent ready task; the modelled time is the duration), sorted by start;
  *   5. the memory plan on the simulated timeline (dg_memplan.h), validated;
  *   6. memory edges (below); 7. each stream's task sequence in plan order.
  *
@@ -56,6 +59,7 @@
 
 #include "dg_comm.h"
 #include "dg_memplan.h"
+#include "dg_prio.h"
 #include "dg_stream.h"
 #include "dg_team.h"
 #include "dg_topo.h"
@@ -67,6 +71,7 @@ typedef struct dg_sched_opts {
     const int *keep; /* activations the caller reads after the step (the loss...) */
     int n_keep;
     int no_memory_plan; /* 1: every tensor gets its own buffer (for debugging) */
+    const dg_cost_model *cost; /* the policy's cost model (dg_prio.h); NULL: the defaults */
 } dg_sched_opts;
 
 /* Read-only after dg_sched_plan_new. Arrays are indexed by node id unless
@@ -75,15 +80,17 @@ typedef struct dg_sched_plan {
     const dg_graph *g; /* borrowed: must outlive the plan, not change */
     int n_nodes;
     int *order;        /* [n_nodes] plan order (position -> node) */
-    double *sim_start, *sim_end; /* the simulated schedule (cost units) */
+    double *time;      /* modelled seconds per node (dg_prio.h's cost model) */
+    double *sim_start, *sim_end; /* the simulated schedule (modelled seconds) */
     int *pos;          /* node -> position in order */
-    double *bottom;    /* bottom level (cost to the end of the step) */
+    double *bottom;    /* bottom level (modelled seconds to the end of the step) */
+    int *feeds;        /* 1: compute whose output a collective reads (dg_prio.h rule 2) */
     int *rank;         /* priority rank, 0 = most urgent */
     int *stream;       /* dg_stream_class of each node */
-    int *succ_off;     /* [n_nodes+1] CSR successors: data and memory edges */
+    int *succ_off;     /* [n_nodes+1] CSR successors: data, ordering and memory edges */
     int *succ;
     int *npred;        /* number of predecessors (in-degree over succ) */
-    int n_data_edges, n_mem_edges;
+    int n_data_edges, n_order_edges, n_mem_edges; /* ordering edges: those not parallel to a data edge */
     int n_stream[DG_STREAM_COUNT];  /* tasks per stream */
     int *seq[DG_STREAM_COUNT];      /* each stream's tasks in plan order */
     dg_memplan mem;

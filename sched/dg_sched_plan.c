@@ -1,5 +1,6 @@
 /* dg_sched_plan.c — from a graph to a plan: edges, priorities, order, memory
  * plan, memory edges, streams (the numbered passes of dg_sched.h). */
+#include <math.h>
 #include <string.h>
 
 #include "dg_op.h"
@@ -74,9 +75,10 @@ static int born_cmp(const void *a, const void *b) {
 
 /* 4. Discrete-event simulation: at most one task per stream at a time; an
  * idle stream starts its most urgent ready task (by rank); time advances to
- * the earliest end. Durations are op costs (>= 1), so a producer ends strictly
- * before its consumers start, and sorting by start time gives a topological
- * order. Ties in start time keep dispatch order. */
+ * the earliest end. Durations are the cost model's times (sim_durations below),
+ * so a producer ends strictly before its consumers start, and
+ * sorting by start time gives a topological order. Ties in start time keep
+ * dispatch order. */
 typedef struct sim_key {
     double t;
     int seq, v;
@@ -88,28 +90,26 @@ static int sim_cmp(const void *pa, const void *pb) {
     return (a->seq > b->seq) - (a->seq < b->seq);
 }
 
-/* Durations for the simulation: op costs (each >= 1), scaled down when the
- * step's total would pass 2^51, so the clock stays where a duration >= 1
- * always moves it (doubles are exact to 0.5 below 2^52) and a node ends
- * strictly after it starts. With raw costs a long sequence (attention's
- * S^2 terms) pushed the clock past 2^53, where adding a small node's cost
- * no longer moved it: a producer and its reader got the same time, the
- * memory planner let their tensors share bytes, and the plan broke its own
- * order (the assertion on memory edges). */
-static double *sim_durations(const dg_graph *g, int nn) {
+/* Durations for the simulation: the modelled times, each raised to at least
+ * total x 2^-50, so the clock (below about twice the total) moves by every
+ * duration: doubles are exact to 2^-52 relative. A node must end strictly
+ * after it starts, or a producer and its reader get the same time, the
+ * memory planner lets their tensors share bytes, and the plan breaks its own
+ * order (the assertion on memory edges). The per-task cost makes this rare;
+ * a step of 2^50 tasks' worth of modelled time would need it. */
+static double *sim_durations(const dg_sched_plan *p) {
+    int nn = p->n_nodes;
     double *d = dg_malloc(sizeof(double) * (size_t)DG_MAX(nn, 1)), total = 0;
-    for (int v = 0; v < nn; v++) total += d[v] = dg_prio_node_cost(g, &g->nodes[v]);
-    const double cap = 0x1p51;
-    if (total > cap)
-        for (int v = 0; v < nn; v++) d[v] = DG_MAX(1.0, d[v] * (cap / total)); /* total stays < cap + nn */
+    for (int v = 0; v < nn; v++) total += p->time[v];
+    double floor_s = total * 0x1p-50;
+    for (int v = 0; v < nn; v++) d[v] = DG_MAX(p->time[v], floor_s);
     return d;
 }
 
-static void simulate(dg_sched_plan *p, const dg_graph *g, const edge_list *el, const int *doff,
-                     const int *dsucc) {
+static void simulate(dg_sched_plan *p, const edge_list *el, const int *doff, const int *dsucc) {
     int nn = p->n_nodes;
     size_t sz = (size_t)DG_MAX(nn, 1);
-    double *dur = sim_durations(g, nn);
+    double *dur = sim_durations(p);
     int *indeg = dg_calloc(sz, sizeof(int));
     for (int i = 0; i < el->n; i++) indeg[edge_to(el->e[i])]++;
     dg_heap h[DG_STREAM_COUNT];
@@ -215,6 +215,15 @@ dg_sched_plan *dg_sched_plan_new(const dg_graph *g, const dg_sched_opts *o, dg_e
             dg_err_set(err, DG_EINPUT, "scheduler: node %d '%s' has no op", v, g->nodes[v].name);
             return NULL;
         }
+    if (o->cost) {
+        const dg_cost_model *m = o->cost;
+        if (!(m->flops_per_s > 0 && m->mem_bytes_per_s > 0 && m->comm_bytes_per_s > 0 &&
+              m->comm_latency_s >= 0 && m->task_s > 0) ||
+            !isfinite(m->flops_per_s + m->mem_bytes_per_s + m->comm_bytes_per_s + m->comm_latency_s + m->task_s)) {
+            dg_err_set(err, DG_EINPUT, "scheduler: cost model needs finite rates > 0, latency >= 0 and task time > 0");
+            return NULL;
+        }
+    }
     dg_sched_plan *p = dg_calloc(1, sizeof *p);
     p->g = g;
     p->n_nodes = nn;
@@ -222,11 +231,14 @@ dg_sched_plan *dg_sched_plan_new(const dg_graph *g, const dg_sched_opts *o, dg_e
     p->order = dg_malloc(sizeof(int) * sz);
     p->pos = dg_malloc(sizeof(int) * sz);
     p->bottom = dg_malloc(sizeof(double) * sz);
+    p->time = dg_malloc(sizeof(double) * sz);
+    p->feeds = dg_malloc(sizeof(int) * sz);
     p->rank = dg_malloc(sizeof(int) * sz);
     p->stream = dg_malloc(sizeof(int) * sz);
     p->npred = dg_calloc(sz, sizeof(int));
 
-    /* 1. data edges, and a plain topological order (also the cycle check) */
+    /* 1. data edges, ordering edges, and a plain topological order (also
+     * the cycle check) */
     edge_list el = {0};
     for (int v = 0; v < nn; v++)
         for (int i = 0; i < g->nodes[v].n_in; i++) {
@@ -237,6 +249,15 @@ dg_sched_plan *dg_sched_plan_new(const dg_graph *g, const dg_sched_opts *o, dg_e
         }
     edges_unique(&el);
     p->n_data_edges = el.n;
+    /* ... and the ordering edges (a schedule a pass wrote into the graph);
+     * one parallel to a data edge adds nothing */
+    for (int i = 0; i < g->n_order; i++) {
+        const dg_order_edge *e = &g->order[i];
+        if (e->before >= 0 && e->before < nn && e->after >= 0 && e->after < nn)
+            edges_push(&el, e->before, e->after);
+    }
+    edges_unique(&el);
+    p->n_order_edges = el.n - p->n_data_edges;
     if (dg_graph_topo_order(g, p->order, err) != DG_OK) {
         dg_free(el.e);
         dg_sched_plan_free(p);
@@ -245,23 +266,30 @@ dg_sched_plan *dg_sched_plan_new(const dg_graph *g, const dg_sched_opts *o, dg_e
     int *doff, *dsucc;
     edges_csr(&el, nn, &doff, &dsucc);
 
-    /* 2. priorities: bottom levels, then the rank order */
-    dg_prio_bottom_levels(g, p->order, doff, dsucc, p->bottom);
-    dg_prio_rank(g, p->bottom, p->rank);
-
-    /* 3. streams: collectives and comm-class nodes on comm, the rest compute */
+    /* 2. streams: collectives and comm-class nodes on comm, the rest compute */
+    int *is_comm = dg_malloc(sizeof(int) * sz);
     for (int v = 0; v < nn; v++) {
         const dg_node *n = &g->nodes[v];
         p->stream[v] = (n->op->comm != DG_COMM_NONE || n->stream == DG_STREAM_COMM) ? DG_STREAM_COMM
                                                                                    : DG_STREAM_COMPUTE;
+        is_comm[v] = p->stream[v] == DG_STREAM_COMM;
         p->n_stream[p->stream[v]]++;
     }
 
+    /* 3. the policy (dg_prio.h): modelled times, bottom levels, compute
+     * feeding comm, the rank order */
+    dg_cost_model cm = o->cost ? *o->cost : dg_cost_model_default();
+    for (int v = 0; v < nn; v++) p->time[v] = dg_prio_node_time(&cm, g, &g->nodes[v]);
+    dg_prio_bottom_levels(g, p->order, doff, dsucc, p->time, p->bottom);
+    dg_prio_feeds_comm(g, is_comm, p->feeds);
+    dg_prio_rank(g, p->feeds, p->bottom, p->rank);
+    dg_free(is_comm);
+
     /* 4. the plan order: a simulated run of both streams, each taking its
-     * most urgent ready task, with op cost as duration */
+     * most urgent ready task, with the modelled time as duration */
     p->sim_start = dg_malloc(sizeof(double) * sz);
     p->sim_end = dg_malloc(sizeof(double) * sz);
-    simulate(p, g, &el, doff, dsucc);
+    simulate(p, &el, doff, dsucc);
     dg_free(doff);
     dg_free(dsucc);
 
@@ -275,8 +303,8 @@ dg_sched_plan *dg_sched_plan_new(const dg_graph *g, const dg_sched_opts *o, dg_e
             return NULL;
         }
         /* 6. memory edges */
+        int before = el.n;
         memory_edges(g, &p->mem, &el);
-        int before = p->n_data_edges;
         edges_unique(&el);
         p->n_mem_edges = el.n - before;
     }
@@ -302,6 +330,8 @@ void dg_sched_plan_free(dg_sched_plan *p) {
     dg_free(p->order);
     dg_free(p->pos);
     dg_free(p->bottom);
+    dg_free(p->time);
+    dg_free(p->feeds);
     dg_free(p->rank);
     dg_free(p->stream);
     dg_free(p->sim_start);
@@ -320,9 +350,9 @@ void dg_sched_plan_print(const dg_sched_plan *p, FILE *f) {
     double span = p->n_nodes ? p->sim_end[p->order[p->n_nodes - 1]] : 0;
     for (int v = 0; v < p->n_nodes; v++) span = DG_MAX(span, p->sim_end[v]);
     fprintf(f,
-            "plan: %d tasks (compute %d, comm %d), %d data edges + %d memory edges, critical path "
-            "%.4g cost units, simulated step %.4g\n",
+            "plan: %d tasks (compute %d, comm %d), %d data + %d ordering + %d memory edges, modelled "
+            "critical path %.3f ms, simulated step %.3f ms\n",
             p->n_nodes, p->n_stream[DG_STREAM_COMPUTE], p->n_stream[DG_STREAM_COMM], p->n_data_edges,
-            p->n_mem_edges, crit, span);
+            p->n_order_edges, p->n_mem_edges, 1e3 * crit, 1e3 * span);
     if (p->planned) dg_memplan_print(&p->mem, f);
 }

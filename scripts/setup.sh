@@ -9,8 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libhwloc-dev
-      libjemalloc-dev libopenblas-dev libcmocka-dev libcjson-dev graphviz
-      python3-torch python3-numpy fortunes)
+      libjemalloc-dev libopenblas-dev libcmocka-dev libcjson-dev libpcre2-dev
+      libutf8proc-dev libsentencepiece-dev graphviz
+      python3-torch python3-numpy python3-regex fortunes)
 
 missing=()
 for p in "${PKGS[@]}"; do

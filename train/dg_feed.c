@@ -46,19 +46,14 @@ int dg_feed_open(dg_feed *f, const dg_train_config *c, const int64_t num_samples
         snprintf(path_buf, sizeof path_buf, "%s", c->data_path);
         n_words = split_words(path_buf, words, 64);
         snprintf(f->source, sizeof f->source, "%s", c->data_path);
-        if (!strcmp(c->tokenizer_type, "NullTokenizer")) {
-            if (c->null_vocab_size <= 0)
-                return dg_err_set(err, DG_EINPUT,
-                                  "--tokenizer-type NullTokenizer: --vocab-size is required");
-            f->vocab = c->null_vocab_size + 1;
-        } else {
-            dg_tokenizer tok;
-            const char *type = c->tokenizer_type[0] ? c->tokenizer_type : NULL;
-            DG_TRY(dg_tokenizer_open(&tok, type, c->vocab_file[0] ? c->vocab_file : NULL,
-                                     c->merge_file[0] ? c->merge_file : NULL, err));
-            f->vocab = tok.vocab_size;
-            dg_tokenizer_close(&tok);
-        }
+        /* The tokenizer decides the vocabulary (NullTokenizer: --vocab-size). */
+        dg_tokenizer tok;
+        dg_tokenizer_opts to = {c->tokenizer_type[0] ? c->tokenizer_type : NULL, c->vocab_file[0] ? c->vocab_file : NULL,
+                                c->merge_file[0] ? c->merge_file : NULL, c->tokenizer_model[0] ? c->tokenizer_model : NULL,
+                                c->null_vocab_size};
+        DG_TRY(dg_tokenizer_open_opts(&tok, &to, err));
+        f->vocab = tok.vocab_size;
+        dg_tokenizer_close(&tok);
     }
     dg_data_config dc;
     memset(&dc, 0, sizeof dc);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dg_ep.h"
+#include "dg_tokenizer.h"
 
 #define M(f) offsetof(dg_train_config, model.f)
 #define T(f) offsetof(dg_train_config, f)
@@ -67,7 +68,8 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--data-path", DG_ARG_LIST, T(data_path), "[weight] prefix ... (default: the fortunes corpus)", NR, NULL},
     {"--mock-data", DG_ARG_FLAG, T(mock_data), "train on generated tokens", NR, NULL},
     {"--split", DG_ARG_STRING, T(split), "train,valid,test weights", NR, NULL},
-    {"--tokenizer-type", DG_ARG_CHOICE, T(tokenizer_type), "tokenizer", NR, "ByteLevelTokenizer|GPT2BPETokenizer|NullTokenizer"},
+    {"--tokenizer-type", DG_ARG_CHOICE, T(tokenizer_type), "tokenizer", NR, DG_TOK_TYPE_NAMES},
+    {"--tokenizer-model", DG_ARG_STRING, T(tokenizer_model), "tokenizer.json (HuggingFaceTokenizer) or tokenizer.model (SentencePiece)", NR, NULL},
     {"--vocab-file", DG_ARG_STRING, T(vocab_file), "GPT-2 BPE vocab.json", NR, NULL},
     {"--merge-file", DG_ARG_STRING, T(merge_file), "GPT-2 BPE merges.txt", NR, NULL},
     {"--vocab-size", DG_ARG_INT, T(null_vocab_size), "vocabulary of NullTokenizer / mock data", 2, 1 << 30, NULL},
@@ -92,6 +94,12 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--log-interval", DG_ARG_INT, T(log_interval), "iterations between log lines", 1, 1 << 30, NULL},
     {"--eval-interval", DG_ARG_INT, T(eval_interval), "iterations between evaluations", 1, 1 << 30, NULL},
     {"--eval-iters", DG_ARG_INT, T(eval_iters), "batches per evaluation (0: none)", 0, 1 << 30, NULL},
+    {"--tensorboard-dir", DG_ARG_STRING, T(tensorboard_dir), "write TensorBoard event files of the logged scalars here", NR, NULL},
+    {"--tensorboard-log-interval", DG_ARG_INT, T(tensorboard_log_interval), "iterations between TensorBoard scalars (1)", 1, 1 << 30, NULL},
+    {"--tensorboard-queue-size", DG_ARG_INT, T(tensorboard_queue_size), "accepted: events are written as they come", 1, 1 << 30, NULL},
+    {"--wandb-project", DG_ARG_STRING, T(wandb_project), "accepted: W&B is not available (a note is printed)", NR, NULL},
+    {"--wandb-exp-name", DG_ARG_STRING, T(wandb_exp_name), "accepted: W&B is not available", NR, NULL},
+    {"--wandb-save-dir", DG_ARG_STRING, T(wandb_save_dir), "accepted: W&B is not available", NR, NULL},
     {"--trace", DG_ARG_STRING, T(trace), "Chrome trace-event JSON of one step", NR, NULL},
     {"--compute-threads", DG_ARG_INT, T(compute_threads), "compute workers (default: this rank's cores)", 0, 1024, NULL},
     {"--device", DG_ARG_CHOICE, T(device), "where kernels run (default: cuda when a GPU is usable, else cpu)", NR, "cuda|cpu"},
@@ -129,6 +137,7 @@ void dg_train_config_defaults(dg_train_config *c) {
     snprintf(c->lr_decay_style, sizeof c->lr_decay_style, "cosine");
     snprintf(c->split, sizeof c->split, "969,30,1");
     c->make_vocab_divisible_by = 128;
+    c->tensorboard_log_interval = 1;
     c->lr = 1e-3;
     c->min_lr = 1e-4;
     c->lr_warmup_iters = 0;
@@ -207,15 +216,15 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
         return dg_err_set(err, DG_EINPUT, "--seq-length %d exceeds --max-position-embeddings %d",
                           m->seq_length, c->max_position_embeddings);
 
-    /* Vocabulary: the tokenizer's (NullTokenizer and mock data: --vocab-size
-     * plus the end-of-document id), padded like Megatron so the LM head's
+    /* Vocabulary: the tokenizer's (NullTokenizer and mock data: --vocab-size),
+     * padded like Megatron so the LM head's
      * rows divide evenly. */
     int64_t v = vocab_from_data;
     if (v <= 0) {
         if (c->null_vocab_size <= 0)
             return dg_err_set(err, DG_EINPUT,
                               "--vocab-size: required with --tokenizer-type NullTokenizer or --mock-data");
-        v = (int64_t)c->null_vocab_size + 1;
+        v = (int64_t)c->null_vocab_size; /* Megatron's NullTokenizer: N ids, the last one the EOD */
     }
     int64_t d = c->make_vocab_divisible_by;
     m->vocab_size = (int)((v + d - 1) / d * d);

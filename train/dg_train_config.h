@@ -50,7 +50,8 @@ typedef struct dg_train_config {
     char data_path[DG_ARG_STR_LEN]; /* --data-path [w1] p1 [w2 p2 ...] ("" = the fortunes corpus) */
     int mock_data;                  /* --mock-data */
     char split[DG_ARG_STR_LEN];     /* --split "969,30,1" */
-    char tokenizer_type[DG_ARG_STR_LEN]; /* ByteLevelTokenizer|GPT2BPETokenizer|NullTokenizer */
+    char tokenizer_type[DG_ARG_STR_LEN]; /* --tokenizer-type, one of DG_TOK_TYPE_NAMES (dg_tokenizer.h) */
+    char tokenizer_model[DG_ARG_STR_LEN]; /* --tokenizer-model (HuggingFace / SentencePiece) */
     char vocab_file[DG_ARG_STR_LEN], merge_file[DG_ARG_STR_LEN];
     int null_vocab_size;            /* --vocab-size (NullTokenizer / mock data) */
     char data_cache_path[DG_ARG_STR_LEN]; /* --data-cache-path */
@@ -59,6 +60,10 @@ typedef struct dg_train_config {
     char save[DG_ARG_STR_LEN], load[DG_ARG_STR_LEN];
     int save_interval, log_interval, eval_interval, eval_iters;
     int exit_interval;              /* --exit-interval: stop (and save) when iteration % N == 0 */
+    char tensorboard_dir[DG_ARG_STR_LEN]; /* --tensorboard-dir ("" = none) */
+    int tensorboard_log_interval, tensorboard_queue_size; /* --tensorboard-log-interval (1); queue size accepted */
+    /* --wandb-*: accepted so scripts run; W&B is not available (a note says so) */
+    char wandb_project[DG_ARG_STR_LEN], wandb_exp_name[DG_ARG_STR_LEN], wandb_save_dir[DG_ARG_STR_LEN];
     char trace[DG_ARG_STR_LEN];     /* --trace PATH: Chrome trace of the first logged step */
     int compute_threads;            /* --compute-threads (0: this rank's cores) */
     char device[DG_ARG_STR_LEN];    /* --device cuda|cpu ("": cuda when a GPU is usable, else cpu;

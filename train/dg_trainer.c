@@ -19,7 +19,9 @@
 #include "dg_mem_estimate.h"
 #include "dg_op_basic.h"
 #include "dg_op_optim.h"
+#include "dg_pass_mb_order.h"
 #include "dg_sched.h"
+#include "dg_tensorboard.h"
 #include "dg_verify.h"
 
 /* Everything one run holds. */
@@ -53,6 +55,7 @@ typedef struct trainer {
     dg_train_result *res;      /* step statistics add up here */
     int failure_agreed;        /* the failure being returned is known to every rank */
     int ranks_on_node;         /* ranks sharing this node's memory */
+    dg_tb *tb;                 /* --tensorboard-dir: the event file (logging rank), or NULL */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -125,7 +128,9 @@ static int optimizer_pass(trainer *t, dg_comm *const groups[DG_AXIS_COUNT], dg_e
  *   2. autodiff: backward from the loss. Gradients of the shared parameters
  *      add up over the micro-batches inside the graph, so the DP pass below
  *      reduces each bucket once per step, as Megatron does on the last
- *      micro-batch, and overlaps that with the end of backward;
+ *      micro-batch, and overlaps that with the end of backward; then the
+ *      micro-batch order pass (ordering edges: each micro-batch's forward
+ *      and backward before the next starts);
  *   3. the DP pass: gradient buckets, each packed and all-reduced (or
  *      reduce-scattered) on the comm stream, and with --overlap-param-gather
  *      the gathers of the updated parameters under the forward;
@@ -146,6 +151,7 @@ static int setup(trainer *t, dg_err *err) {
     for (int mb = t->n_mb - 1; mb >= 0; mb--) {
         dg_graph_set_microbatch(t->g, t->n_mb > 1 ? mb : -1);
         DG_TRY(dg_model_build_forward(t->g, &c->model, &t->io[mb], err));
+        dg_graph_set_microbatch(t->g, -1); /* the sum joins micro-batches: it belongs to none */
         total = total < 0 ? t->io[mb].loss : dg_add(t->g, total, t->io[mb].loss);
     }
     dg_graph_set_microbatch(t->g, -1);
@@ -153,15 +159,11 @@ static int setup(trainer *t, dg_err *err) {
     if (t->g->status != DG_OK) return dg_err_set(err, t->g->status, "step graph: %s", t->g->err.msg);
     DG_TRY(dg_autodiff(t->g, t->loss, dg_ops_autodiff(), NULL, err));
     DG_TRY(dg_verify_after(t->g, "autodiff", err));
-    dg_ep_prioritize(t->g); /* start the EP all-to-alls early (moe/dg_ep.h) */
-    /* Micro-batches in order: each runs forward and backward before the next
-     * starts (as the 1F1B schedule keeps one in flight), so the arena holds
-     * one micro-batch's activations, not all of them. The nodes outside any
-     * micro-batch (the step's loss and the seed of backward) come first. */
-    for (int i = 0; t->n_mb > 1 && i < t->g->n_nodes; i++) {
-        dg_node *n = &t->g->nodes[i];
-        n->priority += 4 * (n->microbatch >= 0 ? t->n_mb - 1 - n->microbatch : t->n_mb);
-    }
+    /* Micro-batches in order, as ordering edges: each runs forward and
+     * backward before the next starts, so the arena holds one micro-batch's
+     * activations, not all of them. */
+    DG_TRY(dg_pass_mb_order(t->g, NULL, err));
+    DG_TRY(dg_verify_after(t->g, "micro-batch order", err));
 
     dg_comm *groups[DG_AXIS_COUNT] = {0};
     if (t->grid) dg_grid_runtime_groups(t->grid, groups);
@@ -190,7 +192,7 @@ static int setup(trainer *t, dg_err *err) {
             if (io->tokens_per_expert[l] >= 0) keep[n_keep++] = io->tokens_per_expert[l];
     }
     keep[n_keep++] = t->optim.status;
-    dg_sched_opts so = {keep, n_keep, 0};
+    dg_sched_opts so = {.keep = keep, .n_keep = n_keep};
     t->plan = dg_sched_plan_new(t->g, &so, err);
     dg_free(keep);
     if (!t->plan) return DG_EINPUT;
@@ -242,6 +244,7 @@ static void teardown(trainer *t) {
     if (t->plan) dg_sched_plan_free(t->plan);
     if (t->g) dg_graph_free(t->g);
     dg_feed_close(&t->feed);
+    dg_tb_close(t->tb);
 }
 
 /* ---- failures across ranks ------------------------------------------------------------ */
@@ -353,6 +356,7 @@ static int run_eval(trainer *t, int it, dg_err *err) {
         printf("%s\n validation loss at iteration %d | lm loss value: %.6E | lm loss PPL: %.6E |\n%s\n", bar,
                it, l.lm, exp(l.lm < 700 ? l.lm : 700), bar);
     fflush(stdout);
+    if (t->tb) DG_TRY(dg_tb_scalar(t->tb, "lm loss validation", it, l.lm, err));
     return DG_OK;
 }
 
@@ -521,6 +525,7 @@ static void print_startup(const trainer *t) {
            c->overlap_param_gather ? ", parameters gathered under the next forward" : "",
            dg_dist_state_bytes(&t->dist), c->use_distributed_optimizer ? "fp32 master weights + " : "",
            c->use_distributed_optimizer ? ", distributed" : "");
+    dg_sched_plan_print(t->plan, stdout); /* tasks, edges, the activation arena's planned peak */
     fflush(stdout);
 }
 
@@ -590,6 +595,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     if (st == DG_OK) st = check_memory_flags(&t, 1, err);
     if (st == DG_OK) st = setup(&t, err);
     if (st == DG_OK) st = check_save(&t, err);
+    if (st == DG_OK && t.log && c->tensorboard_dir[0]) st = dg_tb_open(&t.tb, c->tensorboard_dir, err);
     dg_train_counters k = {0};
     if (st == DG_OK && load_plan == DG_CKPT_LOAD_RESUME) {
         dg_ckpt_run r = ckpt_run_of(&t);
@@ -610,6 +616,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     res->data_size = t.data_size;
     if (t.log) {
         print_startup(&t);
+        if (c->wandb_project[0]) printf(" W&B logging is not available in dagatron: --wandb-* ignored (--tensorboard-dir writes TensorBoard event files)\n");
         if (load_plan == DG_CKPT_LOAD_RESUME)
             printf(" loaded checkpoint from %s at iteration %lld (consumed samples %lld)\n", c->load,
                    (long long)k.iteration, (long long)k.consumed);
@@ -666,6 +673,11 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         k.iteration = it;
         if (hooks && hooks->on_iteration)
             hooks->on_iteration(hooks->ctx, it, l.lm, l.aux, l.z, gnorm, lr);
+        if (t.tb && it % c->tensorboard_log_interval == 0) {
+            dg_tb_iteration tbi = {it, k.consumed, lr, c->global_batch_size, l.lm, t.io[0].aux_loss >= 0 ? l.aux : -1,
+                                   t.io[0].z_loss >= 0 ? l.z : -1, 1.0, gnorm};
+            st = dg_tb_log_iteration(t.tb, &tbi, err);
+        }
         double ms = (dg_now() - t0) * 1e3;
         if (res->iterations == 0) res->first_lm_loss = l.lm;
         res->last_lm_loss = l.lm;

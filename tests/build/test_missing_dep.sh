@@ -19,7 +19,8 @@ check() { # name expected-package log
   fi
 }
 
-for dep in openblas:libopenblas-dev hwloc:libhwloc-dev jemalloc:libjemalloc-dev libcjson:libcjson-dev cmocka:libcmocka-dev; do
+for dep in openblas:libopenblas-dev hwloc:libhwloc-dev jemalloc:libjemalloc-dev libcjson:libcjson-dev cmocka:libcmocka-dev \
+           libpcre2-8:libpcre2-dev libutf8proc:libutf8proc-dev sentencepiece:libsentencepiece-dev; do
   pc=${dep%%:*}; pkg=${dep#*:}
   pcdir="$TMP/pc-$pc"; mkdir -p "$pcdir"
   IFS=: read -ra dirs <<<"$PCDIRS"

@@ -165,6 +165,28 @@ def byte_chars():
     return bs, [chr(c) for c in cs]
 
 
+def bpe_merge(parts, ranks):
+    """BPE over a list of symbols: merge every occurrence (left to right) of
+    the adjacent pair with the lowest rank in `ranks` until no pair has one."""
+    parts = list(parts)
+    while len(parts) > 1:
+        ranked = [(ranks[(parts[i], parts[i + 1])], i) for i in range(len(parts) - 1) if (parts[i], parts[i + 1]) in ranks]
+        if not ranked:
+            break
+        i = min(ranked)[1]
+        first, second = parts[i], parts[i + 1]
+        merged, i = [], 0
+        while i < len(parts):
+            if i + 1 < len(parts) and parts[i] == first and parts[i + 1] == second:
+                merged.append(first + second)
+                i += 2
+            else:
+                merged.append(parts[i])
+                i += 1
+        parts = merged
+    return parts
+
+
 def bpe_decoder(vocab_json):
     """id -> bytes for a GPT-2 byte-level vocab.json."""
     import json

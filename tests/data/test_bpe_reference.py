@@ -57,23 +57,7 @@ class GPT2:
     def bpe(self, piece):
         if piece in self.cache:
             return self.cache[piece]
-        parts = [bytes([b]) for b in piece]
-        while len(parts) > 1:
-            pairs = [(self.ranks.get((parts[i], parts[i + 1]), None), i) for i in range(len(parts) - 1)]
-            ranked = [p for p in pairs if p[0] is not None]
-            if not ranked:
-                break
-            best = min(ranked)[0]
-            first, second = next((parts[i], parts[i + 1]) for r, i in pairs if r == best)
-            merged, i = [], 0
-            while i < len(parts):
-                if i + 1 < len(parts) and parts[i] == first and parts[i + 1] == second:
-                    merged.append(first + second)
-                    i += 2
-                else:
-                    merged.append(parts[i])
-                    i += 1
-            parts = merged
+        parts = ref.bpe_merge([bytes([b]) for b in piece], self.ranks)
         ids = [self.enc[p] for p in parts]
         self.cache[piece] = ids
         return ids

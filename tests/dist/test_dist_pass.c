@@ -80,7 +80,7 @@ static double overlap_margin(const dg_graph *g, const dg_dp_buckets *bk, dg_mode
     int keep[64], nk = 0;
     keep[nk++] = io->loss;
     for (int i = 0; i < bk->n && nk < 64; i++) keep[nk++] = bk->b[i].reduced;
-    dg_sched_opts so = {keep, nk, 0};
+    dg_sched_opts so = {.keep = keep, .n_keep = nk};
     dg_err err = {{0}};
     dg_sched_plan *p = dg_sched_plan_new(g, &so, &err);
     CHECK(p != NULL);
@@ -126,7 +126,7 @@ int main(void) {
         dg_dp_buckets bk;
         CHECK(dg_pass_dp(g, &o, &bk, &err) == DG_OK);
         double m = overlap_margin(g, &bk, &io);
-        printf("overlap %s: %d buckets; first collective starts %.3g cost units %s backward's last compute task ends\n",
+        printf("overlap %s: %d buckets; first collective starts %.3g modelled s %s backward's last compute task ends\n",
                ov ? "on" : "off", bk.n, m < 0 ? -m : m, m < 0 ? "before" : "after");
         CHECK(ov ? m < 0 : m >= 0);
         dg_dp_buckets_free(&bk);

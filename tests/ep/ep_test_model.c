@@ -61,7 +61,6 @@ int ep_model_build(ep_model *m, const ep_cfg *c, const dg_ep_opts *o, dg_err *er
     if (g->status != DG_OK) return dg_err_set(err, g->status, "%s", g->err.msg);
     m->ep_rank = dg_ep_find_rank_input(g);
     DG_TRY(dg_autodiff(g, m->loss, dg_ops_autodiff(), NULL, err));
-    dg_ep_prioritize(g);
     return dg_verify_after(g, "EP block + autodiff", err);
 }
 
@@ -86,7 +85,6 @@ int ep_model_build_full(ep_model *m, ep_cfg *c, const dg_ep_opts *o, dg_err *err
     m->counts = io.tokens_per_expert[0];
     m->ep_rank = dg_ep_find_rank_input(m->g);
     DG_TRY(dg_autodiff(m->g, m->loss, dg_ops_autodiff(), NULL, err));
-    dg_ep_prioritize(m->g);
     return dg_verify_after(m->g, "EP model + autodiff", err);
 }
 #endif

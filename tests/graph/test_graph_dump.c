@@ -199,6 +199,50 @@ static void test_dot_tags(void **state) {
     dg_graph_free(g);
 }
 
+/* Ordering edges: JSON lists them sorted, without duplicates, and its
+ * topo_order obeys them; DOT draws them dashed, once each. */
+static void test_order_edges(void **state) {
+    (void)state;
+    dg_graph *g = t_build_sample(1, 16, 2);
+    char *js = dump_to_string(g, DG_DUMP_JSON, NULL);
+    assert_non_null(strstr(js, "\n\"order_edges\":[]\n}"));
+    free(js);
+    /* the sample is built in topological order: edges to its last node make no cycle */
+    int last = g->n_nodes - 1, a = 3, b = 1;
+    dg_graph_add_order(g, a, last);
+    dg_graph_add_order(g, b, last);
+    dg_graph_add_order(g, a, last);
+    dg_err err = {{0}};
+    if (dg_verify(g, &err) != DG_OK) fail_msg("%s", err.msg);
+    js = dump_to_string(g, DG_DUMP_JSON, NULL);
+    cJSON *root = cJSON_Parse(js);
+    assert_non_null(root);
+    cJSON *oe = field(root, "order_edges");
+    assert_int_equal(cJSON_GetArraySize(oe), 2);
+    assert_int_equal(cJSON_GetArrayItem(cJSON_GetArrayItem(oe, 0), 0)->valueint, b);
+    assert_int_equal(cJSON_GetArrayItem(cJSON_GetArrayItem(oe, 1), 0)->valueint, a);
+    assert_int_equal(cJSON_GetArrayItem(cJSON_GetArrayItem(oe, 1), 1)->valueint, last);
+    cJSON *order = field(root, "topo_order");
+    int pos_a = -1, pos_last = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        int v = cJSON_GetArrayItem(order, i)->valueint;
+        if (v == a) pos_a = i;
+        if (v == last) pos_last = i;
+    }
+    assert_true(pos_a >= 0 && pos_a < pos_last);
+    cJSON_Delete(root);
+    free(js);
+    char *dot = dump_to_string(g, DG_DUMP_DOT, NULL);
+    char want[64];
+    snprintf(want, sizeof want, "  n%d -> n%d [style=dashed", a, last);
+    const char *hit = strstr(dot, want);
+    assert_non_null(hit);
+    assert_null(strstr(hit + 1, want)); /* once */
+    assert_non_null(strstr(dot, "dashed red arrow: ordering edge"));
+    free(dot);
+    dg_graph_free(g);
+}
+
 static void test_dump_file_and_format(void **state) {
     (void)state;
     dg_dump_format fmt;
@@ -219,6 +263,9 @@ int main(int argc, char **argv) {
     if (argc >= 3 && !strcmp(argv[1], "--emit-dot")) {
         int layers = argc >= 4 ? atoi(argv[3]) : 23;
         dg_graph *g = t_build_sample(layers, 32, 2);
+        /* a few ordering edges, so their drawing is checked too (ids grow
+         * along the sample's data paths, so these make no cycle) */
+        for (int i = 0; i + 9 < g->n_nodes; i += 97) dg_graph_add_order(g, i, i + 9);
         dg_err err = {{0}};
         int st = dg_verify(g, &err);
         if (st == DG_OK) st = dg_dump_file(g, DG_DUMP_DOT, argv[2], &err);
@@ -234,6 +281,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_json_broken_graph),
         cmocka_unit_test(test_dot_content),
         cmocka_unit_test(test_dot_tags),
+        cmocka_unit_test(test_order_edges),
         cmocka_unit_test(test_dump_file_and_format),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -72,6 +72,74 @@ static void test_cycle(void **state) {
     dg_graph_free(g);
 }
 
+/* Ordering edges take part in the acyclic rule: a cycle made only of
+ * ordering edges, or of data and ordering edges, is rejected at a node on
+ * it (never at one merely downstream of it), naming an ordering edge on it. */
+static void test_order_cycle(void **state) {
+    (void)state;
+    /* x -> relu0 -> relu1 -> relu2 (data), and relu2 -> relu0 (ordering) */
+    dg_graph *g = dg_graph_new("mixed");
+    int x = dg_input_new(g, "x", DG_F32, 1, DG_SHAPE(4));
+    int h = t_relu(g, x, "relu0");
+    h = t_relu(g, h, "relu1");
+    t_relu(g, h, "relu2");
+    expect_ok(g);
+    assert_int_equal(dg_graph_add_order(g, 0, 2), 0); /* parallel to data: fine */
+    expect_ok(g);
+    assert_int_equal(dg_graph_add_order(g, 2, 0), 1);
+    expect_reject(g, "node 0 'relu0' (op t_relu): rule 'acyclic' broken: it is on a cycle of 3 nodes",
+                  "through ordering edge 2 -> 0", NULL);
+    dg_graph_free(g);
+
+    /* two independent nodes ordered both ways; node 0 reads node 1's output,
+     * so it waits on the cycle without being on it */
+    g = dg_graph_new("order_only");
+    x = dg_input_new(g, "x", DG_F32, 1, DG_SHAPE(4));
+    int a = dg_tensor_new(g, "a", DG_F32, 1, DG_SHAPE(4), DG_ROLE_ACTIVATION);
+    int b = dg_tensor_new(g, "b", DG_F32, 1, DG_SHAPE(4), DG_ROLE_ACTIVATION);
+    int c = dg_tensor_new(g, "c", DG_F32, 1, DG_SHAPE(4), DG_ROLE_ACTIVATION);
+    dg_graph_add_raw(g, &t_op_relu, NULL, &a, 1, &c, 1, "downstream");
+    dg_graph_add_raw(g, &t_op_relu, NULL, &x, 1, &a, 1, "left");
+    dg_graph_add_raw(g, &t_op_relu, NULL, &x, 1, &b, 1, "right");
+    expect_ok(g);
+    dg_graph_add_order(g, 1, 2);
+    expect_ok(g);
+    dg_graph_add_order(g, 2, 1);
+    expect_reject(g, "node 1 'left' (op t_relu): rule 'acyclic' broken: it is on a cycle of 2 nodes",
+                  "through ordering edge 2 -> 1", NULL);
+    dg_graph_free(g);
+
+    /* a node ordered after itself */
+    g = dg_graph_new("self_order");
+    x = dg_input_new(g, "x", DG_F32, 1, DG_SHAPE(4));
+    t_relu(g, x, "impatient");
+    dg_graph_add_order(g, 0, 0);
+    expect_reject(g, "node 0 'impatient' (op t_relu): rule 'acyclic' broken: it is on a cycle of 1 node",
+                  "through ordering edge 0 -> 0", NULL);
+    dg_graph_free(g);
+}
+
+/* An ordering edge naming a node that does not exist: the builder refuses
+ * it, and one written into the graph by hand is an 'ids' error. */
+static void test_order_ids(void **state) {
+    (void)state;
+    dg_graph *g = dg_graph_new("order_ids");
+    int x = dg_input_new(g, "x", DG_F32, 1, DG_SHAPE(4));
+    t_relu(g, x, "r");
+    assert_int_equal(dg_graph_add_order(g, 0, 7), -1);
+    expect_reject(g, "graph 'order_ids': rule 'builder' broken: ordering edge 0 -> 7", NULL);
+    dg_graph_free(g);
+
+    g = dg_graph_new("order_ids");
+    x = dg_input_new(g, "x", DG_F32, 1, DG_SHAPE(4));
+    t_relu(g, x, "r");
+    dg_graph_add_order(g, 0, 0);
+    g->order[0].after = 7;
+    expect_reject(g, "graph 'order_ids': rule 'ids' broken: ordering edge 0 is 0 -> 7, graph has 1 nodes",
+                  NULL);
+    dg_graph_free(g);
+}
+
 static void test_shape_mismatch(void **state) {
     (void)state;
     dg_graph *g = dg_graph_new("shape");
@@ -238,6 +306,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_graph),
         cmocka_unit_test(test_cycle),
+        cmocka_unit_test(test_order_cycle),
+        cmocka_unit_test(test_order_ids),
         cmocka_unit_test(test_shape_mismatch),
         cmocka_unit_test(test_dtype_mismatch),
         cmocka_unit_test(test_infer_rejects_inputs),

@@ -218,6 +218,91 @@ static void test_priorities(void **state) {
     dg_graph_free(g);
 }
 
+/* The policy's rule 2 (dg_prio.h): compute whose output a collective reads
+ * runs before ready compute with a longer path to the end, so the transfer
+ * starts early and runs beside that compute. */
+static void test_compute_feeding_comm_first(void **state) {
+    (void)state;
+    dg_graph *g = dg_graph_new("feed");
+    int x = dg_input_new(g, "x", DG_F32, 2, DG_SHAPE(8, 8));
+    int h = t_mix(g, &x, 1, 0, "long0");
+    for (int i = 1; i < 4; i++) h = t_mix(g, &h, 1, 0, NULL);
+    int f = t_mix(g, &x, 1, 0, "feeder");
+    int fn = g->tensors[f].producer, ln = 0;
+    int c = dg_all_reduce(g, f, DG_AXIS_DP, 1);
+    t_mix(g, (int[]){h, c}, 2, 0, "join");
+    dg_err err = {{0}};
+    dg_sched_plan *p = dg_sched_plan_new(g, NULL, &err);
+    assert_non_null(p);
+    assert_true(p->bottom[ln] > p->bottom[fn]);
+    assert_int_equal(p->feeds[fn], 1);
+    assert_int_equal(p->feeds[ln], 0);
+    assert_true(p->rank[fn] < p->rank[ln]);
+    dg_runtime_opts ro = {.compute_threads = 1};
+    dg_runtime *rt = dg_runtime_new(&ro, &err);
+    t_ops_reset_stamps();
+    assert_int_equal(dg_sched_run(p, rt, NULL, &err), DG_OK);
+    assert_true(t_ops_end[fn] <= t_ops_start[ln]);
+    dg_runtime_free(rt);
+    dg_sched_plan_free(p);
+
+    /* a cost model that is not one is refused */
+    dg_cost_model m = dg_cost_model_default();
+    m.comm_bytes_per_s = 0;
+    dg_sched_opts o = {.cost = &m};
+    assert_null(dg_sched_plan_new(g, &o, &err));
+    assert_non_null(strstr(err.msg, "cost model"));
+    dg_graph_free(g);
+}
+
+/* Ordering edges are dependencies like data edges: the plan, its simulated
+ * schedule, the executor and the serial executor all obey them, across
+ * streams too. The fan of 8 independent leaves (node 3 heads the longest
+ * chain) is ordered 7 -> 6 -> ... -> 0, and the all_reduce of x must wait
+ * for leaf 0. */
+static void test_order_edges(void **state) {
+    (void)state;
+    dg_graph *g = dg_graph_new("ordered_fan");
+    int x = dg_input_new(g, "x", DG_F32, 2, DG_SHAPE(8, 8));
+    int leaf[8];
+    for (int j = 0; j < 8; j++) leaf[j] = t_mix(g, &x, 1, 0, NULL);
+    int tail = t_mix(g, &leaf[3], 1, 0, NULL);
+    t_mix(g, &tail, 1, 0, NULL);
+    int ar = g->tensors[dg_all_reduce(g, x, DG_AXIS_DP, 1)].producer;
+    for (int j = 7; j > 0; j--) dg_graph_add_order(g, j, j - 1);
+    dg_graph_add_order(g, 0, ar);
+    dg_graph_add_order(g, 4, 3); /* twice: counted once */
+    dg_graph_add_order(g, 3, 8); /* parallel to the data edge leaf 3 -> tail: not counted */
+    dg_err err = {{0}};
+    dg_sched_plan *p = dg_sched_plan_new(g, NULL, &err);
+    assert_non_null(p);
+    assert_int_equal(p->n_order_edges, 8);
+    for (int j = 7; j > 0; j--) {
+        assert_true(p->pos[j] < p->pos[j - 1]);
+        assert_true(p->sim_end[j] <= p->sim_start[j - 1]);
+    }
+    assert_true(p->sim_end[0] <= p->sim_start[ar]);
+    dg_runtime_opts ro = {.compute_threads = 2};
+    dg_runtime *rt = dg_runtime_new(&ro, &err);
+    for (int rep = 0; rep < 3; rep++) {
+        t_ops_reset_stamps();
+        assert_int_equal(dg_sched_run(p, rt, NULL, &err), DG_OK);
+        for (int j = 7; j > 0; j--) assert_true(t_ops_end[j] <= t_ops_start[j - 1]);
+    }
+    /* the serial executor's default order is the topological order over both kinds */
+    g->n_nodes--; /* without the all_reduce (it has no CPU kernel): its edge is skipped */
+    dg_buffers b;
+    dg_buffers_alloc(g, &b);
+    t_ops_reset_stamps();
+    assert_int_equal(dg_run_serial(g, NULL, &b, NULL, &err), DG_OK);
+    for (int j = 7; j > 0; j--) assert_true(t_ops_end[j] <= t_ops_start[j - 1]);
+    dg_buffers_free(&b);
+    g->n_nodes++;
+    dg_sched_plan_free(p);
+    dg_runtime_free(rt);
+    dg_graph_free(g);
+}
+
 /* Collectives over a group of one are copies, including the permuting
  * paths (gather/scatter along an inner dim, all_to_all). */
 static void test_self_collectives(void **state) {
@@ -319,6 +404,8 @@ int main(void) {
         cmocka_unit_test(test_matches_serial_reference),
         cmocka_unit_test(test_dependency_order),
         cmocka_unit_test(test_priorities),
+        cmocka_unit_test(test_order_edges),
+        cmocka_unit_test(test_compute_feeding_comm_first),
         cmocka_unit_test(test_self_collectives),
         cmocka_unit_test(test_kernel_failure),
         cmocka_unit_test(test_compute_op_on_comm_stream),

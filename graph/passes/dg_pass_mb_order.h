@@ -1,0 +1,30 @@
+/* dg_pass_mb_order.h — the micro-batch schedule as ordering edges.
+ *
+ * A step graph holds every micro-batch of a rank's share of the global batch
+ * (nodes tagged node->microbatch = 0, 1, ...; -1 for the nodes outside any,
+ * such as the step's loss). Without a schedule the scheduler would be free
+ * to run every micro-batch's forward before any backward, and the arena
+ * would hold all their activations. This pass writes the schedule Megatron's
+ * non-pipelined loop (and 1F1B on one stage) follows: micro-batches run
+ * first to last, each one's forward and backward before the next starts, so
+ * the arena holds about one micro-batch's activations (plus the gradients
+ * accumulated so far).
+ *
+ * The edges: for each m >= 1, from every node that ends micro-batch m-1
+ * (no successor in m-1) to every node that starts micro-batch m (no
+ * predecessor in m). Nodes outside any micro-batch are left to the
+ * scheduler's policy. Run it after autodiff (the backward nodes carry their
+ * forward node's micro-batch) and before passes whose nodes belong to no
+ * micro-batch (DP); follow it with the verifier.
+ */
+#ifndef DG_PASS_MB_ORDER_H
+#define DG_PASS_MB_ORDER_H
+
+#include "dg_graph.h"
+
+/* Add the edges to g. *n_edges (may be NULL) gets how many were added.
+ * A graph with fewer than two micro-batches gets none. Returns DG_OK, or
+ * DG_EINTERNAL when the builder fails (g->err). */
+int dg_pass_mb_order(dg_graph *g, int *n_edges, dg_err *err);
+
+#endif /* DG_PASS_MB_ORDER_H */
