@@ -33,6 +33,8 @@ typedef struct dg_exec_env {
     void *workspace;        /* scratch of the size workspace() asked for */
     size_t workspace_bytes;
     dg_backend backend;
+    void *device;           /* DG_BACKEND_CUDA: the backend's context (its stream,
+                             * cuBLAS handle; kernels/cuda/dg_cuda_exec.h). NULL on the CPU */
 } dg_exec_env;
 
 /* Run node n: in[i] points at input i's buffer, out[j] at output j's.

@@ -36,7 +36,7 @@ static int run(const dg_graph *g, const int *order_in, dg_buffers *b, const dg_t
         void *in[DG_MAX_INPUTS], *out[DG_MAX_OUTPUTS];
         for (int i = 0; i < n->n_in; i++) in[i] = b->ptr[n->in[i]];
         for (int j = 0; j < n->n_out; j++) out[j] = b->ptr[n->out[j]];
-        dg_exec_env env = {team, ws, ws_bytes, DG_BACKEND_CPU};
+        dg_exec_env env = {team, ws, ws_bytes, DG_BACKEND_CPU, NULL};
         st = fn(&env, g, n, in, out);
         if (st != DG_OK)
             st = dg_err_set(err, st, "serial executor: node %d '%s' (op %s): kernel failed with status %d",

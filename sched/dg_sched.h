@@ -60,6 +60,7 @@
 #include "dg_comm.h"
 #include "dg_memplan.h"
 #include "dg_prio.h"
+#include "dg_stream.h"
 #include "dg_team.h"
 #include "dg_topo.h"
 #include "dg_trace.h"
@@ -112,6 +113,12 @@ typedef struct dg_runtime_opts {
     /* Comm group per parallel axis (borrowed). NULL entries use a "self"
      * group of one that the runtime owns. */
     dg_comm *groups[DG_AXIS_COUNT];
+    /* Make the compute stream instead of the CPU one (NULL: the CPU stream).
+     * Called with the runtime's compute team and make_compute_arg; the
+     * runtime owns the result. How `--device cuda` plugs in its stream
+     * (kernels/cuda/dg_cuda_exec.h); a NULL result fails dg_runtime_new. */
+    dg_stream *(*make_compute)(const dg_team *team, void *arg);
+    void *make_compute_arg;
 } dg_runtime_opts;
 
 typedef struct dg_runtime dg_runtime;

@@ -231,7 +231,17 @@ dg_runtime *dg_runtime_new(const dg_runtime_opts *o, dg_err *err) {
     rt->self = dg_comm_self_new();
     for (int a = 0; a < DG_AXIS_COUNT; a++) rt->groups[a] = o->groups[a] ? o->groups[a] : rt->self;
     rt->pool = dg_pool_new(nth, rt->pin ? topo : NULL, 0, "compute");
-    rt->streams[DG_STREAM_COMPUTE] = dg_stream_cpu_compute_new(dg_pool_team(rt->pool));
+    rt->streams[DG_STREAM_COMPUTE] =
+        o->make_compute ? o->make_compute(dg_pool_team(rt->pool), o->make_compute_arg)
+                        : dg_stream_cpu_compute_new(dg_pool_team(rt->pool));
+    if (!rt->streams[DG_STREAM_COMPUTE]) {
+        dg_pool_free(rt->pool);
+        dg_comm_free(rt->self);
+        dg_topo_free(topo);
+        dg_free(rt);
+        dg_err_set(err, DG_EINPUT, "runtime: the device's compute stream could not be made (no usable GPU?)");
+        return NULL;
+    }
     rt->streams[DG_STREAM_COMM] = dg_stream_cpu_comm_new(rt->groups);
     DG_CHECK0(pthread_mutex_init(&rt->mu, NULL));
     DG_CHECK0(pthread_cond_init(&rt->cv_caller, NULL));

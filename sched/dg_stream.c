@@ -22,7 +22,7 @@ static int run_kernel(compute_impl *c, const dg_graph *g, const dg_node *n, void
         c->ws = dg_aligned_alloc(need);
         c->ws_bytes = need;
     }
-    dg_exec_env env = {c->team, c->ws, c->ws_bytes, DG_BACKEND_CPU};
+    dg_exec_env env = {c->team, c->ws, c->ws_bytes, DG_BACKEND_CPU, NULL};
     int st = fn(&env, g, n, in, out);
     if (st != DG_OK)
         return dg_err_set(err, st, "node %d '%s' (op %s): kernel failed with status %d", n->id,

@@ -102,6 +102,7 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--wandb-save-dir", DG_ARG_STRING, T(wandb_save_dir), "accepted: W&B is not available", NR, NULL},
     {"--trace", DG_ARG_STRING, T(trace), "Chrome trace-event JSON of one step", NR, NULL},
     {"--compute-threads", DG_ARG_INT, T(compute_threads), "compute workers (default: this rank's cores)", 0, 1024, NULL},
+    {"--device", DG_ARG_CHOICE, T(device), "where kernels run (default: cuda when a GPU is usable, else cpu)", NR, "cuda|cpu"},
 };
 
 const dg_arg_spec *dg_train_flags(int *n) {

@@ -8,6 +8,7 @@
 #include "dg_autodiff.h"
 #include "dg_ckpt_paths.h"
 #include "dg_cpu_gemm.h"
+#include "dg_cuda_exec.h"
 #include "dg_dist.h"
 #include "dg_dist_ckpt.h"
 #include "dg_ep.h"
@@ -191,6 +192,7 @@ static int setup(trainer *t, dg_err *err) {
     dg_runtime_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.compute_threads = c->compute_threads;
+    if (!strcmp(c->device, "cuda")) ro.make_compute = dg_stream_cuda_compute_new; /* kernels/cuda */
     ro.rank = t->grid ? t->grid->rank : 0;
     for (int a = 0; a < DG_AXIS_COUNT; a++) ro.groups[a] = groups[a];
     t->rt = dg_runtime_new(&ro, err);

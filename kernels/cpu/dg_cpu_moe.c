@@ -7,74 +7,6 @@
 
 /* ---- router ------------------------------------------------------------------ */
 
-/* Routing score of expert e, the value top-k ranks: the logit (softmax
- * after top-k), the softmax (pre-softmax; m, sum its row stats), or
- * sigmoid + expert bias. */
-static inline float route_score(const dg_moe_router_cfg *c, const float *z, int e, float m,
-                                double sum) {
-    if (c->score == DG_MOE_SCORE_SIGMOID) return dg_sigmoid(z[e]) + (c->bias ? c->bias[e] : 0.0f);
-    return c->pre_softmax ? dg_moe_softmax_at(z[e], m, sum) : z[e];
-}
-
-/* Group-limited routing (Megatron's group_limited_topk): experts form
- * num_groups equal groups; a group's score is the sum of its top
- * (k / group_topk) routing scores (in descending order); only experts of
- * the group_topk best groups (ties to the lower group) may be chosen. */
-static void route_groups(const dg_moe_router_cfg *c, const float *z, int E, float m, double sum,
-                         unsigned char *allowed) {
-    int G = c->num_groups, per = E / G, mk = c->k / c->group_topk;
-    float gval[DG_MOE_MAX_GROUPS], tv[DG_MOE_MAX_K];
-    int gidx[DG_MOE_MAX_GROUPS], ti[DG_MOE_MAX_K], ng = 0;
-    for (int g = 0; g < G; g++) {
-        int n = 0;
-        for (int e = g * per; e < (g + 1) * per; e++)
-            dg_moe_topk_push(route_score(c, z, e, m, sum), e, mk, &n, tv, ti);
-        float gs = 0.0f;
-        for (int j = 0; j < n; j++) gs += tv[j];
-        dg_moe_topk_push(gs, g, c->group_topk, &ng, gval, gidx);
-    }
-    for (int g = 0; g < G; g++) allowed[g] = 0;
-    for (int j = 0; j < ng; j++) allowed[gidx[j]] = 1;
-}
-
-/* The selection and the (unmasked, unscaled) probs of one token: idx[j] the
- * j-th expert, val[j] its unbiased score (logit, softmax or sigmoid), p[j]
- * its routing prob before scaling and dropping. */
-static void route_select(const dg_moe_router_cfg *c, const float *z, int E, float *val, int *idx,
-                         float *p) {
-    int k = c->k, n = 0;
-    float m = 0.0f;
-    double sum = 1.0;
-    if (c->score == DG_MOE_SCORE_SOFTMAX && c->pre_softmax) dg_moe_softmax_stats(z, E, &m, &sum);
-    unsigned char allowed[DG_MOE_MAX_GROUPS];
-    int per = 0;
-    if (c->num_groups > 0) {
-        route_groups(c, z, E, m, sum, allowed);
-        per = E / c->num_groups;
-    }
-    for (int e = 0; e < E; e++)
-        if (!per || allowed[e / per]) dg_moe_topk_push(route_score(c, z, e, m, sum), e, k, &n, val, idx);
-    if (c->score == DG_MOE_SCORE_SIGMOID) {
-        /* selection may use the bias; the probs never do */
-        for (int j = 0; j < k; j++) val[j] = dg_sigmoid(z[idx[j]]);
-        if (k > 1) {
-            double s = 0;
-            for (int j = 0; j < k; j++) s += val[j];
-            s += DG_MOE_SIGMOID_EPS;
-            for (int j = 0; j < k; j++) p[j] = (float)((double)val[j] / s);
-        } else {
-            p[0] = val[0];
-        }
-    } else if (c->pre_softmax) {
-        for (int j = 0; j < k; j++) p[j] = val[j];
-    } else {
-        float mk;
-        double s;
-        dg_moe_softmax_stats(val, k, &mk, &s);
-        for (int j = 0; j < k; j++) p[j] = dg_moe_softmax_at(val[j], mk, s);
-    }
-}
-
 typedef struct router_args {
     const dg_moe_router_cfg *c;
     const float *logits, *dprobs;
@@ -94,7 +26,7 @@ static void router_rows(void *p, int64_t t0, int64_t t1) {
     float val[DG_MOE_MAX_K], pr[DG_MOE_MAX_K];
     int idx[DG_MOE_MAX_K];
     for (int64_t t = t0; t < t1; t++) {
-        route_select(c, a->logits + t * E, E, val, idx, pr);
+        dg_moe_route_select(c, a->logits + t * E, E, val, idx, pr);
         for (int j = 0; j < k; j++) {
             a->probs[t * k + j] = c->scaling != 0.0f ? pr[j] * c->scaling : pr[j];
             a->indices[t * k + j] = idx[j];
@@ -170,46 +102,10 @@ int dg_cpu_moe_router(const dg_team *team, const dg_moe_router_cfg *cfg, const f
 
 static void router_bwd_rows(void *p, int64_t t0, int64_t t1) {
     const router_args *a = p;
-    const dg_moe_router_cfg *c = a->c;
-    int k = c->k, E = (int)a->E;
-    float val[DG_MOE_MAX_K], pr[DG_MOE_MAX_K], g[DG_MOE_MAX_K];
-    int idx[DG_MOE_MAX_K];
-    float scale = c->scaling != 0.0f ? c->scaling : 1.0f;
-    for (int64_t t = t0; t < t1; t++) {
-        const float *z = a->logits + t * E;
-        float *dz = a->dlogits + t * E;
-        route_select(c, z, E, val, idx, pr);
-        for (int j = 0; j < k; j++)
-            g[j] = a->cindices[t * k + j] < 0 ? 0.0f : a->dprobs[t * k + j] * scale;
-        memset(dz, 0, sizeof(float) * (size_t)E);
-        if (c->score == DG_MOE_SCORE_SIGMOID) {
-            /* p = q / S: dq_j = (g_j - sum_i g_i p_i) / S; dz = dq * s (1 - s) */
-            double S = 1.0, dot = 0;
-            if (k > 1) {
-                S = DG_MOE_SIGMOID_EPS;
-                for (int j = 0; j < k; j++) S += val[j];
-                for (int j = 0; j < k; j++) dot += (double)g[j] * pr[j];
-            }
-            for (int j = 0; j < k; j++) {
-                float dq = (float)(((double)g[j] - dot) / S);
-                dz[idx[j]] = dq * val[j] * (1.0f - val[j]);
-            }
-        } else if (c->pre_softmax) {
-            /* probs_j = s_{e_j}: dz_e = s_e (G_e - sum_j s_{e_j} g_j) */
-            double dot = 0;
-            for (int j = 0; j < k; j++) dot += (double)val[j] * g[j];
-            float m;
-            double s;
-            dg_moe_softmax_stats(z, E, &m, &s);
-            for (int e = 0; e < E; e++) dz[e] = (float)(-(double)dg_moe_softmax_at(z[e], m, s) * dot);
-            for (int j = 0; j < k; j++) dz[idx[j]] += val[j] * g[j];
-        } else {
-            /* softmax over the k selected logits */
-            double dot = 0;
-            for (int j = 0; j < k; j++) dot += (double)pr[j] * g[j];
-            for (int j = 0; j < k; j++) dz[idx[j]] = (float)((double)pr[j] * ((double)g[j] - dot));
-        }
-    }
+    int k = a->c->k, E = (int)a->E;
+    for (int64_t t = t0; t < t1; t++)
+        dg_moe_router_bwd_row(a->c, a->logits + t * E, E, a->dprobs + t * k, a->cindices + t * k,
+                              a->dlogits + t * E);
 }
 
 void dg_cpu_moe_router_bwd(const dg_team *team, const dg_moe_router_cfg *cfg, const float *dprobs,
@@ -232,27 +128,10 @@ typedef struct aux_args {
     float c; /* dloss * coeff * E / (k S^2 B) in the backward */
 } aux_args;
 
-/* Aux-loss scores of one token: softmax over all E, or sigmoid / (sum + 1e-20). */
-static void aux_scores_row(dg_moe_score_fn score, const float *z, int64_t E, float *s) {
-    if (score == DG_MOE_SCORE_SIGMOID) {
-        double S = DG_MOE_SIGMOID_EPS;
-        for (int64_t e = 0; e < E; e++) {
-            s[e] = dg_sigmoid(z[e]);
-            S += s[e];
-        }
-        for (int64_t e = 0; e < E; e++) s[e] = (float)((double)s[e] / S);
-    } else {
-        float m;
-        double S;
-        dg_moe_softmax_stats(z, (int)E, &m, &S);
-        for (int64_t e = 0; e < E; e++) s[e] = dg_moe_softmax_at(z[e], m, S);
-    }
-}
-
 static void aux_rows(void *p, int64_t t0, int64_t t1) {
     const aux_args *a = p;
     for (int64_t t = t0; t < t1; t++)
-        aux_scores_row(a->score, a->logits + t * a->E, a->E, a->scores + t * a->E);
+        dg_moe_aux_scores_row(a->score, a->logits + t * a->E, a->E, a->scores + t * a->E);
 }
 
 /* P_be = sum over sequence b's tokens, in token order, whatever the split;
@@ -297,29 +176,9 @@ float dg_cpu_moe_aux_loss(const dg_team *team, dg_moe_score_fn score, const floa
 
 static void aux_bwd_rows(void *p, int64_t t0, int64_t t1) {
     const aux_args *a = p;
-    int64_t E = a->E;
-    for (int64_t t = t0; t < t1; t++) {
-        const float *z = a->logits + t * E;
-        float *dz = a->dlogits + t * E;
-        /* dz doubles as the row's scores before it is overwritten */
-        aux_scores_row(a->score, z, E, dz);
-        const float *f = a->f + dg_moe_seq_of(a->q, t, a->T) * E; /* this sequence's counts */
-        double dot = 0;
-        for (int64_t e = 0; e < E; e++) dot += (double)dz[e] * a->c * f[e];
-        if (a->score == DG_MOE_SCORE_SIGMOID) {
-            /* s = q / S with q = sigmoid(z): dq = (ds - <ds, s>) / S */
-            double S = DG_MOE_SIGMOID_EPS;
-            for (int64_t e = 0; e < E; e++) S += dg_sigmoid(z[e]);
-            for (int64_t e = 0; e < E; e++) {
-                float q = dg_sigmoid(z[e]);
-                double dq = ((double)a->c * f[e] - dot) / S;
-                dz[e] = (float)(dq * q * (1.0f - q));
-            }
-        } else {
-            for (int64_t e = 0; e < E; e++)
-                dz[e] = (float)((double)dz[e] * ((double)a->c * f[e] - dot));
-        }
-    }
+    for (int64_t t = t0; t < t1; t++)
+        dg_moe_aux_bwd_row(a->score, a->logits + t * a->E, a->E,
+                           a->f + dg_moe_seq_of(a->q, t, a->T) * a->E, a->c, a->dlogits + t * a->E);
 }
 
 void dg_cpu_moe_aux_loss_bwd(const dg_team *team, dg_moe_score_fn score, const float *logits,
@@ -341,26 +200,8 @@ typedef struct auxc_args {
 
 static void aux_topk_rows(void *p, int64_t t0, int64_t t1) {
     const auxc_args *a = p;
-    int64_t E = a->E;
-    float val[DG_MOE_MAX_K];
-    int idx[DG_MOE_MAX_K];
-    for (int64_t t = t0; t < t1; t++) {
-        const float *z = a->logits + t * E;
-        float m = 0.0f;
-        double S = DG_MOE_SIGMOID_EPS;
-        if (a->score == DG_MOE_SCORE_SIGMOID)
-            for (int64_t e = 0; e < E; e++) S += dg_sigmoid(z[e]);
-        else
-            dg_moe_softmax_stats(z, (int)E, &m, &S);
-        int n = 0;
-        for (int64_t e = 0; e < E; e++) {
-            /* the same float scores as aux_scores_row */
-            float v = a->score == DG_MOE_SCORE_SIGMOID ? (float)((double)dg_sigmoid(z[e]) / S)
-                                                       : dg_moe_softmax_at(z[e], m, S);
-            dg_moe_topk_push(v, (int)e, a->k, &n, val, idx);
-        }
-        for (int j = 0; j < a->k; j++) a->idx[t * a->k + j] = idx[j];
-    }
+    for (int64_t t = t0; t < t1; t++)
+        dg_moe_aux_topk_row(a->score, a->logits + t * a->E, a->E, a->k, a->idx + t * a->k);
 }
 
 void dg_cpu_moe_aux_counts(const dg_team *team, dg_moe_score_fn score, const float *logits,

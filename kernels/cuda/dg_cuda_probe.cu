@@ -1,20 +1,13 @@
-/* dg_cuda_probe.cu — device discovery and one small kernel for the CUDA
- * backend. Links against cudart only; the driver is loaded by cudart at run
- * time, and its absence is reported, not crashed on. */
+/* dg_cuda_probe.cu — device discovery, versions, and one small kernel. */
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <nccl.h>
+#include <string.h>
 
 extern "C" {
 #include "dg_cuda.h"
+#include "dg_cuda_check.h"
 }
-
-/* Report a failed CUDA runtime call with file:line through err. */
-#define DG_CUDA_TRY(call)                                                          \
-    do {                                                                           \
-        cudaError_t e_ = (call);                                                   \
-        if (e_ != cudaSuccess)                                                     \
-            return dg_err_set(err, DG_EINPUT, "CUDA backend: %s failed at %s:%d: %s", \
-                              #call, __FILE__, __LINE__, cudaGetErrorString(e_));  \
-    } while (0)
 
 /* y[i] += a * x[i]; x, y: [n] device floats. */
 __global__ static void dg_axpy_kernel(float a, const float *x, float *y, int n) {
@@ -36,10 +29,33 @@ extern "C" int dg_cuda_device_count(int *count, dg_err *err) {
     return DG_OK;
 }
 
+extern "C" int dg_cuda_info_get(int device, dg_cuda_info *info, dg_err *err) {
+    memset(info, 0, sizeof *info);
+    int n = 0;
+    DG_TRY(dg_cuda_device_count(&n, err));
+    if (device < 0 || device >= n)
+        return dg_err_set(err, DG_EINPUT, "CUDA backend: device %d does not exist (%d found)", device, n);
+    cudaDeviceProp p;
+    DG_CUDA_TRY(cudaGetDeviceProperties(&p, device));
+    snprintf(info->name, sizeof info->name, "%s", p.name);
+    info->cc_major = p.major;
+    info->cc_minor = p.minor;
+    info->sm_count = p.multiProcessorCount;
+    info->mem_bytes = p.totalGlobalMem;
+    DG_CUDA_TRY(cudaDriverGetVersion(&info->driver_version));
+    DG_CUDA_TRY(cudaRuntimeGetVersion(&info->runtime_version));
+    DG_CUBLAS_TRY(cublasGetProperty(MAJOR_VERSION, &info->cublas_version));
+    int minor = 0, patch = 0;
+    DG_CUBLAS_TRY(cublasGetProperty(MINOR_VERSION, &minor));
+    DG_CUBLAS_TRY(cublasGetProperty(PATCH_LEVEL, &patch));
+    info->cublas_version = info->cublas_version * 10000 + minor * 100 + patch;
+    DG_NCCL_TRY(ncclGetVersion(&info->nccl_version));
+    return DG_OK;
+}
+
 extern "C" int dg_cuda_axpy(float a, const float *x, float *y, int n, dg_err *err) {
     int devices = 0;
-    int st = dg_cuda_device_count(&devices, err);
-    if (st != DG_OK) return st;
+    DG_TRY(dg_cuda_device_count(&devices, err));
     float *dx = NULL, *dy = NULL;
     size_t bytes = (size_t)n * sizeof(float);
     DG_CUDA_TRY(cudaMalloc(&dx, bytes));

@@ -1,0 +1,167 @@
+/* dg_cuda_k_norm.cu — RMSNorm, LayerNorm (forward, backward) and RoPE, with
+ * the CPU kernels' contracts (dg_cpu_norm.h, dg_cpu_rope.h): rows of H
+ * elements, row statistics in double, weight gradients summed over rows in
+ * row order by one thread per column (no atomics, reproducible). */
+#include "dg_cuda_internal.h"
+
+#define NT 256 /* threads per row block (a power of two) */
+
+/* rstd of row x[H] for RMSNorm (ln = 0) or mean and rstd for LayerNorm,
+ * every thread of the block gets them. */
+__device__ static void row_stats(const float *x, int64_t H, float eps, int ln, float *mean,
+                                 float *rstd, double *sh) {
+    double mu = 0;
+    if (ln) {
+        double s = 0;
+        for (int64_t j = threadIdx.x; j < H; j += blockDim.x) s += x[j];
+        mu = dg_cuda_block_sum(s, sh) / (double)H;
+    }
+    double v = 0;
+    for (int64_t j = threadIdx.x; j < H; j += blockDim.x) {
+        double d = (double)x[j] - mu;
+        v += d * d;
+    }
+    v = dg_cuda_block_sum(v, sh);
+    *mean = (float)mu;
+    *rstd = (float)(1.0 / sqrt(v / (double)H + (double)eps));
+}
+
+/* x [rows, H], w [H], b [H] or NULL -> y [rows, H]; one block per row. */
+__global__ static void norm_fwd_kernel(const float *x, const float *w, const float *b, float *y,
+                                       int64_t H, float eps, int ln) {
+    __shared__ double sh[NT];
+    const float *xr = x + blockIdx.x * H;
+    float *yr = y + blockIdx.x * H;
+    float mean, rs;
+    row_stats(xr, H, eps, ln, &mean, &rs, sh);
+    for (int64_t j = threadIdx.x; j < H; j += blockDim.x)
+        yr[j] = ln ? ((xr[j] - mean) * rs) * w[j] + b[j] : (xr[j] * rs) * w[j];
+}
+
+/* dx [rows, H] of either norm, and the row's mean / rstd into ws [2, rows].
+ *   rms: dx = rstd * (w dy) - x * rstd^3 / H * sum(w dy x)
+ *   ln:  dx = rstd * (w dy - mean(w dy) - xhat * mean(w dy xhat)) */
+__global__ static void norm_dx_kernel(const float *dy, const float *x, const float *w, float *dx,
+                                      float *ws, int64_t rows, int64_t H, float eps, int ln) {
+    __shared__ double sh[NT];
+    const int64_t r = blockIdx.x;
+    const float *xr = x + r * H, *dyr = dy + r * H;
+    float mean, rs;
+    row_stats(xr, H, eps, ln, &mean, &rs, sh);
+    if (threadIdx.x == 0) {
+        ws[r] = mean;
+        ws[rows + r] = rs;
+    }
+    if (!ln) {
+        double dot = 0;
+        for (int64_t j = threadIdx.x; j < H; j += blockDim.x) dot += (double)w[j] * dyr[j] * xr[j];
+        dot = dg_cuda_block_sum(dot, sh);
+        float c = (float)(dot * (double)rs * rs * rs / (double)H);
+        for (int64_t j = threadIdx.x; j < H; j += blockDim.x)
+            dx[r * H + j] = rs * (w[j] * dyr[j]) - xr[j] * c;
+        return;
+    }
+    double s1 = 0, s2 = 0;
+    for (int64_t j = threadIdx.x; j < H; j += blockDim.x) {
+        double wd = (double)w[j] * dyr[j];
+        s1 += wd;
+        s2 += wd * ((double)xr[j] - mean) * rs;
+    }
+    s1 = dg_cuda_block_sum(s1, sh) / (double)H;
+    s2 = dg_cuda_block_sum(s2, sh) / (double)H;
+    for (int64_t j = threadIdx.x; j < H; j += blockDim.x) {
+        float xhat = (xr[j] - mean) * rs;
+        dx[r * H + j] = rs * (float)((double)w[j] * dyr[j] - s1 - xhat * s2);
+    }
+}
+
+/* dw[j] = sum_r dy * xhat (xhat = (x - mean) rstd; mean = 0 for RMSNorm),
+ * db[j] = sum_r dy (db may be NULL); rows in order, in double. */
+__global__ static void norm_dw_kernel(const float *dy, const float *x, const float *ws, float *dw,
+                                      float *db, int64_t rows, int64_t H) {
+    DG_CUDA_FOR(j, H) {
+        double aw = 0, ab = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            float xhat = (x[r * H + j] - ws[r]) * ws[rows + r];
+            aw += (double)dy[r * H + j] * xhat;
+            ab += dy[r * H + j];
+        }
+        dw[j] = (float)aw;
+        if (db) db[j] = (float)ab;
+    }
+}
+
+size_t dg_cuda_ws_norm_bwd(const dg_graph *g, const dg_node *n) {
+    return sizeof(float) * 2 * (size_t)dg_rows(DG_IN(g, n, 1));
+}
+
+static int norm_fwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
+                    void *const *out, int ln) {
+    const dg_tensor *x = DG_IN(g, n, 0);
+    int64_t rows = dg_rows(x);
+    if (rows == 0) return DG_OK;
+    norm_fwd_kernel<<<(unsigned)rows, NT, 0, dg_cuda_ctx_of(e)->stream>>>(
+        (const float *)in[0], (const float *)in[1], ln ? (const float *)in[2] : NULL,
+        (float *)out[0], dg_cols(x), (float)n->attrs.f[0], ln);
+    return dg_cuda_launched();
+}
+
+/* inputs dy, x, w; outputs dx, dw (, db) */
+static int norm_bwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
+                    void *const *out, int ln) {
+    const dg_tensor *x = DG_IN(g, n, 1);
+    int64_t rows = dg_rows(x), H = dg_cols(x);
+    if (e->workspace_bytes < dg_cuda_ws_norm_bwd(g, n)) return DG_EINTERNAL;
+    cudaStream_t st = dg_cuda_ctx_of(e)->stream;
+    float *ws = (float *)e->workspace;
+    if (rows > 0)
+        norm_dx_kernel<<<(unsigned)rows, NT, 0, st>>>((const float *)in[0], (const float *)in[1],
+                                                      (const float *)in[2], (float *)out[0], ws,
+                                                      rows, H, (float)n->attrs.f[0], ln);
+    norm_dw_kernel<<<dg_cuda_blocks(H, 128), 128, 0, st>>>((const float *)in[0], (const float *)in[1],
+                                                            ws, (float *)out[1],
+                                                            ln ? (float *)out[2] : NULL, rows, H);
+    return dg_cuda_launched();
+}
+
+int dg_cuda_k_rmsnorm(DG_CUDA_KARGS) { return norm_fwd(e, g, n, in, out, 0); }
+int dg_cuda_k_layernorm(DG_CUDA_KARGS) { return norm_fwd(e, g, n, in, out, 1); }
+int dg_cuda_k_rmsnorm_bwd(DG_CUDA_KARGS) { return norm_bwd(e, g, n, in, out, 0); }
+int dg_cuda_k_layernorm_bwd(DG_CUDA_KARGS) { return norm_bwd(e, g, n, in, out, 1); }
+
+/* ---- RoPE (dg_cpu_rope.h) --------------------------------------------------------------
+ * x, y [B, S, NH, D]; the first R dims rotate (pairs i, i + R/2), the rest
+ * pass through. One thread per (row, i < D - R/2): i < R/2 rotates a pair,
+ * otherwise it copies dim R/2 + i. The angle is formed in double and its
+ * cosine and sine rounded to float once, as the CPU table is. */
+__global__ static void rope_kernel(const float *x, float *y, int64_t rows, int64_t S, int64_t NH,
+                                   int64_t D, int64_t R, double base, int64_t pos0, int inverse) {
+    const int64_t half = R / 2, per_row = D - half;
+    DG_CUDA_FOR(t, rows * per_row) {
+        int64_t r = t / per_row, i = t % per_row;
+        const float *xr = x + r * D;
+        float *yr = y + r * D;
+        if (i >= half) {
+            yr[half + i] = xr[half + i];
+            continue;
+        }
+        int64_t s = (r / NH) % S;
+        double th = dg_rope_angle(pos0 + s, i, R, base);
+        float c = (float)cos(th), sn = (float)sin(th);
+        float y1, y2;
+        dg_rope_pair(xr[i], xr[i + half], c, inverse ? -sn : sn, &y1, &y2);
+        yr[i] = y1;
+        yr[i + half] = y2;
+    }
+}
+
+int dg_cuda_k_rope(DG_CUDA_KARGS) {
+    const dg_tensor *x = DG_IN(g, n, 0);
+    int64_t B = x->shape[0], S = x->shape[1], NH = x->shape[2], D = x->shape[3];
+    int64_t R = n->attrs.i[2] > 0 ? n->attrs.i[2] : D;
+    int64_t rows = B * S * NH, work = rows * (D - R / 2);
+    rope_kernel<<<dg_cuda_blocks(work, 256), 256, 0, dg_cuda_ctx_of(e)->stream>>>(
+        (const float *)in[0], (float *)out[0], rows, S, NH, D, R, n->attrs.f[0], n->attrs.i[0],
+        (int)n->attrs.i[1]);
+    return dg_cuda_launched();
+}

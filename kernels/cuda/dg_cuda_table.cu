@@ -1,0 +1,60 @@
+/* dg_cuda_table.cu — which CUDA kernel runs which op (see dg_cuda_exec.h
+ * for why this is a table here rather than the ops' kernel[] slots), and
+ * the device scratch each one needs. An op absent from the table has no
+ * CUDA kernel yet; the executors run its CPU kernel on host copies. */
+#include "dg_cuda_internal.h"
+
+static const dg_cuda_entry table[] = {
+    {&dg_op_add, dg_cuda_k_add, NULL},
+    {&dg_op_mul, dg_cuda_k_mul, NULL},
+    {&dg_op_scale, dg_cuda_k_scale, NULL},
+    {&dg_op_fill, dg_cuda_k_fill, NULL},
+    {&dg_op_sum, dg_cuda_k_sum, NULL},
+    {&dg_op_broadcast_scalar, dg_cuda_k_bcast, NULL},
+    {&dg_op_reshape, dg_cuda_k_reshape, NULL},
+    {&dg_op_swiglu, dg_cuda_k_swiglu, NULL},
+    {&dg_op_swiglu_bwd, dg_cuda_k_swiglu_bwd, NULL},
+    {&dg_op_gelu_tanh, dg_cuda_k_gelu, NULL},
+    {&dg_op_gelu_tanh_bwd, dg_cuda_k_gelu_bwd, NULL},
+    {&dg_op_adamw, dg_cuda_k_adamw, NULL},
+    {&dg_op_embedding, dg_cuda_k_embedding, NULL},
+    {&dg_op_embedding_bwd, dg_cuda_k_embedding_bwd, NULL},
+    {&dg_op_rmsnorm, dg_cuda_k_rmsnorm, NULL},
+    {&dg_op_rmsnorm_bwd, dg_cuda_k_rmsnorm_bwd, dg_cuda_ws_norm_bwd},
+    {&dg_op_layernorm, dg_cuda_k_layernorm, NULL},
+    {&dg_op_layernorm_bwd, dg_cuda_k_layernorm_bwd, dg_cuda_ws_norm_bwd},
+    {&dg_op_rope, dg_cuda_k_rope, NULL},
+    {&dg_op_softmax_xent, dg_cuda_k_xent, dg_cuda_ws_xent},
+    {&dg_op_softmax_xent_bwd, dg_cuda_k_xent_bwd, dg_cuda_ws_xent},
+    {&dg_op_attention, dg_cuda_k_attn, NULL},
+    {&dg_op_attention_bwd, dg_cuda_k_attn_bwd, dg_cuda_ws_attn_bwd},
+    {&dg_op_matmul, dg_cuda_k_matmul, NULL},
+    {&dg_op_grouped_gemm, dg_cuda_k_grouped_gemm, NULL},
+    {&dg_op_grouped_gemm_wgrad, dg_cuda_k_grouped_gemm_wgrad, NULL},
+    {&dg_op_moe_z_loss, dg_cuda_k_z_loss, dg_cuda_ws_z_loss},
+    {&dg_op_moe_z_loss_grad, dg_cuda_k_z_loss_grad, NULL},
+    {&dg_op_moe_permute, dg_cuda_k_permute, dg_cuda_ws_permute},
+    {&dg_op_moe_unpermute, dg_cuda_k_unpermute, dg_cuda_ws_unpermute},
+    {&dg_op_moe_gather, dg_cuda_k_gather, NULL},
+    {&dg_op_moe_unpermute_probs_grad, dg_cuda_k_unpermute_probs_grad, dg_cuda_ws_dprobs},
+    {&dg_op_moe_router, dg_cuda_k_router, dg_cuda_ws_router},
+    {&dg_op_moe_router_grad, dg_cuda_k_router_grad, NULL},
+    {&dg_op_moe_aux_loss, dg_cuda_k_aux_loss, dg_cuda_ws_aux},
+    {&dg_op_moe_aux_loss_grad, dg_cuda_k_aux_loss_grad, dg_cuda_ws_aux_grad},
+};
+
+const dg_cuda_entry *dg_cuda_entry_for(const dg_op_def *op) {
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (table[i].op == op) return &table[i];
+    return NULL;
+}
+
+const dg_cuda_entry *dg_cuda_entries(int *n) {
+    *n = (int)(sizeof table / sizeof table[0]);
+    return table;
+}
+
+extern "C" dg_kernel_fn dg_cuda_kernel_for(const dg_op_def *op) {
+    const dg_cuda_entry *en = dg_cuda_entry_for(op);
+    return en ? en->fn : NULL;
+}

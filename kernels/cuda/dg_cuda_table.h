@@ -1,0 +1,28 @@
+/* dg_cuda_table.h — the backend's op -> CUDA kernel table (C and C++). */
+#ifndef DG_CUDA_TABLE_H
+#define DG_CUDA_TABLE_H
+
+#include "dg_op.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dg_cuda_entry {
+    const dg_op_def *op;
+    dg_kernel_fn fn;
+    /* device scratch bytes for node n (NULL: none) */
+    size_t (*workspace)(const dg_graph *g, const dg_node *n);
+} dg_cuda_entry;
+
+/* The entry of op, or NULL when it has no CUDA kernel. */
+const dg_cuda_entry *dg_cuda_entry_for(const dg_op_def *op);
+
+/* All entries (the tests walk them to check each has a test case). */
+const dg_cuda_entry *dg_cuda_entries(int *n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DG_CUDA_TABLE_H */

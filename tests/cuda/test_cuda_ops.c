@@ -1,0 +1,367 @@
+/* test_cuda_ops.c — every CUDA kernel against its CPU kernel (needs a GPU).
+ *
+ * Three graphs use every op the CUDA table covers: a dense transformer
+ * block (embedding, RMSNorm, RoPE at 50% and 100%, causal GQA attention,
+ * LayerNorm, SwiGLU, GeLU, element-wise ops, tied LM head, masked cross
+ * entropy, AdamW), an MoE block (router, aux and z losses, permutation,
+ * grouped GEMMs; softmax and sigmoid with bias and groups, with and
+ * without capacity dropping) and a non-causal
+ * attention with a 96-wide head; autodiff adds the backward ops. The CPU
+ * serial executor runs each graph on fresh random inputs; then every node
+ * whose op has a CUDA kernel runs that kernel on device copies of the SAME
+ * inputs, its outputs poisoned (NaN) first, and each output must match the
+ * CPU's: fp32 within 1e-5 relative (to max(|want|, rms of the tensor)),
+ * integers exactly. Then the whole dense graph runs on the device executor
+ * and its loss and gradients must match the CPU run within 1e-4; a graph
+ * with an op that has no CUDA kernel (seq_last) is refused without
+ * host fallback and runs with it; a
+ * token outside the vocabulary is DG_EINPUT naming the node.
+ * Registered only when a GPU is usable (tests/cuda/CMakeLists.txt): without
+ * one every case fails, it never skips. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dg_autodiff.h"
+#include "dg_cuda.h"
+#include "dg_cuda_exec.h"
+#include "dg_cuda_table.h"
+#include "dg_exec_serial.h"
+#include "dg_grouped_gemm.h"
+#include "dg_moe_loss.h"
+#include "dg_op_act.h"
+#include "dg_op_adamw.h"
+#include "dg_op_attention.h"
+#include "dg_op_basic.h"
+#include "dg_op_embedding.h"
+#include "dg_op_kv.h"
+#include "dg_op_matmul.h"
+#include "dg_op_norm.h"
+#include "dg_op_rope.h"
+#include "dg_op_shape.h"
+#include "dg_op_xent.h"
+#include "dg_permute.h"
+#include "dg_router.h"
+
+static dg_cuda_ctx *ctx;
+static int covered[64]; /* per table entry: nodes checked */
+
+static float uniform(uint64_t *s) { return (float)((dg_splitmix64(s) >> 11) * 0x1.0p-53 * 2.0 - 1.0); }
+
+/* Leaves: f32 uniform in [-1, 1]; i32 leaves in [0, hi[t]) (hi set by the
+ * caller per tensor, default 0: left zero). */
+static void fill_leaves(const dg_graph *g, dg_buffers *b, uint64_t seed, const int *hi) {
+    uint64_t s = seed;
+    for (int t = 0; t < g->n_tensors; t++) {
+        const dg_tensor *x = &g->tensors[t];
+        if (x->producer >= 0) continue;
+        int64_t n = dg_tensor_numel(x);
+        if (x->dtype == DG_F32)
+            for (int64_t i = 0; i < n; i++) dg_buf_f32(b, t)[i] = uniform(&s);
+        else if (x->dtype == DG_I32 && hi && hi[t] > 0)
+            for (int64_t i = 0; i < n; i++) dg_buf_i32(b, t)[i] = (int32_t)(dg_splitmix64(&s) % (uint64_t)hi[t]);
+    }
+}
+
+/* 0 when got matches want (see the file comment); else prints the first
+ * mismatch and returns 1. */
+static int compare(const dg_graph *g, const dg_node *n, int t, const void *got, const void *want,
+                   double rtol) {
+    const dg_tensor *x = &g->tensors[t];
+    int64_t cnt = dg_tensor_numel(x);
+    if (x->dtype != DG_F32) {
+        size_t es = dg_dtype_size(x->dtype);
+        for (int64_t i = 0; i < cnt; i++)
+            if (memcmp((const char *)got + i * es, (const char *)want + i * es, es)) {
+                print_error("node %d (%s) output '%s' [%lld]: integers differ\n", n->id, n->op->name,
+                            x->name, (long long)i);
+                return 1;
+            }
+        return 0;
+    }
+    const float *a = got, *w = want;
+    double ss = 0;
+    for (int64_t i = 0; i < cnt; i++) ss += (double)w[i] * w[i];
+    double rms = cnt ? sqrt(ss / (double)cnt) : 0;
+    for (int64_t i = 0; i < cnt; i++) {
+        double ref = fmax(fabs(w[i]), rms), d = fabs((double)a[i] - w[i]);
+        if (!(d <= rtol * ref) && !(isnan(a[i]) && isnan(w[i]))) {
+            print_error("node %d (%s) output '%s' [%lld]: cuda %.9g cpu %.9g (rel %.3g)\n", n->id,
+                        n->op->name, x->name, (long long)i, a[i], w[i], d / (ref > 0 ? ref : 1));
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Run g on the CPU, then each node that has a CUDA kernel on the device on
+ * the same inputs; compare. Returns the number of nodes checked. */
+static int check_graph(dg_graph *g, const int *hi, uint64_t seed) {
+    dg_err err = {{0}};
+    dg_buffers b;
+    dg_buffers_alloc(g, &b);
+    fill_leaves(g, &b, seed, hi);
+    /* AdamW's second moment must be >= 0 */
+    for (int k = 0; k < g->n_nodes; k++)
+        if (g->nodes[k].op == &dg_op_adamw) {
+            int v = g->nodes[k].in[3];
+            for (int64_t i = 0; i < dg_tensor_numel(&g->tensors[v]); i++)
+                dg_buf_f32(&b, v)[i] = fabsf(dg_buf_f32(&b, v)[i]);
+        }
+    int st = dg_run_serial(g, NULL, &b, NULL, &err);
+    if (st != DG_OK) print_error("cpu run: %s\n", err.msg);
+    assert_int_equal(st, DG_OK);
+    int n_entries = 0;
+    const dg_cuda_entry *entries = dg_cuda_entries(&n_entries);
+    int checked = 0, bad = 0;
+    for (int k = 0; k < g->n_nodes; k++) {
+        const dg_node *n = &g->nodes[k];
+        if (!dg_cuda_kernel_for(n->op)) continue;
+        void *in[DG_MAX_INPUTS], *out[DG_MAX_OUTPUTS];
+        for (int i = 0; i < n->n_in; i++) in[i] = b.ptr[n->in[i]];
+        for (int j = 0; j < n->n_out; j++) out[j] = dg_aligned_alloc(dg_tensor_bytes(&g->tensors[n->out[j]]) + 1);
+        st = dg_cuda_run_node(ctx, g, n, in, out, 1, &err);
+        if (st != DG_OK) print_error("node %d (%s): %s\n", n->id, n->op->name, err.msg);
+        bad += st != DG_OK;
+        for (int j = 0; j < n->n_out && st == DG_OK; j++)
+            bad += compare(g, n, n->out[j], out[j], b.ptr[n->out[j]], 1e-5);
+        for (int j = 0; j < n->n_out; j++) dg_free(out[j]);
+        for (int e = 0; e < n_entries && e < 64; e++)
+            if (entries[e].op == n->op) covered[e]++;
+        checked++;
+    }
+    dg_buffers_free(&b);
+    assert_int_equal(bad, 0);
+    return checked;
+}
+
+enum { B = 2, S = 80, HQ = 4, HKV = 2, DH = 32, HD = HQ * DH, V = 96, F = 48 };
+
+/* The dense block; *tokens, *loss and the embedding param come back. */
+static dg_graph *dense_graph(int *tokens_out, int *loss_out, int *emb_out, int *hi) {
+    dg_graph *g = dg_graph_new("cuda_dense");
+    int T = B * S;
+    int tokens = dg_input_new(g, "tokens", DG_I32, 1, DG_SHAPE(T));
+    int targets = dg_input_new(g, "targets", DG_I32, 1, DG_SHAPE(T));
+    int mask = dg_input_new(g, "mask", DG_F32, 1, DG_SHAPE(T));
+    int emb = dg_param_new(g, "emb", 2, DG_SHAPE(V, HD));
+    int x = dg_embedding(g, emb, tokens);
+    int h = dg_rmsnorm(g, x, dg_param_new(g, "w_norm", 1, DG_SHAPE(HD)), 1e-5);
+    int q = dg_reshape(g, dg_linear(g, h, dg_param_new(g, "wq", 2, DG_SHAPE(HQ * DH, HD))), 4,
+                       DG_SHAPE(B, S, HQ, DH));
+    int k = dg_reshape(g, dg_linear(g, h, dg_param_new(g, "wk", 2, DG_SHAPE(HKV * DH, HD))), 4,
+                       DG_SHAPE(B, S, HKV, DH));
+    int v = dg_reshape(g, dg_linear(g, h, dg_param_new(g, "wv", 2, DG_SHAPE(HKV * DH, HD))), 4,
+                       DG_SHAPE(B, S, HKV, DH));
+    q = dg_rope_partial(g, q, 10000.0, 0, DH / 2);
+    k = dg_rope(g, k, 10000.0, 3);
+    int a = dg_attention_ex(g, q, k, v, 1, 0, NULL);
+    a = dg_reshape(g, a, 2, DG_SHAPE(T, HD));
+    int r = dg_add(g, x, dg_linear(g, a, dg_param_new(g, "wo", 2, DG_SHAPE(HD, HD))));
+    int h2 = dg_layernorm(g, r, dg_param_new(g, "ln_w", 1, DG_SHAPE(HD)),
+                          dg_param_new(g, "ln_b", 1, DG_SHAPE(HD)), 1e-5);
+    int u = dg_swiglu(g, dg_linear(g, h2, dg_param_new(g, "w1", 2, DG_SHAPE(2 * F, HD))));
+    int m = dg_linear(g, dg_gelu_tanh(g, u), dg_param_new(g, "w2", 2, DG_SHAPE(HD, F)));
+    int r2 = dg_mul(g, dg_add(g, r, dg_scale(g, m, 0.5)), dg_param_new(g, "gate", 2, DG_SHAPE(T, HD)));
+    int logits = dg_matmul(g, r2, emb, 0, 1);
+    int loss = dg_softmax_xent(g, logits, targets, mask, NULL);
+    loss = dg_add(g, loss, dg_scale(g, dg_mean(g, r2), 1e-2));
+    dg_err err = {{0}};
+    int st = loss < 0 ? DG_EINPUT : dg_autodiff(g, loss, dg_ops_autodiff(), NULL, &err);
+    if (st != DG_OK) print_error("dense graph: %s %s\n", g->err.msg, err.msg);
+    assert_int_equal(st, DG_OK);
+    /* one AdamW step on wq */
+    int wq = -1;
+    for (int t = 0; t < g->n_tensors; t++)
+        if (!strcmp(g->tensors[t].name, "wq")) wq = t;
+    dg_adamw_hparams hp = {1e-3, 0.9, 0.95, 1e-8, 0.1, 3};
+    int mom = dg_input_new(g, "m_wq", DG_F32, 2, DG_SHAPE(HQ * DH, HD));
+    int var = dg_input_new(g, "v_wq", DG_F32, 2, DG_SHAPE(HQ * DH, HD));
+    int outs[3];
+    dg_adamw(g, wq, g->tensors[wq].grad, mom, var, &hp, outs);
+    assert_int_equal(g->status, DG_OK);
+    hi[tokens] = V;
+    hi[targets] = V;
+    *tokens_out = tokens;
+    *loss_out = loss;
+    *emb_out = emb;
+    return g;
+}
+
+static void test_dense_ops(void **state) {
+    (void)state;
+    int hi[512] = {0}, tokens, loss, emb;
+    dg_graph *g = dense_graph(&tokens, &loss, &emb, hi);
+    assert_true(g->n_tensors <= 512);
+    assert_true(check_graph(g, hi, 1) > 20);
+    dg_graph_free(g);
+}
+
+/* The MoE block; capacity_factor 0: dropless. */
+static void moe_case(double capacity_factor, int sigmoid, uint64_t seed) {
+    enum { T = 96, H = 64, E = 4, K = 2, FF = 32 };
+    dg_graph *g = dg_graph_new("cuda_moe");
+    int x = dg_param_new(g, "x", 2, DG_SHAPE(T, H));
+    int logits = dg_linear(g, x, dg_param_new(g, "wr", 2, DG_SHAPE(E, H)));
+    dg_router_opts o = dg_router_opts_default(K);
+    o.capacity_factor = capacity_factor;
+    if (sigmoid) { /* sigmoid scores, expert bias, group-limited routing */
+        o.score = DG_MOE_SCORE_SIGMOID;
+        o.expert_bias = dg_input_new(g, "bias", DG_F32, 1, DG_SHAPE(E));
+        o.num_groups = 2;
+        o.group_topk = 1;
+        o.drop_policy = DG_MOE_DROP_POSITION;
+    }
+    dg_router_out r;
+    dg_moe_router(g, logits, &o, &r);
+    /* the aux loss's three count sources: tokens per expert, the routed
+     * indices, and (sequence-level, 2 sequences) its own top-k */
+    int aux = sigmoid ? dg_moe_seq_aux_loss(g, logits, -1, K, o.score, 1e-2, 2, 1)
+              : capacity_factor > 0 ? dg_moe_aux_loss(g, logits, r.indices, K, o.score, 1e-2)
+                                    : dg_moe_aux_loss(g, logits, r.tokens_per_expert, K, o.score, 1e-2);
+    int zl = dg_moe_z_loss(g, logits, 1e-3);
+    dg_permute_out po;
+    dg_moe_permute(g, x, r.indices, E, &po);
+    int h = dg_grouped_linear(g, po.x_perm, po.tokens_per_expert, dg_param_new(g, "w1", 3, DG_SHAPE(E, FF, H)));
+    h = dg_mul(g, h, h);
+    int yp = dg_grouped_linear(g, h, po.tokens_per_expert, dg_param_new(g, "w2", 3, DG_SHAPE(E, H, FF)));
+    int y = dg_moe_unpermute(g, yp, r.probs, po.row_map);
+    int R = dg_input_new(g, "R", DG_F32, 2, DG_SHAPE(T, H));
+    int loss = dg_add(g, dg_add(g, dg_sum(g, dg_mul(g, y, R)), aux), zl);
+    dg_err err = {{0}};
+    int st = loss < 0 ? DG_EINPUT : dg_autodiff(g, loss, dg_ops_autodiff(), NULL, &err);
+    if (st != DG_OK) print_error("moe graph: %s %s\n", g->err.msg, err.msg);
+    assert_int_equal(st, DG_OK);
+    assert_true(check_graph(g, NULL, seed) > 10);
+    dg_graph_free(g);
+}
+
+static void test_moe_ops(void **state) {
+    (void)state;
+    moe_case(0, 0, 2);
+    moe_case(1.0, 0, 3); /* capacity dropping (by probs): -1 slots in the permutation */
+    moe_case(0.75, 1, 4); /* sigmoid, expert bias, groups, dropping by position */
+}
+
+/* Non-causal attention with a 96-wide head (the <= 128 instantiation). */
+static void test_attention_wide(void **state) {
+    (void)state;
+    enum { S2 = 70, H2 = 3, D2 = 96 };
+    dg_graph *g = dg_graph_new("cuda_attn");
+    int q = dg_param_new(g, "q", 4, DG_SHAPE(1, S2, H2, D2));
+    int k = dg_param_new(g, "k", 4, DG_SHAPE(1, S2, H2, D2));
+    int v = dg_param_new(g, "v", 4, DG_SHAPE(1, S2, H2, D2));
+    int a = dg_attention_ex(g, q, k, v, 0, 0, NULL);
+    int R = dg_input_new(g, "R", DG_F32, 4, DG_SHAPE(1, S2, H2, D2));
+    int loss = dg_sum(g, dg_mul(g, a, R));
+    dg_err err = {{0}};
+    assert_int_equal(dg_autodiff(g, loss, dg_ops_autodiff(), NULL, &err), DG_OK);
+    assert_true(check_graph(g, NULL, 4) >= 3);
+    dg_graph_free(g);
+}
+
+/* Runs last: every table entry met at least one node above. */
+static void test_every_kernel_checked(void **state) {
+    (void)state;
+    int n = 0;
+    const dg_cuda_entry *e = dg_cuda_entries(&n);
+    assert_true(n <= 64);
+    int missing = 0;
+    for (int i = 0; i < n; i++)
+        if (!covered[i]) {
+            print_error("CUDA kernel of op '%s' was not checked by any case\n", e[i].op->name);
+            missing++;
+        }
+    assert_int_equal(missing, 0);
+}
+
+/* The dense graph on the device executor against the CPU, end to end. */
+static void test_device_executor(void **state) {
+    (void)state;
+    int hi[512] = {0}, tokens, loss, emb;
+    dg_graph *g = dense_graph(&tokens, &loss, &emb, hi);
+    dg_buffers cpu, dev;
+    dg_buffers_alloc(g, &cpu);
+    dg_buffers_alloc(g, &dev);
+    fill_leaves(g, &cpu, 5, hi);
+    fill_leaves(g, &dev, 5, hi);
+    dg_err err = {{0}};
+    assert_int_equal(dg_run_serial(g, NULL, &cpu, NULL, &err), DG_OK);
+    dg_cuda_run_opts o = {0, NULL, 1};
+    dg_cuda_run_stats stats;
+    int st = dg_run_cuda(g, NULL, &dev, ctx, &o, &stats, &err);
+    if (st != DG_OK) print_error("device run: %s\n", err.msg);
+    assert_int_equal(st, DG_OK);
+    assert_int_equal(stats.n_host, 0);
+    assert_true(stats.n_device > 20);
+    int bad = 0;
+    bad += compare(g, &g->nodes[g->tensors[loss].producer], loss, dev.ptr[loss], cpu.ptr[loss], 1e-4);
+    for (int t = 0; t < g->n_tensors; t++)
+        if (g->tensors[t].role == DG_ROLE_PARAMETER && g->tensors[t].grad >= 0) {
+            int gt = g->tensors[t].grad;
+            bad += compare(g, &g->nodes[g->tensors[gt].producer], gt, dev.ptr[gt], cpu.ptr[gt], 1e-4);
+        }
+    assert_int_equal(bad, 0);
+    /* a token outside the vocabulary: DG_EINPUT naming the embedding node */
+    dg_buf_i32(&dev, tokens)[7] = V + 5;
+    st = dg_run_cuda(g, NULL, &dev, ctx, &o, &stats, &err);
+    assert_int_equal(st, DG_EINPUT);
+    assert_non_null(strstr(err.msg, "embedding"));
+    dg_buffers_free(&cpu);
+    dg_buffers_free(&dev);
+    dg_graph_free(g);
+}
+
+/* Without host fallback, an op with no CUDA kernel (seq_last, a decode op)
+ * is refused. */
+static void test_no_fallback_refuses(void **state) {
+    (void)state;
+    dg_graph *g = dg_graph_new("cuda_seq_last");
+    int x = dg_param_new(g, "x", 3, DG_SHAPE(2, 5, 8));
+    assert_true(dg_seq_last(g, x) >= 0);
+    assert_null(dg_cuda_kernel_for(g->nodes[g->n_nodes - 1].op));
+    dg_buffers b;
+    dg_buffers_alloc(g, &b);
+    dg_err err = {{0}};
+    dg_cuda_run_opts ro = {0, NULL, 1};
+    assert_int_equal(dg_run_cuda(g, NULL, &b, ctx, &ro, NULL, &err), DG_EINPUT);
+    assert_non_null(strstr(err.msg, "no CUDA kernel"));
+    ro.host_fallback = 1;
+    dg_cuda_run_stats stats;
+    assert_int_equal(dg_run_cuda(g, NULL, &b, ctx, &ro, &stats, &err), DG_OK);
+    assert_int_equal(stats.n_host, 1);
+    dg_buffers_free(&b);
+    dg_graph_free(g);
+}
+
+static int setup(void **state) {
+    (void)state;
+    dg_err err = {{0}};
+    if (dg_cuda_ctx_new(0, &ctx, &err) != DG_OK) {
+        fprintf(stderr, "test_cuda_ops: %s\n", err.msg);
+        return -1; /* cmocka fails every test: a GPU test never skips */
+    }
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    dg_cuda_ctx_free(ctx);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dense_ops),
+        cmocka_unit_test(test_moe_ops),
+        cmocka_unit_test(test_attention_wide),
+        cmocka_unit_test(test_every_kernel_checked),
+        cmocka_unit_test(test_device_executor),
+        cmocka_unit_test(test_no_fallback_refuses),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
