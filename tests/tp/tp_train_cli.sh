@@ -6,7 +6,8 @@
 # only), and TP=2 with GQA (8 heads, 2 query groups) must log the
 # single-rank run's lm loss and grad norm for each of 5 iterations, within
 # 1e-5 relative, and end with its parameters (the checkpoints hold whole
-# tensors, gathered over tp; compared within 1e-5 relative).
+# tensors, gathered over tp; compared within 1e-5 relative); and a TP=2 run
+# resumed from the single-rank checkpoint continues as the single rank does.
 set -euo pipefail
 exe=$1
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -34,18 +35,9 @@ check() {
     got=$(run "$TMP/ck$n_check" "$np" "$@")
     echo "np $np $*: $got"
     [ -n "$got" ] || fail "np $np $*: no log lines"
-    awk -v a="$got" -v b="$want" 'BEGIN {
-        n = split(a, x, " "); m = split(b, y, " ");
-        if (n != m) exit 1;
-        for (i = 1; i <= n; i++) {
-            if (x[i] ~ /^[0-9.E+-]+$/) {
-                d = x[i] - y[i]; if (d < 0) d = -d;
-                r = y[i] < 0 ? -y[i] : y[i];
-                if (d > 1e-5 * r) exit 1;
-            } else if (x[i] != y[i]) exit 1;
-        }
-    }' || fail "np $np $*: differs from the single-rank run"
-    "${DG_REF_PYTHON:-/usr/bin/python3}" "$DG_SRC/tests/ep/ckpt_params_close.py" "$TMP/ck$n_check" "$ref" 1e-5 ||
+    awk -v a="$got" -v b="$want" -f "$(dirname "$0")/../common/logs_close.awk" ||
+        fail "np $np $*: differs from the single-rank run"
+    "${DG_REF_PYTHON:-/usr/bin/python3}" "$(dirname "$0")/../ep/ckpt_params_close.py" "$TMP/ck$n_check" "$ref" 1e-5 ||
         fail "np $np $*: final parameters differ from the single-rank run"
 }
 ref=$(run "$TMP/ref" 1 "${mha[@]}")
@@ -54,6 +46,14 @@ echo "np 1 (single rank): $ref"
 check 2 "$ref" "$TMP/ref" "${mha[@]}" --tensor-model-parallel-size 2
 check 4 "$ref" "$TMP/ref" "${mha[@]}" --tensor-model-parallel-size 4
 check 4 "$ref" "$TMP/ref" "${mha[@]}" --tensor-model-parallel-size 2 --use-distributed-optimizer --overlap-param-gather
+# Resuming the single-rank checkpoint (whole tensors) at TP=2 keeps each
+# rank's shards of it (weights and moments): 2 more iterations match the
+# single rank's resume.
+cont=(--load "$TMP/ref" --train-iters 7)
+ref_cont=$(run "$TMP/ref_cont" 1 "${mha[@]}" "${cont[@]}")
+echo "np 1 (single rank, resumed): $ref_cont"
+[ -n "$ref_cont" ] || fail "the single-rank resume logged nothing"
+check 2 "$ref_cont" "$TMP/ref_cont" "${mha[@]}" "${cont[@]}" --tensor-model-parallel-size 2
 ref_gqa=$(run "$TMP/ref_gqa" 1 "${gqa[@]}")
 echo "np 1 (single rank, GQA): $ref_gqa"
 [ -n "$ref_gqa" ] || fail "the single-rank GQA run logged nothing"
