@@ -150,13 +150,16 @@ static int build(dg_graph **out, dump_cfg *c, dg_err *err) {
     dg_stage stage;
     DG_TRY(pick_stage(c, &stage, err));
     const dg_model_config *m = &c->train.model;
-    int ep = DG_MAX(m->expert_model_parallel_size, 1);
-    int world = c->world_size > 0 ? c->world_size : ep;
-    if (world % ep != 0)
-        return dg_err_set(err, DG_EINPUT, "--world-size %d: expected a multiple of --expert-model-parallel-size %d",
-                          world, ep);
+    int ep = DG_MAX(m->expert_model_parallel_size, 1), tp = DG_MAX(c->train.tensor_model_parallel_size, 1);
+    int world = c->world_size > 0 ? c->world_size : ep * tp;
+    if (world % (ep * tp) != 0)
+        return dg_err_set(err, DG_EINPUT,
+                          "--world-size %d: expected a multiple of --tensor-model-parallel-size %d x "
+                          "--expert-model-parallel-size %d",
+                          world, tp, ep);
     if (c->rank >= world)
         return dg_err_set(err, DG_EINPUT, "--rank %d: expected 0..%d (--world-size %d)", c->rank, world - 1, world);
+    world /= tp; /* the ranks that reduce gradients: the tp ranks of a group hold one model replica */
     dg_graph *logical = dg_graph_new(c->graph);
     dg_model_io io;
     int st = dg_model_build_forward(logical, m, &io, err);
@@ -169,7 +172,7 @@ static int build(dg_graph **out, dump_cfg *c, dg_err *err) {
     int step = !strcmp(c->graph, "step");
     dg_pipeline_opts po = {.loss = io.loss, .n_microbatches = step ? DG_MAX(c->train.num_microbatches, 1) : 1,
                            .autodiff = dg_ops_autodiff(), .scale = &dg_op_scale, .dp = &dpo,
-                           .stop_after = stage, .step_name = c->graph};
+                           .stop_after = stage, .step_name = c->graph, .tp_size = tp};
     po.ep = (dg_pass_ep_opts){ep, m->moe_token_dispatcher_type, DG_MAX(m->moe_a2a_overlap_chunks, 1), 0};
     dg_pipeline_result r;
     if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dg_collective.h"
+#include "dg_layout.h"
 
 int dg_dp_is_expert(const dg_tensor *t) {
     for (int d = 0; d < t->ndim; d++)
@@ -190,31 +191,40 @@ int dg_pass_dp(dg_graph *g, const dg_dp_opts *opts, dg_dp_buckets *out, dg_err *
     }
     qsort(rp, (size_t)np, sizeof *rp, by_pos);
 
-    /* 2. Buckets: one open bucket per group (dense, expert), closed at the
-     * size limit or the input limit; then the open ones, in the same order
-     * of readiness (by their last parameter). */
+    /* 2. Buckets: one open bucket per class (dense, dense split over tp,
+     * expert), closed at the size limit or the input limit; then the open
+     * ones, in the same order of readiness (by their last parameter). Dense
+     * weights split over tp and those replicated over it go to different
+     * buckets because the gradient norm sums a bucket's squares over the
+     * group its pieces differ on (graph/passes/dg_pass_optim.h): tp for the
+     * split ones, no group for the replicated ones. */
     out->b = dg_calloc((size_t)DG_MAX(np, 1), sizeof *out->b);
-    dg_dp_bucket open[2];
+    dg_dp_bucket open[3];
     memset(open, 0, sizeof open);
-    int last_pos[2] = {-1, -1};
+    int last_pos[3] = {-1, -1, -1};
     for (int i = 0; st == DG_OK && i < np; i++) {
         const dg_tensor *p = &g->tensors[rp[i].param];
-        int e = dg_dp_is_expert(p);
-        dg_dp_bucket *b = &open[e];
+        int e = dg_dp_is_expert(p), c = e ? 2 : dg_layout_has_model_axis(&p->sharding, p->ndim);
+        dg_dp_bucket *b = &open[c];
         b->axis = e ? DG_AXIS_EDP : DG_AXIS_DP;
         b->group_size = e ? o->edp_size : o->dp_size;
         b->params[b->n_params] = rp[i].param;
         b->offset[b->n_params++] = b->numel;
         b->numel += dg_tensor_numel(p);
-        last_pos[e] = rp[i].pos;
+        last_pos[c] = rp[i].pos;
         if (b->numel >= o->bucket_elems || b->n_params == DG_DP_MAX_PARAMS) {
             out->b[out->n++] = *b;
             memset(b, 0, sizeof *b);
         }
     }
-    int first = last_pos[0] <= last_pos[1] ? 0 : 1;
-    for (int k = 0; k < 2; k++)
-        if (open[(first + k) % 2].n_params > 0) out->b[out->n++] = open[(first + k) % 2];
+    for (int k = 0; k < 3; k++) { /* the open ones by readiness; ties: dense, split, expert */
+        int best = -1;
+        for (int c = 0; c < 3; c++)
+            if (open[c].n_params > 0 && (best < 0 || last_pos[c] < last_pos[best])) best = c;
+        if (best < 0) break;
+        out->b[out->n++] = open[best];
+        open[best].n_params = 0;
+    }
 
     /* 3. Each bucket's pack and collective nodes (unless layout only). */
     for (int i = 0; st == DG_OK && i < out->n; i++) st = emit(g, &pp, &out->b[i], i, err);

@@ -28,7 +28,11 @@
  * Dense and expert parameters never share a bucket: expert parameters (a
  * dimension split over DG_AXIS_EP) reduce over DG_AXIS_EDP, the ranks that
  * hold the same experts; the rest over DG_AXIS_DP (dg_grid.h maps it to
- * the DP x CP group). With the distributed optimizer each bucket is padded
+ * the DP x CP group). Dense weights split over tp (dg_pass_tp.h) and dense
+ * ones replicated over it do not share a bucket either: the gradient norm
+ * sums a bucket's squares over the ranks its pieces differ on (tp for the
+ * split ones, none for the replicated ones: dg_pass_optim.h), so each
+ * bucket must be one or the other. With the distributed optimizer each bucket is padded
  * to a multiple of its group size so it splits into equal shards.
  *
  * Overlap (--overlap-grad-reduce): with `overlap` the pass adds nothing

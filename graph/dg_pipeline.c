@@ -104,15 +104,19 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
     switch (s) {
     case DG_STAGE_LOGICAL: return DG_OK;
     case DG_STAGE_EP: {
-        dg_graph *out = NULL;
-        int *next = dg_malloc(sizeof(int) * (size_t)DG_MAX(g->n_tensors, 1));
-        int st = dg_pass_ep(g, &o->ep, &out, next, err);
-        if (st == DG_OK) {
-            compose(r, next);
-            dg_graph_free(r->g);
-            r->g = out;
+        int st = DG_OK;
+        for (int pass = 0; pass < 2 && st == DG_OK; pass++) { /* tp, then ep */
+            dg_graph *out = NULL;
+            int *next = dg_malloc(sizeof(int) * (size_t)DG_MAX(r->g->n_tensors, 1));
+            st = pass == 0 ? dg_pass_tp(r->g, DG_MAX(o->tp_size, 1), &out, next, err)
+                           : dg_pass_ep(r->g, &o->ep, &out, next, err);
+            if (st == DG_OK) {
+                compose(r, next);
+                dg_graph_free(r->g);
+                r->g = out;
+            }
+            dg_free(next);
         }
-        dg_free(next);
         return st;
     }
     case DG_STAGE_AUTODIFF: {

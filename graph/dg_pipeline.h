@@ -5,9 +5,12 @@
  *   logical       the model builder's forward of one micro-batch: global
  *                 shapes, no parallel size, parameters annotated with their
  *                 placement and init (the caller builds it)
- *   ep            parallel passes: EP (graph/passes/dg_pass_ep.h) makes
- *                 expert weights local slices and lowers each moe_experts
- *                 node; TP, SP, CP and PP passes go here next
+ *   ep            parallel passes: TP (graph/passes/dg_pass_tp.h) makes
+ *                 weights placed over tp local shards and inserts the
+ *                 collectives where layouts meet, then EP
+ *                 (graph/passes/dg_pass_ep.h) makes expert weights local
+ *                 slices and lowers each moe_experts node; SP, CP and PP
+ *                 passes go here next
  *   autodiff      backward of the micro-batch from its loss (scaled by
  *                 1 / micro-batches, so the step's gradient is the mean)
  *   recompute     (slot: activation recompute)
@@ -36,6 +39,7 @@
 #include "dg_pass_dp.h"
 #include "dg_pass_ep.h"
 #include "dg_pass_optim.h"
+#include "dg_pass_tp.h"
 
 typedef enum dg_stage {
     DG_STAGE_LOGICAL = 0,
@@ -57,6 +61,7 @@ int dg_stage_parse(const char *name, dg_stage *out, dg_err *err);
 typedef struct dg_pipeline_opts {
     int loss;                   /* the logical graph's loss (a scalar) */
     int n_microbatches;         /* >= 1 */
+    int tp_size;                /* --tensor-model-parallel-size; 0 counts as 1 */
     dg_pass_ep_opts ep;
     const dg_autodiff_ops *autodiff;
     const dg_op_def *scale;     /* y = f[0] * x (the loss's 1 / micro-batches) */

@@ -62,6 +62,22 @@ static int local_attrs(const dg_graph *dst, const dg_node *n, const int *in, dg_
     return 1;
 }
 
+/* Local shapes can be ambiguous where a split dim is 1 locally (one head
+ * per rank: [.., 16] -> [.., 1, 16]): when src is already sharded (a later
+ * pass re-emitting it), its recorded layouts say which, so they stay where
+ * the rule, told them, agrees. */
+static void keep_recorded(dg_graph *dst, const dg_graph *src, const dg_node *n, dg_node *m, dg_sharding *lay) {
+    int differs = 0;
+    for (int j = 0; j < n->n_out; j++) differs |= !dg_layout_equal(&lay[j], &src->tensors[n->out[j]].sharding);
+    if (!differs) return;
+    for (int j = 0; j < m->n_out; j++) dst->tensors[m->out[j]].sharding = src->tensors[n->out[j]].sharding;
+    dg_sharding chk[DG_MAX_OUTPUTS];
+    if (dg_layout_infer(dst, m, chk, NULL) != DG_OK) return;
+    for (int j = 0; j < n->n_out; j++)
+        if (!dg_layout_equal(&chk[j], &src->tensors[n->out[j]].sharding)) return;
+    for (int j = 0; j < n->n_out; j++) lay[j] = chk[j];
+}
+
 static int copy_node(dg_graph *dst, const dg_graph *src, const dg_node *n, const int *in, int *tmap,
                      dg_err *err) {
     int out[DG_MAX_OUTPUTS];
@@ -80,6 +96,7 @@ static int copy_node(dg_graph *dst, const dg_graph *src, const dg_node *n, const
         if (dg_layout_infer(dst, m, lay, NULL) == DG_OK)
             for (int j = 0; j < m->n_out; j++) dst->tensors[m->out[j]].sharding = lay[j];
     }
+    if (have_lay) keep_recorded(dst, src, n, m, lay);
     for (int j = 0; j < n->n_out; j++) {
         if (have_lay) dst->tensors[out[j]].sharding = lay[j];
         tmap[n->out[j]] = out[j];
@@ -111,6 +128,8 @@ int dg_reemit(dg_graph *dst, const dg_graph *src, const dg_reemit_opts *o, int *
         dg_graph_set_layer(dst, n->layer);
         dg_graph_set_stage(dst, n->stage);
         dg_graph_set_microbatch(dst, o->microbatch == DG_REEMIT_KEEP_MICROBATCH ? n->microbatch : o->microbatch);
+        if (o->inputs && (st = o->inputs(dst, n, in, o->ctx)) != DG_OK)
+            return dg_err_set(err, st, "re-emitting node %d '%s': %s", n->id, n->name, dst->err.msg);
         if (o->lower && n->op->lower && o->lower(src, n, o->ctx)) {
             int out[DG_MAX_OUTPUTS];
             st = n->op->lower(dst, src, n, in, out, o->lower_opts, err);

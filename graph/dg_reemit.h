@@ -15,6 +15,10 @@
  *   lower  says which nodes the pass lowers: for those, the op's `lower`
  *          callback (dg_op.h) emits the parallel subgraph instead of a copy,
  *          with `lower_opts` as its options.
+ *   inputs may replace a node's inputs (already mapped into dst) before it
+ *          is copied: the TP pass puts the collective a node's sharding
+ *          rule needs in front of it (an all-reduce of a partial sum, a
+ *          copy_to_group before a column-parallel linear). NULL: none.
  *
  * Node stamps (phase, layer, micro-batch, stage, stream, group, priority) and
  * tensor names come along; `microbatch` >= -1 restamps every node.
@@ -30,6 +34,7 @@
 typedef struct dg_reemit_opts {
     int (*leaf)(dg_graph *dst, const dg_graph *src, int t, void *ctx);
     int (*lower)(const dg_graph *src, const dg_node *n, void *ctx); /* 1: lower n */
+    int (*inputs)(dg_graph *dst, const dg_node *n, int *in, void *ctx); /* DG_OK or an error */
     const void *lower_opts;
     void *ctx;
     int microbatch; /* DG_REEMIT_KEEP_MICROBATCH, or the stamp for every node */

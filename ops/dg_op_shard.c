@@ -134,7 +134,8 @@ static int map_groups(const int64_t *xs, int xn, const int64_t *ys, int yn, cons
             else return DG_SHARD_CANNOT;
         }
         int lead_i = i0, lead_j = j0;
-        while (lead_i < i - 1 && xs[lead_i] == 1) lead_i++;
+        /* a split dim leads even where it is 1 locally (one head per rank) */
+        while (lead_i < i - 1 && xs[lead_i] == 1 && !dg_layout_dim_split(in, lead_i)) lead_i++;
         while (lead_j < j - 1 && ys[lead_j] == 1) lead_j++;
         for (int d = i0; d < i; d++)
             if (dg_layout_dim_split(in, d) && d != lead_i) return DG_SHARD_CANNOT;

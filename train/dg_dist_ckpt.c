@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "dg_pass_tp.h"
+
 /* Whole-bucket moment arrays, one pair per bucket. */
 typedef struct moments {
     int n;
@@ -43,10 +45,37 @@ typedef struct ep_slices {
     float **full;  /* [3 n_params] global buffers, NULL for dense tensors */
     float **local; /* [3 n_params] this rank's slice of each */
     int64_t *numel; /* [3 n_params] local elements */
+    int *tp_dim, *tp_stride; /* [3 n_params] the dim split over tp (-1: none) and its stride */
+    const dg_graph *shape;   /* the graph whose tensors give the local shapes */
+    const int *ids;          /* [3 n_params] each entry's parameter */
 } ep_slices;
+
+/* A tensor split over tp (dg_pass_tp.h) saved whole: a buffer of the global
+ * shape in *full, filled (gather) by an all-gather of every rank's shard
+ * (rank order) rearranged by dg_tp_shard_copy; a load fills it from the
+ * file and scatter_ep() keeps this rank's shard. */
+static int tp_whole(dg_comm *tp, const dg_tensor *p, int d, int k, const char *prefix, float *src, int gather,
+                    dg_ckpt_tensor *t, float **full, dg_err *err) {
+    int64_t numel = dg_tensor_numel(p);
+    *full = dg_aligned_alloc(sizeof(float) * (size_t)(numel * tp->size));
+    DG_TRY(dg_ckpt_tensor_from(t, prefix, p, *full, err));
+    t->shape[d] *= tp->size;
+    if (!gather) return DG_OK;
+    float *all = dg_aligned_alloc(sizeof(float) * (size_t)(numel * tp->size));
+    dg_comm_req req = {0};
+    int st = tp->ops->all_gather(tp, src, all, numel, DG_F32, &req, err);
+    if (st == DG_OK) st = tp->ops->wait(tp, &req, err);
+    for (int r = 0; st == DG_OK && r < tp->size; r++)
+        dg_tp_shard_copy(p->shape, p->ndim, d, k, tp->size, r, *full, all + (int64_t)r * numel, 0);
+    dg_free(all);
+    return st;
+}
 
 static void ep_slices_free(ep_slices *e) {
     for (int i = 0; i < e->n; i++) dg_free(e->full[i]);
+    dg_free(e->tp_dim);
+    dg_free(e->tp_stride);
+    dg_free((void *)e->ids);
     dg_free(e->full);
     dg_free(e->local);
     dg_free(e->numel);
@@ -57,7 +86,14 @@ static int table(const dg_ckpt_run *r, const dg_dist *d, const int *params, int 
                  void *const *ptrs, const moments *mo, int gather, dg_ckpt_tensor *t, ep_slices *e,
                  dg_err *err) {
     dg_comm *ep = r->ep && r->ep->size > 1 ? r->ep : NULL;
+    dg_comm *tp = r->tp && r->tp->size > 1 ? r->tp : NULL;
     e->n = 3 * n_params;
+    e->tp_dim = dg_malloc(sizeof(int) * (size_t)DG_MAX(e->n, 1));
+    e->tp_stride = dg_malloc(sizeof(int) * (size_t)DG_MAX(e->n, 1));
+    int *ids = dg_malloc(sizeof(int) * (size_t)DG_MAX(e->n, 1));
+    for (int i = 0; i < e->n; i++) e->tp_dim[i] = -1;
+    e->shape = d->g;
+    e->ids = ids;
     e->full = dg_calloc((size_t)DG_MAX(e->n, 1), sizeof(float *));
     e->local = dg_calloc((size_t)DG_MAX(e->n, 1), sizeof(float *));
     e->numel = dg_calloc((size_t)DG_MAX(e->n, 1), sizeof(int64_t));
@@ -74,10 +110,18 @@ static int table(const dg_ckpt_run *r, const dg_dist *d, const int *params, int 
                 }
         if (!src[1]) return dg_err_set(err, DG_EINTERNAL, "checkpoint: parameter '%s' is in no bucket", p->name);
         int sliced = ep && p->sharding.split[0] == DG_AXIS_EP;
+        int ks = 1, tdim = tp ? dg_tp_split_dim(p, &ks) : -1;
         for (int j = 0; j < 3; j++, n++) {
             int64_t numel = dg_tensor_numel(p);
             e->local[n] = src[j];
             e->numel[n] = numel;
+            ids[n] = params[i];
+            if (tdim >= 0) {
+                DG_TRY(tp_whole(tp, p, tdim, ks, prefix[j], src[j], gather, &t[n], &e->full[n], err));
+                e->tp_dim[n] = tdim;
+                e->tp_stride[n] = ks;
+                continue;
+            }
             if (!sliced) {
                 DG_TRY(dg_ckpt_tensor_from(&t[n], prefix[j], p, src[j], err));
                 continue;
@@ -98,7 +142,11 @@ static int table(const dg_ckpt_run *r, const dg_dist *d, const int *params, int 
 /* After a load: this rank's rows of the global expert tensors. */
 static void scatter_ep(const dg_ckpt_run *r, const ep_slices *e) {
     for (int i = 0; i < e->n; i++)
-        if (e->full[i])
+        if (e->full[i] && e->tp_dim[i] >= 0) {
+            const dg_tensor *p = &e->shape->tensors[e->ids[i]];
+            dg_tp_shard_copy(p->shape, p->ndim, e->tp_dim[i], e->tp_stride[i], r->tp->size, r->tp->rank, e->full[i],
+                             e->local[i], 1);
+        } else if (e->full[i])
             memcpy(e->local[i], e->full[i] + (int64_t)r->ep->rank * e->numel[i],
                    sizeof(float) * (size_t)e->numel[i]);
 }
@@ -168,11 +216,14 @@ int dg_dist_ckpt_load(const dg_ckpt_run *r, dg_dist *d, const int *params, int n
 
 uint64_t dg_dist_ckpt_bytes(const dg_ckpt_run *r, const dg_dist *d, const int *params, int n_params) {
     int ep = r->ep && r->ep->size > 1 ? r->ep->size : 1;
+    int tp = r->tp && r->tp->size > 1 ? r->tp->size : 1;
     /* a generous manifest entry per tensor, and the JSON around them */
     uint64_t bytes = 65536;
     for (int i = 0; i < n_params; i++) {
         const dg_tensor *p = &d->g->tensors[params[i]];
+        int ks = 1;
         uint64_t b = (uint64_t)dg_tensor_bytes(p) * (p->sharding.split[0] == DG_AXIS_EP ? (uint64_t)ep : 1u);
+        if (dg_tp_split_dim(p, &ks) >= 0) b *= (uint64_t)tp; /* saved whole */
         bytes += 3 * (b + 64 + 1024); /* the parameter and its two moments, 64-byte aligned */
     }
     return bytes;

@@ -49,6 +49,7 @@ typedef struct dg_ckpt_run {
      * a seam for tests, NULL otherwise. */
     void (*at)(void *ctx, dg_ckpt_stage stage, int index);
     void *at_ctx;
+    dg_comm *tp;        /* the TP group: tensors split over tp are gathered over it (NULL: none) */
 } dg_ckpt_run;
 
 /* Save iteration k->iteration of the run into c->save (collective; every

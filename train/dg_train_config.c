@@ -196,6 +196,25 @@ static int parse_layer_freq(dg_train_config *c, dg_err *err) {
     return DG_OK;
 }
 
+int dg_train_config_check_tp(const dg_train_config *c, dg_err *err) {
+    const dg_model_config *m = &c->model;
+    int tp = c->tensor_model_parallel_size;
+    int groups = c->group_query_attention && m->num_query_groups > 0 ? m->num_query_groups : m->num_attention_heads;
+    if (tp <= 1) return DG_OK;
+    if (m->num_attention_heads % tp != 0)
+        return dg_err_set(err, DG_EINPUT, "--tensor-model-parallel-size %d does not divide --num-attention-heads %d",
+                          tp, m->num_attention_heads);
+    if (groups % tp != 0)
+        return dg_err_set(err, DG_EINPUT, "--tensor-model-parallel-size %d does not divide --num-query-groups %d", tp,
+                          groups);
+    if (m->num_experts > 0)
+        return dg_err_set(err, DG_EINPUT,
+                          "--tensor-model-parallel-size %d with --num-experts %d: expert tensor parallelism is not "
+                          "supported yet (use a dense model, or tp 1)",
+                          tp, m->num_experts);
+    return DG_OK;
+}
+
 int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *err) {
     dg_model_config *m = &c->model;
     m->normalization_layernorm = !strcmp(c->normalization, "LayerNorm");
@@ -246,5 +265,6 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
         return dg_err_set(err, DG_EINPUT, "--overlap-param-gather needs --use-distributed-optimizer");
     if (c->mock_data && c->data_path[0])
         return dg_err_set(err, DG_EINPUT, "--mock-data and --data-path exclude each other");
+    DG_TRY(dg_train_config_check_tp(c, err));
     return dg_model_config_check(m, err);
 }

@@ -94,6 +94,13 @@ int dg_train_config_parse(dg_train_config *c, int argc, char **argv, int first, 
 /* Resolve derived values (vocabulary from the tokenizer when known, padded;
  * model fields from string flags) and check the set. vocab_from_data: the
  * tokenizer's vocabulary size, or 0 when not known yet. */
+/* What tensor parallelism needs of the model, from the flags alone (so it
+ * is found before any other work): --tensor-model-parallel-size divides
+ * the attention heads and the query groups (Megatron's replication of
+ * groups over tp is not supported), and no experts (expert tensor
+ * parallelism is not built yet). DG_OK or DG_EINPUT naming both values. */
+int dg_train_config_check_tp(const dg_train_config *c, dg_err *err);
+
 int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *err);
 
 /* The flag table (for --help and for other subcommands that take model flags). */

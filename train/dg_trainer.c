@@ -20,6 +20,7 @@
 #include "dg_mem_estimate.h"
 #include "dg_op_basic.h"
 #include "dg_op_optim.h"
+#include "dg_pass_tp.h"
 #include "dg_pipeline.h"
 #include "dg_sched.h"
 #include "dg_tensorboard.h"
@@ -85,6 +86,7 @@ static void init_params(trainer *t) {
     double out_std = c->init_method_std / sqrt(2.0 * c->model.num_layers);
     int coord[DG_AXIS_COUNT] = {0};
     if (t->grid) coord[DG_AXIS_EP] = t->grid->coord.ep;
+    int tp = t->grid ? t->grid->sizes.tp : 1, tp_rank = t->grid ? t->grid->coord.tp : 0;
     for (int i = 0; i < t->n_params; i++) {
         const dg_tensor *p = &t->g->tensors[t->params[i]];
         float *w = dg_runtime_ptr(t->rt, p->id);
@@ -97,7 +99,15 @@ static void init_params(trainer *t) {
         double std = p->init == DG_INIT_SCALED_NORMAL ? out_std : c->init_method_std;
         init_rng r = {(uint64_t)c->seed * 0x100000001B3ull + (uint64_t)i};
         r.s += 2u * (uint64_t)dg_shard_offset(p, coord) * 0x9E3779B97F4A7C15ull; /* two draws per value */
-        for (int64_t k = 0; k < n; k++) w[k] = (float)(std * init_normal(&r));
+        /* a shard over tp is no contiguous slice (row-parallel, strided
+         * fc1): draw the whole tensor and keep this rank's shard */
+        int ks = 1, d = tp > 1 ? dg_tp_split_dim(p, &ks) : -1;
+        float *dst = d < 0 ? w : dg_malloc(sizeof(float) * (size_t)(n * tp));
+        for (int64_t k = 0; k < (d < 0 ? n : n * tp); k++) dst[k] = (float)(std * init_normal(&r));
+        if (d >= 0) {
+            dg_tp_shard_copy(p->shape, p->ndim, d, ks, tp, tp_rank, dst, w, 1);
+            dg_free(dst);
+        }
     }
 }
 
@@ -152,7 +162,8 @@ static int setup(trainer *t, dg_err *err) {
     optimizer_opts(t, groups, &oo);
     dg_pipeline_opts po = {.loss = lio.loss, .n_microbatches = t->n_mb, .autodiff = dg_ops_autodiff(),
                            .scale = &dg_op_scale, .dp = &dpo, .optim = &oo,
-                           .stop_after = DG_STAGE_OPTIMIZER, .step_name = "train_step"};
+                           .stop_after = DG_STAGE_OPTIMIZER, .step_name = "train_step",
+                           .tp_size = c->tensor_model_parallel_size};
     po.ep = (dg_pass_ep_opts){DG_MAX(c->model.expert_model_parallel_size, 1),
                               c->model.moe_token_dispatcher_type,
                               DG_MAX(c->model.moe_a2a_overlap_chunks, 1), 0};
@@ -441,12 +452,21 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
     if (comm == MPI_COMM_NULL) {
         if (c->tensor_model_parallel_size * c->context_parallel_size * c->expert_model_parallel_size *
                 c->pipeline_model_parallel_size != 1)
-            return dg_err_set(err, DG_EINPUT, "model parallelism needs MPI (run under mpirun)");
+            return dg_train_config_check_tp(c, err) != DG_OK
+                       ? DG_EINPUT
+                       : dg_err_set(err, DG_EINPUT, "model parallelism needs MPI (run under mpirun)");
         return DG_OK;
     }
     dg_grid_sizes sz = {c->tensor_model_parallel_size, c->context_parallel_size,
                         c->expert_model_parallel_size, c->pipeline_model_parallel_size, 0};
-    int st = DG_OK;
+    int st = dg_train_config_check_tp(c, err); /* the same on every rank: rank 0 reports it */
+    if (st != DG_OK) {
+        int rank = 0;
+        MPI_Comm_rank(comm, &rank);
+        if (rank != 0) err->msg[0] = 0;
+        t->failure_agreed = 1;
+        return st;
+    }
     t->grid = dg_grid_new(comm, &sz, &st, err);
     if (!t->grid) {
         /* The sizes and the world are the same on every rank, and so is
@@ -457,10 +477,9 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
         t->failure_agreed = 1;
         return st;
     }
-    const char *todo = sz.tp > 1 ? "--tensor-model-parallel-size" : sz.cp > 1 ? "--context-parallel-size"
-                     : sz.pp > 1 ? "--pipeline-model-parallel-size" : NULL;
+    const char *todo = sz.cp > 1 ? "--context-parallel-size" : sz.pp > 1 ? "--pipeline-model-parallel-size" : NULL;
     if (todo)
-        return dg_err_set(err, DG_EINPUT, "%s > 1: not supported yet (data and expert parallelism are)", todo);
+        return dg_err_set(err, DG_EINPUT, "%s > 1: not supported yet (data, tensor and expert parallelism are)", todo);
     t->data_rank = t->grid->data_rank;
     t->data_size = t->grid->data_size;
     t->grad_shards = t->grid->dp_cp->size;
@@ -532,7 +551,7 @@ static dg_ckpt_run ckpt_run_of(const trainer *t) {
     int hook = t->hooks && t->hooks->on_save_stage;
     return (dg_ckpt_run){t->c, t->feed.vocab, t->log, t->grid ? t->grid->world_comm : NULL,
                          t->grid ? t->grid->group[DG_AXIS_EP] : NULL, hook ? save_stage : NULL,
-                         hook ? (void *)t : NULL};
+                         hook ? (void *)t : NULL, t->grid ? t->grid->group[DG_AXIS_TP] : NULL};
 }
 
 /* --save can take a checkpoint of this run (the writer checks: it alone

@@ -16,7 +16,7 @@ typedef struct optim_pass {
     int first_node;         /* the pass's nodes are first_node .. */
     int n_partial;
     int *partial;           /* sum-of-squares tensors [1] */
-    dg_axis *partial_axis;  /* the group each is summed over */
+    unsigned *partial_mask; /* the axes (bits) each is summed over */
     int n_updated;
     int *updated;           /* leaves written in place */
     dg_err *err;
@@ -36,8 +36,9 @@ static int group_size(const dg_optim_opts *o, dg_axis a) {
     return a == DG_AXIS_NONE ? 1 : o->group_size[a];
 }
 
-/* The group over which bucket b's gradient pieces differ (dg_pass_optim.h, 1). */
-static int norm_axis(const optim_pass *s, const dg_dp_bucket *b, dg_axis *axis) {
+/* The axes over which bucket b's gradient pieces differ (dg_pass_optim.h,
+ * 1), as a bit set; {EDP, EP} is DP's group. */
+static unsigned norm_mask(const optim_pass *s, const dg_dp_bucket *b) {
     unsigned set = 0;
     if (s->o->buckets->reduce_scatter && b->group_size > 1) set |= 1u << b->axis;
     for (int k = 0; k < b->n_params; k++) {
@@ -46,20 +47,14 @@ static int norm_axis(const optim_pass *s, const dg_dp_bucket *b, dg_axis *axis) 
             if (p->sharding.split[d] != DG_AXIS_NONE && group_size(s->o, p->sharding.split[d]) > 1)
                 set |= 1u << p->sharding.split[d];
     }
-    *axis = DG_AXIS_NONE;
-    for (int a = 1; a < DG_AXIS_COUNT; a++)
-        if (set == 1u << a) *axis = (dg_axis)a;
-    if (set == ((1u << DG_AXIS_EDP) | (1u << DG_AXIS_EP))) *axis = DG_AXIS_DP;
-    if (set && *axis == DG_AXIS_NONE)
-        return dg_err_set(s->err, DG_EINTERNAL, "optim pass: the gradient of bucket of '%s' is split over "
-                          "axes (mask 0x%x) that make no group of the grid", dg_Tc(s->g, b->params[0])->name, set);
-    return DG_OK;
+    const unsigned edp_ep = (1u << DG_AXIS_EDP) | (1u << DG_AXIS_EP);
+    if ((set & edp_ep) == edp_ep) set = (set & ~edp_ep) | (1u << DG_AXIS_DP);
+    return set;
 }
 
 /* 1a. Bucket i's partial sums of squares. */
 static int bucket_partials(optim_pass *s, const dg_dp_bucket *b, int i) {
-    dg_axis axis;
-    DG_TRY(norm_axis(s, b, &axis));
+    unsigned mask = norm_mask(s, b);
     dg_attrs a;
     memset(&a, 0, sizeof a);
     a.f[0] = s->o->grad_scale;
@@ -75,7 +70,7 @@ static int bucket_partials(optim_pass *s, const dg_dp_bucket *b, int i) {
         int t = add(s, s->o->ops.sumsq, &a, in, n_in, name);
         if (t < 0) return builder_failed(s);
         s->partial[s->n_partial] = t;
-        s->partial_axis[s->n_partial++] = axis;
+        s->partial_mask[s->n_partial++] = mask;
     }
     return DG_OK;
 }
@@ -94,33 +89,44 @@ static int sum_all(optim_pass *s, const int *xs, int n, const char *name) {
     return acc;
 }
 
-/* 1b. The total: per group, local sum -> all-gather -> sum in rank order;
- * then the groups in axis order. Returns the tensor, or -1. */
+/* 1b. The total: per set of axes, local sum -> for each axis in order,
+ * all-gather -> sum in rank order; then the sets' totals in the order of
+ * their bits. Returns the tensor, or -1. */
 static int norm_total(optim_pass *s) {
-    int *xs = dg_malloc(sizeof(int) * (size_t)DG_MAX(s->n_partial, 1)), totals[DG_AXIS_COUNT], nt = 0;
+    int *xs = dg_malloc(sizeof(int) * (size_t)DG_MAX(s->n_partial, 1));
+    int *totals = dg_malloc(sizeof(int) * (size_t)DG_MAX(s->n_partial, 1)), nt = 0;
     char name[DG_NAME_LEN];
-    for (int a = 0; a < DG_AXIS_COUNT && nt >= 0; a++) {
+    for (unsigned m = 0, next = 0; nt >= 0; m = next) {
         int n = 0;
-        for (int k = 0; k < s->n_partial; k++)
-            if (s->partial_axis[k] == (dg_axis)a) xs[n++] = s->partial[k];
-        if (n == 0) continue;
-        snprintf(name, sizeof name, "optim/norm/%s/sum", dg_axis_name((dg_axis)a));
-        int t = sum_all(s, xs, n, name);
-        int gs = group_size(s->o, (dg_axis)a);
-        if (t >= 0 && gs > 1) {
-            int all = dg_all_gather(s->g, t, (dg_axis)a, gs, 0);
-            if (all >= 0)
-                snprintf(dg_N(s->g, dg_Tc(s->g, all)->producer)->name, DG_NAME_LEN, "optim/norm/%s/all_gather",
-                         dg_axis_name((dg_axis)a));
-            snprintf(name, sizeof name, "optim/norm/%s/ranks_sum", dg_axis_name((dg_axis)a));
-            t = all >= 0 ? sum_all(s, &all, 1, name) : -1;
+        next = ~0u;
+        for (int k = 0; k < s->n_partial; k++) {
+            if (s->partial_mask[k] == m) xs[n++] = s->partial[k];
+            if (s->partial_mask[k] > m && s->partial_mask[k] < next) next = s->partial_mask[k];
         }
-        totals[nt++] = t;
-        if (t < 0) nt = -1;
+        if (n > 0) {
+            int one = m && !(m & (m - 1)) ? __builtin_ctz(m) : (m ? -1 : DG_AXIS_NONE);
+            if (one >= 0) snprintf(name, sizeof name, "optim/norm/%s/sum", dg_axis_name((dg_axis)one));
+            else snprintf(name, sizeof name, "optim/norm/0x%x/sum", m);
+            int t = sum_all(s, xs, n, name);
+            for (int a = 1; a < DG_AXIS_COUNT && t >= 0; a++) {
+                int gs = group_size(s->o, (dg_axis)a);
+                if (!(m & (1u << a)) || gs <= 1) continue;
+                int all = dg_all_gather(s->g, t, (dg_axis)a, gs, 0);
+                if (all >= 0)
+                    snprintf(dg_N(s->g, dg_Tc(s->g, all)->producer)->name, DG_NAME_LEN, "optim/norm/%s/all_gather",
+                             dg_axis_name((dg_axis)a));
+                snprintf(name, sizeof name, "optim/norm/%s/ranks_sum", dg_axis_name((dg_axis)a));
+                t = all >= 0 ? sum_all(s, &all, 1, name) : -1;
+            }
+            totals[nt++] = t;
+            if (t < 0) nt = -1;
+        }
+        if (next == ~0u) break;
     }
+    int total = nt <= 0 ? -1 : nt == 1 ? totals[0] : sum_all(s, totals, nt, "optim/norm/total");
     dg_free(xs);
-    if (nt <= 0) return -1;
-    return nt == 1 ? totals[0] : sum_all(s, totals, nt, "optim/norm/total");
+    dg_free(totals);
+    return total;
 }
 
 /* 3-4. Bucket i's AdamW nodes, and the gather of its updated master shard
@@ -254,7 +260,7 @@ int dg_pass_optim(dg_graph *g, const dg_optim_opts *o, dg_optim *out, dg_err *er
     for (int i = 0; i < bk->n; i++) np += bk->b[i].n_params;
     optim_pass s = {g, o, out, g->n_nodes, 0, NULL, NULL, 0, NULL, err};
     s.partial = dg_malloc(sizeof(int) * (size_t)np);
-    s.partial_axis = dg_malloc(sizeof(dg_axis) * (size_t)np);
+    s.partial_mask = dg_malloc(sizeof(unsigned) * (size_t)np);
     s.updated = dg_malloc(sizeof(int) * (size_t)(3 * bk->n + 2 * np));
     out->n = bk->n;
     out->b = dg_calloc((size_t)bk->n, sizeof *out->b);
@@ -268,7 +274,7 @@ int dg_pass_optim(dg_graph *g, const dg_optim_opts *o, dg_optim *out, dg_err *er
     dg_graph_set_layer(g, layer);
     dg_graph_set_microbatch(g, mb);
     dg_free(s.partial);
-    dg_free(s.partial_axis);
+    dg_free(s.partial_mask);
     dg_free(s.updated);
     if (st != DG_OK) dg_optim_free(out);
     return st;

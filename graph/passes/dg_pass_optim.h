@@ -20,11 +20,13 @@
  *    not counted twice. Partials with the same group are added locally
  *    (optim_sum), all-gathered over the group and added in rank order (the
  *    same bits on every rank, whatever algorithm MPI picks), then the
- *    groups' totals are added in axis order. The set of axes names one
- *    group: {a} is a's group; {EDP, EP} is DG_AXIS_DP, since the grid
- *    (sched/dg_grid.h) makes the expert-data-parallel group times the EP
- *    group exactly the data-parallel group the runtime maps DG_AXIS_DP to
- *    (CP x EP x DP). Groups of one rank need no collective.
+ *    groups' totals are added in the order of their axis sets (as bits).
+ *    {EDP, EP} is DG_AXIS_DP, since the grid (sched/dg_grid.h) makes the
+ *    expert-data-parallel group times the EP group exactly the data-
+ *    parallel group the runtime maps DG_AXIS_DP to (CP x EP x DP); a set of
+ *    several axes (a tp-split weight in a reduce-scattered bucket: {TP,
+ *    DP}) is gathered and summed over each axis in turn, lowest first.
+ *    Groups of one rank need no collective.
  * 2. optim_clip: the norm, Megatron's clip coefficient and the ok flag
  *    (finite norm and `apply`), from the total and the hparams input.
  * 3. AdamW: one optim_adamw node per parameter, on the parameter itself

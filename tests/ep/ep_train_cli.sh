@@ -35,17 +35,8 @@ check() {
     echo "np $np $*: $got"
     [ -n "$got" ] || fail "np $np $*: no log lines"
     # the same fields in the same order, each value within 1e-5 relative
-    awk -v a="$got" -v b="$want" 'BEGIN {
-        n = split(a, x, " "); m = split(b, y, " ");
-        if (n != m) exit 1;
-        for (i = 1; i <= n; i++) {
-            if (x[i] ~ /^[0-9.E+-]+$/) {
-                d = x[i] - y[i]; if (d < 0) d = -d;
-                r = y[i] < 0 ? -y[i] : y[i];
-                if (d > 1e-5 * r) exit 1;
-            } else if (x[i] != y[i]) exit 1;
-        }
-    }' || fail "np $np $*: differs from the single-rank run"
+    awk -v a="$got" -v b="$want" -f "$(dirname "$0")/../common/logs_close.awk" ||
+        fail "np $np $*: differs from the single-rank run"
     "${DG_REF_PYTHON:-/usr/bin/python3}" "$(dirname "$0")/ckpt_params_close.py" "$TMP/ck$n_check" "$TMP/ref" 1e-5 ||
         fail "np $np $*: final parameters differ from the single-rank run"
 }

@@ -1,0 +1,167 @@
+/* dg_pass_tp.c — see dg_pass_tp.h. */
+#include "dg_pass_tp.h"
+
+#include <string.h>
+
+#include "dg_collective.h"
+#include "dg_layout.h"
+#include "dg_reemit.h"
+
+typedef struct tp_pass {
+    int tp;
+    const dg_graph *src;
+    unsigned char *keep_whole; /* [src tensors] vocabulary tables: not split */
+    int *copy_of, *reduced_of;  /* [cap] per dst tensor: its copy_to_group / all_reduce, or -1 */
+    int cap;
+} tp_pass;
+
+static int is_op(const dg_node *n, const char *name) { return !strcmp(n->op->name, name); }
+
+/* The word embedding and the output layer keep their whole vocabulary (see
+ * dg_pass_tp.h): a table read by an embedding, or the weight of a linear
+ * whose output is a cross entropy's logits. */
+static void mark_vocab(tp_pass *s) {
+    const dg_graph *g = s->src;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const dg_node *n = &g->nodes[i];
+        if (is_op(n, "embedding")) s->keep_whole[n->in[0]] = 1;
+        if (!is_op(n, "softmax_xent")) continue;
+        int p = g->tensors[n->in[0]].producer;
+        if (p >= 0 && is_op(&g->nodes[p], "matmul")) s->keep_whole[g->nodes[p].in[1]] = 1;
+    }
+}
+
+/* Parameters placed over tp: this rank's shard. */
+static int tp_leaf(dg_graph *dst, const dg_graph *src, int t, void *ctx) {
+    const tp_pass *s = ctx;
+    const dg_tensor *x = &src->tensors[t];
+    if (x->role != DG_ROLE_PARAMETER || s->tp <= 1 || s->keep_whole[t])
+        return dg_reemit_leaf_default(dst, src, t, ctx);
+    int64_t shape[DG_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    dg_sharding lay = x->sharding;
+    for (int d = 0; d < x->ndim; d++) {
+        if (x->place.split[d] != DG_AXIS_TP) continue;
+        int k = DG_MAX(x->place.stride[d], 1);
+        if (shape[d] % ((int64_t)s->tp * k) != 0)
+            return dg_graph_fail(dst, "--tensor-model-parallel-size %d does not divide dim %d (%lld, %d block(s)) of '%s'",
+                                 s->tp, d, (long long)shape[d], k, x->name);
+        shape[d] /= s->tp;
+        lay.split[d] = DG_AXIS_TP;
+        lay.stride[d] = x->place.stride[d];
+    }
+    dg_param_spec spec = {(dg_init)x->init, x->place};
+    int id = dg_param(dst, x->name, x->ndim, shape, &spec);
+    if (id >= 0) dst->tensors[id].sharding = lay;
+    return id;
+}
+
+/* Whether n's rule takes inputs `in` (tensors of dst). */
+static int rule_takes(const dg_graph *dst, const dg_node *n, const int *in) {
+    dg_node tmp = *n;
+    for (int k = 0; k < n->n_in; k++) tmp.in[k] = in[k];
+    for (int j = 0; j < DG_MAX_OUTPUTS; j++) tmp.out[j] = -1;
+    dg_sharding lay[DG_MAX_INPUTS], out[DG_MAX_OUTPUTS];
+    for (int k = 0; k < n->n_in; k++) lay[k] = dst->tensors[in[k]].sharding;
+    memset(out, 0, sizeof out);
+    dg_attrs a = n->attrs;
+    int (*rule)(const dg_graph *, const dg_node *, const dg_sharding *, dg_sharding *, dg_attrs *) =
+        n->op->shard ? n->op->shard : dg_shard_replicated;
+    return rule(dst, &tmp, lay, out, &a) == DG_OK;
+}
+
+static void grow(tp_pass *s, int n) {
+    if (n <= s->cap) return;
+    int cap = DG_MAX(2 * s->cap, n + 64);
+    s->copy_of = dg_realloc(s->copy_of, sizeof(int) * (size_t)cap);
+    s->reduced_of = dg_realloc(s->reduced_of, sizeof(int) * (size_t)cap);
+    for (int i = s->cap; i < cap; i++) s->copy_of[i] = s->reduced_of[i] = -1;
+    s->cap = cap;
+}
+
+/* A column-parallel linear: x [.., K] times w [N, K] (or [K, N]) split on N
+ * over tp, x whole on K and no partial sum. */
+static int column_parallel(const dg_graph *dst, const dg_node *n, const int *in) {
+    if (!is_op(n, "matmul") || n->attrs.i[0] || dst->tensors[in[1]].ndim != 2) return 0;
+    const dg_sharding *x = &dst->tensors[in[0]].sharding, *w = &dst->tensors[in[1]].sharding;
+    int nd = n->attrs.i[1] ? 0 : 1, xn = dst->tensors[in[0]].ndim;
+    return w->split[nd] == DG_AXIS_TP && x->partial == DG_AXIS_NONE && !dg_layout_dim_split(x, xn - 1);
+}
+
+/* Make each input's layout one n's rule takes (dg_pass_tp.h, 2). */
+static int tp_inputs(dg_graph *dst, const dg_node *n, int *in, void *ctx) {
+    tp_pass *s = ctx;
+    if (s->tp <= 1 || n->group != DG_AXIS_NONE) return DG_OK;
+    if (column_parallel(dst, n, in)) {
+        grow(s, dst->n_tensors);
+        if (s->copy_of[in[0]] < 0) s->copy_of[in[0]] = dg_copy_to_group(dst, in[0], DG_AXIS_TP, s->tp);
+        if ((in[0] = s->copy_of[in[0]]) < 0) return dst->status;
+    }
+    if (rule_takes(dst, n, in)) return DG_OK;
+    for (int k = 0; k < n->n_in; k++) { /* partial sums first: the cheaper fix */
+        const dg_tensor *x = &dst->tensors[in[k]];
+        if (x->sharding.partial != DG_AXIS_TP) continue;
+        grow(s, dst->n_tensors);
+        if (s->reduced_of[in[k]] < 0) s->reduced_of[in[k]] = dg_all_reduce(dst, in[k], DG_AXIS_TP, s->tp);
+        if ((in[k] = s->reduced_of[in[k]]) < 0) return dst->status;
+    }
+    for (int k = 0; k < n->n_in && !rule_takes(dst, n, in); k++) {
+        const dg_tensor *x = &dst->tensors[in[k]];
+        for (int d = 0; d < x->ndim; d++)
+            if (x->sharding.split[d] == DG_AXIS_TP && x->sharding.split2[d] == DG_AXIS_NONE && !x->sharding.stride[d]) {
+                if ((in[k] = dg_all_gather(dst, in[k], DG_AXIS_TP, s->tp, d)) < 0) return dst->status;
+                break;
+            }
+    }
+    if (rule_takes(dst, n, in)) return DG_OK;
+    return dg_graph_fail(dst, "tp: no collective makes the inputs' layouts fit the rule of %s", n->op->name);
+}
+
+int dg_pass_tp(const dg_graph *src, int tp_size, dg_graph **out, int *tmap, dg_err *err) {
+    *out = NULL;
+    if (tp_size < 1)
+        return dg_err_set(err, DG_EINPUT, "--tensor-model-parallel-size: expected >= 1, got %d", tp_size);
+    tp_pass s = {tp_size, src, dg_calloc((size_t)DG_MAX(src->n_tensors, 1), 1), NULL, NULL, 0};
+    mark_vocab(&s);
+    dg_graph *g = dg_graph_new(src->name);
+    memcpy(g->mesh, src->mesh, sizeof g->mesh);
+    g->mesh[DG_AXIS_TP] = tp_size;
+    dg_reemit_opts ro = dg_reemit_plain();
+    ro.leaf = tp_leaf;
+    ro.inputs = tp_inputs;
+    ro.ctx = &s;
+    int st = dg_reemit(g, src, &ro, tmap, err);
+    dg_free(s.keep_whole);
+    dg_free(s.copy_of);
+    dg_free(s.reduced_of);
+    if (st != DG_OK) {
+        dg_graph_free(g);
+        return st;
+    }
+    *out = g;
+    return DG_OK;
+}
+
+int dg_tp_split_dim(const dg_tensor *t, int *k) {
+    for (int d = 0; d < t->ndim; d++)
+        if (t->sharding.split[d] == DG_AXIS_TP) {
+            *k = DG_MAX(t->sharding.stride[d], 1);
+            return d;
+        }
+    return -1;
+}
+
+void dg_tp_shard_copy(const int64_t *local_shape, int ndim, int d, int k, int n, int r, float *global,
+                      float *local, int to_local) {
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < d; i++) outer *= local_shape[i];
+    for (int i = d + 1; i < ndim; i++) inner *= local_shape[i];
+    int64_t rows = local_shape[d], block = rows / k, grows = rows * n; /* block: rows of one block here */
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t j = 0; j < rows; j++) {
+            int64_t gj = (j / block) * (grows / k) + (int64_t)r * block + j % block;
+            float *l = local + (o * rows + j) * inner, *gl = global + (o * grows + gj) * inner;
+            if (to_local) memcpy(l, gl, sizeof(float) * (size_t)inner);
+            else memcpy(gl, l, sizeof(float) * (size_t)inner);
+        }
+}

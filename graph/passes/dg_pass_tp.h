@@ -1,0 +1,53 @@
+/* dg_pass_tp.h — tensor parallelism (Megatron's TP, without SP) as a graph
+ * pass.
+ *
+ * The model builder places each weight over tp (dg_tensor.place): column-
+ * parallel weights (QKV, fc1; SwiGLU's fused fc1 strided by 2) split their
+ * output dim, row-parallel ones (the attention projection, fc2) their input
+ * dim. The TP pass re-emits the logical graph (dg_reemit.h) and
+ *
+ *   1. makes each parameter placed over tp this rank's shard (local shape,
+ *      layout split over tp as placed); the sharding rules then give every
+ *      activation its layout and rewrite reshape dims for local shapes, so
+ *      attention runs on this rank's heads and query groups;
+ *   2. inserts, in front of a node, the collective that makes its inputs'
+ *      layouts agree with its rule: a copy_to_group (identity forward,
+ *      all-reduce of the gradient) before the input of a column-parallel
+ *      linear, an all-reduce of a partial sum where the rule cannot take it
+ *      (the residual add behind a row-parallel linear), an all-gather of a
+ *      split where nothing else helps. One collective per tensor: q, k and v
+ *      share the copy of their input. Only the forward changes: autodiff
+ *      derives the backward communication from the collectives' adjoints.
+ *
+ * The vocabulary stays replicated in this cut: the word embedding (and the
+ * output layer, with the cross entropy on whole logits) keep the whole
+ * table on every tp rank, so no vocab-parallel loss is needed; their
+ * gradients are identical on every tp rank, as are those of the other
+ * replicated parameters (norms), whose inputs are replicated without SP.
+ *
+ * With tp = 1 the pass copies the graph as it is.
+ */
+#ifndef DG_PASS_TP_H
+#define DG_PASS_TP_H
+
+#include "dg_graph.h"
+
+/* Run the pass on the logical graph src with tp_size ranks: *out gets a new
+ * graph (free with dg_graph_free), tmap[t] the id in *out of src's tensor t.
+ * Returns DG_OK, or DG_EINPUT naming the parameter whose placed dim tp does
+ * not divide or the node no collective can fix. */
+int dg_pass_tp(const dg_graph *src, int tp_size, dg_graph **out, int *tmap, dg_err *err);
+
+/* Copy between a tensor's global row-major buffer and rank r's shard of it
+ * (one of n ranks), split on dim d with stride k (k >= 1 blocks of dim d,
+ * each split on its own: SwiGLU's [gate; up] is 2). local_shape is the
+ * shard's shape (local_shape[d] = global / n, a multiple of k). to_local:
+ * global -> local, else local -> global. Init draws the global tensor and
+ * keeps this rank's shard; checkpoints gather shards into whole tensors. */
+void dg_tp_shard_copy(const int64_t *local_shape, int ndim, int d, int k, int n, int r, float *global,
+                      float *local, int to_local);
+
+/* The dim of t split over tp (and its stride in *k), or -1. */
+int dg_tp_split_dim(const dg_tensor *t, int *k);
+
+#endif /* DG_PASS_TP_H */

@@ -1,0 +1,127 @@
+/* test_tp_unit.c — the TP pass on the real model's logical graph (dense):
+ * local shards of the placed weights, layouts from the rules, the
+ * collectives where layouts meet, a verified graph; a size that does not
+ * divide a placed dim is an error naming it; and the shard copy that init
+ * and checkpoints use (strided fc1 included). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dg_layout.h"
+#include "dg_model.h"
+#include "dg_pass_tp.h"
+#include "dg_verify.h"
+
+static dg_graph *logical(void) {
+    dg_model_config c;
+    dg_model_config_tiny(&c);
+    c.num_experts = 0; /* dense: expert tensor parallelism is not built */
+    dg_graph *g = dg_graph_new("logical");
+    dg_model_io io;
+    dg_err err = {{0}};
+    if (dg_model_build_forward(g, &c, &io, &err) != DG_OK) fail_msg("%s", err.msg);
+    return g;
+}
+
+static const dg_tensor *param(const dg_graph *g, const char *name) {
+    for (int t = 0; t < g->n_tensors; t++)
+        if (g->tensors[t].role == DG_ROLE_PARAMETER && !strcmp(g->tensors[t].name, name)) return &g->tensors[t];
+    fail_msg("no parameter '%s'", name);
+    return NULL;
+}
+
+static int count(const dg_graph *g, const char *op, int layer) {
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        n += !strcmp(g->nodes[i].op->name, op) && g->nodes[i].layer == layer && g->nodes[i].group == DG_AXIS_TP;
+    return n;
+}
+
+static void test_tp2_shards_and_collectives(void **state) {
+    (void)state;
+    dg_graph *src = logical(), *g = NULL;
+    int *tmap = dg_malloc(sizeof(int) * (size_t)src->n_tensors);
+    dg_err err = {{0}};
+    assert_int_equal(dg_pass_tp(src, 2, &g, tmap, &err), DG_OK);
+    char b[64];
+    const dg_tensor *q = param(g, "decoder.layers.0.self_attention.linear_q.weight");
+    assert_int_equal(q->shape[0], 64 / 2); /* 4 heads x 16 over 2 ranks */
+    assert_string_equal(dg_layout_str(&q->sharding, 2, b), "[tp,-]");
+    const dg_tensor *fc1 = param(g, "decoder.layers.1.mlp.linear_fc1.weight");
+    assert_int_equal(fc1->shape[0], 128);
+    assert_string_equal(dg_layout_str(&fc1->sharding, 2, b), "[tp/2,-]");
+    const dg_tensor *proj = param(g, "decoder.layers.0.self_attention.linear_proj.weight");
+    assert_int_equal(proj->shape[1], 32);
+    assert_string_equal(dg_layout_str(&proj->sharding, 2, b), "[-,tp]");
+    /* the vocabulary stays whole in this cut; norms are replicated */
+    assert_true(dg_layout_is_replicated(&param(g, "embedding.word_embeddings.weight")->sharding));
+    assert_true(dg_layout_is_replicated(&param(g, "output_layer.weight")->sharding));
+    assert_true(dg_layout_is_replicated(&param(g, "decoder.final_layernorm.weight")->sharding));
+    for (int l = 0; l < 2; l++) {
+        assert_int_equal(count(g, "all_reduce", l), 2);
+        assert_int_equal(count(g, "copy_to_group", l), 2);
+        assert_int_equal(count(g, "all_gather", l), 0);
+    }
+    assert_int_equal(g->mesh[DG_AXIS_TP], 2);
+    if (dg_verify(g, &err) != DG_OK) fail_msg("%s", err.msg);
+    dg_graph_free(g);
+    dg_free(tmap);
+    dg_graph_free(src);
+}
+
+/* tp 1 copies the graph: no collective, whole weights. */
+static void test_tp1_is_a_copy(void **state) {
+    (void)state;
+    dg_graph *src = logical(), *g = NULL;
+    int *tmap = dg_malloc(sizeof(int) * (size_t)src->n_tensors);
+    dg_err err = {{0}};
+    assert_int_equal(dg_pass_tp(src, 1, &g, tmap, &err), DG_OK);
+    assert_int_equal(g->n_nodes, src->n_nodes);
+    assert_int_equal(param(g, "decoder.layers.0.self_attention.linear_q.weight")->shape[0], 64);
+    dg_graph_free(g);
+    dg_free(tmap);
+    dg_graph_free(src);
+}
+
+static void test_tp3_names_the_dim(void **state) {
+    (void)state;
+    dg_graph *src = logical(), *g = NULL;
+    int *tmap = dg_malloc(sizeof(int) * (size_t)src->n_tensors);
+    dg_err err = {{0}};
+    assert_int_equal(dg_pass_tp(src, 3, &g, tmap, &err), DG_EINPUT);
+    assert_null(g);
+    if (!strstr(err.msg, "--tensor-model-parallel-size 3 does not divide") || !strstr(err.msg, "linear_q.weight"))
+        fail_msg("message: %s", err.msg);
+    dg_free(tmap);
+    dg_graph_free(src);
+}
+
+/* [2, 8, 3] split on dim 1 into 2 blocks of 4 rows over 2 ranks: rank r
+ * holds rows 2r, 2r+1 of each block; the shards put back give the whole. */
+static void test_shard_copy_strided(void **state) {
+    (void)state;
+    float whole[48], back[48], local[2][24];
+    for (int i = 0; i < 48; i++) whole[i] = (float)i;
+    int64_t ls[3] = {2, 4, 3};
+    for (int r = 0; r < 2; r++) dg_tp_shard_copy(ls, 3, 1, 2, 2, r, whole, local[r], 1);
+    /* rank 1, outer 0, local row 2 = block 1's first row of rank 1 = global row 6 */
+    assert_true(local[1][2 * 3] == whole[6 * 3]);
+    assert_true(local[0][1 * 3 + 2] == whole[1 * 3 + 2]);
+    assert_true(local[1][12 + 0] == whole[24 + 2 * 3]); /* outer 1, row 0 -> global row 2 */
+    memset(back, 0, sizeof back);
+    for (int r = 0; r < 2; r++) dg_tp_shard_copy(ls, 3, 1, 2, 2, r, back, local[r], 0);
+    assert_memory_equal(back, whole, sizeof whole);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tp2_shards_and_collectives),
+        cmocka_unit_test(test_tp1_is_a_copy),
+        cmocka_unit_test(test_tp3_names_the_dim),
+        cmocka_unit_test(test_shard_copy_strided),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
