@@ -150,4 +150,15 @@ static inline void ckpt_write_text(const char *path, const char *text) {
     fclose(f);
 }
 
+#ifdef assert_non_null /* cmocka tests */
+/* One line, naming `file` and containing `what`. */
+static inline void assert_msg(const dg_err *err, const char *file, const char *what) {
+    if (!strstr(err->msg, file) || !strstr(err->msg, what) || strchr(err->msg, '\n'))
+        print_error("message '%s' should name '%s' and say '%s'\n", err->msg, file, what);
+    assert_non_null(strstr(err->msg, file));
+    assert_non_null(strstr(err->msg, what));
+    assert_null(strchr(err->msg, '\n'));
+}
+#endif
+
 #endif /* CKPT_TEST_UTIL_H */

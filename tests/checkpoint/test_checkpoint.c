@@ -29,15 +29,6 @@ static void save_it(const char *dir, int64_t it, uint64_t seed, int keep, ckpt_s
     else ckpt_set_free(&s);
 }
 
-/* One line, naming `file` and containing `what`. */
-static void assert_msg(const dg_err *err, const char *file, const char *what) {
-    if (!strstr(err->msg, file) || !strstr(err->msg, what) || strchr(err->msg, '\n'))
-        print_error("message '%s' should name '%s' and say '%s'\n", err->msg, file, what);
-    assert_non_null(strstr(err->msg, file));
-    assert_non_null(strstr(err->msg, what));
-    assert_null(strchr(err->msg, '\n'));
-}
-
 /* ---- pieces ----------------------------------------------------------------------- */
 
 static void test_crc32(void **state) {

@@ -16,15 +16,6 @@
 #include "dg_ckpt_fs.h"
 #include "dg_model_record.h"
 
-/* One line, naming `file` and containing `what`. */
-static void assert_msg(const dg_err *err, const char *file, const char *what) {
-    if (!strstr(err->msg, file) || !strstr(err->msg, what) || strchr(err->msg, '\n'))
-        print_error("message '%s' should name '%s' and say '%s'\n", err->msg, file, what);
-    assert_non_null(strstr(err->msg, file));
-    assert_non_null(strstr(err->msg, what));
-    assert_null(strchr(err->msg, '\n'));
-}
-
 /* Every dg_model_config field is in the record's table. A new field makes
  * the size check fail: add it to k_fields in train/dg_model_record.c (and
  * decide whether it is architecture), then update the size here. */

@@ -137,10 +137,29 @@ static void test_param_is_expert(void **state) {
     assert_false(dg_param_is_expert(&w));
 }
 
+/* One way to make a parameter (dg_param): a leaf of role parameter by any
+ * other road is a builder error, and a name made twice is one parameter. */
+static void test_one_way_to_make_a_parameter(void **state) {
+    (void)state;
+    dg_graph *g = dg_graph_new("params");
+    dg_param_spec spec = {DG_INIT_ONES, {{0}, {0}, {0}, 0}};
+    spec.place.split[0] = DG_AXIS_EP;
+    int w = dg_param(g, "w", 2, DG_SHAPE(4, 3), &spec);
+    assert_true(w >= 0);
+    assert_int_equal(g->tensors[w].init, DG_INIT_ONES);
+    assert_int_equal(g->tensors[w].place.split[0], DG_AXIS_EP);
+    assert_int_equal(dg_param_new(g, "w", 2, DG_SHAPE(4, 3)), w); /* the same parameter */
+    assert_int_equal(g->status, DG_OK);
+    assert_int_equal(dg_tensor_new(g, "v", DG_F32, 1, DG_SHAPE(4), DG_ROLE_PARAMETER), -1);
+    assert_non_null(strstr(g->err.msg, "tensor 'v': parameters are made with dg_param"));
+    dg_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shard_places),
         cmocka_unit_test(test_param_is_expert),
+        cmocka_unit_test(test_one_way_to_make_a_parameter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
