@@ -255,7 +255,7 @@ int main(void) {
     gj.C = C;
     gj.g = dg_graph_new("bench_linear");
     int x = dg_input_new(gj.g, "x", DG_F32, 2, DG_SHAPE(M, K));
-    int w = dg_param_new(gj.g, "w", 2, DG_SHAPE(N, K));
+    int w = dg_param(gj.g, "w", 2, DG_SHAPE(N, K), NULL);
     int y = dg_linear(gj.g, x, w);
     DG_ASSERT(y >= 0);
     gj.node = gj.g->tensors[y].producer;

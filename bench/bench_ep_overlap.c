@@ -47,9 +47,9 @@ static float unit(uint64_t *s) {
 
 static int build(dg_graph *g, const bench_cfg *c, int P, int chunks, int *loss) {
     int64_t T = c->T, H = c->H, E = c->E, F = c->F;
-    int x = dg_param_new(g, "x", 2, DG_SHAPE(T, H));
+    int x = dg_param(g, "x", 2, DG_SHAPE(T, H), NULL);
     int r = dg_input_new(g, "r", DG_F32, 2, DG_SHAPE(T, H));
-    int wr = dg_param_new(g, "decoder.layers.0.mlp.router.weight", 2, DG_SHAPE(E, H));
+    int wr = dg_param(g, "decoder.layers.0.mlp.router.weight", 2, DG_SHAPE(E, H), NULL);
     int w1 = dg_ep_expert_param(g, "decoder.layers.0.mlp.experts.linear_fc1.weight", E, P, 2 * F, H);
     int w2 = dg_ep_expert_param(g, "decoder.layers.0.mlp.experts.linear_fc2.weight", E, P, H, F);
     int logits = dg_linear(g, x, wr);

@@ -25,6 +25,7 @@
 #include "dg_cli.h"
 #include "dg_cpu_gemm.h"
 #include "dg_model_decode.h"
+#include "dg_model_record.h"
 #include "dg_pool.h"
 #include "dg_generate.h"
 #include "dg_tokenizer.h"
@@ -109,7 +110,8 @@ static int load_params(const char *dir, int64_t iteration, const dg_model_config
             l->t[l->n].data = dg_aligned_alloc(dg_tensor_bytes(x));
             l->n++;
         }
-        if (st == DG_OK) st = dg_ckpt_load(dir, iteration, c, NULL, l->t, l->n, err);
+        dg_ckpt_expect same_arch = dg_model_expect(c);
+        if (st == DG_OK) st = dg_ckpt_load(dir, iteration, &same_arch, NULL, l->t, l->n, err);
     }
     dg_decode_io_free(&io);
     dg_graph_free(g);
@@ -129,11 +131,11 @@ typedef struct codec {
     int printed;       /* ids printed so far (for the separators) */
 } codec;
 
-static int codec_open(codec *k, const dg_ckpt_manifest *man, dg_err *err) {
+static int codec_open(codec *k, const dg_ckpt_manifest *man, const dg_model_config *c, dg_err *err) {
     const dg_ckpt_tokenizer *tk = &man->meta.tokenizer;
     if (!strcmp(tk->type, "NullTokenizer")) {
         k->ids = 1;
-        k->vocab = tk->vocab_size > 0 ? tk->vocab_size : man->meta.model.vocab_size;
+        k->vocab = tk->vocab_size > 0 ? tk->vocab_size : c->vocab_size;
         /* Megatron's NullTokenizer: the last of its --vocab-size ids is the
          * end of document; mock data has none. */
         k->eod = man->meta.data.mock ? -1 : (int32_t)(k->vocab - 1);
@@ -201,6 +203,7 @@ static int codec_emit(codec *k, const int32_t *ids, int64_t n, dg_err *err) {
 typedef struct session {
     dg_ckpt_manifest man;
     int have_man;
+    dg_model_config model; /* from the manifest's config record */
     codec codec;
     loaded params;
     dg_pool *pool;
@@ -224,9 +227,10 @@ static int run(const gen_flags *f, session *s, dg_err *err) {
     DG_TRY(dg_ckpt_read_manifest(f->load, f->ckpt_step >= 0 ? f->ckpt_step : DG_CKPT_LATEST, &s->man, err));
     s->have_man = 1;
     const dg_ckpt_meta *m = &s->man.meta;
-    const dg_model_config *c = &m->model;
+    DG_TRY(dg_model_from_record(&m->config, &s->model, s->man.path, err));
+    const dg_model_config *c = &s->model;
     codec *k = &s->codec;
-    DG_TRY(codec_open(k, &s->man, err));
+    DG_TRY(codec_open(k, &s->man, c, err));
     if (k->vocab > c->vocab_size)
         return dg_err_set(err, DG_EINPUT, "%s: tokenizer has %lld tokens, the model's vocabulary only %d",
                           s->man.path, (long long)k->vocab, c->vocab_size);

@@ -122,8 +122,8 @@ static int tensor_push(dg_graph *g, const char *name, dg_dtype dtype, int ndim,
     return id;
 }
 
-int dg_tensor_new(dg_graph *g, const char *name, dg_dtype dtype, int ndim,
-                  const int64_t *shape, dg_role role) {
+/* A leaf's checks, then the push. */
+static int leaf_new(dg_graph *g, const char *name, dg_dtype dtype, int ndim, const int64_t *shape, dg_role role) {
     if (g->status != DG_OK) return -1;
     if (ndim < 0 || ndim > DG_MAX_DIMS)
         return dg_graph_fail(g, "tensor '%s': rank %d outside 0..%d", name ? name : "?", ndim,
@@ -137,11 +137,15 @@ int dg_tensor_new(dg_graph *g, const char *name, dg_dtype dtype, int ndim,
     return tensor_push(g, name, dtype, ndim, shape, role);
 }
 
-int dg_param_new(dg_graph *g, const char *name, int ndim, const int64_t *shape) {
-    return dg_tensor_new(g, name, DG_F32, ndim, shape, DG_ROLE_PARAMETER);
+int dg_tensor_new(dg_graph *g, const char *name, dg_dtype dtype, int ndim,
+                  const int64_t *shape, dg_role role) {
+    /* one way to make a parameter, so each has its init and placement */
+    if (role == DG_ROLE_PARAMETER && g->status == DG_OK)
+        return dg_graph_fail(g, "tensor '%s': parameters are made with dg_param", name ? name : "?");
+    return leaf_new(g, name, dtype, ndim, shape, role);
 }
 
-int dg_param_get_or_new(dg_graph *g, const char *name, int ndim, const int64_t *shape) {
+int dg_param_new(dg_graph *g, const char *name, int ndim, const int64_t *shape) {
     return dg_param(g, name, ndim, shape, NULL);
 }
 
@@ -155,7 +159,7 @@ int dg_param(dg_graph *g, const char *name, int ndim, const int64_t *shape, cons
         if (!same) return dg_graph_fail(g, "parameter '%s' exists with another shape", name);
         return t;
     }
-    int t = dg_param_new(g, name, ndim, shape);
+    int t = leaf_new(g, name, DG_F32, ndim, shape, DG_ROLE_PARAMETER);
     if (t >= 0 && spec) {
         g->tensors[t].init = (uint8_t)spec->init;
         g->tensors[t].place = spec->place;

@@ -223,10 +223,12 @@ void dg_graph_set_stage(dg_graph *g, int stage);
  * builder can `return dg_graph_fail(g, "...", ...);`. */
 int dg_graph_fail(dg_graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Make a leaf tensor (no producer). Returns its id, or -1 after an error. */
+/* Make a leaf tensor (no producer) of any role but parameter (parameters
+ * are made by dg_param, below). Returns its id, or -1 after an error. */
 int dg_tensor_new(dg_graph *g, const char *name, dg_dtype dtype, int ndim,
                   const int64_t *shape, dg_role role);
-/* Shorthands for parameters and inputs. */
+/* Shorthands: inputs, and a parameter with normal init and no placement
+ * (dg_param(g, name, ndim, shape, NULL), for tests and hand-built graphs). */
 int dg_param_new(dg_graph *g, const char *name, int ndim, const int64_t *shape);
 int dg_input_new(dg_graph *g, const char *name, dg_dtype dtype, int ndim, const int64_t *shape);
 
@@ -240,10 +242,6 @@ typedef struct dg_param_spec {
  * (same shape, else a builder error), or a new one with spec's init and
  * placement (NULL: normal init, replicated). Returns its id or -1. */
 int dg_param(dg_graph *g, const char *name, int ndim, const int64_t *shape, const dg_param_spec *spec);
-/* The parameter named `name` if g has one (its shape must be `shape`, else a
- * builder error), or a new one. Lets a step graph lower several micro-batches
- * that share their weights. */
-int dg_param_get_or_new(dg_graph *g, const char *name, int ndim, const int64_t *shape);
 
 /* Add a node running `op` on `inputs`. The op's infer() callback gives the
  * outputs' dtypes and shapes; new activation tensors are created for them.

@@ -134,10 +134,67 @@ dg_axis dg_mesh_coord_axis(const dg_tensor *t) {
     return DG_AXIS_NONE;
 }
 
-int64_t dg_shard_offset(const dg_tensor *t, const int *coord) {
-    const dg_sharding *s = &t->sharding;
-    if (t->ndim < 1 || s->split[0] == DG_AXIS_NONE) return 0;
-    /* one axis on dim 0 (expert slices); two axes there would need the
-     * inner group's size, which no parameter placement uses yet */
-    return (int64_t)coord[s->split[0]] * dg_tensor_numel(t);
+bool dg_param_is_expert(const dg_tensor *t) {
+    if (t->role != DG_ROLE_PARAMETER) return false;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->place.split[d] == DG_AXIS_EP || t->place.split2[d] == DG_AXIS_EP) return true;
+    return false;
+}
+
+dg_axis dg_param_replica_axis(const dg_tensor *t) { return dg_param_is_expert(t) ? DG_AXIS_EDP : DG_AXIS_DP; }
+
+static int mesh_of(const int *mesh, int a) { return a != DG_AXIS_NONE && mesh[a] > 1 ? mesh[a] : 1; }
+
+/* Dim d's parts (how many ranks split it) and this rank's part. */
+static void dim_part(const dg_sharding *s, int d, const int *mesh, const int *coord, int64_t *parts, int64_t *part) {
+    int a = s->split[d], b = s->split2[d];
+    int64_t na = mesh_of(mesh, a), nb = mesh_of(mesh, b);
+    int64_t ca = a != DG_AXIS_NONE ? coord[a] : 0, cb = b != DG_AXIS_NONE ? coord[b] : 0;
+    *parts = na * nb;
+    *part = ca * nb + cb;
+}
+
+void dg_shard_global_shape(const dg_tensor *t, const int *mesh, int64_t *shape) {
+    static const int zero[DG_AXIS_COUNT];
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t parts, part;
+        dim_part(&t->sharding, d, mesh, zero, &parts, &part);
+        shape[d] = t->shape[d] * parts;
+    }
+}
+
+/* Local index j on dim d -> global index on that dim. */
+static int64_t dim_global(const dg_tensor *t, int d, int64_t parts, int64_t part, int64_t j) {
+    int64_t k = stride_of(&t->sharding, d), blk = t->shape[d] / k; /* local rows per block */
+    return (j / blk) * blk * parts + part * blk + j % blk;
+}
+
+int64_t dg_shard_global_index(const dg_tensor *t, const int *mesh, const int *coord, int64_t i) {
+    int64_t gi = 0, scale = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        int64_t parts, part;
+        dim_part(&t->sharding, d, mesh, coord, &parts, &part);
+        int64_t j = i % t->shape[d];
+        i /= t->shape[d];
+        gi += scale * (parts > 1 ? dim_global(t, d, parts, part, j) : j);
+        scale *= t->shape[d] * parts;
+    }
+    return gi;
+}
+
+int64_t dg_shard_offset(const dg_tensor *t, const int *mesh, const int *coord) {
+    return dg_tensor_numel(t) > 0 ? dg_shard_global_index(t, mesh, coord, 0) : 0;
+}
+
+void dg_shard_copy(const dg_tensor *t, const int *mesh, const int *coord, void *global, void *local, size_t elem,
+                   bool to_global) {
+    int64_t n = dg_tensor_numel(t);
+    if (n == 0) return;
+    /* a run: the last dim's rows of one block (contiguous in both) */
+    int64_t run = t->ndim > 0 ? t->shape[t->ndim - 1] / stride_of(&t->sharding, t->ndim - 1) : 1;
+    for (int64_t i = 0; i < n; i += run) {
+        char *g = (char *)global + (size_t)dg_shard_global_index(t, mesh, coord, i) * elem;
+        char *l = (char *)local + (size_t)i * elem;
+        memcpy(to_global ? g : l, to_global ? l : g, (size_t)run * elem);
+    }
 }

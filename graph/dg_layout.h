@@ -50,11 +50,44 @@ int dg_mesh_size(const dg_graph *g, dg_axis a);
 int dg_mesh_coord_input(dg_graph *g, dg_axis a);
 dg_axis dg_mesh_coord_axis(const dg_tensor *t);
 
-/* Element offset, in the global row-major tensor, of the slice a tensor
- * split on dim 0 holds at the given mesh coordinates (coord[axis]); 0 for
- * a tensor not split on dim 0 (one axis on dim 0). Init locates expert
- * slices with it. */
-int64_t dg_shard_offset(const dg_tensor *t, const int *coord);
+/* ---- a shard's place in the global tensor ----------------------------------
+ * The one answer to "where does this rank's slice sit in the global tensor"
+ * (init draws each value of the global model, checkpoints hold whole
+ * tensors). t's local shape and layout, the mesh's sizes (mesh[axis], as
+ * g->mesh; 0 reads as 1) and the rank's coordinates (coord[axis]) say it.
+ * On a dim split over axes a (outer, split) and b (inner, split2) the dim
+ * is mesh[a] * mesh[b] equal parts and the rank holds part
+ * coord[a] * mesh[b] + coord[b]; with stride k > 1 the dim is k equal
+ * blocks (SwiGLU's [gate; up]) and the rank holds that part of each block.
+ * Expert weights are dim 0 over ep: rank r holds rows r*G .. r*G+G-1. */
+
+/* The global shape: the local one times the split sizes. */
+void dg_shard_global_shape(const dg_tensor *t, const int *mesh, int64_t *shape);
+
+/* The global row-major index of local element i (row-major in t's local
+ * shape): i itself for an unsplit tensor. */
+int64_t dg_shard_global_index(const dg_tensor *t, const int *mesh, const int *coord, int64_t i);
+
+/* The global index of the slice's first element (dg_shard_global_index of 0). */
+int64_t dg_shard_offset(const dg_tensor *t, const int *mesh, const int *coord);
+
+/* Copy the rank's slice between `local` (t's local shape) and its place in
+ * `global` (the global shape), elements of `elem` bytes, one contiguous run
+ * of the last dim at a time: to_global true writes global, false reads it. */
+void dg_shard_copy(const dg_tensor *t, const int *mesh, const int *coord, void *global, void *local, size_t elem,
+                   bool to_global);
+
+/* Is t an expert weight: a parameter whose placement (dg_tensor.place, the
+ * builder's annotation) splits a dim over ep? The one test of it: its
+ * gradient is reduced over the expert-data-parallel group (EDP), every other
+ * parameter's over dp, whatever the EP size (at EP 1 the two groups hold the
+ * same ranks). The DP pass's buckets, the verifier's grad-group rule and
+ * the EP code ask it. */
+bool dg_param_is_expert(const dg_tensor *t);
+
+/* The data axis whose ranks hold copies of parameter t: DG_AXIS_EDP for an
+ * expert weight, DG_AXIS_DP otherwise. */
+dg_axis dg_param_replica_axis(const dg_tensor *t);
 
 bool dg_layout_equal(const dg_sharding *a, const dg_sharding *b);
 /* No dim split and no partial sum. */

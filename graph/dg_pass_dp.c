@@ -7,12 +7,6 @@
 #include "dg_collective.h"
 #include "dg_layout.h"
 
-int dg_dp_is_expert(const dg_tensor *t) {
-    for (int d = 0; d < t->ndim; d++)
-        if (t->sharding.split[d] == DG_AXIS_EP) return 1;
-    return 0;
-}
-
 typedef struct ready_param {
     int param;
     int pos; /* position of its gradient's producer in the topological order */
@@ -204,7 +198,7 @@ int dg_pass_dp(dg_graph *g, const dg_dp_opts *opts, dg_dp_buckets *out, dg_err *
     int last_pos[3] = {-1, -1, -1};
     for (int i = 0; st == DG_OK && i < np; i++) {
         const dg_tensor *p = &g->tensors[rp[i].param];
-        int e = dg_dp_is_expert(p), c = e ? 2 : dg_layout_has_model_axis(&p->sharding, p->ndim);
+        int e = dg_param_is_expert(p), c = e ? 2 : dg_layout_has_model_axis(&p->sharding, p->ndim);
         dg_dp_bucket *b = &open[c];
         b->axis = e ? DG_AXIS_EDP : DG_AXIS_DP;
         b->group_size = e ? o->edp_size : o->dp_size;

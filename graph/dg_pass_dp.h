@@ -118,7 +118,4 @@ typedef struct dg_dp_buckets {
 int dg_pass_dp(dg_graph *g, const dg_dp_opts *o, dg_dp_buckets *out, dg_err *err);
 void dg_dp_buckets_free(dg_dp_buckets *b);
 
-/* Is parameter t an expert parameter (a dimension split over EP)? */
-int dg_dp_is_expert(const dg_tensor *t);
-
 #endif /* DG_PASS_DP_H */

@@ -42,22 +42,13 @@ static int check_layouts(const dg_graph *g, const dg_node *n, dg_err *err) {
     return DG_OK;
 }
 
-/* The group that replicates parameter p: expert weights (a dim over ep) are
- * replicated over the expert-data-parallel ranks, the rest over dp. */
-static dg_axis replica_axis(const dg_tensor *p) {
-    for (int d = 0; d < p->ndim; d++)
-        if (p->sharding.split[d] == DG_AXIS_EP || p->sharding.split2[d] == DG_AXIS_EP)
-            return DG_AXIS_EDP;
-    return DG_AXIS_DP;
-}
-
 /* The gradients tensor t carries into collective c (t itself, or the inputs
  * of the pack nodes that made it, two levels deep), checked against c's group. */
 static int check_grads_into(const dg_graph *g, const dg_node *c, int t, const int *param_of,
                             int depth, dg_err *err) {
     int p = param_of[t];
     if (p >= 0) {
-        dg_axis want = replica_axis(&g->tensors[p]);
+        dg_axis want = dg_param_replica_axis(&g->tensors[p]); /* edp for expert weights */
         if (c->group != want)
             return dg_verify_node_fail(err, c, "grad-group",
                                        "it reduces the gradient of '%s' over %s, but that "

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +21,28 @@
 /* ---- small pieces ------------------------------------------------------------- */
 
 void dg_ckpt_meta_init(dg_ckpt_meta *m) { memset(m, 0, sizeof *m); }
+
+int dg_ckpt_config_set(dg_ckpt_config *c, const char *key, double value, dg_err *err) {
+    size_t len = strlen(key);
+    if (len == 0 || len >= DG_CKPT_KEY_LEN)
+        return dg_err_set(err, DG_EINTERNAL, "checkpoint config: key '%s' is empty or longer than %d bytes", key,
+                          DG_CKPT_KEY_LEN - 1);
+    if (!isfinite(value))
+        return dg_err_set(err, DG_EINTERNAL, "checkpoint config: '%s' = %g is not a finite number", key, value);
+    int i = 0;
+    while (i < c->n && strcmp(c->key[i], key) != 0) i++;
+    if (i == DG_CKPT_CONFIG_MAX)
+        return dg_err_set(err, DG_EINTERNAL, "checkpoint config: more than %d keys (at '%s')", DG_CKPT_CONFIG_MAX, key);
+    if (i == c->n) memcpy(c->key[c->n++], key, len + 1);
+    c->value[i] = value;
+    return DG_OK;
+}
+
+const double *dg_ckpt_config_get(const dg_ckpt_config *c, const char *key) {
+    for (int i = 0; i < c->n; i++)
+        if (!strcmp(c->key[i], key)) return &c->value[i];
+    return NULL;
+}
 
 size_t dg_ckpt_tensor_bytes(const dg_ckpt_tensor *t) {
     size_t n = dg_dtype_size(t->dtype);
@@ -396,11 +419,11 @@ static int load_tensors(const dg_ckpt_manifest *man, const dg_ckpt_tensor *t, in
     return st;
 }
 
-int dg_ckpt_load(const char *dir, int64_t iteration, const dg_model_config *expect_model, dg_ckpt_meta *m,
+int dg_ckpt_load(const char *dir, int64_t iteration, const dg_ckpt_expect *expect, dg_ckpt_meta *m,
                  const dg_ckpt_tensor *t, int n, dg_err *err) {
     dg_ckpt_manifest man;
     DG_TRY(dg_ckpt_read_manifest(dir, iteration, &man, err));
-    int st = expect_model ? dg_ckpt_check_model(&man.meta.model, expect_model, man.path, err) : DG_OK;
+    int st = expect && expect->check ? expect->check(&man.meta.config, expect->ctx, man.path, err) : DG_OK;
     if (st == DG_OK) st = load_tensors(&man, t, n, err);
     if (st == DG_OK && m) *m = man.meta;
     dg_ckpt_manifest_free(&man);

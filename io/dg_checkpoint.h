@@ -9,8 +9,12 @@
  *
  * The manifest holds a format name and version, the run's counters
  * (iteration, consumed samples, optimizer steps, skipped and NaN
- * iterations), the RNG state words, every dg_model_config field by name,
- * the tokenizer and data description, and a tensor table. Each table entry
+ * iterations), the RNG state words, the caller's config record (named
+ * numbers, below: the trainer stores its model config there), the tokenizer
+ * and data description, and a tensor table. This layer knows named tensors
+ * and that record, never the model: what the record's keys mean, and which
+ * of them must agree for a checkpoint to load, is the caller's
+ * (train/dg_model_record.h). Each table entry
  * is { name, dtype, global_shape, slice_start, shape, file, offset, nbytes,
  * crc32 }: `shape` is the part of the `global_shape` tensor this entry
  * holds, starting at `slice_start`, and `file` is relative to the iteration
@@ -52,7 +56,6 @@
 
 #include "dg_base.h"
 #include "dg_graph.h"
-#include "dg_model.h" /* the dg_model_config struct only: dg_io does not link dg_moe */
 
 #define DG_CKPT_FORMAT "dagatron-checkpoint"
 #define DG_CKPT_VERSION 1
@@ -84,6 +87,25 @@ typedef struct dg_ckpt_data {
     int64_t seed;                /* --seed */
 } dg_ckpt_data;
 
+/* The caller's configuration: named numbers, kept in the order they were
+ * set. Stored as the manifest's "model" object (the name checkpoints have
+ * always used), one JSON number per key; doubles round-trip exactly. */
+#define DG_CKPT_CONFIG_MAX 64
+#define DG_CKPT_KEY_LEN 64
+typedef struct dg_ckpt_config {
+    int n;
+    char key[DG_CKPT_CONFIG_MAX][DG_CKPT_KEY_LEN];
+    double value[DG_CKPT_CONFIG_MAX];
+} dg_ckpt_config;
+
+/* Set key to value (replacing an existing key, else appending).
+ * DG_EINTERNAL when the key is empty or too long, the value not finite, or
+ * the record full. */
+int dg_ckpt_config_set(dg_ckpt_config *c, const char *key, double value, dg_err *err);
+
+/* The value of key, or NULL when the record has none. */
+const double *dg_ckpt_config_get(const dg_ckpt_config *c, const char *key);
+
 typedef struct dg_ckpt_meta {
     int64_t iteration;              /* iterations completed */
     int64_t consumed_samples;       /* training samples consumed: the data position */
@@ -92,7 +114,7 @@ typedef struct dg_ckpt_meta {
     int64_t skipped_iters;          /* updates skipped (non-finite loss or gradients) */
     int64_t nan_iters;              /* iterations whose loss was NaN or infinite (all skipped) */
     uint64_t rng[DG_CKPT_RNG_WORDS]; /* RNG state words, stored exactly (as hex) */
-    dg_model_config model;
+    dg_ckpt_config config;          /* the caller's config record */
     dg_ckpt_tokenizer tokenizer;
     dg_ckpt_data data;
 } dg_ckpt_meta;
@@ -199,24 +221,24 @@ void dg_ckpt_manifest_free(dg_ckpt_manifest *man);
 /* The manifest entry called name, or NULL. */
 const dg_ckpt_entry *dg_ckpt_find(const dg_ckpt_manifest *man, const char *name);
 
-/* Check that a checkpoint's model has the architecture of the run's: every
- * field that changes the parameters or what they compute (layers, sizes,
- * heads, experts, top-k, norms, router, RoPE base ...). Training settings
- * (sequence length, micro-batch size, loss coefficients, capacity factor)
- * may differ. DG_EINPUT naming `where`, the field and both values. */
-int dg_ckpt_check_model(const dg_model_config *ckpt, const dg_model_config *run, const char *where,
-                        dg_err *err);
+/* Whether a checkpoint may be loaded into this run, decided from its config
+ * record by the caller (the trainer: the model's architecture must agree,
+ * dg_model_expect in train/dg_model_record.h). check returns DG_OK, or
+ * DG_EINPUT with one line starting with `where` (the manifest's path). */
+typedef struct dg_ckpt_expect {
+    int (*check)(const dg_ckpt_config *ckpt, const void *ctx, const char *where, dg_err *err);
+    const void *ctx;
+} dg_ckpt_expect;
 
 /* Load: read the manifest of <dir>/iter_<iteration> (DG_CKPT_LATEST: the
- * tracker's) into *m (may be NULL), check its model against expect_model
- * (may be NULL to skip), then fill each t[i].data from the entry of the same
+ * tracker's) into *m (may be NULL), run expect's check on its config record
+ * (expect may be NULL to skip), then fill each t[i].data from the entry of the same
  * name, checking dtype, shape, file size and CRC. Entries nobody asked for
  * are ignored (generate loads parameters only). Names, dtypes, shapes and
  * file sizes are all checked before any byte is read, so those errors leave
  * the caller's buffers untouched; a CRC mismatch is found while reading, so
  * after it the buffers hold partial data: treat them as garbage. */
-int dg_ckpt_load(const char *dir, int64_t iteration, const dg_model_config *expect_model,
-                 dg_ckpt_meta *m, const dg_ckpt_tensor *t, int n, dg_err *err);
+int dg_ckpt_load(const char *dir, int64_t iteration, const dg_ckpt_expect *expect, dg_ckpt_meta *m, const dg_ckpt_tensor *t, int n, dg_err *err);
 
 /* zlib-compatible CRC-32 (crc32(0, NULL, 0) == 0; chain by passing the
  * previous value). */

@@ -51,18 +51,6 @@ bool dg_ckpt_parse_tmp_name(const char *name, long *pid);
 
 /* ---- the manifest (dg_ckpt_manifest.c) ------------------------------------ */
 
-/* One dg_model_config field as the manifest stores it. */
-typedef struct dg_ckpt_field {
-    const char *name; /* the struct field's name, also the JSON key */
-    const char *flag; /* the flag that sets it, for messages */
-    size_t offset, size;
-    char kind;        /* 'i' int, 'd' double */
-    bool arch;        /* must match to load (dg_ckpt_check_model) */
-} dg_ckpt_field;
-
-/* All fields of dg_model_config, in declaration order. */
-const dg_ckpt_field *dg_ckpt_model_fields(int *n);
-
 /* The manifest of meta and entries as JSON text (dg_malloc'd, NUL-terminated). */
 char *dg_ckpt_manifest_to_json(const dg_ckpt_meta *m, const dg_ckpt_entry *e, int n);
 

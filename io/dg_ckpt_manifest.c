@@ -1,104 +1,23 @@
-/* dg_ckpt_manifest.c — the checkpoint manifest (metadata.json) as JSON, and
- * the table of dg_model_config fields it stores by name.
+/* dg_ckpt_manifest.c — the checkpoint manifest (metadata.json) as JSON.
  *
  * Numbers: JSON numbers are doubles to most readers (cJSON, Python's json
  * keeps ints exact but JavaScript does not), so counters and sizes are
  * stored as numbers but must be integers below 2^53 on read; the RNG words,
  * which use all 64 bits, are stored as "0x..." hex strings. Doubles in the
- * model config round-trip exactly: cJSON prints 17 significant digits when
- * 15 would not read back the same value.
+ * config record round-trip exactly: they are printed with 15 significant
+ * digits when those read back the same bits, else with 17 (cJSON's own
+ * printer compares within an epsilon and so can drop the last bit; for
+ * every value it printed exactly the text is the same).
  */
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
 #include "dg_ckpt_fs.h"
-
-/* ---- the model config, field by field ---------------------------------------- */
-
-/* `arch`: the field shapes the parameters or changes what they compute, so
- * a checkpoint can only be loaded into a run that agrees on it. The others
- * are training settings a resumed run may change. */
-#define FI(f, flag, a) {#f, flag, offsetof(dg_model_config, f), sizeof(int), 'i', a}
-#define FD(f, flag, a) {#f, flag, offsetof(dg_model_config, f), sizeof(double), 'd', a}
-static const dg_ckpt_field k_model_fields[] = {
-    FI(num_layers, "--num-layers", true),
-    FI(hidden_size, "--hidden-size", true),
-    FI(ffn_hidden_size, "--ffn-hidden-size", true),
-    FI(num_attention_heads, "--num-attention-heads", true),
-    FI(num_query_groups, "--num-query-groups", true),
-    FI(seq_length, "--seq-length", false),
-    FI(micro_batch_size, "--micro-batch-size", false),
-    FI(vocab_size, "--vocab-size (padded)", true),
-    FI(num_experts, "--num-experts", true),
-    FI(moe_router_topk, "--moe-router-topk", true),
-    FI(moe_ffn_hidden_size, "--moe-ffn-hidden-size", true),
-    FD(moe_aux_loss_coeff, "--moe-aux-loss-coeff", false),
-    FD(moe_z_loss_coeff, "--moe-z-loss-coeff", false),
-    FD(rope_base, "--rotary-base", true),
-    FD(norm_epsilon, "--norm-epsilon", true),
-    FI(untie_embeddings, "--untie-embeddings-and-output-weights", true),
-    FI(normalization_layernorm, "--normalization LayerNorm", true),
-    FI(score_function_sigmoid, "--moe-router-score-function sigmoid", true),
-    FI(router_pre_softmax, "--moe-router-pre-softmax", true),
-    FD(moe_capacity_factor, "--moe-expert-capacity-factor", false),
-    FI(moe_layer_freq, "--moe-layer-freq", true),
-    FI(moe_layer_mask[0], "--moe-layer-freq (list, layers 0-31)", true),
-    FI(moe_layer_mask[1], "--moe-layer-freq (list, layers 32-63)", true),
-    FI(moe_layer_mask[2], "--moe-layer-freq (list, layers 64-95)", true),
-    FI(moe_layer_mask[3], "--moe-layer-freq (list, layers 96-127)", true),
-    FI(moe_shared_expert_size, "--moe-shared-expert-intermediate-size", true),
-    FI(expert_model_parallel_size, "--expert-model-parallel-size", false),
-    FI(moe_token_dispatcher_type, "--moe-token-dispatcher-type", false),
-    FI(moe_a2a_overlap_chunks, "--moe-a2a-overlap-chunks", false),
-    FI(moe_token_drop_policy, "--moe-token-drop-policy", false),
-    FI(moe_router_num_groups, "--moe-router-num-groups", true),
-    FI(moe_router_group_topk, "--moe-router-group-topk", true),
-    FD(moe_router_topk_scaling_factor, "--moe-router-topk-scaling-factor", true),
-    FD(rotary_percent, "--rotary-percent", true),
-};
-#undef FI
-#undef FD
-
-const dg_ckpt_field *dg_ckpt_model_fields(int *n) {
-    *n = (int)DG_ARRAY_LEN(k_model_fields);
-    return k_model_fields;
-}
-
-static double field_get(const dg_model_config *c, const dg_ckpt_field *f) {
-    const char *p = (const char *)c + f->offset;
-    if (f->kind == 'i') {
-        int v;
-        memcpy(&v, p, sizeof v);
-        return v;
-    }
-    double v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-int dg_ckpt_check_model(const dg_model_config *ckpt, const dg_model_config *run, const char *where,
-                        dg_err *err) {
-    for (size_t i = 0; i < DG_ARRAY_LEN(k_model_fields); i++) {
-        const dg_ckpt_field *f = &k_model_fields[i];
-        if (!f->arch) continue;
-        double a = field_get(ckpt, f), b = field_get(run, f);
-        if (memcmp(&a, &b, sizeof a) == 0) continue;
-        char sa[32], sb[32];
-        snprintf(sa, sizeof sa, "%g", a);
-        snprintf(sb, sizeof sb, "%g", b);
-        if (!strcmp(sa, sb)) { /* differ beyond %g's 6 digits: show them all */
-            snprintf(sa, sizeof sa, "%.17g", a);
-            snprintf(sb, sizeof sb, "%.17g", b);
-        }
-        return dg_err_set(err, DG_EINPUT, "%s: the checkpoint's model has %s = %s, this run has %s (%s)", where,
-                          f->name, sa, sb, f->flag);
-    }
-    return DG_OK;
-}
 
 /* ---- writing ------------------------------------------------------------------- */
 
@@ -106,6 +25,15 @@ static cJSON *shape_json(const int64_t *s, int ndim) {
     cJSON *a = cJSON_CreateArray();
     for (int d = 0; d < ndim; d++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)s[d]));
     return a;
+}
+
+/* v as a JSON number that reads back as the same double (v is finite:
+ * dg_ckpt_config_set refuses the rest). */
+static cJSON *exact_number(double v) {
+    char buf[40];
+    snprintf(buf, sizeof buf, "%1.15g", v);
+    if (strtod(buf, NULL) != v) snprintf(buf, sizeof buf, "%1.17g", v);
+    return cJSON_CreateRaw(buf);
 }
 
 char *dg_ckpt_manifest_to_json(const dg_ckpt_meta *m, const dg_ckpt_entry *e, int n) {
@@ -125,9 +53,8 @@ char *dg_ckpt_manifest_to_json(const dg_ckpt_meta *m, const dg_ckpt_entry *e, in
         snprintf(hex, sizeof hex, "0x%016" PRIx64, m->rng[i]);
         cJSON_AddItemToArray(rng, cJSON_CreateString(hex));
     }
-    cJSON *model = cJSON_AddObjectToObject(root, "model");
-    for (size_t i = 0; i < DG_ARRAY_LEN(k_model_fields); i++)
-        cJSON_AddNumberToObject(model, k_model_fields[i].name, field_get(&m->model, &k_model_fields[i]));
+    cJSON *model = cJSON_AddObjectToObject(root, "model"); /* the config record, under its historical name */
+    for (int i = 0; i < m->config.n; i++) cJSON_AddItemToObject(model, m->config.key[i], exact_number(m->config.value[i]));
     cJSON *tok = cJSON_AddObjectToObject(root, "tokenizer");
     cJSON_AddStringToObject(tok, "type", m->tokenizer.type);
     cJSON_AddStringToObject(tok, "vocab_file", m->tokenizer.vocab_file);
@@ -210,22 +137,17 @@ static int get_shape(const rd *r, const cJSON *obj, const char *ctx, const char 
     return DG_OK;
 }
 
-static int parse_model(const rd *r, const cJSON *model, dg_model_config *c) {
+/* The config record: every member of "model", each a number. What the keys
+ * mean, and whether one is missing, is the caller's to judge. */
+static int parse_config(const rd *r, const cJSON *model, dg_ckpt_config *c) {
     if (!cJSON_IsObject(model)) return dg_err_set(r->err, DG_EINPUT, "%s: 'model' is missing or not an object", r->path);
-    for (size_t i = 0; i < DG_ARRAY_LEN(k_model_fields); i++) {
-        const dg_ckpt_field *f = &k_model_fields[i];
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(model, f->name);
+    const cJSON *v;
+    cJSON_ArrayForEach(v, model) {
         if (!cJSON_IsNumber(v))
-            return dg_err_set(r->err, DG_EINPUT, "%s: model field '%s' is missing or not a number", r->path, f->name);
-        char *p = (char *)c + f->offset;
-        if (f->kind == 'd') {
-            memcpy(p, &v->valuedouble, sizeof(double));
-            continue;
-        }
-        int64_t x;
-        DG_TRY(get_int(r, model, "model field ", f->name, INT32_MIN, INT32_MAX, &x));
-        int iv = (int)x;
-        memcpy(p, &iv, sizeof iv);
+            return dg_err_set(r->err, DG_EINPUT, "%s: model field '%s' is not a number", r->path, v->string);
+        dg_err e2 = {{0}};
+        if (dg_ckpt_config_set(c, v->string, v->valuedouble, &e2) != DG_OK)
+            return dg_err_set(r->err, DG_EINPUT, "%s: %s", r->path, e2.msg);
     }
     return DG_OK;
 }
@@ -322,7 +244,7 @@ static int parse_root(const rd *r, const cJSON *root, dg_ckpt_manifest *man) {
         if (!end || end == s + 2 || *end)
             return dg_err_set(r->err, DG_EINPUT, "%s: rng[%d] is not a \"0x...\" hex word", r->path, i);
     }
-    DG_TRY(parse_model(r, cJSON_GetObjectItemCaseSensitive(root, "model"), &m->model));
+    DG_TRY(parse_config(r, cJSON_GetObjectItemCaseSensitive(root, "model"), &m->config));
     const cJSON *tok = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
     if (!cJSON_IsObject(tok) || !cJSON_IsObject(data))

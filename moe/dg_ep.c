@@ -63,10 +63,6 @@ int dg_ep_expert_param(dg_graph *g, const char *name, int64_t E, int ep_size, in
     return w;
 }
 
-int dg_ep_is_expert_param(const dg_tensor *t) {
-    return t->role == DG_ROLE_PARAMETER && t->ndim >= 1 && t->sharding.split[0] == DG_AXIS_EP;
-}
-
 int dg_ep_find_rank_input(const dg_graph *g) {
     for (int t = 0; t < g->n_tensors; t++)
         if (dg_mesh_coord_axis(&g->tensors[t]) == DG_AXIS_EP) return t;

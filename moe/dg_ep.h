@@ -64,7 +64,7 @@
  * are complete sums over all EP ranks' tokens (the all-to-all brought them
  * in) and must be reduced over the expert-data-parallel group only; every
  * other parameter's over the full data-parallel group (DP x CP x EP when EP
- * folds into DP). dg_ep_is_expert_param() tells the two apart.
+ * folds into DP). dg_param_is_expert() (graph/dg_layout.h) tells the two apart.
  *
  * P = 1 emits no communication: with chunks = 1 the graph is exactly the
  * single-rank block (permute, grouped GEMMs, unpermute), so the model
@@ -104,10 +104,6 @@ int dg_ep_opts_check(const dg_ep_opts *o, int64_t num_experts, int64_t tokens, d
  * Returns the parameter id or -1. */
 int dg_ep_expert_param(dg_graph *g, const char *name, int64_t num_experts, int ep_size,
                        int64_t d1, int64_t d2);
-
-/* Does parameter t hold a slice of the experts (its gradient is reduced over
- * the expert-data-parallel group, not the data-parallel one)? */
-int dg_ep_is_expert_param(const dg_tensor *t);
 
 /* The graph's i32 [1] input "ep_rank" (created on first use): the allgather
  * dispatcher reads this rank's index in its EP group from it; the caller

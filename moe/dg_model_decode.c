@@ -100,7 +100,7 @@ int dg_model_build_decode(dg_graph *g, const dg_model_config *c, const dg_decode
 
     io->tokens = dg_input_new(g, "tokens", DG_I32, 2, DG_SHAPE(B, L));
     io->pos = dg_input_new(g, "pos", DG_I32, 1, DG_SHAPE(B));
-    int emb = dg_param_new(g, "embedding.word_embeddings.weight", 2, DG_SHAPE(V, H));
+    int emb = dg_param(g, "embedding.word_embeddings.weight", 2, DG_SHAPE(V, H), NULL);
     int x = dg_embedding(g, emb, io->tokens);
     for (int l = 0; l < c->num_layers; l++) {
         char pre[32];
@@ -118,7 +118,7 @@ int dg_model_build_decode(dg_graph *g, const dg_model_config *c, const dg_decode
     /* The norm is per token, so taking the last token first is the same math. */
     if (!s->all_logits && L > 1) x = dg_seq_last(g, x);
     int h = dg_model_norm(g, c, "decoder.", "final_layernorm", x);
-    int wout = c->untie_embeddings ? dg_param_new(g, "output_layer.weight", 2, DG_SHAPE(V, H)) : emb;
+    int wout = c->untie_embeddings ? dg_param(g, "output_layer.weight", 2, DG_SHAPE(V, H), NULL) : emb;
     io->logits = dg_linear(g, h, wout);
     if (g->status != DG_OK) return dg_err_set(err, g->status, "decode model: %s", g->err.msg);
     return dg_verify_after(g, "decode model", err);

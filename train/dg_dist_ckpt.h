@@ -4,8 +4,9 @@
  * A checkpoint holds every parameter (Megatron-Core names), AdamW's moments
  * ("optimizer.exp_avg.<name>", "optimizer.exp_avg_sq.<name>"), the counters
  * (iteration, consumed training and validation samples, optimizer steps,
- * skipped and NaN iterations), the model config, the tokenizer and the data
- * description, so `dagatron generate` can rebuild the model from it.
+ * skipped and NaN iterations), the model config (as the checkpoint's config
+ * record, train/dg_model_record.h), the tokenizer and the data description,
+ * so `dagatron generate` can rebuild the model from it.
  *
  * Data parallelism: parameters are replicated, so world rank 0 writes them.
  * With the distributed optimizer each rank holds a shard of the moments;
@@ -20,9 +21,11 @@
  * fp32 master weights are copies of the parameters, the data position is
  * the consumed-sample count and the learning rate follows the optimizer-step
  * count, so a resumed run prints the losses of an uninterrupted one.
- * Expert parallelism: an expert weight's local slice [G, ...] (split[0] =
- * DG_AXIS_EP) is gathered over the EP group into the global [EP G, ...]
- * tensor under its global name, and each rank takes its rows back on load,
+ * Expert parallelism: a parameter's slice split over EP (expert weights:
+ * [G, ...], split[0] = DG_AXIS_EP) is gathered over the EP group into the
+ * global tensor under its global name, each rank's slice in the place
+ * dg_shard_copy (graph/dg_layout.h) gives it, and each rank takes its slice
+ * back on load,
  * so checkpoints hold the global model whatever the EP size (resharding
  * across EP sizes works for the parameters and moments alike).
  */

@@ -77,16 +77,20 @@ static double init_normal(init_rng *r) {
  * (dg_tensor.init): N(0, std), N(0, std / sqrt(2 L)) for the projections
  * into the residual stream, ones, zeros. Each parameter draws from a stream
  * seeded by (seed, its index), so adding a parameter does not reshuffle the
- * others. A parameter split over EP (expert weights) is the slice of the
- * global tensor this rank holds: its stream skips the values before the
- * slice's offset (dg_shard_offset; splitmix64's state is a counter, so the
- * skip is one addition), and any EP size initialises the same global model. */
+ * others. A parameter split over the mesh (expert weights over EP) is the
+ * slice of the global tensor this rank holds: each value is drawn at its
+ * global index (dg_shard_global_index; splitmix64's state is a counter, so
+ * getting there is one multiply-add), and any layout initialises the same
+ * global model. */
 static void init_params(trainer *t) {
     const dg_train_config *c = t->c;
     double out_std = c->init_method_std / sqrt(2.0 * c->model.num_layers);
     int coord[DG_AXIS_COUNT] = {0};
-    if (t->grid) coord[DG_AXIS_EP] = t->grid->coord.ep;
-    int tp = t->grid ? t->grid->sizes.tp : 1, tp_rank = t->grid ? t->grid->coord.tp : 0;
+    if (t->grid) {
+        const dg_grid_coord *gc = &t->grid->coord;
+        coord[DG_AXIS_TP] = gc->tp, coord[DG_AXIS_CP] = gc->cp, coord[DG_AXIS_EP] = gc->ep;
+        coord[DG_AXIS_DP] = gc->dp, coord[DG_AXIS_PP] = gc->pp;
+    }
     for (int i = 0; i < t->n_params; i++) {
         const dg_tensor *p = &t->g->tensors[t->params[i]];
         float *w = dg_runtime_ptr(t->rt, p->id);
@@ -97,16 +101,12 @@ static void init_params(trainer *t) {
             continue;
         }
         double std = p->init == DG_INIT_SCALED_NORMAL ? out_std : c->init_method_std;
-        init_rng r = {(uint64_t)c->seed * 0x100000001B3ull + (uint64_t)i};
-        r.s += 2u * (uint64_t)dg_shard_offset(p, coord) * 0x9E3779B97F4A7C15ull; /* two draws per value */
-        /* a shard over tp is no contiguous slice (row-parallel, strided
-         * fc1): draw the whole tensor and keep this rank's shard */
-        int ks = 1, d = tp > 1 ? dg_tp_split_dim(p, &ks) : -1;
-        float *dst = d < 0 ? w : dg_malloc(sizeof(float) * (size_t)(n * tp));
-        for (int64_t k = 0; k < (d < 0 ? n : n * tp); k++) dst[k] = (float)(std * init_normal(&r));
-        if (d >= 0) {
-            dg_tp_shard_copy(p->shape, p->ndim, d, ks, tp, tp_rank, dst, w, 1);
-            dg_free(dst);
+        const uint64_t seed = (uint64_t)c->seed * 0x100000001B3ull + (uint64_t)i;
+        for (int64_t k = 0; k < n; k++) {
+            /* the stream at global element gk: two draws per value */
+            uint64_t gk = (uint64_t)dg_shard_global_index(p, t->g->mesh, coord, k);
+            init_rng r = {seed + 2u * gk * 0x9E3779B97F4A7C15ull};
+            w[k] = (float)(std * init_normal(&r));
         }
     }
 }

@@ -87,31 +87,17 @@ static inline void ckpt_meta_make(dg_ckpt_meta *m, int64_t iteration) {
     m->rng[1] = 0x8000000000000001ull;
     m->rng[2] = (uint64_t)iteration;
     m->rng[3] = 0x0123456789ABCDEFull;
-    /* Filled by hand: dg_model_config_tiny lives in dg_moe, which this test
-     * does not link. */
-    dg_model_config *c = &m->model;
-    c->num_layers = 2;
-    c->hidden_size = 64;
-    c->ffn_hidden_size = 172;
-    c->num_attention_heads = 4;
-    c->num_query_groups = 2;
-    c->seq_length = 32;
-    c->micro_batch_size = 2;
-    c->vocab_size = 50304;
-    c->num_experts = 4;
-    c->moe_router_topk = 2;
-    c->moe_ffn_hidden_size = 48;
-    c->rope_base = 10000.0;
-    c->untie_embeddings = 1;
-    c->normalization_layernorm = 0;
-    c->score_function_sigmoid = 1;
-    c->router_pre_softmax = 1;
-    c->moe_capacity_factor = 1.25;
-    c->moe_layer_freq = 1;
-    c->moe_shared_expert_size = 96;
-    m->model.norm_epsilon = 1e-5;
-    m->model.moe_aux_loss_coeff = 0.1; /* not exact in binary: must round-trip anyway */
-    m->model.moe_z_loss_coeff = 1.0 / 3.0;
+    /* A config record of named numbers: io/ stores it without knowing a
+     * model (train/dg_model_record.h translates the model's). Doubles that
+     * are not exact in binary must round-trip anyway. */
+    static const struct { const char *key; double value; } rec[] = {
+        {"num_layers", 2}, {"hidden_size", 64}, {"vocab_size", 50304}, {"rope_base", 10000.0},
+        {"norm_epsilon", 1e-5}, {"moe_aux_loss_coeff", 0.1}, {"moe_z_loss_coeff", 1.0 / 3.0},
+        {"negative", -7}, {"huge", 9007199254740993.0},
+    };
+    dg_err err = {{0}};
+    for (size_t i = 0; i < sizeof rec / sizeof rec[0]; i++)
+        if (dg_ckpt_config_set(&m->config, rec[i].key, rec[i].value, &err) != DG_OK) abort();
     snprintf(m->tokenizer.type, sizeof m->tokenizer.type, "GPT2BPETokenizer");
     snprintf(m->tokenizer.vocab_file, sizeof m->tokenizer.vocab_file, "/data/gpt2 \"vocab\".json");
     snprintf(m->tokenizer.merge_file, sizeof m->tokenizer.merge_file, "/data/merges.txt");
@@ -163,5 +149,16 @@ static inline void ckpt_write_text(const char *path, const char *text) {
     fputs(text, f);
     fclose(f);
 }
+
+#ifdef assert_non_null /* cmocka tests */
+/* One line, naming `file` and containing `what`. */
+static inline void assert_msg(const dg_err *err, const char *file, const char *what) {
+    if (!strstr(err->msg, file) || !strstr(err->msg, what) || strchr(err->msg, '\n'))
+        print_error("message '%s' should name '%s' and say '%s'\n", err->msg, file, what);
+    assert_non_null(strstr(err->msg, file));
+    assert_non_null(strstr(err->msg, what));
+    assert_null(strchr(err->msg, '\n'));
+}
+#endif
 
 #endif /* CKPT_TEST_UTIL_H */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dg_layout.h"
 #include "dg_autodiff.h"
 #include "dg_collective.h"
 #include "dg_dist.h"
@@ -57,7 +58,7 @@ static void check_layout(const dg_graph *g, const dg_dp_buckets *bk, int64_t lim
             CHECK(!seen[b->params[k]]);
             seen[b->params[k]] = 1;
             counted++;
-            CHECK(b->axis == (dg_dp_is_expert(p) ? DG_AXIS_EDP : DG_AXIS_DP));
+            CHECK(b->axis == (dg_param_is_expert(p) ? DG_AXIS_EDP : DG_AXIS_DP));
             /* a bucket closes as soon as it reaches the limit */
             if (k < b->n_params - 1) CHECK(off < limit);
         }
@@ -88,7 +89,7 @@ static double overlap_margin(const dg_graph *g, const dg_dp_buckets *bk, dg_mode
     if (!p) return 0;
     double first_comm = 1e300, last_bwd = -1e300;
     int is_pack[1 << 14] = {0};
-    for (int i = 0; i < bk->n; i++) is_pack[bk->b[i].pack_node] = 1;
+    for (int v = 0; v < g->n_nodes; v++) is_pack[v] = g->nodes[v].op == dg_dist_pack_op(); /* and segment packs */
     for (int v = 0; v < g->n_nodes; v++) {
         if (p->stream[v] == DG_STREAM_COMM) first_comm = DG_MIN(first_comm, p->sim_start[v]);
         else if (g->nodes[v].phase == DG_PHASE_BACKWARD && !is_pack[v]) last_bwd = DG_MAX(last_bwd, p->sim_end[v]);

@@ -53,9 +53,13 @@ static int build(step *s, int distributed, int mark_experts, const int gs[DG_AXI
     dg_model_config_tiny(&c);
     DG_TRY(dg_model_forward_local(&s->g, "step", &c, NULL, &s->io, err));
     DG_TRY(dg_autodiff(s->g, s->io.loss, dg_ops_autodiff(), NULL, err));
-    for (int t = 0; mark_experts && t < s->g->n_tensors; t++)
-        if (s->g->tensors[t].role == DG_ROLE_PARAMETER && strstr(s->g->tensors[t].name, ".experts."))
-            s->g->tensors[t].sharding.split[0] = DG_AXIS_EP;
+    /* mark_experts: the expert weights are EP slices; otherwise the model
+     * has none (their placement cleared: every weight is dense) */
+    for (int t = 0; t < s->g->n_tensors; t++)
+        if (s->g->tensors[t].role == DG_ROLE_PARAMETER && strstr(s->g->tensors[t].name, ".experts.")) {
+            if (mark_experts) s->g->tensors[t].sharding.split[0] = DG_AXIS_EP;
+            else s->g->tensors[t].place.split[0] = DG_AXIS_NONE;
+        }
     int one = gs[DG_AXIS_DP] == 1 && gs[DG_AXIS_EDP] == 1;
     dg_dp_opts o = {20000, 1, distributed, gs[DG_AXIS_DP], gs[DG_AXIS_EDP], dg_dist_pack_op(), one, 0, NULL};
     DG_TRY(dg_pass_dp(s->g, &o, &s->bk, err));

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dg_layout.h"
 #include "dg_comm_mpi.h"
 #include "dg_cpu_gemm.h"
 #include "dg_sched.h"
@@ -172,7 +173,7 @@ int main(int argc, char **argv) {
     for (int t = 0; t < g->n_tensors && np < 64; t++) {
         const dg_tensor *x = &g->tensors[t];
         if (x->role != DG_ROLE_PARAMETER || x->grad < 0) continue;
-        int expert = dg_ep_is_expert_param(x);
+        int expert = dg_param_is_expert(x);
         int64_t n = dg_tensor_numel(x), full = expert ? n * P : n;
         double *buf = calloc((size_t)full, sizeof(double));
         const float *gv = dg_runtime_ptr(ep.rt, x->grad);
@@ -225,7 +226,7 @@ int main(int argc, char **argv) {
             int64_t n = dg_tensor_numel(&ref.m.g->tensors[find(ref.m.g, x->name)]);
             for (int64_t i = 0; i < n; i++) gsum[q][i] /= W, racc[q][i] /= W;
             double e = rel_err(gsum[q], racc[q], n);
-            int expert = dg_ep_is_expert_param(x);
+            int expert = dg_param_is_expert(x);
             if (expert) worst_exp = fmax(worst_exp, e);
             else worst_dense = fmax(worst_dense, e);
             if (e > TOL) {

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "dg_layout.h"
 #include "dg_autodiff.h"
 #include "dg_collective_v.h"
 #include "dg_cpu_ep.h"
@@ -193,8 +194,10 @@ static void test_ep1_is_local_block(void **state) {
     int w3 = dg_ep_expert_param(g, "w3", 4, 2, 6, 4);
     assert_int_equal(g->tensors[w3].shape[0], 2);
     assert_int_equal(g->tensors[w3].sharding.split[0], DG_AXIS_EP);
-    assert_true(dg_ep_is_expert_param(&g->tensors[w3]));
-    assert_false(dg_ep_is_expert_param(&g->tensors[w1]));
+    /* an expert weight by its placement, whatever the EP size; an input is not */
+    assert_true(dg_param_is_expert(&g->tensors[w3]));
+    assert_true(dg_param_is_expert(&g->tensors[w1]));
+    assert_false(dg_param_is_expert(&g->tensors[x]));
     dg_graph_free(g);
 }
 

@@ -15,6 +15,7 @@
 #include "dg_checkpoint.h"
 #include "dg_gradcheck.h"
 #include "dg_model.h"
+#include "dg_model_record.h"
 #include "dg_tokenizer.h"
 
 int dg_cmd_generate(int argc, char **argv);
@@ -52,7 +53,10 @@ static int make_ckpt(const char *dir, const char *tokenizer, int mock) {
     dg_ckpt_meta m;
     dg_ckpt_meta_init(&m);
     m.iteration = 7;
-    m.model = c;
+    if (dg_model_to_record(&c, &m.config, &err) != DG_OK) {
+        dg_err_print(&err);
+        return 1;
+    }
     snprintf(m.tokenizer.type, sizeof m.tokenizer.type, "%s", tokenizer[0] ? tokenizer : DG_TOK_BYTE_NAME);
     m.tokenizer.vocab_size = tokenizer[0] ? 300 : 257;
     m.data.mock = mock;

@@ -149,10 +149,10 @@ dg_graph *t_build_sample(int n_layers, int hidden, int tp) {
     for (int l = 0; l < n_layers; l++) {
         dg_graph_set_layer(g, l);
         snprintf(nm, sizeof nm, "l%d.w1", l);
-        w1[l] = dg_param_new(g, nm, 2, DG_SHAPE(H, F));
+        w1[l] = dg_param(g, nm, 2, DG_SHAPE(H, F), NULL);
         dg_T(g, w1[l])->sharding.split[1] = DG_AXIS_TP;
         snprintf(nm, sizeof nm, "l%d.w2", l);
-        w2[l] = dg_param_new(g, nm, 2, DG_SHAPE(F, H));
+        w2[l] = dg_param(g, nm, 2, DG_SHAPE(F, H), NULL);
         dg_T(g, w2[l])->sharding.split[0] = DG_AXIS_TP;
         int xc = dg_copy_to_group(g, x, DG_AXIS_TP, tp);
         snprintf(nm, sizeof nm, "l%d.fc1", l);
@@ -189,9 +189,9 @@ dg_graph *t_build_sample(int n_layers, int hidden, int tp) {
     for (int l = n_layers - 1; l >= 0; l--) {
         dg_graph_set_layer(g, l);
         snprintf(nm, sizeof nm, "l%d.w2^T", l);
-        int w2t = dg_tensor_new(g, nm, DG_F32, 2, DG_SHAPE(H, F), DG_ROLE_PARAMETER);
+        int w2t = dg_param(g, nm, 2, DG_SHAPE(H, F), NULL);
         snprintf(nm, sizeof nm, "l%d.w1^T", l);
-        int w1t = dg_tensor_new(g, nm, DG_F32, 2, DG_SHAPE(F, H), DG_ROLE_PARAMETER);
+        int w1t = dg_param(g, nm, 2, DG_SHAPE(F, H), NULL);
         snprintf(nm, sizeof nm, "l%d.d_scale", l);
         int ds = t_scale(g, dx, 0.5, nm);
         snprintf(nm, sizeof nm, "l%d.d_a", l);

@@ -99,7 +99,9 @@ static void test_gradient_wrong_group(void **state) {
     (void)state;
     for (int right = 0; right < 2; right++) {
         dg_graph *g = dg_graph_new("grad_group");
-        int w = dg_param_new(g, "experts.fc1", 2, DG_SHAPE(2, 8));
+        dg_param_spec spec = {0};
+        spec.place.split[0] = DG_AXIS_EP; /* what makes it an expert weight: its placement */
+        int w = dg_param(g, "experts.fc1", 2, DG_SHAPE(2, 8), &spec);
         dg_T(g, w)->sharding.split[0] = DG_AXIS_EP;
         int gw = dg_tensor_new(g, "experts.fc1.grad", DG_F32, 2, DG_SHAPE(2, 8), DG_ROLE_GRADIENT);
         dg_T(g, w)->grad = gw;
