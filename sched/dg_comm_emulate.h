@@ -20,9 +20,11 @@
  * A group of one rank moves nothing and takes no time. The deadline counts
  * from the call on this rank (it cannot know when the last peer arrived),
  * and the real transfer counts towards it: the operation ends at
- * max(start + model, real completion). Waiting is clock_nanosleep on an
- * absolute CLOCK_MONOTONIC deadline, so the comm thread sleeps and hands its
- * core to compute, as it would while a NIC moves the bytes.
+ * max(start + model, real completion). wait() polls the real transfer
+ * every 200 us (which also drives MPI's progress) and sleeps in between,
+ * then sleeps out the deadline with clock_nanosleep on CLOCK_MONOTONIC: the
+ * comm thread never spins, so it hands its core to compute, as it would
+ * while a NIC moves the bytes.
  *
  * Flag syntax (`--emulate-link`, dg_link_spec_parse): "GBPS,USEC" for every
  * axis, or words "AXIS=GBPS,USEC" (AXIS one of tp cp ep dp pp edp), e.g.
