@@ -3,6 +3,7 @@
  *
  * usage: mpirun -np P bench_ep_overlap [chunks=4] [steps=10] [tokens=1024]
  *                                      [hidden=256] [ffn=512] [experts=8] [topk=2]
+ *                                      [--emulate-link GBPS,USEC | ep=GBPS,USEC]
  *
  * One MoE layer, forward and backward, with the experts spread over the P
  * ranks (EP = P, dg_ep.h): x [T, H] -> router -> aux + z losses ->
@@ -14,6 +15,10 @@
  * stream, exposed communication and h = (T_comp + T_comm - T_step) / T_comm
  * (dg_sched.h), then the ratio of the step times on/off.
  *
+ * --emulate-link (dg_comm_emulate.h; the ep axis's link is used) makes each
+ * all-to-all last its modelled time on that link, so the figures show what
+ * the overlap is worth on a network rather than on a memory copy.
+ *
  * Open MPI busy-polls while a rank waits in a collective; with fewer cores
  * than busy threads that polling takes the compute thread's core, so the
  * bench asks Open MPI to yield when idle (OMPI_MCA_mpi_yield_when_idle=1,
@@ -24,6 +29,7 @@
 #include <string.h>
 
 #include "dg_autodiff.h"
+#include "dg_comm_emulate.h"
 #include "dg_comm_mpi.h"
 #include "dg_cpu_gemm.h"
 #include "dg_ep.h"
@@ -153,6 +159,19 @@ static void print(const char *what, int chunks, const result *r) {
            1e3 * r->exposed, r->h);
 }
 
+/* A word of the --emulate-link value: "GBPS,USEC" or "AXIS=..." with an
+ * axis name (the bench's own arguments, "chunks=4", are not). */
+static int is_link_word(const char *w) {
+    const char *eq = strchr(w, '=');
+    if (!strncmp(w, "--", 2)) return 0;
+    if (!eq) return 1;
+    for (int a = DG_AXIS_NONE + 1; a < DG_AXIS_COUNT; a++) {
+        const char *name = dg_axis_name((dg_axis)a);
+        if (strlen(name) == (size_t)(eq - w) && !strncmp(w, name, (size_t)(eq - w))) return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
     int provided, rank, P;
@@ -161,8 +180,17 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &P);
     dg_cpu_init();
     bench_cfg c = {.T = 1024, .H = 256, .F = 512, .E = 8, .k = 2, .chunks = 4, .steps = 10};
+    char link_words[1024] = "";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "--emulate-link")) {
+            while (i + 1 < argc && is_link_word(argv[i + 1])) {
+                size_t n = strlen(link_words);
+                snprintf(link_words + n, sizeof link_words - n, "%s%s", n ? " " : "", argv[++i]);
+            }
+            if (!link_words[0]) link_words[0] = ' '; /* the parser names the missing value */
+            continue;
+        }
         const char *v = strchr(a, '=');
         int n = v ? atoi(v + 1) : 0;
         if (!strncmp(a, "chunks=", 7)) c.chunks = n;
@@ -187,7 +215,16 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return 2;
     }
+    dg_link_spec links;
+    memset(&links, 0, sizeof links);
+    if (link_words[0] && dg_link_spec_parse(link_words, "--emulate-link", &links, &err) != DG_OK) {
+        if (rank == 0) fprintf(stderr, "bench_ep_overlap: %s\n", err.msg);
+        MPI_Finalize();
+        return 2;
+    }
     dg_comm *ep = dg_comm_mpi_new(MPI_COMM_WORLD, &err);
+    const dg_link *link = &links.axis[DG_AXIS_EP];
+    if (link->gbps > 0) ep = dg_comm_emulate_new(ep, *link);
     /* off and on alternate step by step, so a slow phase of the machine
      * hits both alike */
     setup off_s, on_s;
@@ -197,9 +234,11 @@ int main(int argc, char **argv) {
         bad = step(&off_s, rank, &off_s.steps[i]) || step(&on_s, rank, &on_s.steps[i]);
     if (rank == 0 && !bad) {
         result off = median(off_s.steps, c.steps), on = median(on_s.steps, c.steps);
+        char lk[64] = "none (a memory copy)";
+        if (link->gbps > 0) snprintf(lk, sizeof lk, "emulated %g GB/s, %g us", link->gbps, link->usec);
         printf("bench_ep_overlap: EP %d, %d tokens/rank, hidden %d, ffn %d, %d experts top-%d, "
-               "fwd+bwd, median of %d steps (rank 0)\n",
-               P, c.T, c.H, c.F, c.E, c.k, c.steps);
+               "fwd+bwd, median of %d steps (rank 0); link: %s\n",
+               P, c.T, c.H, c.F, c.E, c.k, c.steps, lk);
         print("off", 1, &off);
         print("on", c.chunks, &on);
         printf("  step time on/off = %.3f; hidden-communication fraction h: off %.3f, on %.3f\n",

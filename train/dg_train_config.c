@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "dg_comm_emulate.h"
 #include "dg_ep.h"
 #include "dg_tokenizer.h"
 
@@ -84,6 +85,7 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--use-distributed-optimizer", DG_ARG_FLAG, T(use_distributed_optimizer), "shard optimizer state over DP (ZeRO-1)", NR, NULL},
     {"--overlap-grad-reduce", DG_ARG_FLAG, T(overlap_grad_reduce), "reduce gradient buckets during backward", NR, NULL},
     {"--overlap-param-gather", DG_ARG_FLAG, T(overlap_param_gather), "gather updated parameters under the next forward", NR, NULL},
+    {"--emulate-link", DG_ARG_LIST, T(emulate_link), "make each collective last its alpha-beta time on a link: GBPS,USEC, or per axis tp=GBPS,USEC ep=... dp=...", NR, NULL},
     {"--ddp-bucket-size", DG_ARG_INT, T(ddp_bucket_size), "gradient bucket size in elements (default max(40M, 1M x DP))", 1, 2147483647, NULL},
     /* checkpoints, logging */
     {"--save", DG_ARG_STRING, T(save), "checkpoint directory to write", NR, NULL},
@@ -225,6 +227,8 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
                                        : DG_EP_DISPATCH_ALLTOALL;
     if (!strcmp(c->load_balancing, "none")) m->moe_aux_loss_coeff = 0.0;
     DG_TRY(parse_layer_freq(c, err));
+    dg_link_spec links;
+    if (c->emulate_link[0]) DG_TRY(dg_link_spec_parse(c->emulate_link, "--emulate-link", &links, err));
     m->moe_token_drop_policy = !strcmp(c->drop_policy, "position");
     if (!c->group_query_attention) m->num_query_groups = m->num_attention_heads;
     if (m->num_query_groups <= 0) m->num_query_groups = m->num_attention_heads;

@@ -77,6 +77,7 @@ typedef struct dg_train_config {
     int use_distributed_optimizer;    /* --use-distributed-optimizer (ZeRO-1) */
     int overlap_grad_reduce;          /* --overlap-grad-reduce */
     int overlap_param_gather;         /* --overlap-param-gather (with the distributed optimizer) */
+    char emulate_link[DG_ARG_STR_LEN]; /* --emulate-link: links to emulate (dg_comm_emulate.h; "": none) */
     int ddp_bucket_size;              /* --ddp-bucket-size, elements (0: max(40M, 1M x DP)) */
     int keep_last;                    /* --ckpt-keep-last: checkpoints kept (0: all) */
 

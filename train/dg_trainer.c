@@ -7,6 +7,7 @@
 
 #include "dg_autodiff.h"
 #include "dg_ckpt_paths.h"
+#include "dg_comm_emulate.h"
 #include "dg_cpu_gemm.h"
 #include "dg_cuda_exec.h"
 #include "dg_dist.h"
@@ -480,6 +481,11 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
     const char *todo = sz.cp > 1 ? "--context-parallel-size" : sz.pp > 1 ? "--pipeline-model-parallel-size" : NULL;
     if (todo)
         return dg_err_set(err, DG_EINPUT, "%s > 1: not supported yet (data, tensor and expert parallelism are)", todo);
+    if (c->emulate_link[0]) { /* the step's comms behind emulated links (dg_comm_emulate.h) */
+        dg_link_spec links;
+        DG_TRY(dg_link_spec_parse(c->emulate_link, "--emulate-link", &links, err));
+        dg_grid_emulate_links(t->grid, &links);
+    }
     t->data_rank = t->grid->data_rank;
     t->data_size = t->grid->data_size;
     t->grad_shards = t->grid->dp_cp->size;
