@@ -59,6 +59,10 @@ static const dg_ckpt_field k_model_fields[] = {
     FI(moe_router_group_topk, "--moe-router-group-topk", true),
     FD(moe_router_topk_scaling_factor, "--moe-router-topk-scaling-factor", true),
     FD(rotary_percent, "--rotary-percent", true),
+    FI(mlp_gelu, "--swiglu (absent: GeLU)", true),
+    FI(add_bias_linear, "--disable-bias-linear (absent: biases)", true),
+    FI(position_embedding, "--position-embedding-type", true),
+    FI(max_position_embeddings, "--max-position-embeddings", false),
 };
 #undef FI
 #undef FD

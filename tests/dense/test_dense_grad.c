@@ -161,6 +161,36 @@ static void test_gelu_grad(void **s) {
     gc("gelu_tanh", build_gelu, NULL, NULL, &o);
 }
 
+/* ---- bias add, learned position embedding ------------------------------------------- */
+
+static int build_bias(dg_graph *g, void *ctx) {
+    (void)ctx;
+    int x = dg_param_new(g, "x", 3, DG_SHAPE(2, 3, 7));
+    int b = dg_param_new(g, "b", 1, DG_SHAPE(7));
+    /* b used twice: its gradient sums both rows' sums */
+    return dg_mul(g, dg_bias_add(g, x, b), dg_bias_add(g, x, b));
+}
+
+static void test_bias_grad(void **s) {
+    (void)s;
+    gc("bias_add", build_bias, NULL, NULL, NULL);
+}
+
+/* table has 6 positions, the sequence 4: rows 4 and 5 get a zero gradient */
+static int build_pos(dg_graph *g, void *ctx) {
+    (void)ctx;
+    int x = dg_param_new(g, "x", 3, DG_SHAPE(2, 4, 5));
+    int t = dg_param_new(g, "table", 2, DG_SHAPE(6, 5));
+    int y = dg_pos_embed_add(g, x, t);
+    return dg_mul(g, y, y);
+}
+
+static void test_pos_embed_grad(void **s) {
+    (void)s;
+    dg_gradcheck_opts o = {.max_checks = 30}; /* every table element, unused rows included */
+    gc("pos_embed_add", build_pos, NULL, NULL, &o);
+}
+
 /* ---- cross-entropy -------------------------------------------------------------------- */
 
 #define XENT_V 11
@@ -242,6 +272,7 @@ int main(void) {
         cmocka_unit_test(test_reshape_grad),   cmocka_unit_test(test_swiglu_grad),
         cmocka_unit_test(test_gelu_grad),      cmocka_unit_test(test_xent_grad),
         cmocka_unit_test(test_lm_chain_grad),
+        cmocka_unit_test(test_bias_grad),      cmocka_unit_test(test_pos_embed_grad),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
