@@ -63,6 +63,7 @@ static const dg_ckpt_field k_model_fields[] = {
     FI(add_bias_linear, "--disable-bias-linear (absent: biases)", true),
     FI(position_embedding, "--position-embedding-type", true),
     FI(max_position_embeddings, "--max-position-embeddings", false),
+    FD(hidden_dropout, "--hidden-dropout", false),
 };
 #undef FI
 #undef FD

@@ -84,6 +84,8 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
     NEED(c->num_query_groups > 0 && c->num_attention_heads % c->num_query_groups == 0,
          "--num-query-groups %d does not divide --num-attention-heads %d", c->num_query_groups,
          c->num_attention_heads);
+    NEED(c->hidden_dropout >= 0 && c->hidden_dropout < 1, "--hidden-dropout: expected [0, 1), got %g",
+         c->hidden_dropout);
     NEED(c->seq_length > 0, "--seq-length: expected > 0, got %d", c->seq_length);
     NEED(c->micro_batch_size > 0, "--micro-batch-size: expected > 0, got %d", c->micro_batch_size);
     NEED(c->vocab_size > 1, "--vocab-size: expected > 1, got %d", c->vocab_size);
@@ -325,6 +327,11 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
     io->loss_mask = dg_input_new(g, "loss_mask", DG_F32, 2, DG_SHAPE(B, S));
     int emb = dg_model_param(g, "", "embedding.word_embeddings.weight", DG_MODEL_PARAM_VOCAB, 2, DG_SHAPE(V, H));
     int x = dg_model_add_positions(g, c, dg_embedding(g, emb, io->tokens));
+    int key = -1; /* dropout sites: 0 the embedding, 1 + 2l attention, 2 + 2l the MLP */
+    if (c->hidden_dropout > 0) {
+        key = io->rng_key = dg_input_new(g, "rng_key", DG_I32, 1, DG_SHAPE(4));
+        x = dg_dropout(g, x, key, c->hidden_dropout, 0);
+    }
 
     int aux = -1, z = -1;
     for (int l = 0; l < c->num_layers; l++) {
@@ -332,13 +339,16 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
         snprintf(pre, sizeof pre, "decoder.layers.%d.", l);
         dg_graph_set_layer(g, l);
         int h = dg_model_norm(g, c, pre, "input_layernorm", x);
-        x = dg_add(g, x, attention_block(g, c, pre, h));
+        int att = attention_block(g, c, pre, h);
+        if (key >= 0) att = dg_dropout(g, att, key, c->hidden_dropout, 1 + 2 * l);
+        x = dg_add(g, x, att);
         int h2 = dg_model_norm(g, c, pre, "pre_mlp_layernorm", x);
         int counts = -1;
         int y = dg_model_layer_is_moe(c, l)
                     ? moe_block(g, c, pre, h2, &aux, &z, &counts)
                     : dg_model_mlp(g, c, pre, "mlp", h2, c->ffn_hidden_size);
         if (l < DG_MODEL_MAX_TRACKED) io->tokens_per_expert[l] = counts;
+        if (key >= 0) y = dg_dropout(g, y, key, c->hidden_dropout, 2 + 2 * l);
         x = dg_add(g, x, y);
         if (g->status != DG_OK) break;
     }

@@ -65,6 +65,8 @@ typedef struct dg_model_config {
     int add_bias_linear;            /* biases on linear layers (no --disable-bias-linear) */
     int position_embedding;         /* --position-embedding-type: a dg_model_pos */
     int max_position_embeddings;    /* rows of the learned position table (0: --seq-length) */
+    double hidden_dropout;          /* --hidden-dropout: after the embedding and on each
+                                     * residual branch (0: none; ops/dg_op_dropout.h) */
 } dg_model_config;
 
 /* --position-embedding-type */
@@ -85,6 +87,10 @@ typedef struct dg_model_io {
     /* Per layer: i32 [E] tokens routed to each expert (-1 for dense layers,
      * and for layers >= DG_MODEL_MAX_TRACKED). */
     int tokens_per_expert[64];
+    /* input i32 [4] "rng_key" with hidden dropout, else -1: seed, iteration,
+     * global index of the micro-batch's first sample, 1 while training
+     * (kernels/cpu/dg_cpu_dropout.h) */
+    int rng_key;
 } dg_model_io;
 #define DG_MODEL_MAX_TRACKED 64
 /* Layers a --moe-layer-freq list can describe (moe_layer_mask's bits). */

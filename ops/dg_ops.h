@@ -6,6 +6,7 @@
 #include "dg_op_adamw.h"
 #include "dg_op_basic.h"
 #include "dg_op_bias.h"
+#include "dg_op_dropout.h"
 #include "dg_op_embedding.h"
 #include "dg_op_matmul.h"
 #include "dg_op_norm.h"

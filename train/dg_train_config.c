@@ -47,8 +47,8 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--disable-bias-linear", DG_ARG_FLAG, T(disable_bias_linear), "no biases on linear layers", NR, NULL},
     {"--use-flash-attn", DG_ARG_FLAG, T(use_flash_attn), "accepted: attention is always the fused flash-style kernel", NR, NULL},
     {"--position-embedding-type", DG_ARG_CHOICE, T(position_embedding_type), "position embeddings (default learned_absolute)", NR, "learned_absolute|rope|none"},
-    {"--attention-dropout", DG_ARG_DOUBLE, T(attention_dropout), "dropout on attention probabilities (only 0 is built)", 0, 1, NULL},
-    {"--hidden-dropout", DG_ARG_DOUBLE, T(hidden_dropout), "dropout on the residual branches and embeddings (only 0 is built)", 0, 1, NULL},
+    {"--attention-dropout", DG_ARG_DOUBLE, T(attention_dropout), "dropout on attention probabilities (only 0 is built: default 0)", 0, 1, NULL},
+    {"--hidden-dropout", DG_ARG_DOUBLE, M(hidden_dropout), "dropout after the embedding and on each residual branch (0.1)", 0, 1, NULL},
     {"--moe-layer-freq", DG_ARG_STRING, T(moe_layer_freq), "every N-th layer is MoE, or a 0/1 list per layer, e.g. \"([0]*1+[1]*3)\"", NR, NULL},
     /* batch, optimizer */
     {"--micro-batch-size", DG_ARG_INT, M(micro_batch_size), "samples per micro batch", 1, 1 << 20, NULL},
@@ -131,6 +131,7 @@ void dg_train_config_defaults(dg_train_config *c) {
     m->rope_base = 10000.0;
     m->norm_epsilon = 1e-5;
     m->moe_layer_freq = 1;
+    m->hidden_dropout = 0.1;
     snprintf(c->normalization, sizeof c->normalization, "LayerNorm");
     snprintf(c->score_function, sizeof c->score_function, "softmax");
     snprintf(c->moe_token_dispatcher_type, sizeof c->moe_token_dispatcher_type, "alltoall");
@@ -209,11 +210,13 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
     m->position_embedding = !strcmp(c->position_embedding_type, "rope")   ? DG_MODEL_POS_ROPE
                             : !strcmp(c->position_embedding_type, "none") ? DG_MODEL_POS_NONE
                                                                           : DG_MODEL_POS_LEARNED;
-    if (c->attention_dropout != 0.0 || c->hidden_dropout != 0.0)
+    if (c->attention_dropout != 0.0)
         return dg_err_set(err, DG_EINPUT,
-                          "--attention-dropout %g / --hidden-dropout %g: not supported: dropout is not "
+                          "--attention-dropout %g: not supported: dropout on attention probabilities is not "
                           "built yet, only 0 (the default here; see docs/megatron_compat.md)",
-                          c->attention_dropout, c->hidden_dropout);
+                          c->attention_dropout);
+    if (!(m->hidden_dropout < 1))
+        return dg_err_set(err, DG_EINPUT, "--hidden-dropout %g: expected [0, 1)", m->hidden_dropout);
     m->score_function_sigmoid = !strcmp(c->score_function, "sigmoid");
     m->expert_model_parallel_size = c->expert_model_parallel_size;
     m->moe_token_dispatcher_type = !strcmp(c->moe_token_dispatcher_type, "allgather")

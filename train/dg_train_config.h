@@ -34,7 +34,7 @@ typedef struct dg_train_config {
      * always does (fused attention, grouped GEMM). */
     int use_flash_attn, moe_grouped_gemm;
     char position_embedding_type[DG_ARG_STR_LEN]; /* --position-embedding-type learned_absolute|rope|none */
-    double attention_dropout, hidden_dropout;     /* --attention-dropout --hidden-dropout (only 0 built) */
+    double attention_dropout; /* --attention-dropout (only 0 built; --hidden-dropout is model.hidden_dropout) */
     int make_vocab_divisible_by;         /* --make-vocab-size-divisible-by (128) */
 
     /* batch and optimizer */
