@@ -29,7 +29,8 @@ for b in "$OLD" "$NEW"; do
 done
 MPIRUN=(mpirun --oversubscribe --mca pml ob1 --mca btl self,vader)
 [ "$(id -u)" = 0 ] && MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl self,vader)
-MAIN=(--num-layers 4 --hidden-size 256 --num-attention-heads 8 --group-query-attention --num-query-groups 4
+ARCH=($(cat "$(dirname "$0")/../tests/common/moe_arch.flags")) # the MoE architecture the main job uses
+MAIN=("${ARCH[@]}" --num-layers 4 --hidden-size 256 --num-attention-heads 8 --group-query-attention --num-query-groups 4
       --seq-length 128 --max-position-embeddings 128 --swiglu --untie-embeddings-and-output-weights
       --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 512
       --moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 1e-3 --micro-batch-size 4 --global-batch-size 8

@@ -31,6 +31,18 @@ static void on_iteration(void *ctx, int it, double lm, double aux, double z, dou
 int main(int argc, char **argv) {
     dg_train_config c;
     dg_train_config_defaults(&c);
+    /* the MoE shape this benchmark has always measured (train's own defaults
+     * are Megatron's dense GPT); flags still override it */
+    c.model.num_experts = 8;
+    c.model.moe_aux_loss_coeff = 1e-2;
+    c.model.moe_z_loss_coeff = 1e-3;
+    c.model.hidden_dropout = 0.0;
+    c.swiglu = 1;
+    c.disable_bias_linear = 1;
+    snprintf(c.normalization, sizeof c.normalization, "RMSNorm");
+    snprintf(c.position_embedding_type, sizeof c.position_embedding_type, "rope");
+    snprintf(c.lr_decay_style, sizeof c.lr_decay_style, "cosine");
+    c.min_lr = 1e-4;
     c.mock_data = 1;
     c.null_vocab_size = 1000;
     c.train_iters = 6;

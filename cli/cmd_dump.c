@@ -125,6 +125,13 @@ static void dump_defaults(dump_cfg *c) {
     dg_train_config_defaults(&c->train);
     dg_model_config_tiny(&c->train.model);
     c->train.group_query_attention = 1; /* keep the tiny config's query groups */
+    /* and its Mixtral-style architecture, in train's flags (train's own
+     * defaults are Megatron's dense GPT) */
+    c->train.swiglu = 1;
+    c->train.disable_bias_linear = 1;
+    c->train.model.hidden_dropout = 0.0;
+    snprintf(c->train.normalization, sizeof c->train.normalization, "RMSNorm");
+    snprintf(c->train.position_embedding_type, sizeof c->train.position_embedding_type, "rope");
     c->train.null_vocab_size = c->train.model.vocab_size - 1; /* + EOD = the tiny vocabulary */
     c->train.make_vocab_divisible_by = 1;
     c->train.global_batch_size = 0;

@@ -65,6 +65,13 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
     NEED(c->hidden_size % c->num_attention_heads == 0,
          "--num-attention-heads %d does not divide --hidden-size %d", c->num_attention_heads,
          c->hidden_size);
+    NEED(c->position_embedding >= DG_MODEL_POS_ROPE && c->position_embedding <= DG_MODEL_POS_NONE,
+         "--position-embedding-type: unknown kind %d", c->position_embedding);
+    NEED(c->position_embedding != DG_MODEL_POS_LEARNED || c->max_position_embeddings <= 0 ||
+             c->max_position_embeddings >= c->seq_length,
+         "--seq-length %d exceeds --max-position-embeddings %d", c->seq_length,
+         c->max_position_embeddings);
+    if (c->position_embedding == DG_MODEL_POS_ROPE) {
     NEED((c->hidden_size / c->num_attention_heads) % 2 == 0,
          "--hidden-size %d / --num-attention-heads %d gives an odd head size; RoPE needs it even",
          c->hidden_size, c->num_attention_heads);
@@ -73,9 +80,12 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
     NEED(dg_model_rotary_dim(c) >= 2 && dg_model_rotary_dim(c) % 2 == 0,
          "--rotary-percent %g of head size %d gives rotary dim %lld; it must be even and >= 2",
          c->rotary_percent, c->hidden_size / c->num_attention_heads, (long long)dg_model_rotary_dim(c));
+    }
     NEED(c->num_query_groups > 0 && c->num_attention_heads % c->num_query_groups == 0,
          "--num-query-groups %d does not divide --num-attention-heads %d", c->num_query_groups,
          c->num_attention_heads);
+    NEED(c->hidden_dropout >= 0 && c->hidden_dropout < 1, "--hidden-dropout: expected [0, 1), got %g",
+         c->hidden_dropout);
     NEED(c->seq_length > 0, "--seq-length: expected > 0, got %d", c->seq_length);
     NEED(c->micro_batch_size > 0, "--micro-batch-size: expected > 0, got %d", c->micro_batch_size);
     NEED(c->vocab_size > 1, "--vocab-size: expected > 1, got %d", c->vocab_size);
@@ -103,6 +113,10 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
         }
         NEED(!(c->router_pre_softmax && c->score_function_sigmoid),
              "--moe-router-pre-softmax applies to --moe-router-score-function softmax only");
+        /* the routed experts are grouped SwiGLU GEMMs without biases */
+        NEED(!c->mlp_gelu, "--num-experts: MoE experts are SwiGLU only here; pass --swiglu");
+        NEED(!c->add_bias_linear,
+             "--num-experts: MoE experts have no biases here; pass --disable-bias-linear");
     }
     int any_dense = 0;
     for (int l = 0; l < c->num_layers; l++) any_dense |= !dg_model_layer_is_moe(c, l);
@@ -140,6 +154,17 @@ static dg_param_spec param_spec(dg_model_param_kind kind) {
         s.place.split[0] = DG_AXIS_EP;
         s.place.split[2] = DG_AXIS_TP;
         break;
+    case DG_MODEL_PARAM_COLUMN_BIAS:
+        s.init = DG_INIT_ZEROS;
+        s.place.split[0] = DG_AXIS_TP;
+        break;
+    case DG_MODEL_PARAM_COLUMN_GLU_BIAS:
+        s.init = DG_INIT_ZEROS;
+        s.place.split[0] = DG_AXIS_TP;
+        s.place.stride[0] = 2;
+        break;
+    case DG_MODEL_PARAM_ROW_BIAS: s.init = DG_INIT_ZEROS; break;
+    case DG_MODEL_PARAM_POSITION: break; /* normal(init_method_std), replicated */
     case DG_MODEL_PARAM_REPLICATED: break;
     }
     return s;
@@ -165,20 +190,47 @@ int dg_model_norm(dg_graph *g, const dg_model_config *c, const char *prefix, con
     return dg_layernorm(g, x, w, b, c->norm_epsilon);
 }
 
+/* The bias parameter "<pre><base>.bias" [out] of a linear of the given kind
+ * when c has biases, else -1. */
+static int linear_bias(dg_graph *g, const dg_model_config *c, const char *pre, const char *base,
+                       dg_model_param_kind kind, int64_t out) {
+    if (!c->add_bias_linear) return -1;
+    char n[2 * DG_NAME_LEN];
+    snprintf(n, sizeof n, "%s.bias", base);
+    dg_model_param_kind bk = kind == DG_MODEL_PARAM_ROW          ? DG_MODEL_PARAM_ROW_BIAS
+                             : kind == DG_MODEL_PARAM_COLUMN_GLU ? DG_MODEL_PARAM_COLUMN_GLU_BIAS
+                                                                 : DG_MODEL_PARAM_COLUMN_BIAS;
+    return dg_model_param(g, pre, n, bk, 1, DG_SHAPE(out));
+}
+
+/* Megatron's linear layer "<pre><base>": x W^T (+ b), W [out, in]. */
+static int model_linear(dg_graph *g, const dg_model_config *c, const char *pre, const char *base,
+                        dg_model_param_kind kind, int64_t out, int64_t in, int x) {
+    char n[2 * DG_NAME_LEN];
+    snprintf(n, sizeof n, "%s.weight", base);
+    int w = dg_model_param(g, pre, n, kind, 2, DG_SHAPE(out, in));
+    int b = linear_bias(g, c, pre, base, kind, out);
+    int y = dg_linear(g, x, w);
+    return b >= 0 ? dg_bias_add(g, y, b) : y;
+}
+
 void dg_model_attn_project(dg_graph *g, const dg_model_config *c, const char *pre, int x,
                            int64_t B, int64_t L, dg_model_qkv *o) {
     int64_t H = c->hidden_size, Hq = c->num_attention_heads, Hkv = c->num_query_groups, D = H / Hq;
-    int wq = dg_model_param(g, pre, "self_attention.linear_q.weight", DG_MODEL_PARAM_COLUMN, 2, DG_SHAPE(Hq * D, H));
-    int wk = dg_model_param(g, pre, "self_attention.linear_k.weight", DG_MODEL_PARAM_COLUMN, 2, DG_SHAPE(Hkv * D, H));
-    int wv = dg_model_param(g, pre, "self_attention.linear_v.weight", DG_MODEL_PARAM_COLUMN, 2, DG_SHAPE(Hkv * D, H));
+    int q = model_linear(g, c, pre, "self_attention.linear_q", DG_MODEL_PARAM_COLUMN, Hq * D, H, x);
+    int k = model_linear(g, c, pre, "self_attention.linear_k", DG_MODEL_PARAM_COLUMN, Hkv * D, H, x);
+    int v = model_linear(g, c, pre, "self_attention.linear_v", DG_MODEL_PARAM_COLUMN, Hkv * D, H, x);
     o->wo = dg_model_param(g, pre, "self_attention.linear_proj.weight", DG_MODEL_PARAM_ROW, 2, DG_SHAPE(H, Hq * D));
-    o->q = dg_reshape(g, dg_linear(g, x, wq), 4, DG_SHAPE(B, L, Hq, D));
-    o->k = dg_reshape(g, dg_linear(g, x, wk), 4, DG_SHAPE(B, L, Hkv, D));
-    o->v = dg_reshape(g, dg_linear(g, x, wv), 4, DG_SHAPE(B, L, Hkv, D));
+    o->bo = linear_bias(g, c, pre, "self_attention.linear_proj", DG_MODEL_PARAM_ROW, H);
+    o->q = dg_reshape(g, q, 4, DG_SHAPE(B, L, Hq, D));
+    o->k = dg_reshape(g, k, 4, DG_SHAPE(B, L, Hkv, D));
+    o->v = dg_reshape(g, v, 4, DG_SHAPE(B, L, Hkv, D));
 }
 
-int dg_model_attn_output(dg_graph *g, const dg_model_config *c, int a, int64_t B, int64_t L, int wo) {
-    return dg_linear(g, dg_reshape(g, a, 3, DG_SHAPE(B, L, c->hidden_size)), wo);
+int dg_model_attn_output(dg_graph *g, const dg_model_config *c, int a, int64_t B, int64_t L,
+                         const dg_model_qkv *p) {
+    int y = dg_linear(g, dg_reshape(g, a, 3, DG_SHAPE(B, L, c->hidden_size)), p->wo);
+    return p->bo >= 0 ? dg_bias_add(g, y, p->bo) : y;
 }
 
 /* Causal GQA self-attention with RoPE on x [B, S, H]; returns [B, S, H]. */
@@ -187,10 +239,13 @@ static int attention_block(dg_graph *g, const dg_model_config *c, const char *pr
     int64_t D = c->hidden_size / c->num_attention_heads;
     dg_model_qkv p;
     dg_model_attn_project(g, c, pre, x, B, S, &p);
-    int q = dg_rope_partial(g, p.q, c->rope_base, 0, dg_model_rotary_dim(c));
-    int k = dg_rope_partial(g, p.k, c->rope_base, 0, dg_model_rotary_dim(c));
+    int q = p.q, k = p.k;
+    if (c->position_embedding == DG_MODEL_POS_ROPE) {
+        q = dg_rope_partial(g, p.q, c->rope_base, 0, dg_model_rotary_dim(c));
+        k = dg_rope_partial(g, p.k, c->rope_base, 0, dg_model_rotary_dim(c));
+    }
     int a = dg_attention(g, q, k, p.v, 1.0 / sqrt((double)D), NULL);
-    return dg_model_attn_output(g, c, a, B, S, p.wo);
+    return dg_model_attn_output(g, c, a, B, S, &p);
 }
 
 int dg_model_swiglu_mlp(dg_graph *g, const char *pre, const char *what, int x, int64_t H,
@@ -201,6 +256,26 @@ int dg_model_swiglu_mlp(dg_graph *g, const char *pre, const char *what, int x, i
     int w1 = dg_model_param(g, pre, n1, DG_MODEL_PARAM_COLUMN_GLU, 2, DG_SHAPE(2 * F, H));
     int w2 = dg_model_param(g, pre, n2, DG_MODEL_PARAM_ROW, 2, DG_SHAPE(H, F));
     return dg_linear(g, dg_swiglu(g, dg_linear(g, x, w1)), w2);
+}
+
+int dg_model_mlp(dg_graph *g, const dg_model_config *c, const char *pre, const char *what, int x,
+                 int64_t F) {
+    int64_t H = c->hidden_size;
+    if (!c->mlp_gelu && !c->add_bias_linear) return dg_model_swiglu_mlp(g, pre, what, x, H, F);
+    char n1[2 * DG_NAME_LEN], n2[2 * DG_NAME_LEN];
+    snprintf(n1, sizeof n1, "%s.linear_fc1", what);
+    snprintf(n2, sizeof n2, "%s.linear_fc2", what);
+    int u = c->mlp_gelu ? dg_gelu_tanh(g, model_linear(g, c, pre, n1, DG_MODEL_PARAM_COLUMN, F, H, x))
+                        : dg_swiglu(g, model_linear(g, c, pre, n1, DG_MODEL_PARAM_COLUMN_GLU, 2 * F, H, x));
+    return model_linear(g, c, pre, n2, DG_MODEL_PARAM_ROW, H, F, u);
+}
+
+int dg_model_add_positions(dg_graph *g, const dg_model_config *c, int x) {
+    if (c->position_embedding != DG_MODEL_POS_LEARNED) return x;
+    int64_t P = c->max_position_embeddings > 0 ? c->max_position_embeddings : c->seq_length;
+    int t = dg_model_param(g, "", "embedding.position_embeddings.weight", DG_MODEL_PARAM_POSITION, 2,
+                           DG_SHAPE(P, c->hidden_size));
+    return dg_pos_embed_add(g, x, t);
 }
 
 /* Routed experts on x [B, S, H]: router, permute, grouped SwiGLU experts,
@@ -251,7 +326,12 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
     io->targets = dg_input_new(g, "targets", DG_I32, 2, DG_SHAPE(B, S));
     io->loss_mask = dg_input_new(g, "loss_mask", DG_F32, 2, DG_SHAPE(B, S));
     int emb = dg_model_param(g, "", "embedding.word_embeddings.weight", DG_MODEL_PARAM_VOCAB, 2, DG_SHAPE(V, H));
-    int x = dg_embedding(g, emb, io->tokens);
+    int x = dg_model_add_positions(g, c, dg_embedding(g, emb, io->tokens));
+    int key = -1; /* dropout sites: 0 the embedding, 1 + 2l attention, 2 + 2l the MLP */
+    if (c->hidden_dropout > 0) {
+        key = io->rng_key = dg_input_new(g, "rng_key", DG_I32, 1, DG_SHAPE(4));
+        x = dg_dropout(g, x, key, c->hidden_dropout, 0);
+    }
 
     int aux = -1, z = -1;
     for (int l = 0; l < c->num_layers; l++) {
@@ -259,13 +339,16 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
         snprintf(pre, sizeof pre, "decoder.layers.%d.", l);
         dg_graph_set_layer(g, l);
         int h = dg_model_norm(g, c, pre, "input_layernorm", x);
-        x = dg_add(g, x, attention_block(g, c, pre, h));
+        int att = attention_block(g, c, pre, h);
+        if (key >= 0) att = dg_dropout(g, att, key, c->hidden_dropout, 1 + 2 * l);
+        x = dg_add(g, x, att);
         int h2 = dg_model_norm(g, c, pre, "pre_mlp_layernorm", x);
         int counts = -1;
         int y = dg_model_layer_is_moe(c, l)
                     ? moe_block(g, c, pre, h2, &aux, &z, &counts)
-                    : dg_model_swiglu_mlp(g, pre, "mlp", h2, H, c->ffn_hidden_size);
+                    : dg_model_mlp(g, c, pre, "mlp", h2, c->ffn_hidden_size);
         if (l < DG_MODEL_MAX_TRACKED) io->tokens_per_expert[l] = counts;
+        if (key >= 0) y = dg_dropout(g, y, key, c->hidden_dropout, 2 + 2 * l);
         x = dg_add(g, x, y);
         if (g->status != DG_OK) break;
     }

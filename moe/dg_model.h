@@ -1,10 +1,12 @@
-/* dg_model.h — the Mixtral-style GPT decoder lowered into a task graph.
+/* dg_model.h — the GPT decoder (Megatron's dense GPT, or Mixtral-style MoE)
+ * lowered into a task graph.
  *
  * dg_model_config carries the model's shape with Megatron's flag names in the
  * comments; dg_model_build_forward() lowers one microbatch's forward pass into
- * graph nodes (embedding -> N x [norm, GQA attention with RoPE, residual,
- * norm, MoE or dense SwiGLU MLP, residual] -> final norm -> LM head ->
- * cross entropy), stamping each node with its layer. The graph is logical:
+ * graph nodes (embedding [+ learned positions] -> N x [norm, GQA attention
+ * (RoPE or not), residual, norm, MoE or dense MLP (GeLU or SwiGLU), residual]
+ * -> final norm -> LM head -> cross entropy), stamping each node with its
+ * layer; linear layers carry biases under add_bias_linear. The graph is logical:
  * global shapes (read from the input tensors past the inputs themselves),
  * one moe_experts node per MoE layer, parameters annotated with placement
  * and init; it knows no parallel size. The step pipeline
@@ -54,7 +56,21 @@ typedef struct dg_model_config {
     int moe_router_group_topk;      /* --moe-router-group-topk */
     double moe_router_topk_scaling_factor; /* --moe-router-topk-scaling-factor (0: none) */
     double rotary_percent;          /* --rotary-percent: share of each head RoPE rotates (0: all) */
+    /* Megatron's dense-GPT choices. Zero means the Mixtral-style choice
+     * (SwiGLU, no biases, RoPE), so a zeroed config (dg_model_config_tiny,
+     * an old checkpoint's record) keeps its meaning; the trainer's flag
+     * defaults (dg_train_config_defaults) are Megatron's: GeLU, biases,
+     * learned absolute positions. */
+    int mlp_gelu;                   /* GeLU MLP (no --swiglu); 0: SwiGLU */
+    int add_bias_linear;            /* biases on linear layers (no --disable-bias-linear) */
+    int position_embedding;         /* --position-embedding-type: a dg_model_pos */
+    int max_position_embeddings;    /* rows of the learned position table (0: --seq-length) */
+    double hidden_dropout;          /* --hidden-dropout: after the embedding and on each
+                                     * residual branch (0: none; ops/dg_op_dropout.h) */
 } dg_model_config;
+
+/* --position-embedding-type */
+enum dg_model_pos { DG_MODEL_POS_ROPE = 0, DG_MODEL_POS_LEARNED = 1, DG_MODEL_POS_NONE = 2 };
 
 /* A small MoE config: 2 layers, hidden 64, 4 heads / 2 groups, 4 experts top-2. */
 void dg_model_config_tiny(dg_model_config *c);
@@ -71,6 +87,10 @@ typedef struct dg_model_io {
     /* Per layer: i32 [E] tokens routed to each expert (-1 for dense layers,
      * and for layers >= DG_MODEL_MAX_TRACKED). */
     int tokens_per_expert[64];
+    /* input i32 [4] "rng_key" with hidden dropout, else -1: seed, iteration,
+     * global index of the micro-batch's first sample, 1 while training
+     * (kernels/cpu/dg_cpu_dropout.h) */
+    int rng_key;
 } dg_model_io;
 #define DG_MODEL_MAX_TRACKED 64
 /* Layers a --moe-layer-freq list can describe (moe_layer_mask's bits). */
@@ -88,6 +108,11 @@ typedef struct dg_model_io {
  *   decoder.layers.L.mlp.linear_fc1.weight               [2F, H]     (dense layers)
  *   decoder.final_layernorm.weight                       [H]
  *   output_layer.weight                                  [V, H]      (untied only)
+ *   embedding.position_embeddings.weight                 [P, H]      (learned positions)
+ * With biases (add_bias_linear) every dense linear "X.weight" above has an
+ * "X.bias" of its output size (linear_q/k/v, linear_proj, the dense MLP's
+ * linear_fc1 / linear_fc2); the router and the routed experts have none.
+ * The dense MLP is fc2(gelu(fc1 x)) with fc1 [F, H] under mlp_gelu.
  * (Megatron fuses q, k and v into linear_qkv; they are separate here so
  * tensor parallelism can split each by heads without a reshuffle.) */
 
@@ -105,7 +130,12 @@ typedef struct dg_model_io {
  *   VOCAB         word embedding, output layer [V, H]: V over tp
  *   EXPERTS_GLU   experts' fc1 [E, 2F, H]: E over ep, 2F over tp strided by 2
  *   EXPERTS_ROW   experts' fc2 [E, H, F]: E over ep, F over tp; scaled init
- *   NORM_WEIGHT   ones;  NORM_BIAS  zeros;  REPLICATED (the router) */
+ *   NORM_WEIGHT   ones;  NORM_BIAS  zeros;  REPLICATED (the router)
+ *   COLUMN_BIAS   a column-parallel linear's bias [out]: zeros, out over tp
+ *   COLUMN_GLU_BIAS  SwiGLU fc1's bias [2F]: zeros, over tp strided by 2
+ *   ROW_BIAS      a row-parallel linear's bias [out]: zeros, replicated
+ *                 (added after the all-reduce, as RowParallelLinear does)
+ *   POSITION      learned position embedding [P, H]: normal, replicated */
 typedef enum dg_model_param_kind {
     DG_MODEL_PARAM_REPLICATED = 0,
     DG_MODEL_PARAM_COLUMN,
@@ -116,6 +146,10 @@ typedef enum dg_model_param_kind {
     DG_MODEL_PARAM_EXPERTS_ROW,
     DG_MODEL_PARAM_NORM_WEIGHT,
     DG_MODEL_PARAM_NORM_BIAS,
+    DG_MODEL_PARAM_COLUMN_BIAS,
+    DG_MODEL_PARAM_COLUMN_GLU_BIAS,
+    DG_MODEL_PARAM_ROW_BIAS,
+    DG_MODEL_PARAM_POSITION,
 } dg_model_param_kind;
 int dg_model_param(dg_graph *g, const char *prefix, const char *name, dg_model_param_kind kind,
                    int ndim, const int64_t *shape);
@@ -126,15 +160,24 @@ int dg_model_norm(dg_graph *g, const dg_model_config *c, const char *prefix, con
  * attention's [B, L, Hq, D] into wo's [B, L, H]. */
 typedef struct dg_model_qkv {
     int q, k, v, wo;
+    int bo; /* linear_proj's bias, or -1 without biases */
 } dg_model_qkv;
 void dg_model_attn_project(dg_graph *g, const dg_model_config *c, const char *pre, int x,
                            int64_t B, int64_t L, dg_model_qkv *o);
-int dg_model_attn_output(dg_graph *g, const dg_model_config *c, int a, int64_t B, int64_t L, int wo);
+int dg_model_attn_output(dg_graph *g, const dg_model_config *c, int a, int64_t B, int64_t L,
+                         const dg_model_qkv *p);
 
 /* SwiGLU MLP fc2(swiglu(fc1 x)) with parameters "<pre><what>.linear_fc1.weight"
  * [2F, H] (gate rows, then up rows) and "<pre><what>.linear_fc2.weight" [H, F]. */
 int dg_model_swiglu_mlp(dg_graph *g, const char *pre, const char *what, int x, int64_t H,
                         int64_t F);
+/* The dense MLP c asks for: SwiGLU or GeLU (tanh approximation, Megatron's
+ * fused bias_gelu), with biases under add_bias_linear. */
+int dg_model_mlp(dg_graph *g, const dg_model_config *c, const char *pre, const char *what, int x,
+                 int64_t F);
+/* x plus the learned position embedding of positions 0..S-1 (training) when
+ * c asks for one; x unchanged otherwise. */
+int dg_model_add_positions(dg_graph *g, const dg_model_config *c, int x);
 
 struct dg_router_opts;
 /* The router settings c asks for (moe/dg_router.h), shared by the training

@@ -36,8 +36,11 @@ static int attention_block(dg_graph *g, const dg_model_config *c, const dg_decod
     int64_t Hkv = c->num_query_groups, D = c->hidden_size / c->num_attention_heads;
     dg_model_qkv p;
     dg_model_attn_project(g, c, pre, x, B, L, &p);
-    int q = dg_rope_at(g, p.q, pos, c->rope_base, dg_model_rotary_dim(c));
-    int k = dg_rope_at(g, p.k, pos, c->rope_base, dg_model_rotary_dim(c));
+    int q = p.q, k = p.k;
+    if (c->position_embedding == DG_MODEL_POS_ROPE) {
+        q = dg_rope_at(g, p.q, pos, c->rope_base, dg_model_rotary_dim(c));
+        k = dg_rope_at(g, p.k, pos, c->rope_base, dg_model_rotary_dim(c));
+    }
 
     char name[DG_NAME_LEN];
     snprintf(name, sizeof name, "kv_cache.%d.k", l);
@@ -47,7 +50,7 @@ static int attention_block(dg_graph *g, const dg_model_config *c, const dg_decod
     io->k_out[l] = dg_kv_append(g, io->k_in[l], k, pos);
     io->v_out[l] = dg_kv_append(g, io->v_in[l], p.v, pos);
     int a = dg_kv_attention(g, q, io->k_out[l], io->v_out[l], pos, 1.0 / sqrt((double)D));
-    return dg_model_attn_output(g, c, a, B, L, p.wo);
+    return dg_model_attn_output(g, c, a, B, L, &p);
 }
 
 
@@ -102,6 +105,11 @@ int dg_model_build_decode(dg_graph *g, const dg_model_config *c, const dg_decode
     io->pos = dg_input_new(g, "pos", DG_I32, 1, DG_SHAPE(B));
     int emb = dg_param(g, "embedding.word_embeddings.weight", 2, DG_SHAPE(V, H), NULL);
     int x = dg_embedding(g, emb, io->tokens);
+    if (c->position_embedding == DG_MODEL_POS_LEARNED) {
+        int64_t P = c->max_position_embeddings > 0 ? c->max_position_embeddings : c->seq_length;
+        int pt = dg_param_new(g, "embedding.position_embeddings.weight", 2, DG_SHAPE(P, H));
+        x = dg_pos_embed_add_at(g, x, pt, io->pos);
+    }
     for (int l = 0; l < c->num_layers; l++) {
         char pre[32];
         snprintf(pre, sizeof pre, "decoder.layers.%d.", l);
@@ -110,7 +118,7 @@ int dg_model_build_decode(dg_graph *g, const dg_model_config *c, const dg_decode
         x = dg_add(g, x, attention_block(g, c, s, pre, l, h, io->pos, io));
         int h2 = dg_model_norm(g, c, pre, "pre_mlp_layernorm", x);
         int y = dg_model_layer_is_moe(c, l) ? moe_block(g, c, s, pre, h2)
-                                             : dg_model_swiglu_mlp(g, pre, "mlp", h2, H, c->ffn_hidden_size);
+                                             : dg_model_mlp(g, c, pre, "mlp", h2, c->ffn_hidden_size);
         x = dg_add(g, x, y);
         if (g->status != DG_OK) break;
     }

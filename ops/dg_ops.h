@@ -5,6 +5,8 @@
 #include "dg_op_act.h"
 #include "dg_op_adamw.h"
 #include "dg_op_basic.h"
+#include "dg_op_bias.h"
+#include "dg_op_dropout.h"
 #include "dg_op_embedding.h"
 #include "dg_op_matmul.h"
 #include "dg_op_norm.h"

@@ -43,6 +43,11 @@ static const dg_model_field k_fields[] = {
     FI(moe_router_group_topk, "--moe-router-group-topk", true),
     FD(moe_router_topk_scaling_factor, "--moe-router-topk-scaling-factor", true),
     FD(rotary_percent, "--rotary-percent", true),
+    FI(mlp_gelu, "--swiglu (absent: GeLU)", true),
+    FI(add_bias_linear, "--disable-bias-linear (absent: biases)", true),
+    FI(position_embedding, "--position-embedding-type", true),
+    FI(max_position_embeddings, "--max-position-embeddings", false),
+    FD(hidden_dropout, "--hidden-dropout", false),
 };
 #undef FI
 #undef FD
@@ -64,6 +69,15 @@ static double field_get(const dg_model_config *c, const dg_model_field *f) {
     return v;
 }
 
+/* The fields after rotary_percent came after the record itself: a
+ * checkpoint written before them lacks them, and zero is what they meant
+ * there (SwiGLU, no biases, RoPE, no dropout: dg_model.h), so an absent
+ * one reads as zero. Every earlier field must be present. */
+static int zero_if_absent(const dg_model_field *f) {
+    return f->offset >= offsetof(dg_model_config, mlp_gelu);
+}
+static const double k_zero = 0.0;
+
 int dg_model_to_record(const dg_model_config *c, dg_ckpt_config *rec, dg_err *err) {
     for (size_t i = 0; i < DG_ARRAY_LEN(k_fields); i++)
         DG_TRY(dg_ckpt_config_set(rec, k_fields[i].name, field_get(c, &k_fields[i]), err));
@@ -74,6 +88,7 @@ int dg_model_from_record(const dg_ckpt_config *rec, dg_model_config *c, const ch
     for (size_t i = 0; i < DG_ARRAY_LEN(k_fields); i++) {
         const dg_model_field *f = &k_fields[i];
         const double *v = dg_ckpt_config_get(rec, f->name);
+        if (!v && zero_if_absent(f)) v = &k_zero;
         if (!v) return dg_err_set(err, DG_EINPUT, "%s: model field '%s' is missing", where, f->name);
         char *p = (char *)c + f->offset;
         if (f->kind == 'd') {
@@ -95,6 +110,7 @@ int dg_model_check_record(const dg_ckpt_config *ckpt, const void *run_, const ch
         const dg_model_field *f = &k_fields[i];
         if (!f->arch) continue;
         const double *pa = dg_ckpt_config_get(ckpt, f->name);
+        if (!pa && zero_if_absent(f)) pa = &k_zero;
         if (!pa) return dg_err_set(err, DG_EINPUT, "%s: model field '%s' is missing", where, f->name);
         double a = *pa, b = field_get(run, f);
         if (memcmp(&a, &b, sizeof a) == 0) continue;

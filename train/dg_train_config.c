@@ -22,11 +22,11 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--num-query-groups", DG_ARG_INT, M(num_query_groups), "KV heads with --group-query-attention", 1, 4096, NULL},
     {"--seq-length", DG_ARG_INT, M(seq_length), "tokens per sample", 1, 1 << 24, NULL},
     {"--max-position-embeddings", DG_ARG_INT, T(max_position_embeddings), "longest position (>= --seq-length)", 1, 1 << 24, NULL},
-    {"--normalization", DG_ARG_CHOICE, T(normalization), "norm layer", NR, "RMSNorm|LayerNorm"},
+    {"--normalization", DG_ARG_CHOICE, T(normalization), "norm layer (default LayerNorm)", NR, "LayerNorm|RMSNorm"},
     {"--norm-epsilon", DG_ARG_DOUBLE, M(norm_epsilon), "norm epsilon", 0, 1, NULL},
     {"--rotary-base", DG_ARG_DOUBLE, M(rope_base), "RoPE base", 1, 1e12, NULL},
     {"--rotary-percent", DG_ARG_DOUBLE, M(rotary_percent), "share of each head RoPE rotates (default 1.0)", 0, 1, NULL},
-    {"--swiglu", DG_ARG_FLAG, T(swiglu), "SwiGLU MLPs (always on in dagatron)", NR, NULL},
+    {"--swiglu", DG_ARG_FLAG, T(swiglu), "SwiGLU MLPs (default: GeLU)", NR, NULL},
     {"--untie-embeddings-and-output-weights", DG_ARG_FLAG, M(untie_embeddings), "separate LM head", NR, NULL},
     {"--make-vocab-size-divisible-by", DG_ARG_INT, T(make_vocab_divisible_by), "vocabulary padding", 1, 1 << 20, NULL},
     /* MoE */
@@ -45,9 +45,11 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--moe-router-num-groups", DG_ARG_INT, M(moe_router_num_groups), "expert groups for group-limited routing (0: off)", 0, 1 << 16, NULL},
     {"--moe-router-group-topk", DG_ARG_INT, M(moe_router_group_topk), "groups each token may use", 0, 1 << 16, NULL},
     {"--moe-grouped-gemm", DG_ARG_FLAG, T(moe_grouped_gemm), "accepted: experts always run as one grouped GEMM", NR, NULL},
-    {"--disable-bias-linear", DG_ARG_FLAG, T(disable_bias_linear), "accepted: linear layers never have biases here", NR, NULL},
+    {"--disable-bias-linear", DG_ARG_FLAG, T(disable_bias_linear), "no biases on linear layers", NR, NULL},
     {"--use-flash-attn", DG_ARG_FLAG, T(use_flash_attn), "accepted: attention is always the fused flash-style kernel", NR, NULL},
-    {"--position-embedding-type", DG_ARG_CHOICE, T(position_embedding_type), "position embeddings", NR, "rope"},
+    {"--position-embedding-type", DG_ARG_CHOICE, T(position_embedding_type), "position embeddings (default learned_absolute)", NR, "learned_absolute|rope|none"},
+    {"--attention-dropout", DG_ARG_DOUBLE, T(attention_dropout), "dropout on attention probabilities (only 0 is built: default 0)", 0, 1, NULL},
+    {"--hidden-dropout", DG_ARG_DOUBLE, M(hidden_dropout), "dropout after the embedding and on each residual branch (0.1)", 0, 1, NULL},
     {"--moe-layer-freq", DG_ARG_STRING, T(moe_layer_freq), "every N-th layer is MoE, or a 0/1 list per layer, e.g. \"([0]*1+[1]*3)\"", NR, NULL},
     /* batch, optimizer */
     {"--micro-batch-size", DG_ARG_INT, M(micro_batch_size), "samples per micro batch", 1, 1 << 20, NULL},
@@ -121,27 +123,31 @@ void dg_train_config_defaults(dg_train_config *c) {
     m->num_attention_heads = 8;
     m->seq_length = 128;
     m->micro_batch_size = 4;
-    m->num_experts = 8;
+    /* Megatron's defaults (arguments.py, TransformerConfig): a dense GPT
+     * with GeLU MLPs, LayerNorm, learned absolute positions, biases, tied
+     * embeddings; MoE losses off until their coefficients are set. */
+    m->num_experts = 0;
     m->moe_router_topk = 2;
-    m->moe_aux_loss_coeff = 1e-2;
-    m->moe_z_loss_coeff = 1e-3;
+    m->moe_aux_loss_coeff = 0.0;
+    m->moe_z_loss_coeff = 0.0;
     m->rope_base = 10000.0;
     m->norm_epsilon = 1e-5;
     m->moe_layer_freq = 1;
-    snprintf(c->normalization, sizeof c->normalization, "RMSNorm");
+    m->hidden_dropout = 0.1;
+    snprintf(c->normalization, sizeof c->normalization, "LayerNorm");
     snprintf(c->score_function, sizeof c->score_function, "softmax");
     snprintf(c->moe_token_dispatcher_type, sizeof c->moe_token_dispatcher_type, "alltoall");
     c->model.moe_a2a_overlap_chunks = 1;
     snprintf(c->load_balancing, sizeof c->load_balancing, "aux_loss");
     snprintf(c->moe_layer_freq, sizeof c->moe_layer_freq, "1");
     snprintf(c->drop_policy, sizeof c->drop_policy, "probs");
-    snprintf(c->position_embedding_type, sizeof c->position_embedding_type, "rope");
-    snprintf(c->lr_decay_style, sizeof c->lr_decay_style, "cosine");
+    snprintf(c->position_embedding_type, sizeof c->position_embedding_type, "learned_absolute");
+    snprintf(c->lr_decay_style, sizeof c->lr_decay_style, "linear");
     snprintf(c->split, sizeof c->split, "969,30,1");
     c->make_vocab_divisible_by = 128;
     c->tensorboard_log_interval = 1;
     c->lr = 1e-3;
-    c->min_lr = 1e-4;
+    c->min_lr = 0.0;
     c->lr_warmup_iters = 0;
     c->weight_decay = 0.01;
     c->adam_beta1 = 0.9;
@@ -151,9 +157,9 @@ void dg_train_config_defaults(dg_train_config *c) {
     c->init_method_std = 0.02;
     c->seed = 1234;
     c->train_iters = 100;
-    c->log_interval = 10;
+    c->log_interval = 100;
     c->eval_interval = 1000;
-    c->eval_iters = 10;
+    c->eval_iters = 100;
     c->dp_size = 1;
     c->tensor_model_parallel_size = 1;
     c->context_parallel_size = 1;
@@ -220,6 +226,18 @@ int dg_train_config_check_tp(const dg_train_config *c, dg_err *err) {
 int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *err) {
     dg_model_config *m = &c->model;
     m->normalization_layernorm = !strcmp(c->normalization, "LayerNorm");
+    m->mlp_gelu = !c->swiglu;
+    m->add_bias_linear = !c->disable_bias_linear;
+    m->position_embedding = !strcmp(c->position_embedding_type, "rope")   ? DG_MODEL_POS_ROPE
+                            : !strcmp(c->position_embedding_type, "none") ? DG_MODEL_POS_NONE
+                                                                          : DG_MODEL_POS_LEARNED;
+    if (c->attention_dropout != 0.0)
+        return dg_err_set(err, DG_EINPUT,
+                          "--attention-dropout %g: not supported: dropout on attention probabilities is not "
+                          "built yet, only 0 (the default here; see docs/megatron_compat.md)",
+                          c->attention_dropout);
+    if (!(m->hidden_dropout < 1))
+        return dg_err_set(err, DG_EINPUT, "--hidden-dropout %g: expected [0, 1)", m->hidden_dropout);
     m->score_function_sigmoid = !strcmp(c->score_function, "sigmoid");
     m->expert_model_parallel_size = c->expert_model_parallel_size;
     m->moe_token_dispatcher_type = !strcmp(c->moe_token_dispatcher_type, "allgather")
@@ -238,6 +256,8 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
     if (c->max_position_embeddings < m->seq_length)
         return dg_err_set(err, DG_EINPUT, "--seq-length %d exceeds --max-position-embeddings %d",
                           m->seq_length, c->max_position_embeddings);
+    /* the learned position table's rows; no other model reads it */
+    m->max_position_embeddings = m->position_embedding == DG_MODEL_POS_LEARNED ? c->max_position_embeddings : 0;
 
     /* Vocabulary: the tokenizer's (NullTokenizer and mock data: --vocab-size),
      * padded like Megatron so the LM head's

@@ -23,16 +23,18 @@ typedef struct dg_train_config {
     int group_query_attention;   /* --group-query-attention */
     int max_position_embeddings; /* --max-position-embeddings (>= seq length) */
     char normalization[DG_ARG_STR_LEN];  /* --normalization RMSNorm|LayerNorm */
-    int swiglu;                          /* --swiglu (the only MLP dagatron builds) */
+    int swiglu;                          /* --swiglu (default: GeLU MLP) */
     char score_function[DG_ARG_STR_LEN]; /* --moe-router-score-function softmax|sigmoid */
     char moe_token_dispatcher_type[DG_ARG_STR_LEN]; /* --moe-token-dispatcher-type alltoall|allgather */
     char load_balancing[DG_ARG_STR_LEN]; /* --moe-router-load-balancing-type aux_loss|none */
     char moe_layer_freq[DG_ARG_STR_LEN]; /* --moe-layer-freq: N, or a list "([0]*1+[1]*3)" */
     char drop_policy[DG_ARG_STR_LEN];    /* --moe-token-drop-policy probs|position */
+    int disable_bias_linear;             /* --disable-bias-linear (default: biases) */
     /* Accepted so Megatron scripts run unchanged: they name what dagatron
-     * always does (no linear biases, fused attention, grouped GEMM, RoPE). */
-    int disable_bias_linear, use_flash_attn, moe_grouped_gemm;
-    char position_embedding_type[DG_ARG_STR_LEN]; /* --position-embedding-type rope */
+     * always does (fused attention, grouped GEMM). */
+    int use_flash_attn, moe_grouped_gemm;
+    char position_embedding_type[DG_ARG_STR_LEN]; /* --position-embedding-type learned_absolute|rope|none */
+    double attention_dropout; /* --attention-dropout (only 0 built; --hidden-dropout is model.hidden_dropout) */
     int make_vocab_divisible_by;         /* --make-vocab-size-divisible-by (128) */
 
     /* batch and optimizer */

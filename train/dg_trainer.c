@@ -293,6 +293,13 @@ static int fill_microbatch(trainer *t, int split, int mb, int64_t consumed, dg_e
             tgt[b * S + s] = y;
             mask[b * S + s] = 1.0f;
         }
+    if (io->rng_key >= 0) { /* dropout's key (kernels/cpu/dg_cpu_dropout.h); off in evaluation */
+        int32_t *key = t->ptrs[io->rng_key];
+        key[0] = t->c->seed;
+        key[1] = (int32_t)t->iteration;
+        key[2] = (int32_t)(consumed + (int64_t)t->data_rank * B);
+        key[3] = split == DG_SPLIT_TRAIN;
+    }
     return DG_OK;
 }
 

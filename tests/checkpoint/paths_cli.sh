@@ -16,7 +16,8 @@ set -u
 BIN=$DG_BUILD/dagatron
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 fail=0
-ARGS=(--mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4
+ARCH=($(cat "$DG_SRC/tests/common/moe_arch.flags")) # the MoE architecture these tests were written for
+ARGS=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4
       --seq-length 32 --num-experts 4 --moe-router-topk 2 --micro-batch-size 2 --global-batch-size 4
       --log-interval 1 --lr 3e-3 --eval-iters 0)
 tree_hash() { # every name (directories too), type and content under $1

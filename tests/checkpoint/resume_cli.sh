@@ -18,7 +18,8 @@ TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 fail=0
 # --lr-decay-iters pins the schedule, which otherwise follows --train-iters,
 # so a 10-iteration run takes the first 10 steps of the 20-iteration one.
-ARGS=(--mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4
+ARCH=($(cat "$DG_SRC/tests/common/moe_arch.flags")) # the MoE architecture these tests were written for
+ARGS=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4
       --group-query-attention --num-query-groups 2 --seq-length 32 --num-experts 4 --moe-router-topk 2
       --micro-batch-size 2 --global-batch-size 4 --log-interval 1 --lr 3e-3 --lr-warmup-iters 5
       --lr-decay-iters 20 --save-interval 10)

@@ -7,7 +7,7 @@
 set -u
 BIN=${DG_BUILD:?}/dagatron
 fail=0
-TINY="--num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16 --micro-batch-size 1
+TINY="$(cat "$DG_SRC/tests/common/moe_arch.flags") --num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16 --micro-batch-size 1
       --num-experts 2 --train-iters 2 --mock-data --vocab-size 64 --compute-threads 1 --eval-iters 0"
 
 out=$("$BIN" train --device cuda $TINY 2>&1); rc=$?

@@ -5,7 +5,7 @@
 # within 1e-4 (fp32). Needs a GPU.
 set -u
 BIN=${DG_BUILD:?}/dagatron
-ARGS="--train-iters 10 --log-interval 1 --eval-iters 0 --mock-data --vocab-size 1000 --seed 1234"
+ARGS="$(cat "$DG_SRC/tests/common/moe_arch.flags") --train-iters 10 --log-interval 1 --eval-iters 0 --mock-data --vocab-size 1000 --seed 1234"
 cpu=$("$BIN" train --device cpu $ARGS 2>&1) || { echo "$cpu"; echo "FAIL: cpu run"; exit 1; }
 gpu=$("$BIN" train --device cuda $ARGS 2>&1) || { echo "$gpu"; echo "FAIL: cuda run"; exit 1; }
 losses() { sed -n 's/.*| lm loss: \([0-9.E+-]*\) |.*/\1/p'; }

@@ -18,7 +18,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import megatron_ref as ref  # noqa: E402
 
-TINY = ["--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "16",
+# the MoE architecture this test was written for (Megatron's defaults are a dense GPT)
+MOE_ARCH = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common", "moe_arch.flags")).read().split()
+TINY = MOE_ARCH + ["--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "16",
         "--num-experts", "2", "--moe-router-topk", "1", "--micro-batch-size", "1", "--global-batch-size", "1",
         "--train-iters", "1", "--eval-iters", "1", "--eval-interval", "1", "--log-interval", "1"]
 

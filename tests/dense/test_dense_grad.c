@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "dg_gradcheck.h"
+#include "dg_cpu_dropout.h"
 #include "dg_ops.h"
 
 /* Run one gradcheck with 1 and with 2 threads. */
@@ -161,6 +162,95 @@ static void test_gelu_grad(void **s) {
     gc("gelu_tanh", build_gelu, NULL, NULL, &o);
 }
 
+/* ---- bias add, learned position embedding ------------------------------------------- */
+
+static int build_bias(dg_graph *g, void *ctx) {
+    (void)ctx;
+    int x = dg_param_new(g, "x", 3, DG_SHAPE(2, 3, 7));
+    int b = dg_param_new(g, "b", 1, DG_SHAPE(7));
+    /* b used twice: its gradient sums both rows' sums */
+    return dg_mul(g, dg_bias_add(g, x, b), dg_bias_add(g, x, b));
+}
+
+static void test_bias_grad(void **s) {
+    (void)s;
+    gc("bias_add", build_bias, NULL, NULL, NULL);
+}
+
+/* table has 6 positions, the sequence 4: rows 4 and 5 get a zero gradient */
+static int build_pos(dg_graph *g, void *ctx) {
+    (void)ctx;
+    int x = dg_param_new(g, "x", 3, DG_SHAPE(2, 4, 5));
+    int t = dg_param_new(g, "table", 2, DG_SHAPE(6, 5));
+    int y = dg_pos_embed_add(g, x, t);
+    return dg_mul(g, y, y);
+}
+
+static void test_pos_embed_grad(void **s) {
+    (void)s;
+    dg_gradcheck_opts o = {.max_checks = 30}; /* every table element, unused rows included */
+    gc("pos_embed_add", build_pos, NULL, NULL, &o);
+}
+
+/* ---- dropout ---------------------------------------------------------------------- */
+
+static int build_dropout(dg_graph *g, void *ctx) {
+    (void)ctx;
+    int x = dg_param_new(g, "x", 3, DG_SHAPE(3, 4, 5));
+    int key = dg_input_new(g, "key", DG_I32, 1, DG_SHAPE(4));
+    int y = dg_dropout(g, x, key, 0.3, 5);
+    return dg_mul(g, y, y);
+}
+
+static void init_key(const dg_graph *g, dg_buffers *b, void *ctx) {
+    (void)ctx;
+    for (int t = 0; t < g->n_tensors; t++)
+        if (!strcmp(g->tensors[t].name, "key")) {
+            int32_t *k = dg_buf_i32(b, t);
+            k[0] = 1234, k[1] = 7, k[2] = 40, k[3] = 1;
+        }
+}
+
+static void test_dropout_grad(void **s) {
+    (void)s;
+    gc("dropout", build_dropout, init_key, NULL, NULL);
+}
+
+/* The mask: about p of the elements dropped, the rest scaled by 1 / (1 - p);
+ * the same for any thread count; a sample's mask does not depend on which
+ * micro-batch row holds it; another site, seed or iteration draws another;
+ * evaluation (key[3] = 0) is the identity. */
+static void test_dropout_mask(void **s) {
+    (void)s;
+    enum { B = 4, N = 4096 };
+    static float x[B * N], y1[B * N], y2[B * N], y3[N];
+    for (int i = 0; i < B * N; i++) x[i] = 1.0f + (float)(i % 7);
+    dg_test_team *t1 = dg_test_team_new(1), *t2 = dg_test_team_new(2);
+    int32_t key[4] = {1234, 7, 100, 1};
+    dg_cpu_dropout(dg_test_team_get(t1), x, y1, key, 3, 0.1, B, N);
+    dg_cpu_dropout(dg_test_team_get(t2), x, y2, key, 3, 0.1, B, N);
+    assert_memory_equal(y1, y2, sizeof y1);
+    int dropped = 0;
+    for (int i = 0; i < B * N; i++) {
+        if (y1[i] == 0.0f) dropped++;
+        else assert_true(y1[i] == x[i] * (float)(1.0 / 0.9));
+    }
+    assert_true(dropped > 0.09 * B * N && dropped < 0.11 * B * N);
+    int32_t key2[4] = {1234, 7, 102, 1}; /* sample 102 alone: row 2 above */
+    dg_cpu_dropout(dg_test_team_get(t1), x + 2 * N, y3, key2, 3, 0.1, 1, N);
+    assert_memory_equal(y3, y1 + 2 * N, sizeof y3);
+    int32_t variants[3][4] = {{1234, 7, 100, 1}, {1235, 7, 100, 1}, {1234, 8, 100, 1}};
+    for (int v = 0; v < 3; v++) {
+        dg_cpu_dropout(dg_test_team_get(t1), x, y2, variants[v], v == 0 ? 4 : 3, 0.1, B, N);
+        assert_memory_not_equal(y1, y2, sizeof y1);
+    }
+    int32_t eval[4] = {1234, 7, 100, 0};
+    dg_cpu_dropout(dg_test_team_get(t1), x, y2, eval, 3, 0.1, B, N);
+    assert_memory_equal(x, y2, sizeof x);
+    dg_test_team_free(t1);
+    dg_test_team_free(t2);
+}
+
 /* ---- cross-entropy -------------------------------------------------------------------- */
 
 #define XENT_V 11
@@ -242,6 +332,8 @@ int main(void) {
         cmocka_unit_test(test_reshape_grad),   cmocka_unit_test(test_swiglu_grad),
         cmocka_unit_test(test_gelu_grad),      cmocka_unit_test(test_xent_grad),
         cmocka_unit_test(test_lm_chain_grad),
+        cmocka_unit_test(test_bias_grad),      cmocka_unit_test(test_pos_embed_grad),
+        cmocka_unit_test(test_dropout_grad),   cmocka_unit_test(test_dropout_mask),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

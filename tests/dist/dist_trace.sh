@@ -21,7 +21,8 @@ TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 # Open MPI busy-polls while it waits: on a box with fewer cores than busy
 # threads that would starve the compute thread of its own rank.
 export OMPI_MCA_mpi_yield_when_idle=1
-ARGS=(--mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4
+ARCH=($(cat "$DG_SRC/tests/common/moe_arch.flags")) # the MoE architecture these tests were written for
+ARGS=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4
       --group-query-attention --num-query-groups 2 --seq-length 32 --num-experts 4 --moe-router-topk 2
       --micro-batch-size 2 --global-batch-size 8 --log-interval 1 --lr 3e-3 --eval-iters 0 --compute-threads 1
       --train-iters 3 --use-distributed-optimizer --overlap-grad-reduce --ddp-bucket-size 20000)

@@ -34,7 +34,8 @@ PY
 }
 mkds "$TMP/oov" 61 1000
 mkds "$TMP/ok" -1 0
-ARGS=(--split 100,0,0 --tokenizer-type NullTokenizer --vocab-size 100 --num-layers 1 --hidden-size 32
+ARCH=($(cat "$DG_SRC/tests/common/moe_arch.flags")) # the MoE architecture these tests were written for
+ARGS=("${ARCH[@]}" --split 100,0,0 --tokenizer-type NullTokenizer --vocab-size 100 --num-layers 1 --hidden-size 32
       --num-attention-heads 4 --seq-length 8 --num-experts 4 --moe-router-topk 2 --micro-batch-size 1
       --global-batch-size 2 --train-iters 8 --eval-iters 0 --log-interval 1 --compute-threads 1)
 

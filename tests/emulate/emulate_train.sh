@@ -13,7 +13,8 @@ BIN=$DG_BUILD/dagatron
 MPI="$DG_MPIRUN -q --bind-to none"
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 fail=0
-ARGS=(--mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4
+ARCH=($(cat "$(dirname "$0")/../common/moe_arch.flags")) # the MoE architecture (SwiGLU experts)
+ARGS=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4
       --seq-length 32 --num-experts 4 --moe-router-topk 2 --micro-batch-size 2 --global-batch-size 8
       --log-interval 1 --lr 3e-3 --eval-iters 0 --compute-threads 1 --train-iters 3
       --expert-model-parallel-size 2 --overlap-grad-reduce --moe-a2a-overlap-chunks 2)

@@ -98,11 +98,19 @@ if [ -n "${DG_BUILD:-}" ] && [ -x "$DG_BUILD/dagatron" ] && "$DG_BUILD/dagatron"
     check "$DG_BUILD/dagatron" generate
     check_ids "$DG_BUILD/dagatron" generate
     # the user's path: a mock-data training run, then generate from it
-    "$DG_BUILD/dagatron" train --mock-data --vocab-size 50 --num-layers 1 --hidden-size 32 --num-attention-heads 2 \
+    "$DG_BUILD/dagatron" train $(cat "$DG_SRC/tests/common/moe_arch.flags") --mock-data --vocab-size 50 --num-layers 1 --hidden-size 32 --num-attention-heads 2 \
         --seq-length 16 --num-experts 2 --moe-router-topk 1 --micro-batch-size 1 --global-batch-size 1 \
         --train-iters 2 --eval-iters 0 --save "$tmp/trained" > "$tmp/t.log" 2>&1 || fail "mock training: $(tail -3 "$tmp/t.log")"
     "$DG_BUILD/dagatron" generate --load "$tmp/trained" --prompt "7 8 9" --max-new-tokens 4 --greedy > "$tmp/tg" 2>"$tmp/e" ||
         fail "generate from a --mock-data checkpoint: $(cat "$tmp/e")"
     grep -Eqx '7 8 9( [0-9]+){4}' "$tmp/tg" || fail "generate from a --mock-data checkpoint printed: $(cat "$tmp/tg")"
+    # Megatron's default dense GPT (GeLU, LayerNorm, learned positions, biases):
+    # the checkpoint's config record makes generate rebuild that architecture
+    "$DG_BUILD/dagatron" train --mock-data --vocab-size 50 --num-layers 1 --hidden-size 32 --num-attention-heads 2 \
+        --seq-length 16 --micro-batch-size 1 --global-batch-size 1 \
+        --train-iters 2 --eval-iters 0 --save "$tmp/dense" > "$tmp/d.log" 2>&1 || fail "dense training: $(tail -3 "$tmp/d.log")"
+    "$DG_BUILD/dagatron" generate --load "$tmp/dense" --prompt "7 8 9" --max-new-tokens 4 --greedy > "$tmp/dg" 2>"$tmp/e" ||
+        fail "generate from a dense default checkpoint: $(cat "$tmp/e")"
+    grep -Eqx '7 8 9( [0-9]+){4}' "$tmp/dg" || fail "generate from a dense default checkpoint printed: $(cat "$tmp/dg")"
 fi
 echo "generate_cli: ok"

@@ -2,7 +2,10 @@
  * serial executor, and write weights, batch, losses and gradients for the
  * PyTorch oracle (ref_moe_model.py).
  *
- * usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2]
+ * usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense]
+ * dense: Megatron's default GPT (no MoE, GeLU, LayerNorm, learned positions,
+ * biases, tied embeddings), what `dagatron train` builds without
+ * architecture flags.
  * writes PREFIX.json (config + tensor table) and PREFIX.bin (raw bytes). */
 #include <stdio.h>
 #include <string.h>
@@ -35,7 +38,7 @@ static void put(writer *w, const char *name, const char *dtype, const dg_tensor 
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50]\n");
+        fprintf(stderr, "usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense]\n");
         return 2;
     }
     dg_cpu_init();
@@ -49,6 +52,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "freq2")) c.moe_layer_freq = 2;
         else if (!strcmp(argv[i], "threads2")) nthreads = 2;
         else if (!strcmp(argv[i], "rot50")) c.rotary_percent = 0.5;
+        else if (!strcmp(argv[i], "dense")) {
+            c.num_experts = 0;
+            c.num_query_groups = c.num_attention_heads;
+            c.mlp_gelu = 1;
+            c.add_bias_linear = 1;
+            c.normalization_layernorm = 1;
+            c.position_embedding = DG_MODEL_POS_LEARNED;
+            c.max_position_embeddings = c.seq_length + 8; /* rows past S: zero gradient */
+            c.untie_embeddings = 0;
+        }
         else {
             fprintf(stderr, "ref_dump: unknown option '%s'\n", argv[i]);
             return 2;
@@ -105,12 +118,16 @@ int main(int argc, char **argv) {
             "\"num_query_groups\": %d, \"num_experts\": %d, \"moe_router_topk\": %d, "
             "\"moe_aux_loss_coeff\": %.17g, \"moe_z_loss_coeff\": %.17g, \"rope_base\": %.17g, "
             "\"norm_epsilon\": %.17g, \"untie_embeddings\": %d, \"moe_layer_freq\": %d, "
-            "\"score_function\": \"%s\", \"pre_softmax\": %d, \"rotary_percent\": %.17g},\n\"tensors\": [",
+            "\"score_function\": \"%s\", \"pre_softmax\": %d, \"rotary_percent\": %.17g, "
+            "\"normalization\": \"%s\", \"mlp_gelu\": %d, \"add_bias_linear\": %d, "
+            "\"position_embedding\": %d},\n\"tensors\": [",
             c.num_layers, c.hidden_size, c.num_attention_heads, c.num_query_groups, c.num_experts,
             c.moe_router_topk, c.moe_aux_loss_coeff, c.moe_z_loss_coeff, c.rope_base,
             c.norm_epsilon, c.untie_embeddings, c.moe_layer_freq,
             c.score_function_sigmoid ? "sigmoid" : "softmax", c.router_pre_softmax,
-            c.rotary_percent > 0 ? c.rotary_percent : 1.0);
+            c.rotary_percent > 0 ? c.rotary_percent : 1.0,
+            c.normalization_layernorm ? "LayerNorm" : "RMSNorm", c.mlp_gelu, c.add_bias_linear,
+            c.position_embedding);
     char name[160];
     for (int t = 0; t < g->n_tensors; t++) {
         const dg_tensor *x = &g->tensors[t];

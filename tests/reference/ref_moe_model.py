@@ -1,5 +1,7 @@
 #!/usr/bin/python3
-"""PyTorch oracle for dagatron's Mixtral-style MoE model (fp32).
+"""PyTorch oracle for dagatron's GPT models (fp32): the Mixtral-style MoE
+model, and Megatron's default dense GPT (GeLU, LayerNorm, learned absolute
+positions, biases, tied embeddings) when the config says so.
 
 Usage: ref_moe_model.py DUMP_PREFIX
 
@@ -20,6 +22,14 @@ import torch
 
 LOSS_RTOL = 1e-5   # loss: relative
 GRAD_RTOL = 1e-4   # gradients: relative to the gradient tensor's max magnitude
+# Megatron's dense default GPT (issue 16, acceptance 2): the loss within 1e-6
+# (relative) and every gradient element within 1e-6 (absolute), besides the
+# relative check above
+DENSE_TOL = 1e-6
+# The key bias's gradient is zero in exact arithmetic (softmax does not see a
+# shift shared by all keys): both sides hold fp32 rounding noise, so it is
+# checked to be below 1e-6 of the model's largest gradient instead.
+ZERO_GRAD_SHARE = 1e-6
 
 
 def load(prefix):
@@ -37,6 +47,28 @@ def load(prefix):
 
 def rmsnorm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def norm(x, P, name, cfg):
+    eps = cfg["norm_epsilon"]
+    if cfg.get("normalization", "RMSNorm") == "LayerNorm":
+        return torch.nn.functional.layer_norm(x, x.shape[-1:], P[name + ".weight"], P[name + ".bias"], eps)
+    return rmsnorm(x, P[name + ".weight"], eps)
+
+
+def linear(x, P, name):
+    # Megatron's linear layer: x W^T (+ b when the model has biases)
+    y = x @ P[name + ".weight"].t()
+    return y + P[name + ".bias"] if name + ".bias" in P else y
+
+
+def dense_mlp(x, P, pre, cfg):
+    if cfg.get("mlp_gelu", 0):
+        # Megatron's default: the fused bias_gelu, GeLU's tanh approximation
+        h = torch.nn.functional.gelu(linear(x, P, pre + "mlp.linear_fc1"), approximate="tanh")
+    else:
+        h = swiglu(linear(x, P, pre + "mlp.linear_fc1"))
+    return linear(h, P, pre + "mlp.linear_fc2")
 
 
 def rope(x, base, rotary_percent=1.0):
@@ -126,31 +158,34 @@ def model(P, batch, cfg):
     L, H = cfg["num_layers"], cfg["hidden_size"]
     Hq, Hkv = cfg["num_attention_heads"], cfg["num_query_groups"]
     D = H // Hq
-    eps = cfg["norm_epsilon"]
     tokens = torch.from_numpy(batch["tokens"]).long()
     B, S = tokens.shape
     x = P["embedding.word_embeddings.weight"][tokens]
+    pos_kind = cfg.get("position_embedding", 0)  # 0 rope, 1 learned absolute, 2 none
+    if pos_kind == 1:
+        x = x + P["embedding.position_embeddings.weight"][torch.arange(S)][None, :, :]
     aux_total = torch.zeros(())
     z_total = torch.zeros(())
     for l in range(L):
         pre = "decoder.layers.%d." % l
-        h = rmsnorm(x, P[pre + "input_layernorm.weight"], eps)
-        q = (h @ P[pre + "self_attention.linear_q.weight"].t()).reshape(B, S, Hq, D)
-        k = (h @ P[pre + "self_attention.linear_k.weight"].t()).reshape(B, S, Hkv, D)
-        v = (h @ P[pre + "self_attention.linear_v.weight"].t()).reshape(B, S, Hkv, D)
-        rp = cfg.get("rotary_percent", 1.0)
-        q, k = rope(q, cfg["rope_base"], rp), rope(k, cfg["rope_base"], rp)
+        h = norm(x, P, pre + "input_layernorm", cfg)
+        q = linear(h, P, pre + "self_attention.linear_q").reshape(B, S, Hq, D)
+        k = linear(h, P, pre + "self_attention.linear_k").reshape(B, S, Hkv, D)
+        v = linear(h, P, pre + "self_attention.linear_v").reshape(B, S, Hkv, D)
+        if pos_kind == 0:
+            rp = cfg.get("rotary_percent", 1.0)
+            q, k = rope(q, cfg["rope_base"], rp), rope(k, cfg["rope_base"], rp)
         a = attention(q, k, v).reshape(B, S, Hq * D)
-        x = x + a @ P[pre + "self_attention.linear_proj.weight"].t()
-        h2 = rmsnorm(x, P[pre + "pre_mlp_layernorm.weight"], eps)
+        x = x + linear(a, P, pre + "self_attention.linear_proj")
+        h2 = norm(x, P, pre + "pre_mlp_layernorm", cfg)
         if cfg["num_experts"] > 0 and l % max(cfg.get("moe_layer_freq", 1), 1) == 0:
             y, aux, z = moe(h2, P, pre, cfg)
             aux_total = aux_total + aux
             z_total = z_total + z
         else:
-            y = swiglu(h2 @ P[pre + "mlp.linear_fc1.weight"].t()) @ P[pre + "mlp.linear_fc2.weight"].t()
+            y = dense_mlp(h2, P, pre, cfg)
         x = x + y
-    h = rmsnorm(x, P["decoder.final_layernorm.weight"], eps)
+    h = norm(x, P, "decoder.final_layernorm", cfg)
     wout = P["output_layer.weight"] if cfg["untie_embeddings"] else P["embedding.word_embeddings.weight"]
     logits = h @ wout.t()
     targets = torch.from_numpy(batch["targets"]).long()
@@ -167,6 +202,10 @@ def main():
     params = {n[len("param/"):]: torch.tensor(a, requires_grad=True)
               for n, a in T.items() if n.startswith("param/")}
     batch = {n[len("batch/"):]: a for n, a in T.items() if n.startswith("batch/")}
+    global LOSS_RTOL
+    dense = cfg["num_experts"] == 0 and cfg.get("mlp_gelu", 0)
+    if dense:
+        LOSS_RTOL = DENSE_TOL
     lm, aux, z = model(params, batch, cfg)
     total = lm + aux + z
     total.backward()
@@ -187,6 +226,7 @@ def main():
     close("loss", float(T["out/loss"]), total.item(), LOSS_RTOL)
 
     worst = 0.0
+    floor = ZERO_GRAD_SHARE * max(p.grad.abs().max().item() for p in params.values())
     for name, p in sorted(params.items()):
         key = "grad/" + name
         if key not in T:
@@ -195,8 +235,17 @@ def main():
             continue
         g_ours = torch.from_numpy(T[key])
         g_ref = p.grad
+        if name.endswith("self_attention.linear_k.bias"):
+            if g_ours.abs().max().item() > floor or g_ref.abs().max().item() > floor:
+                print("FAIL   grad %-50s should be ~0: %.3e" % (name, g_ours.abs().max().item()))
+                bad += 1
+            continue
         scale = max(g_ref.abs().max().item(), 1e-30)
-        rel = (g_ours - g_ref).abs().max().item() / scale
+        diff = (g_ours - g_ref).abs().max().item()
+        rel = diff / scale
+        if dense and diff > DENSE_TOL:
+            print("FAIL   grad %-50s max abs err %.3e > %.0e" % (name, diff, DENSE_TOL))
+            bad += 1
         worst = max(worst, rel)
         if rel > GRAD_RTOL:
             print("FAIL   grad %-50s max rel err %.3e (scale %.3e)" % (name, rel, scale))

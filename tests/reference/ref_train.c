@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dg_trainer.h"
+#include "../common/dg_test_arch.h"
 
 typedef struct dump {
     FILE *bin, *json;
@@ -52,7 +53,7 @@ int main(int argc, char **argv) {
     }
     dg_train_config c;
     dg_train_config_defaults(&c);
-    char *flags[] = {"train", "--mock-data", "--vocab-size", "90", "--num-layers", "2",
+    char *flags[] = {"train", DG_TEST_MOE_ARCH_FLAGS, "--mock-data", "--vocab-size", "90", "--num-layers", "2",
                      "--hidden-size", "64", "--num-attention-heads", "4", "--group-query-attention",
                      "--num-query-groups", "2", "--seq-length", "32", "--num-experts", "4",
                      "--moe-router-topk", "2", "--moe-ffn-hidden-size", "96", "--micro-batch-size",

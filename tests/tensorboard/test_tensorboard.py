@@ -16,6 +16,9 @@ import subprocess
 import sys
 import tempfile
 
+# the MoE architecture this test was written for (Megatron's defaults are a dense GPT)
+MOE_ARCH = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common", "moe_arch.flags")).read().split()
+
 
 def crc32c(data):
     r = 0xFFFFFFFF
@@ -123,7 +126,7 @@ def main():
     assert crc32c(b"123456789") == 0xE3069283, "CRC32C check value"  # the standard check vector
     with tempfile.TemporaryDirectory() as tmp:
         tbdir = os.path.join(tmp, "tb", "run1")
-        args = [exe, "train", "--mock-data", "--vocab-size", "100", "--num-layers", "2", "--hidden-size", "32",
+        args = [exe, "train"] + MOE_ARCH + ["--mock-data", "--vocab-size", "100", "--num-layers", "2", "--hidden-size", "32",
                 "--num-attention-heads", "4", "--seq-length", "16", "--num-experts", "4", "--moe-router-topk", "2",
                 "--micro-batch-size", "2", "--global-batch-size", "4", "--train-iters", "6", "--log-interval", "1",
                 "--eval-interval", "3", "--eval-iters", "1", "--lr", "3e-3", "--lr-warmup-iters", "2",

@@ -28,6 +28,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "data"))
 sys.path.insert(0, HERE)
 import megatron_ref as ref  # noqa: E402
 
+# the MoE architecture this test was written for (Megatron's defaults are a dense GPT)
+MOE_ARCH = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common", "moe_arch.flags")).read().split()
+
 CORPUS = os.path.join(HERE, "corpus.jsonl")
 TOKENIZERS = {  # name -> (--tokenizer-type, --tokenizer-model)
     "gpt2": ("HuggingFaceTokenizer", os.path.join(HERE, "gpt2", "tokenizer.json")),  # a file
@@ -81,7 +84,7 @@ def check_ids(exe, tmp):
 
 
 def train(exe, prefix, typ, model, extra=()):
-    args = [exe, "train", "--data-path", prefix, "--tokenizer-type", typ, "--split", "100,0,0", "--eval-iters", "0",
+    args = [exe, "train"] + MOE_ARCH + ["--data-path", prefix, "--tokenizer-type", typ, "--split", "100,0,0", "--eval-iters", "0",
             "--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
             "--num-experts", "2", "--moe-router-topk", "1", "--micro-batch-size", "2", "--global-batch-size", "2",
             "--train-iters", "2", "--log-interval", "1", "--lr", "1e-3"]

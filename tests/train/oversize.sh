@@ -10,7 +10,8 @@ set -u
 BIN=$DG_BUILD/dagatron
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 fail=0
-SMALL=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --num-experts 4
+ARCH=($(cat "$DG_SRC/tests/common/moe_arch.flags")) # the MoE architecture these tests were written for
+SMALL=("${ARCH[@]}" --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --num-experts 4
        --moe-router-topk 2 --micro-batch-size 2 --train-iters 2 --eval-iters 0 --log-interval 1)
 LIMIT_KB=$((4 * 1024 * 1024))
 

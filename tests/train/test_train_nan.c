@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "dg_trainer.h"
+#include "../common/dg_test_arch.h"
 
 enum { ITERS = 20, LOG_INTERVAL = 5 };
 
@@ -37,7 +38,7 @@ static void on_iteration(void *ctx, int it, double lm, double aux, double z, dou
 
 /* Run the diverging config with stdout captured into *log (caller frees). */
 static void run_diverging(oracle *o, dg_train_result *res, char **log) {
-    char *argv[] = {"train", "--mock-data", "--vocab-size", "100", "--num-layers", "2", "--hidden-size", "64",
+    char *argv[] = {"train", DG_TEST_MOE_ARCH_FLAGS, "--mock-data", "--vocab-size", "100", "--num-layers", "2", "--hidden-size", "64",
                     "--num-attention-heads", "4", "--seq-length", "32", "--num-experts", "4",
                     "--moe-router-topk", "2", "--micro-batch-size", "2", "--global-batch-size", "4",
                     "--train-iters", "20", "--log-interval", "5", "--eval-iters", "0", "--lr", "900",

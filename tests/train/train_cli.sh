@@ -6,7 +6,8 @@ BIN=$DG_BUILD/dagatron
 MPI="$DG_MPIRUN -np 1"
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 fail=0
-ARGS=(--mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4
+ARCH=($(cat "$DG_SRC/tests/common/moe_arch.flags")) # the MoE architecture these tests were written for
+ARGS=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4
       --group-query-attention --num-query-groups 2 --seq-length 32 --num-experts 4 --moe-router-topk 2
       --micro-batch-size 2 --global-batch-size 4 --train-iters 40 --log-interval 10 --lr 3e-3 --lr-warmup-iters 5)
 $MPI "$BIN" train "${ARGS[@]}" >"$TMP/a.log" 2>&1 || { echo "FAIL: train exited $?"; cat "$TMP/a.log"; exit 1; }
@@ -63,7 +64,7 @@ check_bad "--global-batch-size 6 is not a multiple of --micro-batch-size 4" --mo
 check_bad "--seq-length: expected an integer" --seq-length abc
 check_bad "--moe-layer-freq: the list has 3 entries, --num-layers is 4" --mock-data --vocab-size 10 --moe-layer-freq "[1]*3"
 check_bad "--moe-router-num-groups 3 does not divide --num-experts 8" --mock-data --vocab-size 10 --num-experts 8 --moe-router-num-groups 3
-check_bad "--position-embedding-type: expected one of rope" --mock-data --vocab-size 10 --position-embedding-type learned_absolute
+check_bad "--position-embedding-type: expected one of learned_absolute|rope|none" --mock-data --vocab-size 10 --position-embedding-type relative
 # Megatron's router options and the flags that name what dagatron always does
 $MPI "$BIN" train "${ARGS[@]}" --num-experts 8 --moe-router-num-groups 4 --moe-router-group-topk 2 \
   --moe-router-topk-scaling-factor 2.5 --moe-expert-capacity-factor 1.0 --moe-token-drop-policy position \
@@ -72,7 +73,7 @@ $MPI "$BIN" train "${ARGS[@]}" --num-experts 8 --moe-router-num-groups 4 --moe-r
 grep -q "done: 40 iterations" "$TMP/router.log" || { echo "FAIL: router options run did not finish"; fail=1; }
 check_bad "--moe-layer-freq: entry 1 is 2" --mock-data --vocab-size 10 --moe-layer-freq "[1,2,1,1]"
 # --moe-layer-freq as a list: layer 0 dense, layers 1-3 MoE (per-expert counts logged for those only)
-$MPI "$BIN" train --mock-data --vocab-size 100 --num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 \
+$MPI "$BIN" train "${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 \
   --num-experts 4 --moe-layer-freq "([0]*1+[1]*3)" --train-iters 2 --log-interval 1 --eval-iters 0 >"$TMP/freq.log" 2>&1 \
   || { echo "FAIL: --moe-layer-freq list run failed"; cat "$TMP/freq.log"; fail=1; }
 layers=$(grep -o 'layer  *[0-9]* tokens per expert' "$TMP/freq.log" | awk '{print $2}' | sort -u | paste -sd,)

@@ -8,7 +8,8 @@
 set -u
 BIN=$DG_BUILD/dagatron
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
-ARGS=(--mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4
+ARCH=($(cat "$DG_SRC/tests/common/moe_arch.flags")) # the MoE architecture these tests were written for
+ARGS=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4
       --group-query-attention --num-query-groups 2 --seq-length 32 --num-experts 4 --moe-router-topk 2
       --micro-batch-size 2 --train-iters 1 --log-interval 1 --eval-iters 0 --lr-warmup-iters 0)
 for gb in 4 16; do
