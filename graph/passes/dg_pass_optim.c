@@ -172,9 +172,10 @@ static int bucket_update(optim_pass *s, const dg_dp_bucket *b, int i) {
                                  s->out->group_rank, prev};
         if (!dist) s->updated[s->n_updated++] = p->id;
         snprintf(name, sizeof name, "optim/adamw/%.51s", p->name); /* DG_NAME_LEN */
+        int layer = p->layer; /* p points into g->tensors, which add() may move */
         prev = add(s, o->ops.adamw, &a, in, prev >= 0 ? 8 : 7, name);
         if (prev < 0) return builder_failed(s);
-        dg_N(g, dg_Tc(g, prev)->producer)->layer = p->layer;
+        dg_N(g, dg_Tc(g, prev)->producer)->layer = layer;
     }
     if (!dist || b->gathered >= 0) return DG_OK; /* whole already, or gathered next step */
     snprintf(name, sizeof name, "optim/bucket%d/commit", i);
