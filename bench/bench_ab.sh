@@ -42,12 +42,26 @@ TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 median() { sort -g | awk '{v[NR]=$1} END {if (NR == 0) exit 1; print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 train_tps() { grep -o 'tokens per second: *[0-9.]*' "$1" | awk 'NR > 2 {print $4}' | median; }
 
+# MAIN for build $1: a build from before --hidden-dropout had no dropout, so
+# "--hidden-dropout 0" is dropped for it (same model, same work).
+main_for() {
+  if "$1/dagatron" train --help 2>&1 | grep -q -- '--hidden-dropout'; then printf '%s\n' "${MAIN[@]}"; return; fi
+  local skip=0
+  for a in "${MAIN[@]}"; do
+    if [ $skip = 1 ]; then skip=0; continue; fi
+    if [ "$a" = --hidden-dropout ]; then skip=1; continue; fi
+    printf '%s\n' "$a"
+  done
+}
+
 run() { # workload build -> tokens/s on stdout
   local w=$1 b=$2 log="$TMP/log"
+  local args
+  mapfile -t args < <(main_for "$b")
   case $w in
     bench_train) "$b/bench_train" >"$log" 2>&1 && awk '/^RESULT tokens_per_s/{print $3}' "$log" ;;
-    main-1) "$b/dagatron" train "${MAIN[@]}" >"$log" 2>&1 && train_tps "$log" ;;
-    main-ep2) "${MPIRUN[@]}" -np 2 "$b/dagatron" train "${MAIN[@]}" --expert-model-parallel-size 2 >"$log" 2>&1 \
+    main-1) "$b/dagatron" train "${args[@]}" >"$log" 2>&1 && train_tps "$log" ;;
+    main-ep2) "${MPIRUN[@]}" -np 2 "$b/dagatron" train "${args[@]}" --expert-model-parallel-size 2 >"$log" 2>&1 \
                 && train_tps "$log" ;;
   esac || { echo "bench_ab: $w with $b failed:" >&2; tail -5 "$log" >&2; exit 1; }
 }
