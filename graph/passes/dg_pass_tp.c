@@ -141,27 +141,3 @@ int dg_pass_tp(const dg_graph *src, int tp_size, dg_graph **out, int *tmap, dg_e
     *out = g;
     return DG_OK;
 }
-
-int dg_tp_split_dim(const dg_tensor *t, int *k) {
-    for (int d = 0; d < t->ndim; d++)
-        if (t->sharding.split[d] == DG_AXIS_TP) {
-            *k = DG_MAX(t->sharding.stride[d], 1);
-            return d;
-        }
-    return -1;
-}
-
-void dg_tp_shard_copy(const int64_t *local_shape, int ndim, int d, int k, int n, int r, float *global,
-                      float *local, int to_local) {
-    int64_t outer = 1, inner = 1;
-    for (int i = 0; i < d; i++) outer *= local_shape[i];
-    for (int i = d + 1; i < ndim; i++) inner *= local_shape[i];
-    int64_t rows = local_shape[d], block = rows / k, grows = rows * n; /* block: rows of one block here */
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t j = 0; j < rows; j++) {
-            int64_t gj = (j / block) * (grows / k) + (int64_t)r * block + j % block;
-            float *l = local + (o * rows + j) * inner, *gl = global + (o * grows + gj) * inner;
-            if (to_local) memcpy(l, gl, sizeof(float) * (size_t)inner);
-            else memcpy(gl, l, sizeof(float) * (size_t)inner);
-        }
-}

@@ -38,16 +38,4 @@
  * not divide or the node no collective can fix. */
 int dg_pass_tp(const dg_graph *src, int tp_size, dg_graph **out, int *tmap, dg_err *err);
 
-/* Copy between a tensor's global row-major buffer and rank r's shard of it
- * (one of n ranks), split on dim d with stride k (k >= 1 blocks of dim d,
- * each split on its own: SwiGLU's [gate; up] is 2). local_shape is the
- * shard's shape (local_shape[d] = global / n, a multiple of k). to_local:
- * global -> local, else local -> global. Init draws the global tensor and
- * keeps this rank's shard; checkpoints gather shards into whole tensors. */
-void dg_tp_shard_copy(const int64_t *local_shape, int ndim, int d, int k, int n, int r, float *global,
-                      float *local, int to_local);
-
-/* The dim of t split over tp (and its stride in *k), or -1. */
-int dg_tp_split_dim(const dg_tensor *t, int *k);
-
 #endif /* DG_PASS_TP_H */

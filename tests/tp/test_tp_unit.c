@@ -99,20 +99,35 @@ static void test_tp3_names_the_dim(void **state) {
     dg_graph_free(src);
 }
 
-/* [2, 8, 3] split on dim 1 into 2 blocks of 4 rows over 2 ranks: rank r
- * holds rows 2r, 2r+1 of each block; the shards put back give the whole. */
+/* [2, 8, 3] split on dim 1 into 2 blocks of 4 rows over 2 ranks (the
+ * layout of SwiGLU's fc1 under tp, [-, tp/2, -]): rank r holds rows 2r,
+ * 2r+1 of each block; the shards put back give the whole. The copy is the
+ * one init and checkpoints use (dg_shard_copy). */
 static void test_shard_copy_strided(void **state) {
     (void)state;
     float whole[48], back[48], local[2][24];
     for (int i = 0; i < 48; i++) whole[i] = (float)i;
-    int64_t ls[3] = {2, 4, 3};
-    for (int r = 0; r < 2; r++) dg_tp_shard_copy(ls, 3, 1, 2, 2, r, whole, local[r], 1);
+    dg_tensor t;
+    memset(&t, 0, sizeof t);
+    t.ndim = 3;
+    t.shape[0] = 2, t.shape[1] = 4, t.shape[2] = 3; /* the local shape */
+    t.sharding.split[1] = DG_AXIS_TP;
+    t.sharding.stride[1] = 2;
+    int mesh[DG_AXIS_COUNT] = {0}, coord[DG_AXIS_COUNT] = {0};
+    mesh[DG_AXIS_TP] = 2;
+    for (int r = 0; r < 2; r++) {
+        coord[DG_AXIS_TP] = r;
+        dg_shard_copy(&t, mesh, coord, whole, local[r], sizeof(float), false);
+    }
     /* rank 1, outer 0, local row 2 = block 1's first row of rank 1 = global row 6 */
     assert_true(local[1][2 * 3] == whole[6 * 3]);
     assert_true(local[0][1 * 3 + 2] == whole[1 * 3 + 2]);
     assert_true(local[1][12 + 0] == whole[24 + 2 * 3]); /* outer 1, row 0 -> global row 2 */
     memset(back, 0, sizeof back);
-    for (int r = 0; r < 2; r++) dg_tp_shard_copy(ls, 3, 1, 2, 2, r, back, local[r], 0);
+    for (int r = 0; r < 2; r++) {
+        coord[DG_AXIS_TP] = r;
+        dg_shard_copy(&t, mesh, coord, back, local[r], sizeof(float), true);
+    }
     assert_memory_equal(back, whole, sizeof whole);
 }
 
