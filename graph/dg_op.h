@@ -98,10 +98,15 @@ typedef struct dg_op_def {
      * re-emits a graph calls it instead of copying the node: emit into g the
      * nodes that compute node n (of the source graph src) from the inputs
      * in[] (ids in g), and write the ids of n's outputs in g to out[].
-     * `opts` is the calling pass's option record. Optional. */
+     * `opts` is the calling pass's option record. Optional. Returning
+     * DG_LOWER_AS_IS (having emitted nothing) has the node copied as it is:
+     * its inputs need no parallel form (a whole vocabulary table). */
     int (*lower)(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
                  const void *opts, dg_err *err);
 } dg_op_def;
+
+/* A lower callback's answer "copy me" (above); no status code uses it. */
+#define DG_LOWER_AS_IS 100
 
 /* A sharding rule's answer when the inputs' layouts do not fit the op. */
 #define DG_SHARD_CANNOT (-1)

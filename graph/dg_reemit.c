@@ -134,6 +134,7 @@ int dg_reemit(dg_graph *dst, const dg_graph *src, const dg_reemit_opts *o, int *
             int out[DG_MAX_OUTPUTS];
             st = n->op->lower(dst, src, n, in, out, o->lower_opts, err);
             for (int j = 0; st == DG_OK && j < n->n_out; j++) tmap[n->out[j]] = out[j];
+            if (st == DG_LOWER_AS_IS) st = copy_node(dst, src, n, in, tmap, err);
         } else {
             st = copy_node(dst, src, n, in, tmap, err);
         }

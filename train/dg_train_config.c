@@ -260,8 +260,8 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
     m->max_position_embeddings = m->position_embedding == DG_MODEL_POS_LEARNED ? c->max_position_embeddings : 0;
 
     /* Vocabulary: the tokenizer's (NullTokenizer and mock data: --vocab-size),
-     * padded like Megatron so the LM head's
-     * rows divide evenly. */
+     * padded like Megatron to a multiple of --make-vocab-size-divisible-by
+     * times tp, so the vocab-parallel table and LM head split evenly. */
     int64_t v = vocab_from_data;
     if (v <= 0) {
         if (c->null_vocab_size <= 0)
@@ -269,7 +269,7 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
                               "--vocab-size: required with --tokenizer-type NullTokenizer or --mock-data");
         v = (int64_t)c->null_vocab_size; /* Megatron's NullTokenizer: N ids, the last one the EOD */
     }
-    int64_t d = c->make_vocab_divisible_by;
+    int64_t d = (int64_t)c->make_vocab_divisible_by * DG_MAX(c->tensor_model_parallel_size, 1); /* Megatron: x tp */
     m->vocab_size = (int)((v + d - 1) / d * d);
 
     if (c->global_batch_size <= 0) c->global_batch_size = m->micro_batch_size * c->dp_size;

@@ -217,9 +217,11 @@ static int setup(trainer *t, dg_err *err) {
     /* This rank's coordinates on the mesh's axes are inputs (one per
      * micro-batch: the allgather EP dispatcher reads its place in the EP
      * group); they never change, so they are filled once. */
-    for (int i = 0; i < t->g->n_tensors; i++)
-        if (dg_mesh_coord_axis(&t->g->tensors[i]) == DG_AXIS_EP)
-            *(int32_t *)t->ptrs[i] = t->grid ? t->grid->coord.ep : 0;
+    for (int i = 0; i < t->g->n_tensors; i++) {
+        dg_axis a = dg_mesh_coord_axis(&t->g->tensors[i]);
+        if (a == DG_AXIS_EP) *(int32_t *)t->ptrs[i] = t->grid ? t->grid->coord.ep : 0;
+        if (a == DG_AXIS_TP) *(int32_t *)t->ptrs[i] = t->grid ? t->grid->coord.tp : 0; /* vocab slices */
+    }
 
     t->params = dg_malloc(sizeof(int) * (size_t)t->g->n_tensors);
     for (int i = 0; i < t->g->n_tensors; i++)

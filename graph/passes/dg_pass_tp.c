@@ -10,32 +10,27 @@
 typedef struct tp_pass {
     int tp;
     const dg_graph *src;
-    unsigned char *keep_whole; /* [src tensors] vocabulary tables: not split */
     int *copy_of, *reduced_of;  /* [cap] per dst tensor: its copy_to_group / all_reduce, or -1 */
     int cap;
 } tp_pass;
 
 static int is_op(const dg_node *n, const char *name) { return !strcmp(n->op->name, name); }
 
-/* The word embedding and the output layer keep their whole vocabulary (see
- * dg_pass_tp.h): a table read by an embedding, or the weight of a linear
- * whose output is a cross entropy's logits. */
-static void mark_vocab(tp_pass *s) {
-    const dg_graph *g = s->src;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const dg_node *n = &g->nodes[i];
-        if (is_op(n, "embedding")) s->keep_whole[n->in[0]] = 1;
-        if (!is_op(n, "softmax_xent")) continue;
-        int p = g->tensors[n->in[0]].producer;
-        if (p >= 0 && is_op(&g->nodes[p], "matmul")) s->keep_whole[g->nodes[p].in[1]] = 1;
-    }
+/* The vocabulary's ops: their `lower` (ops/dg_op_vocab.h) makes a table or
+ * logits split on the vocabulary vocab-parallel, and copies them otherwise. */
+static int is_vocab_op(const dg_node *n) { return is_op(n, "embedding") || is_op(n, "softmax_xent"); }
+
+static int tp_lower(const dg_graph *src, const dg_node *n, void *ctx) {
+    (void)src;
+    const tp_pass *s = ctx;
+    return s->tp > 1 && is_vocab_op(n);
 }
 
 /* Parameters placed over tp: this rank's shard. */
 static int tp_leaf(dg_graph *dst, const dg_graph *src, int t, void *ctx) {
     const tp_pass *s = ctx;
     const dg_tensor *x = &src->tensors[t];
-    if (x->role != DG_ROLE_PARAMETER || s->tp <= 1 || s->keep_whole[t])
+    if (x->role != DG_ROLE_PARAMETER || s->tp <= 1)
         return dg_reemit_leaf_default(dst, src, t, ctx);
     int64_t shape[DG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
@@ -92,6 +87,9 @@ static int column_parallel(const dg_graph *dst, const dg_node *n, const int *in)
 static int tp_inputs(dg_graph *dst, const dg_node *n, int *in, void *ctx) {
     tp_pass *s = ctx;
     if (s->tp <= 1 || n->group != DG_AXIS_NONE) return DG_OK;
+    /* vocab-parallel cross entropy: its lowering takes the split logits */
+    if (is_op(n, "softmax_xent") && dg_layout_dim_split(&dst->tensors[in[0]].sharding, dst->tensors[in[0]].ndim - 1))
+        return DG_OK;
     if (column_parallel(dst, n, in)) {
         grow(s, dst->n_tensors);
         if (s->copy_of[in[0]] < 0) s->copy_of[in[0]] = dg_copy_to_group(dst, in[0], DG_AXIS_TP, s->tp);
@@ -121,17 +119,16 @@ int dg_pass_tp(const dg_graph *src, int tp_size, dg_graph **out, int *tmap, dg_e
     *out = NULL;
     if (tp_size < 1)
         return dg_err_set(err, DG_EINPUT, "--tensor-model-parallel-size: expected >= 1, got %d", tp_size);
-    tp_pass s = {tp_size, src, dg_calloc((size_t)DG_MAX(src->n_tensors, 1), 1), NULL, NULL, 0};
-    mark_vocab(&s);
+    tp_pass s = {tp_size, src, NULL, NULL, 0};
     dg_graph *g = dg_graph_new(src->name);
     memcpy(g->mesh, src->mesh, sizeof g->mesh);
     g->mesh[DG_AXIS_TP] = tp_size;
     dg_reemit_opts ro = dg_reemit_plain();
     ro.leaf = tp_leaf;
     ro.inputs = tp_inputs;
+    ro.lower = tp_lower;
     ro.ctx = &s;
     int st = dg_reemit(g, src, &ro, tmap, err);
-    dg_free(s.keep_whole);
     dg_free(s.copy_of);
     dg_free(s.reduced_of);
     if (st != DG_OK) {

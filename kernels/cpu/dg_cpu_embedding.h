@@ -28,4 +28,17 @@ int dg_cpu_embedding_fwd(const dg_team *team, const float *table, const int32_t 
 int dg_cpu_embedding_bwd(const dg_team *team, const float *dout, const int32_t *tokens,
                          float *dtable, int64_t N, int64_t V, int64_t H, int64_t *bad_index);
 
+/* Vocab-parallel (Megatron's VocabParallelEmbedding): this rank holds rows
+ * [lo, lo + vl) of the whole [V, vl * tp] table as table [vl, H]. The
+ * forward gives a zero row for a token outside them (the tp group's sum is
+ * the lookup); the backward fills dtable [vl, H] from the tokens inside
+ * only. A token outside [0, V) is still DG_EINPUT. The whole-table calls
+ * above are these with lo = 0, vl = V. */
+int dg_cpu_vocab_embedding_fwd(const dg_team *team, const float *table, const int32_t *tokens,
+                               float *out, int64_t N, int64_t vl, int64_t H, int64_t lo, int64_t V,
+                               int64_t *bad_index);
+int dg_cpu_vocab_embedding_bwd(const dg_team *team, const float *dout, const int32_t *tokens,
+                               float *dtable, int64_t N, int64_t vl, int64_t H, int64_t lo, int64_t V,
+                               int64_t *bad_index);
+
 #endif /* DG_CPU_EMBEDDING_H */

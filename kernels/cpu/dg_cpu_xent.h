@@ -37,4 +37,27 @@ int dg_cpu_xent_bwd(const dg_team *team, const float *logits, const int32_t *tar
                     const float *mask, const float *lse, float dloss, float *dlogits, int64_t N,
                     int64_t V, int64_t *bad_row);
 
+/* ---- vocab-parallel (Megatron's vocab_parallel_cross_entropy) -------------
+ * This rank holds columns [lo, lo + vl) of the V-wide logits as logits
+ * [N, vl]; the whole logits are never formed on one rank.
+ *
+ *   stats:   per row this slice's logsumexp and the target's logit (0 when
+ *            another rank holds it): stats [N, 2].
+ *   combine: the tp group's stats gathered rank-major, stats [P, N, 2] ->
+ *            lse [N] = max-shifted logsumexp of the P partial ones, tl [N]
+ *            = the target logits' sum (one rank contributes), summed in
+ *            rank order so every rank gets the same bits.
+ *   loss:    sum(mask * (lse - tl)) / sum(mask), as dg_cpu_xent_fwd.
+ *   bwd:     dg_cpu_xent_bwd on the slice: softmax minus the one-hot of a
+ *            target inside it; no communication.
+ * Targets are checked against the whole vocab V (DG_EINPUT as above). */
+void dg_cpu_vocab_xent_stats(const dg_team *team, const float *logits, const int32_t *targets,
+                             float *stats, int64_t N, int64_t vl, int64_t lo);
+void dg_cpu_vocab_xent_combine(const float *stats, int64_t P, int64_t N, float *lse, float *tl);
+int dg_cpu_vocab_xent_loss(const int32_t *targets, const float *mask, const float *lse, const float *tl,
+                           float *loss, int64_t N, int64_t V, int64_t *bad_row);
+int dg_cpu_vocab_xent_bwd(const dg_team *team, const float *logits, const int32_t *targets,
+                          const float *mask, const float *lse, float dloss, float *dlogits, int64_t N,
+                          int64_t vl, int64_t lo, int64_t V, int64_t *bad_row);
+
 #endif /* DG_CPU_XENT_H */

@@ -8,6 +8,11 @@
 # 1e-5 relative, and end with its parameters (the checkpoints hold whole
 # tensors, gathered over tp; compared within 1e-5 relative); and a TP=2 run
 # resumed from the single-rank checkpoint continues as the single rank does.
+# The vocabulary is split over tp (vocab-parallel embedding and cross
+# entropy, tied and untied): 97 ids padded as Megatron pads, to a multiple
+# of --make-vocab-size-divisible-by x tp (32 x 1, 32 x 2, 32 x 4: 128 rows
+# in every run), so a wrong slice offset or a missing reduction over tp
+# changes the loss.
 set -euo pipefail
 exe=$1
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -16,9 +21,9 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # arithmetic, so Adam would steer it by rounding noise that differs with the
 # layout.
 ARCH=($(cat "$(dirname "$0")/../common/moe_arch.flags"))
-common=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --seq-length 32 --micro-batch-size 2
+common=("${ARCH[@]}" --mock-data --vocab-size 97 --num-layers 2 --hidden-size 64 --seq-length 32 --micro-batch-size 2
         --global-batch-size 8 --num-experts 0 --train-iters 5 --lr 1e-3 --log-interval 1
-        --lr-decay-style constant)
+        --lr-decay-style constant --make-vocab-size-divisible-by 32)
 mha=(--num-attention-heads 4)
 gqa=(--num-attention-heads 8 --group-query-attention --num-query-groups 2)
 TMP=$(mktemp -d)
@@ -59,6 +64,10 @@ ref_cont=$(run "$TMP/ref_cont" 1 "${mha[@]}" "${cont[@]}")
 echo "np 1 (single rank, resumed): $ref_cont"
 [ -n "$ref_cont" ] || fail "the single-rank resume logged nothing"
 check 2 "$ref_cont" "$TMP/ref_cont" "${mha[@]}" "${cont[@]}" --tensor-model-parallel-size 2
+ref_untied=$(run "$TMP/ref_untied" 1 "${mha[@]}" --untie-embeddings-and-output-weights)
+echo "np 1 (single rank, untied): $ref_untied"
+[ -n "$ref_untied" ] || fail "the single-rank untied run logged nothing"
+check 2 "$ref_untied" "$TMP/ref_untied" "${mha[@]}" --untie-embeddings-and-output-weights --tensor-model-parallel-size 2
 ref_gqa=$(run "$TMP/ref_gqa" 1 "${gqa[@]}")
 echo "np 1 (single rank, GQA): $ref_gqa"
 [ -n "$ref_gqa" ] || fail "the single-rank GQA run logged nothing"
