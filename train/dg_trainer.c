@@ -23,6 +23,7 @@
 #include "dg_op_optim.h"
 #include "dg_pass_tp.h"
 #include "dg_pipeline.h"
+#include "dg_rank_bytes.h"
 #include "dg_sched.h"
 #include "dg_tensorboard.h"
 #include "dg_verify.h"
@@ -638,6 +639,11 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     for (int i = 0; hooks && hooks->on_param && i < t.n_params; i++)
         hooks->on_param(hooks->ctx, &t.g->tensors[t.params[i]], t.ptrs[t.params[i]]);
     res->opt_state_bytes = dg_dist_state_bytes(&t.dist);
+    if (!t.grid || (t.grid->coord.dp == 0 && t.grid->coord.cp == 0 && t.grid->coord.ep == 0)) { /* as Megatron */
+        dg_rank_bytes rb = dg_rank_bytes_of(t.g, (int64_t)res->opt_state_bytes);
+        dg_rank_bytes_print(&rb, t.grid ? t.grid->rank : 0, t.grid ? t.grid->coord.tp : 0,
+                            t.grid ? t.grid->coord.pp : 0, stdout);
+    }
     res->n_buckets = t.buckets.n;
     res->data_size = t.data_size;
     if (t.log) {
