@@ -94,6 +94,15 @@ base=(--mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --seq-length 
       --train-iters 1 --num-experts 0)
 refuse "--tensor-model-parallel-size 3 does not divide --num-attention-heads 8" "${base[@]}" --num-attention-heads 8 \
     --tensor-model-parallel-size 3
+# the same under mpirun with 3 ranks (acceptance 4): exit 2 at once, the line printed once
+set +e
+timeout 60 $DG_MPIRUN -np 3 "$exe" train "${base[@]}" --num-attention-heads 8 --tensor-model-parallel-size 3 \
+    >"$TMP/out" 2>"$TMP/err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "np 3 --tensor-model-parallel-size 3 with 8 heads: exit $rc, expected 2"
+[ "$(grep -c -- "--tensor-model-parallel-size 3 does not divide --num-attention-heads 8" "$TMP/err")" -eq 1 ] ||
+    fail "np 3: expected the line once, got: $(cat "$TMP/err")"
 refuse "--tensor-model-parallel-size 4 does not divide --num-query-groups 2" "${base[@]}" --num-attention-heads 8 \
     --group-query-attention --num-query-groups 2 --tensor-model-parallel-size 4
 refuse "expert tensor parallelism is not supported" "${base[@]}" --num-attention-heads 4 --num-experts 4 \
