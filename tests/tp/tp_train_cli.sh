@@ -12,7 +12,7 @@
 # entropy, tied and untied): 97 ids padded as Megatron pads, to a multiple
 # of --make-vocab-size-divisible-by x tp (32 x 1, 32 x 2, 32 x 4: 128 rows
 # in every run), so a wrong slice offset or a missing reduction over tp
-# changes the loss.
+# changes the loss. `dagatron generate` runs on the TP=2 checkpoint.
 set -euo pipefail
 exe=$1
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -68,6 +68,13 @@ ref_untied=$(run "$TMP/ref_untied" 1 "${mha[@]}" --untie-embeddings-and-output-w
 echo "np 1 (single rank, untied): $ref_untied"
 [ -n "$ref_untied" ] || fail "the single-rank untied run logged nothing"
 check 2 "$ref_untied" "$TMP/ref_untied" "${mha[@]}" --untie-embeddings-and-output-weights --tensor-model-parallel-size 2
+# `dagatron generate` (one rank) reads the TP=2 checkpoint's gathered vocab
+# tables: its greedy ids are the single-rank checkpoint's
+gen() { "$exe" generate --load "$1" --prompt "5 17 3" --max-new-tokens 8 --greedy 2>/dev/null; }
+g_ref=$(gen "$TMP/ref_untied") || fail "generate from the single-rank checkpoint"
+g_tp=$(gen "$TMP/ck$n_check") || fail "generate from the TP=2 checkpoint"
+echo "generate: single rank '$g_ref', TP=2 '$g_tp'"
+[ -n "$g_tp" ] && [ "$g_tp" = "$g_ref" ] || fail "generate from the TP=2 checkpoint: '$g_tp', single rank '$g_ref'"
 ref_gqa=$(run "$TMP/ref_gqa" 1 "${gqa[@]}")
 echo "np 1 (single rank, GQA): $ref_gqa"
 [ -n "$ref_gqa" ] || fail "the single-rank GQA run logged nothing"
