@@ -24,7 +24,7 @@
  *                     rewritten for the local shape (dim / mesh size).
  *   sum               of a tensor split over one axis -> partial(axis).
  *   softmax_xent      replicated logits (vocab-parallel cross entropy
- *                     needs its own lowering, not a rule).
+ *                     is its lowering, dg_op_vocab.h, not a rule).
  * Norms use dg_shard_rowwise, add/mul dg_shard_elementwise, scale and
  * broadcast_scalar dg_shard_linear_unary; every other op the replicated
  * rule.

@@ -19,11 +19,20 @@
  *      share the copy of their input. Only the forward changes: autodiff
  *      derives the backward communication from the collectives' adjoints.
  *
- * The vocabulary stays replicated in this cut: the word embedding (and the
- * output layer, with the cross entropy on whole logits) keep the whole
- * table on every tp rank, so no vocab-parallel loss is needed; their
- * gradients are identical on every tp rank, as are those of the other
- * replicated parameters (norms), whose inputs are replicated without SP.
+ *   3. lowers the vocabulary's two ops through their `lower` callbacks
+ *      (ops/dg_op_vocab.h): the word embedding, its table split on the
+ *      vocabulary, becomes a masked local lookup whose output is a partial
+ *      sum over tp, so step 2 puts the all-reduce in front of its first
+ *      consumer; the cross entropy on logits split on the vocabulary (the
+ *      output layer is column-parallel, tied or not) becomes per-row
+ *      statistics on the slice, one all-gather of those (2 floats a row),
+ *      and the loss on every rank: the whole logits never exist on a rank,
+ *      and the backward is local to the slice.
+ *
+ * Gradients of the replicated parameters (norms, row-parallel biases) are
+ * identical on every tp rank, since their inputs are replicated without SP.
+ * The vocabulary must divide by tp: the trainer pads it to a multiple of
+ * --make-vocab-size-divisible-by x tp, as Megatron does.
  *
  * With tp = 1 the pass copies the graph as it is.
  */
