@@ -2,7 +2,8 @@
 # model_knows_no_parallel_size.sh SRC — the model-building code reads no
 # parallel size: the model builders (moe/dg_model*.c), the router, the
 # losses, permutation, grouped GEMM and the ops' builder calls (ops/*.c but
-# the sharding rules, dg_op_shard.c, whose job is the mesh) must not name a
+# the sharding rules, dg_op_shard.c, and the vocab-parallel lowering the TP
+# pass calls, dg_op_vocab.c, whose job is the mesh) must not name a
 # parallel size, the mesh, or the EP lowering's options. Parallelism is the
 # passes' business (graph/passes, moe/dg_ep*.c). The scanner is checked on a
 # planted violation first, so a scanner that matches nothing fails too.
@@ -20,7 +21,7 @@ printf 'int f(const cfg *c) {\n    return c->expert_model_parallel_size;\n}\n' >
 files=()
 for f in "$src"/moe/dg_model*.c "$src"/moe/dg_router.c "$src"/moe/dg_moe_loss.c "$src"/moe/dg_permute.c \
          "$src"/moe/dg_grouped_gemm.c "$src"/ops/*.c; do
-  [ "$(basename "$f")" = dg_op_shard.c ] && continue
+  case "$(basename "$f")" in dg_op_shard.c | dg_op_vocab.c) continue ;; esac
   files+=("$f")
 done
 [ "${#files[@]}" -gt 10 ] || fail "found only ${#files[@]} model-building files under $src"
