@@ -16,7 +16,7 @@ static const dg_model_field k_fields[] = {
     FI(num_query_groups, "--num-query-groups", true),
     FI(seq_length, "--seq-length", false),
     FI(micro_batch_size, "--micro-batch-size", false),
-    FI(vocab_size, "--vocab-size (padded)", true),
+    FI(vocab_size, "--vocab-size (padded to a multiple of --make-vocab-size-divisible-by x tp)", true),
     FI(num_experts, "--num-experts", true),
     FI(moe_router_topk, "--moe-router-topk", true),
     FI(moe_ffn_hidden_size, "--moe-ffn-hidden-size", true),

@@ -64,6 +64,16 @@ ref_cont=$(run "$TMP/ref_cont" 1 "${mha[@]}" "${cont[@]}")
 echo "np 1 (single rank, resumed): $ref_cont"
 [ -n "$ref_cont" ] || fail "the single-rank resume logged nothing"
 check 2 "$ref_cont" "$TMP/ref_cont" "${mha[@]}" "${cont[@]}" --tensor-model-parallel-size 2
+# A vocabulary padded for another tp (128 rows saved, 256 at tp 2 with
+# --make-vocab-size-divisible-by 128) is one line naming the padding, exit 2.
+set +e
+$DG_MPIRUN -np 2 "$exe" train "${common[@]}" "${mha[@]}" "${cont[@]}" --tensor-model-parallel-size 2 \
+    --make-vocab-size-divisible-by 128 >/dev/null 2>"$TMP/pad.err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "resume with another vocab padding: exit $rc, expected 2"
+grep -q "vocab_size = 128, this run has 256 (--vocab-size (padded to a multiple of --make-vocab-size-divisible-by x tp))" \
+    "$TMP/pad.err" || fail "resume with another vocab padding: $(cat "$TMP/pad.err")"
 ref_untied=$(run "$TMP/ref_untied" 1 "${mha[@]}" --untie-embeddings-and-output-weights)
 echo "np 1 (single rank, untied): $ref_untied"
 [ -n "$ref_untied" ] || fail "the single-rank untied run logged nothing"
