@@ -240,13 +240,16 @@ dg_axis dg_vocab_split_axis(const dg_graph *g, int t) {
     return (dg_axis)x->sharding.split[d];
 }
 
-static int lowered(dg_graph *g, dg_err *err) {
-    return g->status == DG_OK ? DG_OK : dg_err_set(err, g->status, "%s", g->err.msg);
+/* The outputs keep src's names (dumps read alike with and without tp). */
+static int lowered(dg_graph *g, const dg_graph *src, const dg_node *n, const int *out, dg_err *err) {
+    if (g->status != DG_OK) return dg_err_set(err, g->status, "%s", g->err.msg);
+    for (int j = 0; j < n->n_out; j++)
+        memcpy(g->tensors[out[j]].name, src->tensors[n->out[j]].name, DG_NAME_LEN);
+    return DG_OK;
 }
 
 int dg_vocab_lower_embedding(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
                              const void *opts, dg_err *err) {
-    (void)src;
     (void)opts;
     const dg_sharding *tab = &g->tensors[in[0]].sharding;
     dg_axis a = (dg_axis)tab->split[0];
@@ -255,12 +258,11 @@ int dg_vocab_lower_embedding(dg_graph *g, const dg_graph *src, const dg_node *n,
     at.i[0] = g->tensors[in[0]].shape[0] * dg_mesh_size(g, a);
     int rank = dg_mesh_coord_input(g, a);
     out[0] = dg_graph_add(g, &dg_op_vocab_embedding, &at, (int[]){in[0], in[1], rank}, 3, NULL, n->name);
-    return lowered(g, err);
+    return lowered(g, src, n, out, err);
 }
 
 int dg_vocab_lower_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
                         const void *opts, dg_err *err) {
-    (void)src;
     (void)opts;
     int mask = n->n_in > 2 ? in[2] : -1;
     dg_axis a = dg_vocab_split_axis(g, in[0]);
@@ -274,5 +276,5 @@ int dg_vocab_lower_xent(dg_graph *g, const dg_graph *src, const dg_node *n, cons
     int xin[6] = {in[0], in[1], rank, st[0], st[1], mask};
     out[0] = st[0] < 0 ? -1 : dg_graph_add(g, &dg_op_vocab_xent, &at, xin, mask >= 0 ? 6 : 5, NULL, n->name);
     out[1] = st[0];
-    return lowered(g, err);
+    return lowered(g, src, n, out, err);
 }
