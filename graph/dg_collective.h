@@ -13,12 +13,13 @@
  *
  *   op              i[0]        i[1]        i[2]        i[3]   i[4..7]
  *   all_reduce      group_size
- *   all_gather      group_size  dim
+ *   all_gather      group_size  dim         whole_grad
  *   reduce_scatter  group_size  dim
  *   all_to_all      group_size  split_dim   concat_dim
  *   send            group_size  peer
  *   recv            group_size  peer        dtype       ndim   shape[0..3]
  *   copy_to_group   group_size
+ *   scatter_to_group group_size dim
  *
  * `peer` is an offset within the group, not an absolute rank: this rank
  * talks to (rank_in_group + peer) mod group_size. The same graph then serves
@@ -27,8 +28,13 @@
  *
  * Adjoints (DESIGN.md):
  *   copy_to_group (identity)  -> all_reduce of the gradient
+ *   scatter_to_group(dim)     -> all_gather(dim) of the gradient
  *   all_reduce                -> identity: din = dout, no node emitted
- *   all_gather(dim)           -> reduce_scatter(dim)
+ *   all_gather(dim)           -> reduce_scatter(dim); with whole_grad 1,
+ *                                scatter_to_group(dim): the gathered tensor's
+ *                                readers hold whole weights, so every rank's
+ *                                gradient is already the whole one (SP's
+ *                                gather before a replicated output layer)
  *   reduce_scatter(dim)       -> all_gather(dim)
  *   all_to_all(split, concat) -> all_to_all(concat, split)  (transposed)
  *   send(peer)                -> recv(peer) of the gradient, which is din
@@ -63,6 +69,7 @@ enum {
     DG_COLL_DIM = 1,        /* all_gather / reduce_scatter: the dimension */
     DG_COLL_SPLIT_DIM = 1,  /* all_to_all */
     DG_COLL_CONCAT_DIM = 2, /* all_to_all */
+    DG_COLL_WHOLE_GRAD = 2, /* all_gather: the adjoint slices instead of reduce-scattering */
     DG_COLL_PEER = 1,       /* send / recv: offset within the group */
     DG_COLL_DTYPE = 2,      /* recv */
     DG_COLL_NDIM = 3,       /* recv */
@@ -76,6 +83,7 @@ extern const dg_op_def dg_op_all_to_all;
 extern const dg_op_def dg_op_send;
 extern const dg_op_def dg_op_recv;
 extern const dg_op_def dg_op_copy_to_group;
+extern const dg_op_def dg_op_scatter_to_group;
 
 /* "all_reduce", ...; "none" for DG_COMM_NONE. */
 const char *dg_comm_name(dg_comm_kind k);
@@ -91,6 +99,10 @@ int dg_all_reduce(dg_graph *g, int x, dg_axis axis, int group_size);
 
 /* Concatenate along dim: shape[dim] *= group_size; split[dim] cleared. */
 int dg_all_gather(dg_graph *g, int x, dg_axis axis, int group_size, int dim);
+
+/* The same, whole_grad set: its adjoint keeps this rank's slice of the
+ * gradient (scatter_to_group) instead of summing the group's. */
+int dg_all_gather_whole_grad(dg_graph *g, int x, dg_axis axis, int group_size, int dim);
 
 /* Sum, then keep this rank's slice along dim: shape[dim] /= group_size
  * (must divide); split[dim] = axis, partial cleared. */
@@ -113,5 +125,12 @@ int dg_recv(dg_graph *g, dg_axis axis, int group_size, int peer, dg_dtype dtype,
 /* Identity forward (Megatron's copy_to_tensor_model_parallel_region); its
  * adjoint all-reduces the gradient. Output sharding = input sharding. */
 int dg_copy_to_group(dg_graph *g, int x, dg_axis axis, int group_size);
+
+/* Keep this rank's slice of a replicated x along dim, no traffic (Megatron's
+ * scatter_to_sequence_parallel_region: where the sequence-parallel region
+ * starts behind a replicated embedding); its adjoint all-gathers the
+ * gradient, so every rank gets the whole of it. shape[dim] /= group_size
+ * (must divide); split[dim] = axis. */
+int dg_scatter_to_group(dg_graph *g, int x, dg_axis axis, int group_size, int dim);
 
 #endif /* DG_COLLECTIVE_H */

@@ -45,8 +45,10 @@ static int shard_dropout(const dg_graph *g, const dg_node *n, const dg_sharding 
     (void)g;
     (void)n;
     (void)attrs;
-    if (in[0].partial != DG_AXIS_NONE || dg_layout_dim_split(&in[0], 0) || !dg_layout_is_replicated(&in[1]))
-        return DG_SHARD_CANNOT;
+    /* the mask hashes each element's index within its whole sample: a
+     * slice of the sample (SP's sequence split) would draw the mask of the
+     * sample's first elements, so no dim may be split */
+    if (!dg_layout_is_replicated(&in[0]) || !dg_layout_is_replicated(&in[1])) return DG_SHARD_CANNOT;
     out[0] = in[0];
     return DG_OK;
 }

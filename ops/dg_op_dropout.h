@@ -6,8 +6,8 @@
  *       masks). Dim 0 is the sample; key is the graph's "rng_key" input.
  * Backward: dropout(dy, key) with the same attrs: the mask is recomputed,
  * not stored, so recomputation and backward see the forward's mask.
- * Sharding: x any layout but a partial sum or a split of dim 0 (the
- * sample index would shift), key replicated.
+ * Sharding: x and key replicated (a split would shift the sample or element
+ * index the mask hashes; under SP dropout runs on the whole sequence).
  */
 #ifndef DG_OP_DROPOUT_H
 #define DG_OP_DROPOUT_H

@@ -6,6 +6,7 @@
 #include "dg_collective.h"
 #include "dg_layout.h"
 #include "dg_reemit.h"
+#include "dg_tp_seq.h"
 
 typedef struct tp_pass {
     int tp;
@@ -13,6 +14,8 @@ typedef struct tp_pass {
     unsigned char *keep_whole; /* [src tensors] vocabulary tables: not split */
     int *copy_of, *reduced_of;  /* [cap] per dst tensor: its copy_to_group / all_reduce, or -1 */
     int cap;
+    bool sp;        /* --sequence-parallel (dg_tp_seq.h) */
+    dg_tp_seq seq;
 } tp_pass;
 
 static int is_op(const dg_node *n, const char *name) { return !strcmp(n->op->name, name); }
@@ -88,11 +91,25 @@ static int column_parallel(const dg_graph *dst, const dg_node *n, const int *in)
     return w->split[nd] == DG_AXIS_TP && x->partial == DG_AXIS_NONE && !dg_layout_dim_split(x, xn - 1);
 }
 
+/* x is an all-gather over tp: its adjoint reduce-scatters the gradient, so a
+ * column-parallel linear behind it needs no copy_to_group (SP). */
+static int gathered_over_tp(const dg_graph *dst, int x) {
+    int p = dst->tensors[x].producer;
+    return p >= 0 && dst->nodes[p].op == &dg_op_all_gather && dst->nodes[p].group == DG_AXIS_TP;
+}
+
+/* Under SP, a linear that needs the whole sequence: its weight split over
+ * tp, or the output layer's vocabulary. */
+static bool whole_linear(const tp_pass *s, const dg_graph *dst, const dg_node *n, const int *in) {
+    if (!is_op(n, "matmul") || n->n_in < 2) return false;
+    const dg_tensor *w = &dst->tensors[in[1]];
+    return s->keep_whole[n->in[1]] || dg_layout_split_over(&w->sharding, w->ndim, DG_AXIS_TP);
+}
+
 /* Make each input's layout one n's rule takes (dg_pass_tp.h, 2). */
-static int tp_inputs(dg_graph *dst, const dg_node *n, int *in, void *ctx) {
-    tp_pass *s = ctx;
-    if (s->tp <= 1 || n->group != DG_AXIS_NONE) return DG_OK;
-    if (column_parallel(dst, n, in)) {
+static int fit_inputs(dg_graph *dst, const dg_node *n, int *in, tp_pass *s) {
+    if (s->sp) DG_TRY(dg_tp_seq_inputs(&s->seq, dst, n, in, whole_linear(s, dst, n, in)));
+    if (column_parallel(dst, n, in) && !gathered_over_tp(dst, in[0])) {
         grow(s, dst->n_tensors);
         if (s->copy_of[in[0]] < 0) s->copy_of[in[0]] = dg_copy_to_group(dst, in[0], DG_AXIS_TP, s->tp);
         if ((in[0] = s->copy_of[in[0]]) < 0) return dst->status;
@@ -117,11 +134,25 @@ static int tp_inputs(dg_graph *dst, const dg_node *n, int *in, void *ctx) {
     return dg_graph_fail(dst, "tp: no collective makes the inputs' layouts fit the rule of %s", n->op->name);
 }
 
+static int tp_inputs(dg_graph *dst, const dg_node *n, int *in, void *ctx) {
+    tp_pass *s = ctx;
+    if (s->tp <= 1 || n->group != DG_AXIS_NONE) return DG_OK;
+    DG_TRY(fit_inputs(dst, n, in, s));
+    return s->sp ? dg_tp_seq_params(&s->seq, dst, n, in) : DG_OK;
+}
+
 int dg_pass_tp(const dg_graph *src, int tp_size, dg_graph **out, int *tmap, dg_err *err) {
+    return dg_pass_tp_sp(src, tp_size, false, out, tmap, err);
+}
+
+int dg_pass_tp_sp(const dg_graph *src, int tp_size, bool sequence_parallel, dg_graph **out, int *tmap,
+                  dg_err *err) {
     *out = NULL;
     if (tp_size < 1)
         return dg_err_set(err, DG_EINPUT, "--tensor-model-parallel-size: expected >= 1, got %d", tp_size);
-    tp_pass s = {tp_size, src, dg_calloc((size_t)DG_MAX(src->n_tensors, 1), 1), NULL, NULL, 0};
+    tp_pass s = {tp_size, src, dg_calloc((size_t)DG_MAX(src->n_tensors, 1), 1), NULL, NULL, 0,
+                 sequence_parallel && tp_size > 1, {0}};
+    dg_tp_seq_init(&s.seq, tp_size);
     mark_vocab(&s);
     dg_graph *g = dg_graph_new(src->name);
     memcpy(g->mesh, src->mesh, sizeof g->mesh);
@@ -134,6 +165,7 @@ int dg_pass_tp(const dg_graph *src, int tp_size, dg_graph **out, int *tmap, dg_e
     dg_free(s.keep_whole);
     dg_free(s.copy_of);
     dg_free(s.reduced_of);
+    dg_tp_seq_free(&s.seq);
     if (st != DG_OK) {
         dg_graph_free(g);
         return st;

@@ -30,6 +30,8 @@
 #ifndef DG_PASS_TP_H
 #define DG_PASS_TP_H
 
+#include <stdbool.h>
+
 #include "dg_graph.h"
 
 /* Run the pass on the logical graph src with tp_size ranks: *out gets a new
@@ -37,5 +39,12 @@
  * Returns DG_OK, or DG_EINPUT naming the parameter whose placed dim tp does
  * not divide or the node no collective can fix. */
 int dg_pass_tp(const dg_graph *src, int tp_size, dg_graph **out, int *tmap, dg_err *err);
+
+/* The same with --sequence-parallel (graph/passes/dg_tp_seq.h: activations
+ * between the linears split on the sequence over tp, all-gathers before the
+ * column-parallel linears and reduce-scatters after the row-parallel ones).
+ * Off at tp 1, as Megatron turns it off. */
+int dg_pass_tp_sp(const dg_graph *src, int tp_size, bool sequence_parallel, dg_graph **out, int *tmap,
+                  dg_err *err);
 
 #endif /* DG_PASS_TP_H */

@@ -1,0 +1,66 @@
+/* dg_tp_seq.h — sequence parallelism (Megatron's SP), the part of the TP
+ * pass (dg_pass_tp.c) that runs when --sequence-parallel is on. Internal to
+ * that pass.
+ *
+ * Under SP the activations between the linears, [B, S, H], are split on the
+ * sequence (dim 1) over tp: the layout [-,tp,-]. Nothing marks a layer: the
+ * pass prefers that layout wherever an op's sharding rule takes it, and
+ * inserts, in front of a node,
+ *
+ *   - all_gather(seq) of a sequence-split input of a linear whose weight is
+ *     split over tp (column parallel: QKV, fc1) or is the output layer's
+ *     vocabulary: the linear runs on the whole sequence (the gather's
+ *     adjoint reduce-scatters the input's gradient, so no copy_to_group);
+ *     a linear with a replicated weight (the MoE router) runs on the slice;
+ *   - reduce_scatter(seq) of a partial(tp) [B, S, H] input (a row-parallel
+ *     linear's output) where the op's rule takes the sequence-split layout
+ *     (bias add, residual add, norms): instead of the all-reduce;
+ *   - scatter_to_group(seq) of a replicated [B, S, H] activation there (the
+ *     embedding's output, where the SP region starts: no traffic, its
+ *     adjoint all-gathers);
+ *
+ * and, after the layouts fit, wraps each replicated parameter of a node
+ * that runs on a tp slice (norm weights and biases, row-parallel biases,
+ * the router) in a copy_to_group over tp: identity forward, so its adjoint
+ * all-reduces the parameter's gradient over tp, which each rank only summed
+ * over its own tokens (Megatron all-reduces these "sequence parallel"
+ * gradients over tp too). The verifier checks the pairing both ways
+ * (dg_verify_sharding.c, 'grad-group').
+ *
+ * Ops whose rule refuses a sequence split keep the TP layouts: attention
+ * and RoPE (after the gathered QKV), the learned position table's add,
+ * dropout (its mask is indexed by the element's place in the whole sample),
+ * the cross entropy (on whole logits).
+ */
+#ifndef DG_TP_SEQ_H
+#define DG_TP_SEQ_H
+
+#include <stdbool.h>
+
+#include "dg_graph.h"
+
+typedef struct dg_tp_seq {
+    int tp;
+    int cap;
+    /* [cap] per dst tensor, or -1: its all-gather on the sequence, its
+     * reduce-scatter or scatter (a tensor is partial or replicated, not
+     * both), the copy_to_group of a parameter */
+    int *gathered, *scattered, *param_copy;
+} dg_tp_seq;
+
+/* The dim of [B, S, H] activations SP splits. */
+enum { DG_TP_SEQ_DIM = 1 };
+
+void dg_tp_seq_init(dg_tp_seq *s, int tp);
+void dg_tp_seq_free(dg_tp_seq *s);
+
+/* Before the TP rules: gather, reduce-scatter or scatter n's inputs `in`
+ * (dst tensors) as above. whole_linear: n is a linear that needs the whole
+ * sequence (its weight split over tp or the output layer's). */
+int dg_tp_seq_inputs(dg_tp_seq *s, dg_graph *dst, const dg_node *n, int *in, bool whole_linear);
+
+/* After them: the copy_to_group of each replicated parameter of a node that
+ * runs on a tp slice. */
+int dg_tp_seq_params(dg_tp_seq *s, dg_graph *dst, const dg_node *n, int *in);
+
+#endif /* DG_TP_SEQ_H */
