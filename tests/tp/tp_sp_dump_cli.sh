@@ -1,0 +1,70 @@
+#!/bin/bash
+# The collectives sequence parallelism inserts (issue 12, acceptance 2, SP
+# half), counted in `dagatron dump` after the TP pass: per layer forward 2
+# all-gathers (before QKV and fc1) and 2 reduce-scatters (behind the
+# attention projection and fc2) over tp on the sequence, no all-reduce and
+# no all-gather of the logits (the one before the output layer gathers the
+# final norm's [B, S, H]); in the step graph their adjoints (2
+# reduce-scatters and 2 all-gathers per layer backward) and the all-reduce
+# over tp of each norm weight's gradient (2 per layer: each rank summed it
+# over its own tokens). The verifier ran after each stage, so its
+# grad-group rule (every parameter replicated over tp under a tp slice is
+# all-reduced over tp, and only those) holds too.
+set -euo pipefail
+exe=$1
+fail() { echo "FAIL: $*" >&2; exit 1; }
+py=${DG_REF_PYTHON:-/usr/bin/python3}
+ARCH=($(cat "$(dirname "$0")/../common/moe_arch.flags"))
+args=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 3 --hidden-size 64 --num-attention-heads 4
+      --seq-length 16 --micro-batch-size 2 --global-batch-size 2 --num-experts 0)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+sp=(--tensor-model-parallel-size 2 --sequence-parallel)
+"$exe" dump "${args[@]}" "${sp[@]}" --graph forward --after ep -o "$TMP/fwd.json"
+"$exe" dump "${args[@]}" "${sp[@]}" --graph step --after autodiff -o "$TMP/step.json"
+# at tp 1 Megatron turns SP off: the same graph as without the flag
+"$exe" dump "${args[@]}" --sequence-parallel --graph forward --after ep -o "$TMP/tp1.json"
+"$py" - "$TMP" 3 100 <<'PY' || fail "collective counts"
+import collections, json, sys
+d, layers, vocab = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def load(name):
+    g = json.load(open(f"{d}/{name}.json"))
+    return g, [n for n in g["nodes"] if n["comm"] != "none"]
+g, fwd = load("fwd")
+per = collections.Counter((n["layer"], n["op"], n["group"]) for n in fwd)
+for l in range(layers):
+    for op in ("all_gather", "reduce_scatter"):
+        if per[(l, op, "tp")] != 2:
+            sys.exit(f"layer {l}: {per[(l, op, 'tp')]} {op} over tp in the forward, expected 2: {sorted(per.items())}")
+if any(n["op"] == "all_reduce" for n in fwd):
+    sys.exit(f"an all-reduce in the forward under SP: {sorted(per.items())}")
+for n in fwd:
+    if n["op"] == "all_gather":
+        shape = g["tensors"][n["inputs"][0]]["shape"]
+        if n["attrs"]["dim"] != 1 or shape[-1] == vocab:
+            sys.exit(f"all_gather of {shape} on dim {n['attrs']['dim']}: expected the sequence of [B, S, H]")
+sg, step = load("step")
+bwd = collections.Counter((n["layer"], n["op"]) for n in step if n["phase"] == "backward")
+for l in range(layers):
+    want = {"reduce_scatter": 2, "all_gather": 2, "all_reduce": 2}
+    got = {op: bwd[(l, op)] for op in want}
+    if got != want:
+        sys.exit(f"layer {l} backward: {got}, expected {want}")
+# each all-reduce in backward reduces a parameter's gradient (a norm weight)
+params = {t["grad"]: t["name"] for t in sg["tensors"] if t["role"] == "parameter" and t["grad"] >= 0}
+ar = [n for n in step if n["phase"] == "backward" and n["op"] == "all_reduce"]
+reduced = sorted(sg["tensors"][n["outputs"][0]]["name"] for n in ar)
+norms = sorted(name for name in params.values() if "layernorm" in name)
+def feeds_grad(n):
+    t = n["outputs"][0]
+    return t in params or any(t in sg["nodes"][c]["inputs"] and sg["nodes"][c]["outputs"][0] in params
+                              for c in sg["tensors"][t]["consumers"])
+if len(ar) != len(norms) or not all(feeds_grad(n) for n in ar):
+    sys.exit(f"backward all-reduces {reduced}: expected one per norm weight {norms}")
+_, tp1 = load("tp1")
+if tp1:
+    sys.exit("tp 1 with --sequence-parallel: the pass inserted collectives")
+print(f"per layer: 2 all_gather + 2 reduce_scatter forward; 2 reduce_scatter + 2 all_gather + "
+      f"2 all_reduce (norm weights) backward; {len(norms)} norm weights all-reduced over tp")
+PY
+echo "OK"
