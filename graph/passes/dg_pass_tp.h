@@ -1,4 +1,4 @@
-/* dg_pass_tp.h — tensor parallelism (Megatron's TP, without SP) as a graph
+/* dg_pass_tp.h — tensor parallelism (Megatron's TP, and SP) as a graph
  * pass.
  *
  * The model builder places each weight over tp (dg_tensor.place): column-
@@ -24,6 +24,12 @@
  * table on every tp rank, so no vocab-parallel loss is needed; their
  * gradients are identical on every tp rank, as are those of the other
  * replicated parameters (norms), whose inputs are replicated without SP.
+ *
+ * With --sequence-parallel (dg_pass_tp_sp) the activations between the
+ * linears are split on the sequence over tp instead of replicated
+ * (dg_tp_seq.h): all-gathers and reduce-scatters replace the copies and
+ * all-reduces, and the parameters replicated over tp under the split read
+ * through a copy_to_group, so their gradients are all-reduced over tp.
  *
  * With tp = 1 the pass copies the graph as it is.
  */
