@@ -1,10 +1,12 @@
 #!/bin/bash
 # `dagatron train` with sequence parallelism against the single-rank run on
 # the same global batch (issue 12, acceptance 1, SP half): TP=2 with SP,
-# TP=2 with SP and GQA (8 heads, 2 query groups), and TP=2 with SP on
-# Megatron's default dense GPT (LayerNorm weights and biases, row-parallel
-# biases and the learned position table: replicated over tp, their
-# gradients all-reduced over tp) must log the single-rank run's lm loss and
+# TP=2 with SP and GQA (8 heads, 2 query groups), TP=2 x DP=2 with SP and
+# the distributed optimizer, and TP=2 with SP on
+# Megatron's default dense GPT (LayerNorm weights and biases and
+# row-parallel biases, replicated over tp under the sequence split: their
+# gradients all-reduced over tp; the learned position table, added before
+# the split: its gradient whole on every rank) must log the single-rank run's lm loss and
 # grad norm for each of 5 iterations, within 1e-5 relative, and end with its
 # parameters (within 1e-5 relative; a tensor of norm below 1e-3, the key
 # bias, within 1e-8 absolute). Also (acceptance 3, SP half): the
@@ -36,25 +38,28 @@ run() {
         grep -oE "lm loss: [0-9.E+-]+|grad norm: [0-9.]+" | paste -sd' '
 }
 n_check=0
-# check NAME FLAGS...: the single-rank run, then TP=2 with SP on 2 ranks
+# check NAME NP FLAGS...: the single-rank run, then TP=2 with SP on NP ranks
 check() {
-    local name=$1
-    shift
+    local name=$1 np=$2
+    shift 2
     local want got
     want=$(run "$TMP/ref_$name" 1 "$@")
     echo "np 1 $name: $want"
     [ -n "$want" ] || fail "$name: the single-rank run logged nothing"
-    got=$(run "$TMP/sp_$name" 2 --tensor-model-parallel-size 2 --sequence-parallel "$@")
-    echo "np 2 $name --tensor-model-parallel-size 2 --sequence-parallel: $got"
+    got=$(run "$TMP/sp_$name" "$np" --tensor-model-parallel-size 2 --sequence-parallel "$@")
+    echo "np $np $name --tensor-model-parallel-size 2 --sequence-parallel: $got"
     [ -n "$got" ] || fail "$name: the SP run logged nothing"
     awk -v a="$got" -v b="$want" -f "$here/../common/logs_close.awk" ||
         fail "$name: TP=2 with SP differs from the single-rank run"
     "${DG_REF_PYTHON:-/usr/bin/python3}" "$here/../ep/ckpt_params_close.py" "$TMP/sp_$name" "$TMP/ref_$name" 1e-5 1e-3 ||
         fail "$name: TP=2 with SP ends with other parameters than the single-rank run"
 }
-check mha "${mha[@]}"
-check gqa "${gqa[@]}"
-check dense "${dense[@]}"
+check mha 2 "${mha[@]}"
+check gqa 2 "${gqa[@]}"
+check dense 2 "${dense[@]}"
+# TP=2 x DP=2: the norm weights' gradients, all-reduced over tp, then
+# reduce-scattered over dp by the distributed optimizer
+check mha_dp 4 "${mha[@]}" --use-distributed-optimizer
 # The planned activation peak per rank (the memory planner's line), TP=2
 # with and without SP.
 peak() {
