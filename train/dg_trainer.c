@@ -221,6 +221,8 @@ static int setup(trainer *t, dg_err *err) {
     for (int i = 0; i < t->g->n_tensors; i++)
         if (dg_mesh_coord_axis(&t->g->tensors[i]) == DG_AXIS_EP)
             *(int32_t *)t->ptrs[i] = t->grid ? t->grid->coord.ep : 0;
+        else if (dg_mesh_coord_axis(&t->g->tensors[i]) == DG_AXIS_TP) /* SP's dropout */
+            *(int32_t *)t->ptrs[i] = t->grid ? t->grid->coord.tp : 0;
 
     t->params = dg_malloc(sizeof(int) * (size_t)t->g->n_tensors);
     for (int i = 0; i < t->g->n_tensors; i++)

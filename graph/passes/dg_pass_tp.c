@@ -108,7 +108,11 @@ static bool whole_linear(const tp_pass *s, const dg_graph *dst, const dg_node *n
 
 /* Make each input's layout one n's rule takes (dg_pass_tp.h, 2). */
 static int fit_inputs(dg_graph *dst, const dg_node *n, int *in, tp_pass *s) {
-    if (s->sp) DG_TRY(dg_tp_seq_inputs(&s->seq, dst, n, in, whole_linear(s, dst, n, in)));
+    if (s->sp) {
+        DG_TRY(dg_tp_seq_inputs(&s->seq, dst, n, in, whole_linear(s, dst, n, in)));
+        const dg_sharding *x = &dst->tensors[in[0]].sharding;
+        if (dg_tp_seq_lowers(n) && x->split[DG_TP_SEQ_DIM] == DG_AXIS_TP) return DG_OK; /* tp_lower's */
+    }
     if (column_parallel(dst, n, in) && !gathered_over_tp(dst, in[0])) {
         grow(s, dst->n_tensors);
         if (s->copy_of[in[0]] < 0) s->copy_of[in[0]] = dg_copy_to_group(dst, in[0], DG_AXIS_TP, s->tp);
@@ -132,6 +136,13 @@ static int fit_inputs(dg_graph *dst, const dg_node *n, int *in, tp_pass *s) {
     }
     if (rule_takes(dst, n, in)) return DG_OK;
     return dg_graph_fail(dst, "tp: no collective makes the inputs' layouts fit the rule of %s", n->op->name);
+}
+
+/* Under SP, dropout is lowered to its form with the tp coordinate (dg_tp_seq.h). */
+static int tp_lower(const dg_graph *src, const dg_node *n, void *ctx) {
+    (void)src;
+    const tp_pass *s = ctx;
+    return s->sp && dg_tp_seq_lowers(n);
 }
 
 static int tp_inputs(dg_graph *dst, const dg_node *n, int *in, void *ctx) {
@@ -160,6 +171,7 @@ int dg_pass_tp_sp(const dg_graph *src, int tp_size, bool sequence_parallel, dg_g
     dg_reemit_opts ro = dg_reemit_plain();
     ro.leaf = tp_leaf;
     ro.inputs = tp_inputs;
+    ro.lower = tp_lower;
     ro.ctx = &s;
     int st = dg_reemit(g, src, &ro, tmap, err);
     dg_free(s.keep_whole);

@@ -28,15 +28,24 @@ static void grow(dg_tp_seq *s, int n) {
     s->cap = cap;
 }
 
+bool dg_tp_seq_lowers(const dg_node *n) { return !strcmp(n->op->name, "dropout"); }
+
 /* n's rule on inputs `in` laid out `lay`: DG_OK and the outputs' layouts, or
- * DG_SHARD_CANNOT. */
-static int rule_on(const dg_graph *dst, const dg_node *n, const int *in, const dg_sharding *lay,
+ * DG_SHARD_CANNOT. A dropout is asked in the form the pass lowers it to,
+ * with the tp coordinate (replicated; input 1 stands in for its id). */
+static int rule_on(const dg_graph *dst, const dg_node *n, const int *in, dg_sharding *lay,
                    dg_sharding *out) {
     dg_node tmp = *n;
     for (int k = 0; k < n->n_in; k++) tmp.in[k] = in[k];
     for (int j = 0; j < DG_MAX_OUTPUTS; j++) tmp.out[j] = -1;
     memset(out, 0, sizeof(dg_sharding) * DG_MAX_OUTPUTS);
     dg_attrs a = n->attrs;
+    if (dg_tp_seq_lowers(n) && n->n_in == 2) {
+        tmp.n_in = 3;
+        tmp.in[2] = in[1];
+        memset(&lay[2], 0, sizeof lay[2]);
+        a.i[1] = DG_AXIS_TP;
+    }
     if (n->op->shard) return n->op->shard(dst, &tmp, lay, out, &a);
     return dg_shard_replicated(dst, &tmp, lay, out, &a);
 }

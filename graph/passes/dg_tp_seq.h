@@ -27,10 +27,11 @@
  * gradients over tp too). The verifier checks the pairing both ways
  * (dg_verify_sharding.c, 'grad-group').
  *
- * Ops whose rule refuses a sequence split keep the TP layouts: attention
- * and RoPE (after the gathered QKV), the learned position table's add,
- * dropout (its mask is indexed by the element's place in the whole sample),
- * the cross entropy (on whole logits).
+ * Dropout runs on the slice too: the pass lowers it to its form with the
+ * tp coordinate (dg_op_dropout.h), whose mask is the whole sample's at the
+ * slice's place. Ops whose rule refuses a sequence split keep the TP
+ * layouts: attention and RoPE (after the gathered QKV), the learned
+ * position table's add, the cross entropy (on whole logits).
  */
 #ifndef DG_TP_SEQ_H
 #define DG_TP_SEQ_H
@@ -58,6 +59,10 @@ void dg_tp_seq_free(dg_tp_seq *s);
  * (dst tensors) as above. whole_linear: n is a linear that needs the whole
  * sequence (its weight split over tp or the output layer's). */
 int dg_tp_seq_inputs(dg_tp_seq *s, dg_graph *dst, const dg_node *n, int *in, bool whole_linear);
+
+/* Nodes the pass lowers under SP (dropout, to its coordinate form): their
+ * inputs are fitted here only, and the op's lower callback emits them. */
+bool dg_tp_seq_lowers(const dg_node *n);
 
 /* After them: the copy_to_group of each replicated parameter of a node that
  * runs on a tp slice. */

@@ -6,8 +6,10 @@
 # no all-gather of the logits (the one before the output layer gathers the
 # final norm's [B, S, H]); in the step graph their adjoints (2
 # reduce-scatters and 2 all-gathers per layer backward) and the all-reduce
-# over tp of each norm weight's gradient (2 per layer: each rank summed it
-# over its own tokens). The verifier ran after each stage, so its
+# over tp of each norm parameter's gradient (each rank summed it
+# over its own tokens; weights and biases of LayerNorm), with SwiGLU, RMSNorm
+# and RoPE and with LayerNorm, learned positions and dropout (which runs on
+# the slice, with the tp coordinate). The verifier ran after each stage, so its
 # grad-group rule (every parameter replicated over tp under a tp slice is
 # all-reduced over tp, and only those) holds too.
 set -euo pipefail
@@ -20,13 +22,17 @@ args=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 3 --hidden-size 64 
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 sp=(--tensor-model-parallel-size 2 --sequence-parallel)
-"$exe" dump "${args[@]}" "${sp[@]}" --graph forward --after ep -o "$TMP/fwd.json"
-"$exe" dump "${args[@]}" "${sp[@]}" --graph step --after autodiff -o "$TMP/step.json"
 # at tp 1 Megatron turns SP off: the same graph as without the flag
 "$exe" dump "${args[@]}" --sequence-parallel --graph forward --after ep -o "$TMP/tp1.json"
-"$py" - "$TMP" 3 100 <<'PY' || fail "collective counts"
+# counts ARCH FLAGS...: the same counts for another architecture
+counts() {
+local arch=$1
+shift
+"$exe" dump "$@" "${sp[@]}" --graph forward --after ep -o "$TMP/fwd.json"
+"$exe" dump "$@" "${sp[@]}" --graph step --after autodiff -o "$TMP/step.json"
+"$py" - "$TMP" 3 100 "$arch" <<'PY' || fail "$arch: collective counts"
 import collections, json, sys
-d, layers, vocab = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+d, layers, vocab, arch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 def load(name):
     g = json.load(open(f"{d}/{name}.json"))
     return g, [n for n in g["nodes"] if n["comm"] != "none"]
@@ -43,10 +49,16 @@ for n in fwd:
         shape = g["tensors"][n["inputs"][0]]["shape"]
         if n["attrs"]["dim"] != 1 or shape[-1] == vocab:
             sys.exit(f"all_gather of {shape} on dim {n['attrs']['dim']}: expected the sequence of [B, S, H]")
+# dropout runs on the slice, in its form with the tp coordinate
+for n in g["nodes"]:
+    if n["op"] == "dropout" and (len(n["inputs"]) != 3 or g["tensors"][n["inputs"][2]]["name"] != "tp_rank"):
+        sys.exit(f"dropout {n['name']} without the tp coordinate")
 sg, step = load("step")
 bwd = collections.Counter((n["layer"], n["op"]) for n in step if n["phase"] == "backward")
+pnames = [t["name"] for t in sg["tensors"] if t["role"] == "parameter"]
 for l in range(layers):
-    want = {"reduce_scatter": 2, "all_gather": 2, "all_reduce": 2}
+    n_norm = sum(f"layers.{l}." in p and "layernorm" in p for p in pnames)
+    want = {"reduce_scatter": 2, "all_gather": 2, "all_reduce": n_norm}
     got = {op: bwd[(l, op)] for op in want}
     if got != want:
         sys.exit(f"layer {l} backward: {got}, expected {want}")
@@ -61,10 +73,16 @@ def feeds_grad(n):
                               for c in sg["tensors"][t]["consumers"])
 if len(ar) != len(norms) or not all(feeds_grad(n) for n in ar):
     sys.exit(f"backward all-reduces {reduced}: expected one per norm weight {norms}")
-_, tp1 = load("tp1")
-if tp1:
+print(f"{arch}: per layer 2 all_gather + 2 reduce_scatter forward, 2 reduce_scatter + 2 all_gather backward; "
+      f"{len(norms)} norm parameters' gradients all-reduced over tp")
+PY
+}
+counts "SwiGLU, RMSNorm, RoPE" "${args[@]}"
+counts "LayerNorm, learned positions, dropout 0.1" "${args[@]}" --normalization LayerNorm \
+    --position-embedding-type learned_absolute --hidden-dropout 0.1
+"$py" - "$TMP/tp1.json" <<'PY' || fail "tp 1"
+import json, sys
+if any(n["comm"] != "none" for n in json.load(open(sys.argv[1]))["nodes"]):
     sys.exit("tp 1 with --sequence-parallel: the pass inserted collectives")
-print(f"per layer: 2 all_gather + 2 reduce_scatter forward; 2 reduce_scatter + 2 all_gather + "
-      f"2 all_reduce (norm weights) backward; {len(norms)} norm weights all-reduced over tp")
 PY
 echo "OK"

@@ -6,7 +6,7 @@
 # Megatron's default dense GPT (LayerNorm weights and biases and
 # row-parallel biases, replicated over tp under the sequence split: their
 # gradients all-reduced over tp; the learned position table, added before
-# the split: its gradient whole on every rank) must log the single-rank run's lm loss and
+# the split: its gradient whole on every rank; dropout 0.1) must log the single-rank run's lm loss and
 # grad norm for each of 5 iterations, within 1e-5 relative, and end with its
 # parameters (within 1e-5 relative; a tensor of norm below 1e-3, the key
 # bias, within 1e-8 absolute). Also (acceptance 3, SP half): the
@@ -22,12 +22,13 @@ common=(--mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --seq-lengt
         --global-batch-size 8 --num-experts 0 --train-iters 5 --lr 1e-3 --log-interval 1 --lr-decay-style constant)
 mha=("${ARCH[@]}" --num-experts 0 --num-attention-heads 4)
 gqa=("${ARCH[@]}" --num-experts 0 --num-attention-heads 8 --group-query-attention --num-query-groups 2)
-# Megatron's defaults (GeLU, LayerNorm, learned positions, biases) without
-# dropout. The key bias's gradient is zero in exact arithmetic (softmax is
+# Megatron's defaults (GeLU, LayerNorm, learned positions, biases) with
+# dropout, which under SP runs on each rank's slice of the sequence and must
+# draw the single rank's mask there. The key bias's gradient is zero in exact arithmetic (softmax is
 # invariant to it), so Adam would steer it by rounding noise that differs
 # with the layout: a large epsilon keeps such noise from being normalised
 # up to a full step.
-dense=(--num-attention-heads 4 --hidden-dropout 0 --adam-eps 1)
+dense=(--num-attention-heads 4 --hidden-dropout 0.1 --adam-eps 1)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 # run CKPT_DIR NP FLAGS...: lm loss and grad norm of every logged iteration
