@@ -88,7 +88,7 @@ typedef struct dg_train_config {
     int num_microbatches; /* global batch / (micro batch x dp) */
 
     int sequence_parallel; /* --sequence-parallel (off at tp 1, as in Megatron) */
-    int tp_comm_overlap;   /* --tp-comm-overlap (refused: not built yet) */
+    int tp_comm_overlap;   /* --tp-comm-overlap (with --sequence-parallel) */
 } dg_train_config;
 
 void dg_train_config_defaults(dg_train_config *c);

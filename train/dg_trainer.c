@@ -166,6 +166,7 @@ static int setup(trainer *t, dg_err *err) {
                            .stop_after = DG_STAGE_OPTIMIZER, .step_name = "train_step",
                            .tp_size = c->tensor_model_parallel_size};
     po.sequence_parallel = c->sequence_parallel;
+    po.tp_comm_overlap = c->tp_comm_overlap;
     po.ep = (dg_pass_ep_opts){DG_MAX(c->model.expert_model_parallel_size, 1),
                               c->model.moe_token_dispatcher_type,
                               DG_MAX(c->model.moe_a2a_overlap_chunks, 1), 0};

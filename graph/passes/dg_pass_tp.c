@@ -16,6 +16,9 @@ typedef struct tp_pass {
     int cap;
     bool sp;        /* --sequence-parallel (dg_tp_seq.h) */
     dg_tp_seq seq;
+    bool overlap;   /* --tp-comm-overlap: chunked linears (dg_tp_seq.h) */
+    dg_tp_overlap ov;
+    bool lower_next; /* fit_inputs chose to lower the node it fitted */
 } tp_pass;
 
 static int is_op(const dg_node *n, const char *name) { return !strcmp(n->op->name, name); }
@@ -106,8 +109,32 @@ static bool whole_linear(const tp_pass *s, const dg_graph *dst, const dg_node *n
     return s->keep_whole[n->in[1]] || dg_layout_split_over(&w->sharding, w->ndim, DG_AXIS_TP);
 }
 
+/* Under --tp-comm-overlap, a linear the pass lowers in chunks: column
+ * parallel with its input split on the sequence (instead of gathering it),
+ * or row parallel (the reduce-scatter behind it moves into the chunks);
+ * the local sequence must split into the chunks. Marks it for tp_lower. */
+static bool chunked_linear(tp_pass *s, const dg_graph *dst, const dg_node *n, const int *in) {
+    if (!is_op(n, "matmul") || n->attrs.i[0] || dst->tensors[in[0]].ndim != 3) return false;
+    const dg_tensor *x = &dst->tensors[in[0]], *w = &dst->tensors[in[1]];
+    int64_t L = x->shape[1], C = s->ov.chunks;
+    bool col = x->sharding.split[1] == DG_AXIS_TP && x->sharding.split2[1] == DG_AXIS_NONE && L % C == 0 &&
+               w->ndim == 2 && w->sharding.split[n->attrs.i[1] ? 0 : 1] == DG_AXIS_TP;
+    bool row = x->sharding.split[2] == DG_AXIS_TP && x->sharding.partial == DG_AXIS_NONE &&
+               L % ((int64_t)s->tp * C) == 0 && rule_takes(dst, n, in);
+    if (!col && !row) return false;
+    if (dst->n_tensors > s->ov.cap) {
+        int cap = DG_MAX(2 * s->ov.cap, dst->n_tensors + 64);
+        s->ov.gathered = dg_realloc(s->ov.gathered, sizeof *s->ov.gathered * (size_t)cap);
+        for (int i = s->ov.cap; i < cap; i++)
+            for (int j = 0; j < DG_TP_OVERLAP_CHUNKS; j++) s->ov.gathered[i][j] = -1;
+        s->ov.cap = cap;
+    }
+    return s->lower_next = true;
+}
+
 /* Make each input's layout one n's rule takes (dg_pass_tp.h, 2). */
 static int fit_inputs(dg_graph *dst, const dg_node *n, int *in, tp_pass *s) {
+    if (s->overlap && chunked_linear(s, dst, n, in)) return DG_OK; /* its lowering gathers or scatters */
     if (s->sp) {
         DG_TRY(dg_tp_seq_inputs(&s->seq, dst, n, in, whole_linear(s, dst, n, in)));
         const dg_sharding *x = &dst->tensors[in[0]].sharding;
@@ -141,8 +168,10 @@ static int fit_inputs(dg_graph *dst, const dg_node *n, int *in, tp_pass *s) {
 /* Under SP, dropout is lowered to its form with the tp coordinate (dg_tp_seq.h). */
 static int tp_lower(const dg_graph *src, const dg_node *n, void *ctx) {
     (void)src;
-    const tp_pass *s = ctx;
-    return s->sp && dg_tp_seq_lowers(n);
+    tp_pass *s = ctx;
+    bool chunked = s->lower_next;
+    s->lower_next = false;
+    return chunked || (s->sp && dg_tp_seq_lowers(n));
 }
 
 static int tp_inputs(dg_graph *dst, const dg_node *n, int *in, void *ctx) {
@@ -153,16 +182,17 @@ static int tp_inputs(dg_graph *dst, const dg_node *n, int *in, void *ctx) {
 }
 
 int dg_pass_tp(const dg_graph *src, int tp_size, dg_graph **out, int *tmap, dg_err *err) {
-    return dg_pass_tp_sp(src, tp_size, false, out, tmap, err);
+    return dg_pass_tp_sp(src, tp_size, false, false, out, tmap, err);
 }
 
-int dg_pass_tp_sp(const dg_graph *src, int tp_size, bool sequence_parallel, dg_graph **out, int *tmap,
-                  dg_err *err) {
+int dg_pass_tp_sp(const dg_graph *src, int tp_size, bool sequence_parallel, bool tp_comm_overlap, dg_graph **out,
+                  int *tmap, dg_err *err) {
     *out = NULL;
     if (tp_size < 1)
         return dg_err_set(err, DG_EINPUT, "--tensor-model-parallel-size: expected >= 1, got %d", tp_size);
     tp_pass s = {tp_size, src, dg_calloc((size_t)DG_MAX(src->n_tensors, 1), 1), NULL, NULL, 0,
-                 sequence_parallel && tp_size > 1, {0}};
+                 sequence_parallel && tp_size > 1, {0}, sequence_parallel && tp_comm_overlap && tp_size > 1,
+                 {tp_size, DG_TP_OVERLAP_CHUNKS, 0, NULL}, false};
     dg_tp_seq_init(&s.seq, tp_size);
     mark_vocab(&s);
     dg_graph *g = dg_graph_new(src->name);
@@ -172,12 +202,14 @@ int dg_pass_tp_sp(const dg_graph *src, int tp_size, bool sequence_parallel, dg_g
     ro.leaf = tp_leaf;
     ro.inputs = tp_inputs;
     ro.lower = tp_lower;
+    ro.lower_opts = &s.ov;
     ro.ctx = &s;
     int st = dg_reemit(g, src, &ro, tmap, err);
     dg_free(s.keep_whole);
     dg_free(s.copy_of);
     dg_free(s.reduced_of);
     dg_tp_seq_free(&s.seq);
+    dg_free(s.ov.gathered);
     if (st != DG_OK) {
         dg_graph_free(g);
         return st;

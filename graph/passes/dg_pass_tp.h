@@ -48,9 +48,11 @@ int dg_pass_tp(const dg_graph *src, int tp_size, dg_graph **out, int *tmap, dg_e
 
 /* The same with --sequence-parallel (graph/passes/dg_tp_seq.h: activations
  * between the linears split on the sequence over tp, all-gathers before the
- * column-parallel linears and reduce-scatters after the row-parallel ones).
- * Off at tp 1, as Megatron turns it off. */
-int dg_pass_tp_sp(const dg_graph *src, int tp_size, bool sequence_parallel, dg_graph **out, int *tmap,
-                  dg_err *err);
+ * column-parallel linears and reduce-scatters after the row-parallel ones),
+ * and with it --tp-comm-overlap (those linears in chunks of the sequence,
+ * each chunk's collective beside another's GEMM). Off at tp 1, as Megatron
+ * turns SP off. */
+int dg_pass_tp_sp(const dg_graph *src, int tp_size, bool sequence_parallel, bool tp_comm_overlap, dg_graph **out,
+                  int *tmap, dg_err *err);
 
 #endif /* DG_PASS_TP_H */

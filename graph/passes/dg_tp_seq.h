@@ -68,4 +68,24 @@ bool dg_tp_seq_lowers(const dg_node *n);
  * runs on a tp slice. */
 int dg_tp_seq_params(dg_tp_seq *s, dg_graph *dst, const dg_node *n, int *in);
 
+/* --tp-comm-overlap: the linears around the SP region in chunks of the
+ * sequence, so one chunk's all-gather or reduce-scatter runs beside another
+ * chunk's GEMM (a rewrite: the scheduler overlaps what the graph lets it).
+ * The TP pass lowers such a matmul through dg_op_matmul's `lower`
+ * (ops/dg_tp_overlap.h) with this record as its options:
+ *   column parallel, input split on the sequence: chunk j of each rank's
+ *     slice is all-gathered (chunks of one input shared by q, k and v) and
+ *     multiplied; the products, rows (rank, j, i), are put back in sequence
+ *     order;
+ *   row parallel: chunk j takes rows (rank, j, i) of the whole-sequence
+ *     input, is multiplied and reduce-scattered on the sequence; the pieces
+ *     concatenate to the rank's slice, so the output is split on the
+ *     sequence (no reduce-scatter behind it). */
+#define DG_TP_OVERLAP_CHUNKS 2
+typedef struct dg_tp_overlap {
+    int tp, chunks;
+    int cap;
+    int (*gathered)[DG_TP_OVERLAP_CHUNKS]; /* [cap] per dst tensor: its chunks' all-gathers, or -1 */
+} dg_tp_overlap;
+
 #endif /* DG_TP_SEQ_H */

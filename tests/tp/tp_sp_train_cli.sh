@@ -2,7 +2,8 @@
 # `dagatron train` with sequence parallelism against the single-rank run on
 # the same global batch (issue 12, acceptance 1, SP half): TP=2 with SP,
 # TP=2 with SP and GQA (8 heads, 2 query groups), TP=2 x DP=2 with SP and
-# the distributed optimizer, and TP=2 with SP on
+# the distributed optimizer, TP=2 with SP and --tp-comm-overlap (MHA, GQA,
+# dense), and TP=2 with SP on
 # Megatron's default dense GPT (LayerNorm weights and biases and
 # row-parallel biases, replicated over tp under the sequence split: their
 # gradients all-reduced over tp; the learned position table, added before
@@ -12,7 +13,8 @@
 # bias, within 1e-8 absolute). Also (acceptance 3, SP half): the
 # activation peak the memory planner reports per rank is lower with SP than
 # without at the same TP; and --sequence-parallel with a sequence length tp
-# does not divide is one line, exit 2, as is --tp-comm-overlap (not built).
+# does not divide is one line, exit 2, as are --tp-comm-overlap without SP
+# and with a sequence that does not split into its chunks.
 set -euo pipefail
 exe=$1
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -39,28 +41,34 @@ run() {
         grep -oE "lm loss: [0-9.E+-]+|grad norm: [0-9.]+" | paste -sd' '
 }
 n_check=0
-# check NAME NP FLAGS...: the single-rank run, then TP=2 with SP on NP ranks
+# check NAME NP "PARALLEL FLAGS" FLAGS...: the single-rank run, then TP=2
+# with SP and the parallel flags on NP ranks
 check() {
-    local name=$1 np=$2
-    shift 2
+    local name=$1 np=$2 extra=$3
+    shift 3
     local want got
     want=$(run "$TMP/ref_$name" 1 "$@")
     echo "np 1 $name: $want"
     [ -n "$want" ] || fail "$name: the single-rank run logged nothing"
-    got=$(run "$TMP/sp_$name" "$np" --tensor-model-parallel-size 2 --sequence-parallel "$@")
-    echo "np $np $name --tensor-model-parallel-size 2 --sequence-parallel: $got"
+    got=$(run "$TMP/sp_$name" "$np" --tensor-model-parallel-size 2 --sequence-parallel $extra "$@")
+    echo "np $np $name --tensor-model-parallel-size 2 --sequence-parallel $extra: $got"
     [ -n "$got" ] || fail "$name: the SP run logged nothing"
     awk -v a="$got" -v b="$want" -f "$here/../common/logs_close.awk" ||
         fail "$name: TP=2 with SP differs from the single-rank run"
     "${DG_REF_PYTHON:-/usr/bin/python3}" "$here/../ep/ckpt_params_close.py" "$TMP/sp_$name" "$TMP/ref_$name" 1e-5 1e-3 ||
         fail "$name: TP=2 with SP ends with other parameters than the single-rank run"
 }
-check mha 2 "${mha[@]}"
-check gqa 2 "${gqa[@]}"
-check dense 2 "${dense[@]}"
+check mha 2 "" "${mha[@]}"
+check gqa 2 "" "${gqa[@]}"
+check dense 2 "" "${dense[@]}"
 # TP=2 x DP=2: the norm weights' gradients, all-reduced over tp, then
 # reduce-scattered over dp by the distributed optimizer
-check mha_dp 4 "${mha[@]}" --use-distributed-optimizer
+check mha_dp 4 --use-distributed-optimizer "${mha[@]}"
+# --tp-comm-overlap: the linears in chunks of the sequence, each chunk's
+# all-gather or reduce-scatter beside another chunk's GEMM
+check mha_overlap 2 --tp-comm-overlap "${mha[@]}"
+check gqa_overlap 2 --tp-comm-overlap "${gqa[@]}"
+check dense_overlap 2 --tp-comm-overlap "${dense[@]}"
 # The planned activation peak per rank (the memory planner's line), TP=2
 # with and without SP.
 peak() {
@@ -86,5 +94,7 @@ refuse() {
 }
 refuse "--sequence-parallel: --tensor-model-parallel-size 2 does not divide --seq-length 31" \
     --tensor-model-parallel-size 2 --sequence-parallel --seq-length 31
-refuse "--tp-comm-overlap is not supported yet" --tensor-model-parallel-size 2 --tp-comm-overlap
+refuse "--tp-comm-overlap needs --sequence-parallel" --tensor-model-parallel-size 2 --tp-comm-overlap
+refuse "--tp-comm-overlap: --seq-length 34 is not 2 chunks per rank of --tensor-model-parallel-size 2" \
+    --tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap --seq-length 34
 echo "OK"
