@@ -80,6 +80,47 @@ PY
 counts "SwiGLU, RMSNorm, RoPE" "${args[@]}"
 counts "LayerNorm, learned positions, dropout 0.1" "${args[@]}" --normalization LayerNorm \
     --position-embedding-type learned_absolute --hidden-dropout 0.1
+# --tp-comm-overlap: the same linears in 2 chunks of the sequence: per layer
+# 4 all-gathers and 4 reduce-scatters forward, and each chunk's GEMM has a
+# collective of its layer that neither feeds it nor waits for it (another
+# chunk's), so the scheduler can run the two side by side.
+"$exe" dump "${args[@]}" "${sp[@]}" --tp-comm-overlap --graph forward --after ep -o "$TMP/ov.json"
+"$py" - "$TMP/ov.json" 3 <<'PY' || fail "--tp-comm-overlap: chunked collectives"
+import collections, json, sys
+g, layers = json.load(open(sys.argv[1])), int(sys.argv[2])
+nodes, T = g["nodes"], g["tensors"]
+per = collections.Counter((n["layer"], n["op"]) for n in nodes if n["group"] == "tp")
+for l in range(layers):
+    if per[(l, "all_gather")] != 4 or per[(l, "reduce_scatter")] != 4 or per[(l, "all_reduce")]:
+        sys.exit(f"layer {l}: {dict(per)}; expected 4 all_gather + 4 reduce_scatter, no all_reduce")
+def reach(start, step):
+    seen, todo = set(), [start]
+    while todo:
+        for m in step(todo.pop()):
+            if m not in seen:
+                seen.add(m)
+                todo.append(m)
+    return seen
+prod = lambda i: [T[t]["producer"] for t in nodes[i]["inputs"] if T[t]["producer"] >= 0]
+cons = lambda i: [c for t in nodes[i]["outputs"] for c in T[t]["consumers"]]
+coll = [n["id"] for n in nodes if n["group"] == "tp" and n["op"] in ("all_gather", "reduce_scatter")]
+chunked = 0
+for n in nodes:
+    ins = [T[t]["producer"] for t in n["inputs"]]
+    outs = [c for t in n["outputs"] for c in T[t]["consumers"]]
+    if n["op"] != "matmul" or n["layer"] < 0:
+        continue
+    if not any(nodes[p]["op"] == "all_gather" for p in ins if p >= 0) and \
+       not any(nodes[c]["op"] == "reduce_scatter" for c in outs):
+        continue
+    chunked += 1
+    dep = reach(n["id"], prod) | reach(n["id"], cons)
+    if not any(c not in dep and nodes[c]["layer"] == n["layer"] for c in coll):
+        sys.exit(f"matmul {n['name']}: every collective of layer {n['layer']} feeds it or waits for it")
+if chunked != layers * 12:  # 2 chunks each of q, k, v, fc1 (after the gathers), proj, fc2 (before the scatters)
+    sys.exit(f"{chunked} chunked GEMMs, expected {layers * 12}")
+print(f"--tp-comm-overlap: per layer 4 all_gather + 4 reduce_scatter; {chunked} chunked GEMMs, each beside a collective")
+PY
 "$py" - "$TMP/tp1.json" <<'PY' || fail "tp 1"
 import json, sys
 if any(n["comm"] != "none" for n in json.load(open(sys.argv[1]))["nodes"]):
