@@ -28,7 +28,7 @@ static dg_graph *pass(int tp, bool sp) {
     dg_err err = {{0}};
     if (dg_model_build_forward(src, &c, &io, &err) != DG_OK) fail_msg("%s", err.msg);
     int *tmap = dg_malloc(sizeof(int) * (size_t)src->n_tensors);
-    if (dg_pass_tp_sp(src, tp, sp, &g, tmap, &err) != DG_OK) fail_msg("%s", err.msg);
+    if (dg_pass_tp_sp(src, tp, sp, false, &g, tmap, &err) != DG_OK) fail_msg("%s", err.msg);
     dg_free(tmap);
     dg_graph_free(src);
     return g;
