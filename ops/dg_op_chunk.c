@@ -98,13 +98,16 @@ static int k_concat(const dg_exec_env *e, const dg_graph *g, const dg_node *n, v
     return DG_OK;
 }
 
+/* (adjoints copy the attrs first: adding a node may move g->nodes) */
 static int adj_slice(dg_graph *g, const dg_node *n, const int *dout, int *din) {
-    din[0] = dg_add1(g, &dg_op_unslice_dim, &n->attrs, dout, 1, NULL);
+    dg_attrs a = n->attrs;
+    din[0] = dg_add1(g, &dg_op_unslice_dim, &a, dout, 1, NULL);
     return g->status;
 }
 
 static int adj_unslice(dg_graph *g, const dg_node *n, const int *dout, int *din) {
-    din[0] = dg_add1(g, &dg_op_slice_dim, &n->attrs, dout, 1, NULL);
+    dg_attrs a = n->attrs;
+    din[0] = dg_add1(g, &dg_op_slice_dim, &a, dout, 1, NULL);
     return g->status;
 }
 

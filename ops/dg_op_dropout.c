@@ -38,7 +38,8 @@ static int k_dropout(const dg_exec_env *e, const dg_graph *g, const dg_node *n, 
 
 static int adj_dropout(dg_graph *g, const dg_node *n, const int *dout, int *din) {
     int nin = n->n_in;
-    din[0] = dg_add1(g, &dg_op_dropout, &n->attrs, (int[]){dout[0], n->in[1], nin > 2 ? n->in[2] : -1}, nin, NULL);
+    dg_attrs a = n->attrs; /* adding a node may move g->nodes */
+    din[0] = dg_add1(g, &dg_op_dropout, &a, (int[]){dout[0], n->in[1], nin > 2 ? n->in[2] : -1}, nin, NULL);
     din[1] = -1;
     if (nin > 2) din[2] = -1;
     return g->status;
