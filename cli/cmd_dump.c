@@ -181,6 +181,8 @@ static int build(dg_graph **out, dump_cfg *c, dg_err *err) {
                            .autodiff = dg_ops_autodiff(), .scale = &dg_op_scale, .dp = &dpo,
                            .stop_after = stage, .step_name = c->graph, .tp_size = tp};
     po.ep = (dg_pass_ep_opts){ep, m->moe_token_dispatcher_type, DG_MAX(m->moe_a2a_overlap_chunks, 1), 0};
+    po.sequence_parallel = c->train.sequence_parallel;
+    po.tp_comm_overlap = c->train.tp_comm_overlap;
     dg_pipeline_result r;
     if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);
     dg_graph_free(logical);

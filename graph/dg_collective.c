@@ -10,7 +10,7 @@
 const char *dg_comm_name(dg_comm_kind k) {
     static const char *names[DG_COMM_COUNT] = {"none",       "all_reduce", "all_gather",
                                                "reduce_scatter", "all_to_all", "send",
-                                               "recv",       "copy_to_group"};
+                                               "recv",       "copy_to_group", "scatter_to_group"};
     return (unsigned)k < DG_COMM_COUNT ? names[k] : "?";
 }
 
@@ -220,6 +220,19 @@ static int shard_copy_to_group(const dg_graph *g, const dg_node *n, const dg_sha
     return DG_OK;
 }
 
+/* A replicated dim becomes split over the axis (the slice each rank keeps). */
+static int shard_scatter_to_group(const dg_graph *g, const dg_node *n, const dg_sharding *in,
+                                  dg_sharding *out, dg_attrs *attrs) {
+    (void)g;
+    int d = (int)attrs->i[DG_COLL_DIM];
+    out[0] = in[0];
+    if (d < 0 || d >= DG_MAX_DIMS || in[0].partial != DG_AXIS_NONE || dg_layout_dim_split(&in[0], d) ||
+        dg_axis_is_data(n->group))
+        return DG_SHARD_CANNOT;
+    out[0].split[d] = (uint8_t)n->group;
+    return DG_OK;
+}
+
 static int shard_send(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
                       dg_attrs *attrs) {
     (void)g;
@@ -345,6 +358,14 @@ static int copy_to_group_named(dg_graph *g, int x, dg_axis axis, int group_size,
     return nid < 0 ? -1 : out_like(g, nid, x)->id;
 }
 
+int dg_scatter_to_group(dg_graph *g, int x, dg_axis axis, int group_size, int dim) {
+    if (check_input(g, "scatter_to_group", x) != DG_OK) return -1;
+    dg_attrs a = coll_attrs(group_size);
+    a.i[DG_COLL_DIM] = dim;
+    int nid = coll_add(g, &dg_op_scatter_to_group, &a, x, axis, NULL);
+    return nid < 0 ? -1 : dg_N(g, nid)->out[0];
+}
+
 int dg_all_reduce(dg_graph *g, int x, dg_axis axis, int group_size) {
     return all_reduce_named(g, x, axis, group_size, NULL);
 }
@@ -410,6 +431,14 @@ static int adj_copy_to_group(dg_graph *g, const dg_node *n, const int *dout, int
     din[0] = -1;
     if (dout[0] < 0) return DG_OK;
     din[0] = all_reduce_named(g, dout[0], f.axis, f.group_size, f.name);
+    return link_out(g, din[0], &f);
+}
+
+static int adj_scatter_to_group(dg_graph *g, const dg_node *n, const int *dout, int *din) {
+    fwd_info f = fwd_of(n);
+    din[0] = -1;
+    if (dout[0] < 0) return DG_OK;
+    din[0] = all_gather_named(g, dout[0], f.axis, f.group_size, (int)f.attrs.i[DG_COLL_DIM], f.name);
     return link_out(g, din[0], &f);
 }
 
@@ -526,4 +555,12 @@ const dg_op_def dg_op_copy_to_group = {
     .stream = DG_STREAM_COMM, .comm = DG_COMM_COPY_TO_GROUP,
     .infer = infer_same, .cost = NULL, .adjoint = adj_copy_to_group,
     .shard = shard_copy_to_group,
+};
+
+const dg_op_def dg_op_scatter_to_group = {
+    .name = "scatter_to_group", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+    .iattr_names = {"group_size", "dim", NULL},
+    .stream = DG_STREAM_COMM, .comm = DG_COMM_SCATTER_TO_GROUP,
+    .infer = infer_reduce_scatter, .cost = NULL, .adjoint = adj_scatter_to_group,
+    .shard = shard_scatter_to_group,
 };

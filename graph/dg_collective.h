@@ -19,6 +19,7 @@
  *   send            group_size  peer
  *   recv            group_size  peer        dtype       ndim   shape[0..3]
  *   copy_to_group   group_size
+ *   scatter_to_group group_size dim
  *
  * `peer` is an offset within the group, not an absolute rank: this rank
  * talks to (rank_in_group + peer) mod group_size. The same graph then serves
@@ -27,6 +28,7 @@
  *
  * Adjoints (DESIGN.md):
  *   copy_to_group (identity)  -> all_reduce of the gradient
+ *   scatter_to_group(dim)     -> all_gather(dim) of the gradient
  *   all_reduce                -> identity: din = dout, no node emitted
  *   all_gather(dim)           -> reduce_scatter(dim)
  *   reduce_scatter(dim)       -> all_gather(dim)
@@ -76,6 +78,7 @@ extern const dg_op_def dg_op_all_to_all;
 extern const dg_op_def dg_op_send;
 extern const dg_op_def dg_op_recv;
 extern const dg_op_def dg_op_copy_to_group;
+extern const dg_op_def dg_op_scatter_to_group;
 
 /* "all_reduce", ...; "none" for DG_COMM_NONE. */
 const char *dg_comm_name(dg_comm_kind k);
@@ -91,6 +94,7 @@ int dg_all_reduce(dg_graph *g, int x, dg_axis axis, int group_size);
 
 /* Concatenate along dim: shape[dim] *= group_size; split[dim] cleared. */
 int dg_all_gather(dg_graph *g, int x, dg_axis axis, int group_size, int dim);
+
 
 /* Sum, then keep this rank's slice along dim: shape[dim] /= group_size
  * (must divide); split[dim] = axis, partial cleared. */
@@ -113,5 +117,12 @@ int dg_recv(dg_graph *g, dg_axis axis, int group_size, int peer, dg_dtype dtype,
 /* Identity forward (Megatron's copy_to_tensor_model_parallel_region); its
  * adjoint all-reduces the gradient. Output sharding = input sharding. */
 int dg_copy_to_group(dg_graph *g, int x, dg_axis axis, int group_size);
+
+/* Keep this rank's slice of a replicated x along dim, no traffic (Megatron's
+ * scatter_to_sequence_parallel_region: where the sequence-parallel region
+ * starts behind a replicated embedding); its adjoint all-gathers the
+ * gradient, so every rank gets the whole of it. shape[dim] /= group_size
+ * (must divide); split[dim] = axis. */
+int dg_scatter_to_group(dg_graph *g, int x, dg_axis axis, int group_size, int dim);
 
 #endif /* DG_COLLECTIVE_H */

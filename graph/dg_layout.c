@@ -42,6 +42,17 @@ bool dg_layout_has_model_axis(const dg_sharding *s, int ndim) {
     return false;
 }
 
+bool dg_layout_split_over(const dg_sharding *s, int ndim, dg_axis a) {
+    for (int d = 0; d < ndim && d < DG_MAX_DIMS; d++)
+        if (s->split[d] == a || s->split2[d] == a) return true;
+    return false;
+}
+
+bool dg_param_grad_partial(const dg_tensor *p, const dg_sharding *out, int on, dg_axis a) {
+    return p->role == DG_ROLE_PARAMETER && dg_layout_split_over(out, on, a) &&
+           !dg_layout_split_over(&p->sharding, p->ndim, a);
+}
+
 const char *dg_layout_str(const dg_sharding *s, int ndim, char *buf) {
     int o = snprintf(buf, 64, "[");
     for (int i = 0; i < ndim && i < DG_MAX_DIMS && o < 40; i++) {

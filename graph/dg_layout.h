@@ -96,6 +96,14 @@ bool dg_layout_is_replicated(const dg_sharding *s);
 bool dg_layout_dim_split(const dg_sharding *s, int d);
 /* Any dim split, or a partial sum, over a non-data axis. */
 bool dg_layout_has_model_axis(const dg_sharding *s, int ndim);
+/* Some dim of s (ndim dims) split over axis a. */
+bool dg_layout_split_over(const dg_sharding *s, int ndim, dg_axis a);
+/* Whether parameter p's gradient through a forward node whose output 0 is
+ * laid out `out` (ndim on) is a partial sum over model axis a: the node runs
+ * on a slice over a (SP: the tokens) of which p holds all. Such a gradient
+ * is all-reduced over a (the pass reads p through a copy_to_group over a),
+ * and only such a one (dg_verify_sharding.c, 'grad-group'). */
+bool dg_param_grad_partial(const dg_tensor *p, const dg_sharding *out, int on, dg_axis a);
 /* "[tp,-]", "[cp+tp,-]", "[tp/2,-]" (stride 2), "...+partial(tp)". buf: 64 bytes. */
 const char *dg_layout_str(const dg_sharding *s, int ndim, char *buf);
 

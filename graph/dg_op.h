@@ -53,6 +53,7 @@ typedef enum dg_comm_kind {
     DG_COMM_SEND,
     DG_COMM_RECV,
     DG_COMM_COPY_TO_GROUP, /* identity forward; its adjoint all-reduces */
+    DG_COMM_SCATTER_TO_GROUP, /* keep this rank's slice, no traffic; its adjoint all-gathers */
     DG_COMM_COUNT
 } dg_comm_kind;
 

@@ -108,7 +108,8 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
         for (int pass = 0; pass < 2 && st == DG_OK; pass++) { /* tp, then ep */
             dg_graph *out = NULL;
             int *next = dg_malloc(sizeof(int) * (size_t)DG_MAX(r->g->n_tensors, 1));
-            st = pass == 0 ? dg_pass_tp(r->g, DG_MAX(o->tp_size, 1), &out, next, err)
+            st = pass == 0 ? dg_pass_tp_sp(r->g, DG_MAX(o->tp_size, 1), o->sequence_parallel, o->tp_comm_overlap, &out,
+                                           next, err)
                            : dg_pass_ep(r->g, &o->ep, &out, next, err);
             if (st == DG_OK) {
                 compose(r, next);

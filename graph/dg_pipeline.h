@@ -71,6 +71,8 @@ typedef struct dg_pipeline_opts {
     const dg_optim_opts *optim;
     dg_stage stop_after;        /* DG_STAGE_OPTIMIZER: run everything */
     const char *step_name;      /* the step graph's name */
+    bool sequence_parallel;     /* --sequence-parallel (with tp_size > 1) */
+    bool tp_comm_overlap;       /* --tp-comm-overlap (with sequence_parallel) */
 } dg_pipeline_opts;
 
 typedef struct dg_pipeline_result {

@@ -9,6 +9,8 @@
 #include "dg_verify.h"
 #include "dg_verify_internal.h"
 
+static int check_param_grad_group(const dg_graph *g, const dg_node *n, const dg_sharding *want, dg_err *err);
+
 static int check_layouts(const dg_graph *g, const dg_node *n, dg_err *err) {
     dg_sharding want[DG_MAX_OUTPUTS];
     char a[64], b[64];
@@ -38,6 +40,35 @@ static int check_layouts(const dg_graph *g, const dg_node *n, dg_err *err) {
                                        "from its inputs",
                                        j, t->name, dg_layout_str(&t->sharding, t->ndim, a),
                                        dg_layout_str(&want[j], t->ndim, b));
+    }
+    return check_param_grad_group(g, n, want, err);
+}
+
+/* A parameter replicated over tp whose forward reader runs on a tp slice
+ * (SP: a norm, a row-parallel bias, the router on the local tokens) gets a
+ * gradient summed over this rank's tokens only: it must come through a
+ * copy_to_group over tp, whose adjoint all-reduces it over the group that
+ * replicates it; and only such a one, else the reduction adds tp copies of
+ * a whole gradient. `want`: n's outputs' layouts by its rule. */
+static int check_param_grad_group(const dg_graph *g, const dg_node *n, const dg_sharding *want, dg_err *err) {
+    if (n->op->comm != DG_COMM_NONE || n->n_out < 1) return DG_OK;
+    const dg_tensor *o = &g->tensors[n->out[0]];
+    for (int k = 0; k < n->n_in; k++) {
+        const dg_tensor *x = &g->tensors[n->in[k]];
+        if (dg_param_grad_partial(x, &want[0], o->ndim, DG_AXIS_TP))
+            return dg_verify_node_fail(err, n, "grad-group",
+                                       "it runs on a tp slice (output %s) but reads parameter '%s', replicated "
+                                       "over tp, directly: its gradient is never all-reduced over tp (a "
+                                       "copy_to_group is missing)",
+                                       o->name, x->name);
+        const dg_node *c = x->producer >= 0 ? &g->nodes[x->producer] : NULL;
+        if (!c || c->op->comm != DG_COMM_COPY_TO_GROUP || c->group != DG_AXIS_TP) continue;
+        const dg_tensor *p = &g->tensors[c->in[0]];
+        if (p->role == DG_ROLE_PARAMETER && !dg_param_grad_partial(p, &want[0], o->ndim, DG_AXIS_TP))
+            return dg_verify_node_fail(err, n, "grad-group",
+                                       "parameter '%s' reaches it through a copy_to_group over tp, but every tp "
+                                       "rank computes all of its gradient here: the all-reduce adds %d copies",
+                                       p->name, (int)c->attrs.i[0]);
     }
     return DG_OK;
 }

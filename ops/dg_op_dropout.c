@@ -8,6 +8,7 @@
 static int infer_dropout(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
     DG_INFER_DTYPE(g, n, 0, DG_F32, err);
     DG_INFER_DTYPE(g, n, 1, DG_I32, err);
+    if (n->n_in > 2) DG_INFER_DTYPE(g, n, 2, DG_I32, err);
     const dg_tensor *x = DG_IN(g, n, 0), *k = DG_IN(g, n, 1);
     char s[64];
     if (x->ndim < 1 || dg_tensor_numel(k) != 4)
@@ -28,15 +29,19 @@ static void cost_dropout(const dg_graph *g, const dg_node *n, dg_cost *c) {
 static int k_dropout(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
                      void *const *out) {
     const dg_tensor *x = DG_IN(g, n, 0);
-    int64_t B = x->shape[0];
-    dg_cpu_dropout(e->team, in[0], out[0], in[1], n->attrs.i[0], n->attrs.f[0], B,
-                   dg_tensor_numel(x) / (B > 0 ? B : 1));
+    int64_t B = x->shape[0], per = dg_tensor_numel(x) / (B > 0 ? B : 1);
+    /* with the coordinate: x is this rank's run of each sample (dim 1 split) */
+    int64_t off = n->n_in > 2 ? (int64_t)*(const int32_t *)in[2] * per : 0;
+    dg_cpu_dropout_at(e->team, in[0], out[0], in[1], n->attrs.i[0], n->attrs.f[0], B, per, off);
     return DG_OK;
 }
 
 static int adj_dropout(dg_graph *g, const dg_node *n, const int *dout, int *din) {
-    din[0] = dg_add1(g, &dg_op_dropout, &n->attrs, (int[]){dout[0], n->in[1]}, 2, NULL);
+    int nin = n->n_in;
+    dg_attrs a = n->attrs; /* adding a node may move g->nodes */
+    din[0] = dg_add1(g, &dg_op_dropout, &a, (int[]){dout[0], n->in[1], nin > 2 ? n->in[2] : -1}, nin, NULL);
     din[1] = -1;
+    if (nin > 2) din[2] = -1;
     return g->status;
 }
 
@@ -45,15 +50,38 @@ static int shard_dropout(const dg_graph *g, const dg_node *n, const dg_sharding 
     (void)g;
     (void)n;
     (void)attrs;
-    if (in[0].partial != DG_AXIS_NONE || dg_layout_dim_split(&in[0], 0) || !dg_layout_is_replicated(&in[1]))
-        return DG_SHARD_CANNOT;
+    /* the mask hashes each element's index within its whole sample: a
+     * slice of the sample draws the right mask only when the kernel knows
+     * where the slice starts, from the coordinate of the axis that splits
+     * dim 1 (input 2, attr axis) */
+    for (int k = 1; k < n->n_in; k++)
+        if (!dg_layout_is_replicated(&in[k])) return DG_SHARD_CANNOT;
+    int nd = g->tensors[n->in[0]].ndim;
+    dg_sharding rest = in[0];
+    if (n->n_in > 2 && nd > 1 && rest.split[1] == attrs->i[1] && rest.split2[1] == DG_AXIS_NONE) rest.split[1] = 0;
+    if (!dg_layout_is_replicated(&rest)) return DG_SHARD_CANNOT;
     out[0] = in[0];
     return DG_OK;
 }
 
+/* A pass that splits x's dim 1 (SP) lowers dropout to the form with the
+ * splitting axis' coordinate; otherwise a copy. */
+static int lower_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+                         const void *opts, dg_err *err) {
+    (void)src;
+    (void)opts;
+    (void)err;
+    const dg_tensor *x = &g->tensors[in[0]];
+    dg_axis a = x->ndim > 1 && x->sharding.split2[1] == DG_AXIS_NONE ? (dg_axis)x->sharding.split[1] : DG_AXIS_NONE;
+    out[0] = a == DG_AXIS_NONE ? dg_add1(g, &dg_op_dropout, &n->attrs, in, 2, n->name)
+                               : dg_dropout_slice(g, in[0], in[1], dg_mesh_coord_input(g, a), a, n->attrs.f[0],
+                                                  (int)n->attrs.i[0]);
+    return g->status;
+}
+
 const dg_op_def dg_op_dropout = {
-    .name = "dropout", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .iattr_names = {"site"}, .fattr_names = {"p"},
+    .name = "dropout", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1,
+    .iattr_names = {"site", "axis"}, .fattr_names = {"p"}, .lower = lower_dropout,
     .infer = infer_dropout, .cost = cost_dropout, .adjoint = adj_dropout, .kernel = {k_dropout},
     .shard = shard_dropout,
 };
@@ -63,4 +91,12 @@ int dg_dropout(dg_graph *g, int x, int key, double p, int site) {
     a.f[0] = p;
     a.i[0] = site;
     return dg_add1(g, &dg_op_dropout, &a, (int[]){x, key}, 2, NULL);
+}
+
+int dg_dropout_slice(dg_graph *g, int x, int key, int coord, dg_axis axis, double p, int site) {
+    dg_attrs a = dg_attrs_zero();
+    a.f[0] = p;
+    a.i[0] = site;
+    a.i[1] = axis;
+    return dg_add1(g, &dg_op_dropout, &a, (int[]){x, key, coord}, 3, NULL);
 }

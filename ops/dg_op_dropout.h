@@ -6,12 +6,19 @@
  *       masks). Dim 0 is the sample; key is the graph's "rng_key" input.
  * Backward: dropout(dy, key) with the same attrs: the mask is recomputed,
  * not stored, so recomputation and backward see the forward's mask.
- * Sharding: x any layout but a partial sum or a split of dim 0 (the
- * sample index would shift), key replicated.
+ *   dropout(x, key, coord i32 [1]) with attrs i[1] = axis: x is this
+ *       rank's slice of dim 1 (SP's sequence split over axis) and coord the
+ *       rank's coordinate on that axis (the graph's "<axis>_rank" input):
+ *       its elements draw the whole sample's mask at their own places.
+ * Sharding: no split but the coordinate form's dim 1 over its axis (any
+ * other split would shift the sample or element index the mask hashes);
+ * key and coord replicated. A pass that splits dim 1 lowers dropout to the
+ * coordinate form (dg_op_def.lower).
  */
 #ifndef DG_OP_DROPOUT_H
 #define DG_OP_DROPOUT_H
 #include "dg_op.h"
 extern const dg_op_def dg_op_dropout;
 int dg_dropout(dg_graph *g, int x, int key, double p, int site);
+int dg_dropout_slice(dg_graph *g, int x, int key, int coord, dg_axis axis, double p, int site);
 #endif /* DG_OP_DROPOUT_H */

@@ -269,6 +269,15 @@ int dg_comm_run_node(dg_comm *c, const dg_graph *g, const dg_node *n, void *cons
     case DG_COMM_COPY_TO_GROUP:
         memmove(out[0], in[0], dg_tensor_bytes(ti));
         return DG_OK;
+    case DG_COMM_SCATTER_TO_GROUP: { /* this rank's slice of each [.., dim, ..] row */
+        int64_t outer, inner;
+        around(to, (int)n->attrs.i[DG_COLL_DIM], &outer, &inner);
+        size_t row = (size_t)(dg_tensor_numel(to) / DG_MAX(outer, 1)) * es;
+        for (int64_t o = 0; o < outer; o++)
+            memcpy((char *)out[0] + (size_t)o * row, (const char *)in[0] + ((size_t)o * (size_t)size + (size_t)c->rank) * row,
+                   row);
+        return DG_OK;
+    }
     case DG_COMM_ALL_REDUCE:
         st = c->ops->all_reduce(c, in[0], out[0], dg_tensor_numel(ti), dt, &req, err);
         break;

@@ -7,6 +7,7 @@
 #include "dg_comm_emulate.h"
 #include "dg_ep.h"
 #include "dg_tokenizer.h"
+#include "dg_tp_seq.h"
 
 #define M(f) offsetof(dg_train_config, model.f)
 #define T(f) offsetof(dg_train_config, f)
@@ -79,6 +80,8 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--data-cache-path", DG_ARG_STRING, T(data_cache_path), "where built datasets and indices go", NR, NULL},
     /* parallelism */
     {"--tensor-model-parallel-size", DG_ARG_INT, T(tensor_model_parallel_size), "TP ranks", 1, 1 << 16, NULL},
+    {"--sequence-parallel", DG_ARG_FLAG, T(sequence_parallel), "split the activations between the linears on the sequence over tp", NR, NULL},
+    {"--tp-comm-overlap", DG_ARG_FLAG, T(tp_comm_overlap), "overlap TP communication with GEMMs: the linears in chunks of the sequence (with --sequence-parallel)", NR, NULL},
     {"--context-parallel-size", DG_ARG_INT, T(context_parallel_size), "CP ranks", 1, 1 << 16, NULL},
     {"--expert-model-parallel-size", DG_ARG_INT, T(expert_model_parallel_size), "EP ranks", 1, 1 << 16, NULL},
     {"--moe-token-dispatcher-type", DG_ARG_CHOICE, T(moe_token_dispatcher_type), "how tokens reach the EP ranks' experts", NR, "alltoall|allgather"},
@@ -208,7 +211,19 @@ int dg_train_config_check_tp(const dg_train_config *c, dg_err *err) {
     const dg_model_config *m = &c->model;
     int tp = c->tensor_model_parallel_size;
     int groups = c->group_query_attention && m->num_query_groups > 0 ? m->num_query_groups : m->num_attention_heads;
+    if (c->tp_comm_overlap && (tp <= 1 || !c->sequence_parallel))
+        return dg_err_set(err, DG_EINPUT, "--tp-comm-overlap needs --sequence-parallel and "
+                                          "--tensor-model-parallel-size > 1 (got %d%s)",
+                          tp, c->sequence_parallel ? "" : ", no --sequence-parallel");
     if (tp <= 1) return DG_OK;
+    if (c->sequence_parallel && m->seq_length % tp != 0)
+        return dg_err_set(err, DG_EINPUT, "--sequence-parallel: --tensor-model-parallel-size %d does not divide "
+                                          "--seq-length %lld",
+                          tp, (long long)m->seq_length);
+    if (c->tp_comm_overlap && m->seq_length % (tp * DG_TP_OVERLAP_CHUNKS) != 0)
+        return dg_err_set(err, DG_EINPUT, "--tp-comm-overlap: --seq-length %d is not %d chunks per rank of "
+                                          "--tensor-model-parallel-size %d",
+                          m->seq_length, DG_TP_OVERLAP_CHUNKS, tp);
     if (m->num_attention_heads % tp != 0)
         return dg_err_set(err, DG_EINPUT, "--tensor-model-parallel-size %d does not divide --num-attention-heads %d",
                           tp, m->num_attention_heads);

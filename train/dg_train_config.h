@@ -86,6 +86,9 @@ typedef struct dg_train_config {
     /* derived by dg_train_config_finish (dp_size set by the trainer from the grid first) */
     int dp_size;          /* data shards: Megatron's data-parallel size (EP x DP ranks) */
     int num_microbatches; /* global batch / (micro batch x dp) */
+
+    int sequence_parallel; /* --sequence-parallel (off at tp 1, as in Megatron) */
+    int tp_comm_overlap;   /* --tp-comm-overlap (with --sequence-parallel) */
 } dg_train_config;
 
 void dg_train_config_defaults(dg_train_config *c);

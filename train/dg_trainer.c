@@ -166,6 +166,8 @@ static int setup(trainer *t, dg_err *err) {
                            .scale = &dg_op_scale, .dp = &dpo, .optim = &oo,
                            .stop_after = DG_STAGE_OPTIMIZER, .step_name = "train_step",
                            .tp_size = c->tensor_model_parallel_size};
+    po.sequence_parallel = c->sequence_parallel;
+    po.tp_comm_overlap = c->tp_comm_overlap;
     po.ep = (dg_pass_ep_opts){DG_MAX(c->model.expert_model_parallel_size, 1),
                               c->model.moe_token_dispatcher_type,
                               DG_MAX(c->model.moe_a2a_overlap_chunks, 1), 0};
@@ -221,7 +223,7 @@ static int setup(trainer *t, dg_err *err) {
     for (int i = 0; i < t->g->n_tensors; i++) {
         dg_axis a = dg_mesh_coord_axis(&t->g->tensors[i]);
         if (a == DG_AXIS_EP) *(int32_t *)t->ptrs[i] = t->grid ? t->grid->coord.ep : 0;
-        if (a == DG_AXIS_TP) *(int32_t *)t->ptrs[i] = t->grid ? t->grid->coord.tp : 0; /* vocab slices */
+        if (a == DG_AXIS_TP) *(int32_t *)t->ptrs[i] = t->grid ? t->grid->coord.tp : 0; /* vocab slices, SP's dropout */
     }
 
     t->params = dg_malloc(sizeof(int) * (size_t)t->g->n_tensors);

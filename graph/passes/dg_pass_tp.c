@@ -6,12 +6,18 @@
 #include "dg_collective.h"
 #include "dg_layout.h"
 #include "dg_reemit.h"
+#include "dg_tp_seq.h"
 
 typedef struct tp_pass {
     int tp;
     const dg_graph *src;
     int *copy_of, *reduced_of;  /* [cap] per dst tensor: its copy_to_group / all_reduce, or -1 */
     int cap;
+    bool sp;        /* --sequence-parallel (dg_tp_seq.h) */
+    dg_tp_seq seq;
+    bool overlap;   /* --tp-comm-overlap: chunked linears (dg_tp_seq.h) */
+    dg_tp_overlap ov;
+    bool lower_next; /* fit_inputs chose to lower the node it fitted */
 } tp_pass;
 
 static int is_op(const dg_node *n, const char *name) { return !strcmp(n->op->name, name); }
@@ -19,12 +25,6 @@ static int is_op(const dg_node *n, const char *name) { return !strcmp(n->op->nam
 /* The vocabulary's ops: their `lower` (ops/dg_op_vocab.h) makes a table or
  * logits split on the vocabulary vocab-parallel, and copies them otherwise. */
 static int is_vocab_op(const dg_node *n) { return is_op(n, "embedding") || is_op(n, "softmax_xent"); }
-
-static int tp_lower(const dg_graph *src, const dg_node *n, void *ctx) {
-    (void)src;
-    const tp_pass *s = ctx;
-    return s->tp > 1 && is_vocab_op(n);
-}
 
 /* Parameters placed over tp: this rank's shard. */
 static int tp_leaf(dg_graph *dst, const dg_graph *src, int t, void *ctx) {
@@ -83,14 +83,56 @@ static int column_parallel(const dg_graph *dst, const dg_node *n, const int *in)
     return w->split[nd] == DG_AXIS_TP && x->partial == DG_AXIS_NONE && !dg_layout_dim_split(x, xn - 1);
 }
 
+/* x is an all-gather over tp: its adjoint reduce-scatters the gradient, so a
+ * column-parallel linear behind it needs no copy_to_group (SP). */
+static int gathered_over_tp(const dg_graph *dst, int x) {
+    int p = dst->tensors[x].producer;
+    return p >= 0 && dst->nodes[p].op == &dg_op_all_gather && dst->nodes[p].group == DG_AXIS_TP;
+}
+
+/* Under SP, a linear that needs the whole sequence: its weight split over
+ * tp (column parallel, the output layer's vocabulary included). */
+static bool whole_linear(const dg_graph *dst, const dg_node *n, const int *in) {
+    if (!is_op(n, "matmul") || n->n_in < 2) return false;
+    const dg_tensor *w = &dst->tensors[in[1]];
+    return dg_layout_split_over(&w->sharding, w->ndim, DG_AXIS_TP);
+}
+
+/* Under --tp-comm-overlap, a linear the pass lowers in chunks: column
+ * parallel with its input split on the sequence (instead of gathering it),
+ * or row parallel (the reduce-scatter behind it moves into the chunks);
+ * the local sequence must split into the chunks. Marks it for tp_lower. */
+static bool chunked_linear(tp_pass *s, const dg_graph *dst, const dg_node *n, const int *in) {
+    if (!is_op(n, "matmul") || n->attrs.i[0] || dst->tensors[in[0]].ndim != 3) return false;
+    const dg_tensor *x = &dst->tensors[in[0]], *w = &dst->tensors[in[1]];
+    int64_t L = x->shape[1], C = s->ov.chunks;
+    bool col = x->sharding.split[1] == DG_AXIS_TP && x->sharding.split2[1] == DG_AXIS_NONE && L % C == 0 &&
+               w->ndim == 2 && w->sharding.split[n->attrs.i[1] ? 0 : 1] == DG_AXIS_TP;
+    bool row = x->sharding.split[2] == DG_AXIS_TP && x->sharding.partial == DG_AXIS_NONE &&
+               L % ((int64_t)s->tp * C) == 0 && rule_takes(dst, n, in);
+    if (!col && !row) return false;
+    if (dst->n_tensors > s->ov.cap) {
+        int cap = DG_MAX(2 * s->ov.cap, dst->n_tensors + 64);
+        s->ov.gathered = dg_realloc(s->ov.gathered, sizeof *s->ov.gathered * (size_t)cap);
+        for (int i = s->ov.cap; i < cap; i++)
+            for (int j = 0; j < DG_TP_OVERLAP_CHUNKS; j++) s->ov.gathered[i][j] = -1;
+        s->ov.cap = cap;
+    }
+    return s->lower_next = true;
+}
+
 /* Make each input's layout one n's rule takes (dg_pass_tp.h, 2). */
-static int tp_inputs(dg_graph *dst, const dg_node *n, int *in, void *ctx) {
-    tp_pass *s = ctx;
-    if (s->tp <= 1 || n->group != DG_AXIS_NONE) return DG_OK;
+static int fit_inputs(dg_graph *dst, const dg_node *n, int *in, tp_pass *s) {
     /* vocab-parallel cross entropy: its lowering takes the split logits */
     if (is_op(n, "softmax_xent") && dg_layout_dim_split(&dst->tensors[in[0]].sharding, dst->tensors[in[0]].ndim - 1))
         return DG_OK;
-    if (column_parallel(dst, n, in)) {
+    if (s->overlap && chunked_linear(s, dst, n, in)) return DG_OK; /* its lowering gathers or scatters */
+    if (s->sp) {
+        DG_TRY(dg_tp_seq_inputs(&s->seq, dst, n, in, whole_linear(dst, n, in)));
+        const dg_sharding *x = &dst->tensors[in[0]].sharding;
+        if (dg_tp_seq_lowers(n) && x->split[DG_TP_SEQ_DIM] == DG_AXIS_TP) return DG_OK; /* tp_lower's */
+    }
+    if (column_parallel(dst, n, in) && !gathered_over_tp(dst, in[0])) {
         grow(s, dst->n_tensors);
         if (s->copy_of[in[0]] < 0) s->copy_of[in[0]] = dg_copy_to_group(dst, in[0], DG_AXIS_TP, s->tp);
         if ((in[0] = s->copy_of[in[0]]) < 0) return dst->status;
@@ -115,11 +157,37 @@ static int tp_inputs(dg_graph *dst, const dg_node *n, int *in, void *ctx) {
     return dg_graph_fail(dst, "tp: no collective makes the inputs' layouts fit the rule of %s", n->op->name);
 }
 
+/* The nodes the pass lowers: the vocabulary's ops (vocab parallel), under
+ * SP dropout (its form with the tp coordinate, dg_tp_seq.h), and under
+ * --tp-comm-overlap the chunked linears fit_inputs chose. */
+static int tp_lower(const dg_graph *src, const dg_node *n, void *ctx) {
+    (void)src;
+    tp_pass *s = ctx;
+    bool chunked = s->lower_next;
+    s->lower_next = false;
+    return chunked || (s->tp > 1 && is_vocab_op(n)) || (s->sp && dg_tp_seq_lowers(n));
+}
+
+static int tp_inputs(dg_graph *dst, const dg_node *n, int *in, void *ctx) {
+    tp_pass *s = ctx;
+    if (s->tp <= 1 || n->group != DG_AXIS_NONE) return DG_OK;
+    DG_TRY(fit_inputs(dst, n, in, s));
+    return s->sp ? dg_tp_seq_params(&s->seq, dst, n, in) : DG_OK;
+}
+
 int dg_pass_tp(const dg_graph *src, int tp_size, dg_graph **out, int *tmap, dg_err *err) {
+    return dg_pass_tp_sp(src, tp_size, false, false, out, tmap, err);
+}
+
+int dg_pass_tp_sp(const dg_graph *src, int tp_size, bool sequence_parallel, bool tp_comm_overlap, dg_graph **out,
+                  int *tmap, dg_err *err) {
     *out = NULL;
     if (tp_size < 1)
         return dg_err_set(err, DG_EINPUT, "--tensor-model-parallel-size: expected >= 1, got %d", tp_size);
-    tp_pass s = {tp_size, src, NULL, NULL, 0};
+    tp_pass s = {tp_size, src, NULL, NULL, 0,
+                 sequence_parallel && tp_size > 1, {0}, sequence_parallel && tp_comm_overlap && tp_size > 1,
+                 {tp_size, DG_TP_OVERLAP_CHUNKS, 0, NULL}, false};
+    dg_tp_seq_init(&s.seq, tp_size);
     dg_graph *g = dg_graph_new(src->name);
     memcpy(g->mesh, src->mesh, sizeof g->mesh);
     g->mesh[DG_AXIS_TP] = tp_size;
@@ -127,10 +195,13 @@ int dg_pass_tp(const dg_graph *src, int tp_size, dg_graph **out, int *tmap, dg_e
     ro.leaf = tp_leaf;
     ro.inputs = tp_inputs;
     ro.lower = tp_lower;
+    ro.lower_opts = &s.ov;
     ro.ctx = &s;
     int st = dg_reemit(g, src, &ro, tmap, err);
     dg_free(s.copy_of);
     dg_free(s.reduced_of);
+    dg_tp_seq_free(&s.seq);
+    dg_free(s.ov.gathered);
     if (st != DG_OK) {
         dg_graph_free(g);
         return st;

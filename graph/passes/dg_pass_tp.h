@@ -1,4 +1,4 @@
-/* dg_pass_tp.h — tensor parallelism (Megatron's TP, without SP) as a graph
+/* dg_pass_tp.h — tensor parallelism (Megatron's TP, and SP) as a graph
  * pass.
  *
  * The model builder places each weight over tp (dg_tensor.place): column-
@@ -34,10 +34,18 @@
  * The vocabulary must divide by tp: the trainer pads it to a multiple of
  * --make-vocab-size-divisible-by x tp, as Megatron does.
  *
+ * With --sequence-parallel (dg_pass_tp_sp) the activations between the
+ * linears are split on the sequence over tp instead of replicated
+ * (dg_tp_seq.h): all-gathers and reduce-scatters replace the copies and
+ * all-reduces, and the parameters replicated over tp under the split read
+ * through a copy_to_group, so their gradients are all-reduced over tp.
+ *
  * With tp = 1 the pass copies the graph as it is.
  */
 #ifndef DG_PASS_TP_H
 #define DG_PASS_TP_H
+
+#include <stdbool.h>
 
 #include "dg_graph.h"
 
@@ -46,5 +54,14 @@
  * Returns DG_OK, or DG_EINPUT naming the parameter whose placed dim tp does
  * not divide or the node no collective can fix. */
 int dg_pass_tp(const dg_graph *src, int tp_size, dg_graph **out, int *tmap, dg_err *err);
+
+/* The same with --sequence-parallel (graph/passes/dg_tp_seq.h: activations
+ * between the linears split on the sequence over tp, all-gathers before the
+ * column-parallel linears and reduce-scatters after the row-parallel ones),
+ * and with it --tp-comm-overlap (those linears in chunks of the sequence,
+ * each chunk's collective beside another's GEMM). Off at tp 1, as Megatron
+ * turns SP off. */
+int dg_pass_tp_sp(const dg_graph *src, int tp_size, bool sequence_parallel, bool tp_comm_overlap, dg_graph **out,
+                  int *tmap, dg_err *err);
 
 #endif /* DG_PASS_TP_H */

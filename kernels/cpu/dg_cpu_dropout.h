@@ -23,4 +23,11 @@
 void dg_cpu_dropout(const dg_team *team, const float *x, float *y, const int32_t *key, int64_t salt,
                     double p, int64_t samples, int64_t per_sample);
 
+/* The same over a slice of each sample: x's row r holds elements
+ * elem_offset .. elem_offset + per_sample - 1 of sample r (SP's sequence
+ * split: a rank's tokens are one run of each sample), which draw the
+ * whole sample's mask there. */
+void dg_cpu_dropout_at(const dg_team *team, const float *x, float *y, const int32_t *key, int64_t salt,
+                       double p, int64_t samples, int64_t per_sample, int64_t elem_offset);
+
 #endif /* DG_CPU_DROPOUT_H */

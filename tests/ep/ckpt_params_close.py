@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""ckpt_params_close.py A B [rtol] — the model parameters of two dagatron
-checkpoints (their latest iterations) agree: for every parameter tensor,
-||a - b|| <= rtol * ||b|| in the L2 norm (default 1e-5), the measure the DP
-equivalence tests (tests/dist) use. Optimizer moments are not
+"""ckpt_params_close.py A B [rtol [atol]] — the model parameters of two
+dagatron checkpoints (their latest iterations) agree: for every parameter
+tensor, ||a - b|| <= rtol * max(||b||, atol) in the L2 norm (default rtol
+1e-5, atol 0), the measure the DP equivalence tests (tests/dist) use; atol
+lets a tensor that is zero in exact arithmetic (a key bias: its gradient
+cancels, so Adam steers it by rounding noise) be compared absolutely. Optimizer moments are not
 compared. Exits 1 on a mismatch or a missing tensor."""
 import json
 import os
@@ -26,6 +28,7 @@ def load(d):
 
 def main():
     rtol = float(sys.argv[3]) if len(sys.argv) > 3 else 1e-5
+    atol = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
     ia, a = load(sys.argv[1])
     ib, b = load(sys.argv[2])
     bad = 0 if ia == ib and set(a) == set(b) else 1
@@ -33,7 +36,7 @@ def main():
         print("FAIL: iterations %d vs %d or tensor names differ" % (ia, ib))
     worst = 0.0
     for n in sorted(set(a) & set(b)):
-        scale = max(float(np.linalg.norm(b[n].astype(np.float64))), 1e-30)
+        scale = max(float(np.linalg.norm(b[n].astype(np.float64))), atol, 1e-30)
         rel = float(np.linalg.norm((a[n] - b[n]).astype(np.float64))) / scale
         worst = max(worst, rel)
         if rel > rtol:
