@@ -64,10 +64,11 @@ static int memo(dg_graph *dst, int *slot, int x, const dg_op_def *op, int tp) {
     if (*slot >= 0) return *slot;
     if (op == &dg_op_reduce_scatter) *slot = dg_reduce_scatter(dst, x, DG_AXIS_TP, tp, DG_TP_SEQ_DIM);
     else *slot = dg_scatter_to_group(dst, x, DG_AXIS_TP, tp, DG_TP_SEQ_DIM);
-    /* the scatter opens the SP region behind the embedding: its layer, not
-     * the first reader's */
+    /* the collective belongs to its input's layer, not the first reader's:
+     * behind the embedding (a scatter, or the vocab-parallel lookup's
+     * reduce-scatter) it opens the SP region outside the layers */
     int p = *slot >= 0 ? dst->tensors[*slot].producer : -1, q = dst->tensors[x].producer;
-    if (p >= 0 && q >= 0 && op == &dg_op_scatter_to_group) dst->nodes[p].layer = dst->nodes[q].layer;
+    if (p >= 0 && q >= 0) dst->nodes[p].layer = dst->nodes[q].layer;
     return *slot;
 }
 

@@ -21,7 +21,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 here=$(dirname "$0")
 ARCH=($(cat "$here/../common/moe_arch.flags"))
 common=(--mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --seq-length 32 --micro-batch-size 2
-        --global-batch-size 8 --num-experts 0 --train-iters 5 --lr 1e-3 --log-interval 1 --lr-decay-style constant)
+        --global-batch-size 8 --num-experts 0 --train-iters 5 --lr 1e-3 --log-interval 1 --lr-decay-style constant
+        --make-vocab-size-divisible-by 32)
 mha=("${ARCH[@]}" --num-experts 0 --num-attention-heads 4)
 gqa=("${ARCH[@]}" --num-experts 0 --num-attention-heads 8 --group-query-attention --num-query-groups 2)
 # Megatron's defaults (GeLU, LayerNorm, learned positions, biases) with
