@@ -30,7 +30,11 @@
  *                    an edge agree)
  *   grad-group       a gradient bucket's collective runs over the group that
  *                    replicates its parameters: edp for expert parameters
- *                    (a dim split over ep), dp for the rest
+ *                    (a dim split over ep), dp for the rest; and its group
+ *                    size is the number of ranks that hold each parameter
+ *                    and compute different summands of its gradient
+ *                    (dg_param_replica_size: an expert weight whole over
+ *                    tp, ETP 1, counts the tp ranks too)
  *
  * Every message names the node by id and name, its op and the rule, e.g.
  *   node 7 'attn_out' (op matmul): rule 'shape' broken: output 0 is [4,64], op infers [4,32]

@@ -6,8 +6,8 @@
 # (the logits are never gathered); in the step graph each copy_to_group's
 # adjoint is one more all-reduce over tp in backward, and the forward's
 # all-reduces have none. Also: a size that does not divide the heads or the
-# query groups is one line naming both values, exit 2, before any work; TP
-# with experts is refused in one line.
+# query groups is one line naming both values, exit 2, before any work (TP
+# with experts: tests/etp).
 set -euo pipefail
 exe=$1
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -58,6 +58,4 @@ refuse "--tensor-model-parallel-size 3 does not divide --num-attention-heads 8" 
     --tensor-model-parallel-size 3
 refuse "--tensor-model-parallel-size 4 does not divide --num-query-groups 2" "${base[@]}" --num-attention-heads 8 \
     --group-query-attention --num-query-groups 2 --tensor-model-parallel-size 4
-refuse "expert tensor parallelism is not supported" "${base[@]}" --num-attention-heads 4 --num-experts 4 \
-    --tensor-model-parallel-size 2
 echo "OK"
