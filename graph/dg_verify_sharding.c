@@ -58,7 +58,7 @@ static int check_grads_into(const dg_graph *g, const dg_node *c, int t, const in
         /* and exactly the ranks that hold it: an expert weight whole over
          * tp (ETP 1) needs the tp ranks in its group, a tp-split one not */
         int have = (int)c->attrs.i[DG_COLL_GROUP_SIZE], need = dg_param_replica_size(g, &g->tensors[p]);
-        if (have != need)
+        if (need > 0 && have != need)
             return dg_verify_node_fail(err, c, "grad-group",
                                        "it reduces the gradient of '%s' over %d %s ranks, but %d ranks hold "
                                        "that parameter and compute different summands of its gradient",
@@ -89,11 +89,12 @@ int dg_verify_sharding_order(const dg_graph *g, const int *order, dg_err *err) {
      * even where no collective reduces it (a group of one). */
     for (int t = 0; t < g->n_tensors && st == DG_OK && g->mesh[DG_AXIS_EDP] > 0; t++) {
         const dg_tensor *p = &g->tensors[t];
-        if (!dg_param_is_expert(p) || dg_param_replica_size(g, p) == g->mesh[DG_AXIS_EDP]) continue;
+        int need = dg_param_replica_size(g, p);
+        if (!dg_param_is_expert(p) || need <= 0 || need == g->mesh[DG_AXIS_EDP]) continue;
         st = dg_err_set(err, DG_EINTERNAL,
                         "tensor %d '%s': rule 'grad-group' broken: %d ranks hold this expert weight and compute "
                         "different summands of its gradient, but the edp group has %d",
-                        t, p->name, dg_param_replica_size(g, p), g->mesh[DG_AXIS_EDP]);
+                        t, p->name, need, g->mesh[DG_AXIS_EDP]);
     }
     for (int i = 0; i < g->n_nodes && st == DG_OK; i++) {
         const dg_node *c = &g->nodes[i];
