@@ -41,6 +41,12 @@
  *   EP         our EP axis in both cases: ETP x EP x expert-DP = TP x CP x
  *              EP x DP, the world of a pipeline stage.
  * Other values (1 < ETP != TP) are refused (dg_grid_sizes_check).
+ * Sizes match Megatron's (its data-parallel size world / (TP CP PP) is our
+ * EP x DP; its expert-DP world / (ETP EP PP) is ours above); which ranks
+ * form a group differs: Megatron orders the expert grid etp, ep, edp from
+ * the fastest, so at ETP 1 its EP groups are made of tp neighbours, while
+ * ours are always data-parallel peers (EP carved out of DP), whatever ETP.
+ * The numbers do not depend on it, only which links each collective uses.
  * E.g. TP 2 x EP 2 on 4 ranks (rank = tp + 2 ep): tp groups {0,1} {2,3},
  * ep groups {0,2} {1,3}, two data shards (ep); ETP 2: rank r holds expert
  * rows ep*E/2.. and half of each expert's F, edp groups {r} alone; ETP 1:
