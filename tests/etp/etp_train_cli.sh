@@ -9,7 +9,14 @@
 # then reduce over tp x dp (sched/dg_grid.h). Also TP=2 alone with each ETP,
 # the allgather dispatcher under ETP=1, and TP=2 x DP=2 with ETP=1 and the
 # distributed optimizer (whose gradient norm must not take edp x ep for the
-# data-parallel group when edp spans tp).
+# data-parallel group when edp spans tp). And a TP=2 x EP=2, ETP=2 run
+# resumed from the single-rank checkpoint (each rank takes its ep x tp
+# slice of each expert) continues as the single rank does.
+# --adam-eps 1e-6 (Megatron's default is 1e-8): a few gradient elements are
+# zero in exact arithmetic and rounding noise of a few 1e-9 there, which
+# differs with the summation order of any layout, becomes a full-size Adam
+# step at eps 1e-8 (seen: one element of a [64, 64] weight, 1.06e-5
+# relative L2 at TP=2); 1e-6 keeps the comparison about the layout's math.
 set -euo pipefail
 exe=$1
 ARCH=($(cat "$(dirname "$0")/../common/moe_arch.flags")) # the MoE architecture these tests were written for
@@ -30,4 +37,9 @@ check 2 "$ref" "$TMP/ref" "${tp2[@]}" --expert-tensor-parallel-size 1
 check 4 "$ref" "$TMP/ref" "${tp2[@]}" --expert-model-parallel-size 2 --expert-tensor-parallel-size 1 \
     --moe-token-dispatcher-type allgather
 check 4 "$ref" "$TMP/ref" "${tp2[@]}" --expert-tensor-parallel-size 1 --use-distributed-optimizer
+cont=(--load "$TMP/ref" --train-iters 7)
+ref_cont=$(run "$TMP/ref_cont" 1 "${cont[@]}")
+echo "np 1 (single rank, resumed): $ref_cont"
+[ -n "$ref_cont" ] || fail "the single-rank resume logged nothing"
+check 4 "$ref_cont" "$TMP/ref_cont" "${cont[@]}" "${tp2[@]}" --expert-model-parallel-size 2
 echo "OK"
