@@ -15,6 +15,11 @@
  *                  pair on the dispatched rows: copy_to_group (identity;
  *                  backward all-reduce over tp) -> fc1 -> swiglu -> fc2
  *                  (a partial sum over tp) -> all_reduce over tp.
+ *                  The all-reduce moves the chunk's dispatch buffer (its
+ *                  static receive bound of rows, dg_ep.h); reducing y
+ *                  [T, H] after the combine instead would move less, but
+ *                  needs partial sums to pass through the dispatch ops'
+ *                  layout rules (not built).
  *   ETP = 1        the expert weights are whole on every tp rank. Tp rank r
  *                  serves token rows [r T / tp, (r + 1) T / tp) only:
  *                    x', probs' = copy_to_group(x), copy_to_group(probs)
