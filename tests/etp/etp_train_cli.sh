@@ -9,7 +9,8 @@
 # then reduce over tp x dp (sched/dg_grid.h). Also TP=2 alone with each ETP,
 # the allgather dispatcher under ETP=1, and TP=2 x DP=2 with ETP=1 and the
 # distributed optimizer (whose gradient norm must not take edp x ep for the
-# data-parallel group when edp spans tp). And a TP=2 x EP=2, ETP=2 run
+# data-parallel group when edp spans tp), the overlap chunks under ETP=2 and
+# capacity mode under ETP=1. And a TP=2 x EP=2, ETP=2 run
 # resumed from the single-rank checkpoint (each rank takes its ep x tp
 # slice of each expert) continues as the single rank does.
 # --adam-eps 1e-6 (Megatron's default is 1e-8): a few gradient elements are
@@ -37,6 +38,14 @@ check 2 "$ref" "$TMP/ref" "${tp2[@]}" --expert-tensor-parallel-size 1
 check 4 "$ref" "$TMP/ref" "${tp2[@]}" --expert-model-parallel-size 2 --expert-tensor-parallel-size 1 \
     --moe-token-dispatcher-type allgather
 check 4 "$ref" "$TMP/ref" "${tp2[@]}" --expert-tensor-parallel-size 1 --use-distributed-optimizer
+check 4 "$ref" "$TMP/ref" "${tp2[@]}" --expert-model-parallel-size 2 --moe-a2a-overlap-chunks 2
+# capacity mode: the router drops slots over the whole micro-batch before
+# ETP 1 slices the tokens
+cap=(--moe-expert-capacity-factor 1.0)
+ref_cap=$(run "$TMP/ref_cap" 1 "${cap[@]}")
+echo "np 1 (single rank, capacity 1.0): $ref_cap"
+[ -n "$ref_cap" ] || fail "the single-rank capacity run logged nothing"
+check 4 "$ref_cap" "$TMP/ref_cap" "${cap[@]}" "${tp2[@]}" --expert-model-parallel-size 2 --expert-tensor-parallel-size 1
 cont=(--load "$TMP/ref" --train-iters 7)
 ref_cont=$(run "$TMP/ref_cont" 1 "${cont[@]}")
 echo "np 1 (single rank, resumed): $ref_cont"
