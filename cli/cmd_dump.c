@@ -172,15 +172,18 @@ static int build(dg_graph **out, dump_cfg *c, dg_err *err) {
     int st = dg_model_build_forward(logical, m, &io, err);
     /* dense gradients reduce over every rank (EP folds into DP), expert ones
      * over the ranks holding the same experts */
+    /* ETP 1: the tp ranks hold the same whole experts (sched/dg_grid.h) */
+    int etp = c->train.expert_tensor_parallel_size > 0 ? c->train.expert_tensor_parallel_size : tp;
+    int edp = world / ep * (etp == 1 ? tp : 1);
     dg_dp_opts dpo = {DG_MAX(40000000, 1000000 * (int64_t)world), c->train.overlap_grad_reduce,
-                      c->train.use_distributed_optimizer, world, world / ep, dg_dist_pack_op(),
-                      world == 1, c->train.overlap_param_gather, dg_dist_unpack_op()};
+                      c->train.use_distributed_optimizer, world, edp, dg_dist_pack_op(),
+                      world == 1 && edp == 1, c->train.overlap_param_gather, dg_dist_unpack_op()};
     if (c->train.ddp_bucket_size > 0) dpo.bucket_elems = c->train.ddp_bucket_size;
     int step = !strcmp(c->graph, "step");
     dg_pipeline_opts po = {.loss = io.loss, .n_microbatches = step ? DG_MAX(c->train.num_microbatches, 1) : 1,
                            .autodiff = dg_ops_autodiff(), .scale = &dg_op_scale, .dp = &dpo,
                            .stop_after = stage, .step_name = c->graph, .tp_size = tp};
-    po.ep = (dg_pass_ep_opts){ep, m->moe_token_dispatcher_type, DG_MAX(m->moe_a2a_overlap_chunks, 1), 0};
+    po.ep = (dg_pass_ep_opts){ep, m->moe_token_dispatcher_type, DG_MAX(m->moe_a2a_overlap_chunks, 1), 0, etp};
     po.sequence_parallel = c->train.sequence_parallel;
     po.tp_comm_overlap = c->train.tp_comm_overlap;
     dg_pipeline_result r;

@@ -154,6 +154,15 @@ bool dg_param_is_expert(const dg_tensor *t) {
 
 dg_axis dg_param_replica_axis(const dg_tensor *t) { return dg_param_is_expert(t) ? DG_AXIS_EDP : DG_AXIS_DP; }
 
+int dg_param_replica_size(const dg_graph *g, const dg_tensor *t) {
+    if (g->mesh[DG_AXIS_DP] <= 0) return 0; /* no DP stage has recorded the groups */
+    int dp = g->mesh[DG_AXIS_DP];
+    if (!dg_param_is_expert(t)) return dp;
+    int tp_split = 0;
+    for (int d = 0; d < t->ndim; d++) tp_split |= t->sharding.split[d] == DG_AXIS_TP || t->sharding.split2[d] == DG_AXIS_TP;
+    return dp / dg_mesh_size(g, DG_AXIS_EP) * (tp_split ? 1 : dg_mesh_size(g, DG_AXIS_TP));
+}
+
 static int mesh_of(const int *mesh, int a) { return a != DG_AXIS_NONE && mesh[a] > 1 ? mesh[a] : 1; }
 
 /* Dim d's parts (how many ranks split it) and this rank's part. */

@@ -89,6 +89,16 @@ bool dg_param_is_expert(const dg_tensor *t);
  * expert weight, DG_AXIS_DP otherwise. */
 dg_axis dg_param_replica_axis(const dg_tensor *t);
 
+/* How many ranks hold parameter t of g and compute different summands of
+ * its gradient: the size of the group its gradient must be summed over
+ * (sched/dg_grid.h), from g's mesh as the DP stage records it (mesh[DP] =
+ * the CP x EP x DP ranks). A dense parameter: mesh[DP]. An expert weight:
+ * mesh[DP] / mesh[EP] (CP x DP), times mesh[TP] when no dim is split over
+ * tp (ETP 1: the tp ranks serve disjoint tokens of the same experts).
+ * 0 when mesh[DP] is not recorded (a graph that did not go through the
+ * step pipeline's DP stage): unknown. */
+int dg_param_replica_size(const dg_graph *g, const dg_tensor *t);
+
 bool dg_layout_equal(const dg_sharding *a, const dg_sharding *b);
 /* No dim split and no partial sum. */
 bool dg_layout_is_replicated(const dg_sharding *s);

@@ -105,6 +105,7 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
     case DG_STAGE_LOGICAL: return DG_OK;
     case DG_STAGE_EP: {
         int st = DG_OK;
+        dg_pass_ep_place_experts(r->g, &o->ep); /* ETP 1: experts whole over tp */
         for (int pass = 0; pass < 2 && st == DG_OK; pass++) { /* tp, then ep */
             dg_graph *out = NULL;
             int *next = dg_malloc(sizeof(int) * (size_t)DG_MAX(r->g->n_tensors, 1));

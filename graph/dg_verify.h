@@ -30,10 +30,14 @@
  *                    an edge agree)
  *   grad-group       a gradient bucket's collective runs over the group that
  *                    replicates its parameters: edp for expert parameters
- *                    (a dim split over ep), dp for the rest; and a parameter
+ *                    (a dim split over ep), dp for the rest, and its group
+ *                    size is the number of ranks that hold each parameter
+ *                    and compute different summands of its gradient
+ *                    (dg_param_replica_size: an expert weight whole over
+ *                    tp, ETP 1, counts the tp ranks too); and a parameter
  *                    replicated over tp read by a forward node that runs on
  *                    a tp slice (SP) comes through a copy_to_group over tp
- *                    (its gradient all-reduced over tp), and only such one
+ *                    (its gradient all-reduced over tp), and only such a one
  *
  * Every message names the node by id and name, its op and the rule, e.g.
  *   node 7 'attn_out' (op matmul): rule 'shape' broken: output 0 is [4,64], op infers [4,32]

@@ -5,6 +5,7 @@
  * nodes. */
 #include <string.h>
 
+#include "dg_collective.h"
 #include "dg_layout.h"
 #include "dg_verify.h"
 #include "dg_verify_internal.h"
@@ -85,6 +86,14 @@ static int check_grads_into(const dg_graph *g, const dg_node *c, int t, const in
                                        "it reduces the gradient of '%s' over %s, but that "
                                        "parameter is replicated over %s",
                                        g->tensors[p].name, dg_axis_name(c->group), dg_axis_name(want));
+        /* and exactly the ranks that hold it: an expert weight whole over
+         * tp (ETP 1) needs the tp ranks in its group, a tp-split one not */
+        int have = (int)c->attrs.i[DG_COLL_GROUP_SIZE], need = dg_param_replica_size(g, &g->tensors[p]);
+        if (need > 0 && have != need)
+            return dg_verify_node_fail(err, c, "grad-group",
+                                       "it reduces the gradient of '%s' over %d %s ranks, but %d ranks hold "
+                                       "that parameter and compute different summands of its gradient",
+                                       g->tensors[p].name, have, dg_axis_name(c->group), need);
         return DG_OK;
     }
     int src = g->tensors[t].producer;
@@ -106,6 +115,18 @@ int dg_verify_sharding_order(const dg_graph *g, const int *order, dg_err *err) {
         if (p->role == DG_ROLE_PARAMETER && p->grad >= 0 && p->grad < g->n_tensors) param_of[p->grad] = t;
     }
     int st = DG_OK;
+    /* Once the DP stage has recorded the groups (mesh[EDP] set), the expert
+     * group must hold exactly the ranks that replicate each expert weight,
+     * even where no collective reduces it (a group of one). */
+    for (int t = 0; t < g->n_tensors && st == DG_OK && g->mesh[DG_AXIS_EDP] > 0; t++) {
+        const dg_tensor *p = &g->tensors[t];
+        int need = dg_param_replica_size(g, p);
+        if (!dg_param_is_expert(p) || need <= 0 || need == g->mesh[DG_AXIS_EDP]) continue;
+        st = dg_err_set(err, DG_EINTERNAL,
+                        "tensor %d '%s': rule 'grad-group' broken: %d ranks hold this expert weight and compute "
+                        "different summands of its gradient, but the edp group has %d",
+                        t, p->name, need, g->mesh[DG_AXIS_EDP]);
+    }
     for (int i = 0; i < g->n_nodes && st == DG_OK; i++) {
         const dg_node *c = &g->nodes[i];
         if (c->phase == DG_PHASE_FORWARD || c->n_in < 1 ||

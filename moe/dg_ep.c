@@ -91,14 +91,27 @@ typedef struct ep_ctx {
     int P, G, k, C;
     int64_t T, Tc, H;
     int ep_rank; /* allgather: the "ep_rank" input */
+    int etp;     /* tp ranks splitting each expert (1: whole experts) */
 } ep_ctx;
 
-/* The SwiGLU experts on rows grouped by local expert. */
+/* The SwiGLU experts on rows grouped by local expert. Expert tensor
+ * parallelism (etp > 1, moe/dg_etp.h): fc1 column- and fc2 row-parallel
+ * over tp, between Megatron's pair: the rows' copy into the tp region
+ * (backward: their gradient's all-reduce) and the all-reduce of fc2's
+ * partial sums. */
 static int expert_mlp(dg_graph *g, const ep_ctx *e, int x, int counts, int c) {
+    if (e->etp > 1) {
+        x = dg_copy_to_group(g, x, DG_AXIS_TP, e->etp);
+        name_producer(g, x, "etp_copy.c%d", c);
+    }
     int u = dg_grouped_linear(g, x, counts, e->a->w1);
     if (e->P > 1 || e->C > 1) name_producer(g, u, "ep_fc1.c%d", c);
     int d = dg_grouped_linear(g, dg_swiglu(g, u), counts, e->a->w2);
     if (e->P > 1 || e->C > 1) name_producer(g, d, "ep_fc2.c%d", c);
+    if (e->etp > 1) {
+        d = dg_all_reduce(g, d, DG_AXIS_TP, e->etp);
+        name_producer(g, d, "etp_reduce.c%d", c);
+    }
     return d;
 }
 
@@ -191,7 +204,8 @@ int dg_ep_experts(dg_graph *g, const dg_ep_opts *o, const dg_ep_experts_args *a)
         return dg_graph_fail(g, "%s", err.msg);
     ep_ctx e = {.o = o, .a = a, .P = o->ep_size, .G = a->num_experts / o->ep_size,
                 .k = (int)ix->shape[1], .C = o->chunks, .T = x->shape[0],
-                .Tc = x->shape[0] / o->chunks, .H = x->shape[1], .ep_rank = -1};
+                .Tc = x->shape[0] / o->chunks, .H = x->shape[1], .ep_rank = -1,
+                .etp = w1->sharding.split[1] == DG_AXIS_TP ? dg_mesh_size(g, DG_AXIS_TP) : 1};
     if (w1->shape[0] != e.G)
         return dg_graph_fail(g, "dg_ep_experts: w1 '%s' holds %lld experts, expected %d = %d / %d",
                              w1->name, (long long)w1->shape[0], e.G, a->num_experts, e.P);

@@ -6,7 +6,7 @@
 int dg_model_forward_local(dg_graph **out, const char *name, const dg_model_config *c,
                            const dg_pass_ep_opts *o, dg_model_io *io, dg_err *err) {
     *out = NULL;
-    dg_pass_ep_opts one = {1, 0, 1, 0};
+    dg_pass_ep_opts one = {1, 0, 1, 0, 0};
     dg_graph *logical = dg_graph_new(name);
     dg_model_io lio;
     int st = dg_model_build_forward(logical, c, &lio, err);

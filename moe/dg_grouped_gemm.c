@@ -74,18 +74,34 @@ static int adj_gg(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 
 /* The experts' weights may be this rank's slice (dim 0 over ep, the EP
  * pass's local [E/ep, ...]): the rows in x were dispatched to those
- * experts, so the output is an ordinary, unsplit activation. */
+ * experts, so the output is an ordinary, unsplit activation. Under expert
+ * tensor parallelism (moe/dg_etp.h) a weight may also be split over tp on
+ * its output features (column parallel: x whole, output features split
+ * alike, stride kept) or on its input features with x's features split
+ * alike (row parallel: the output is a partial sum over tp). */
 static int shard_gg(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
                     dg_attrs *attrs) {
     (void)attrs;
-    dg_sharding w = in[2];
-    if (w.split[0] == DG_AXIS_EP && w.split2[0] == DG_AXIS_NONE) w.split[0] = DG_AXIS_NONE;
-    if (!dg_layout_is_replicated(&in[0]) || !dg_layout_is_replicated(&in[1]) ||
-        !dg_layout_is_replicated(&w))
-        return DG_SHARD_CANNOT;
     (void)g;
-    (void)n;
+    dg_sharding w = in[2], x = in[0];
+    int tw = (int)n->attrs.i[0], nd = tw ? 1 : 2, kd = tw ? 2 : 1;
+    if (w.split[0] == DG_AXIS_EP && w.split2[0] == DG_AXIS_NONE) w.split[0] = DG_AXIS_NONE;
     memset(out, 0, sizeof *out);
+    if (w.split[nd] == DG_AXIS_TP && !w.split2[nd] && dg_layout_is_replicated(&x)) { /* column parallel */
+        out[0].split[1] = DG_AXIS_TP;
+        out[0].stride[1] = w.stride[nd];
+        w.split[nd] = DG_AXIS_NONE;
+        w.stride[nd] = 0;
+    } else if (w.split[kd] == DG_AXIS_TP && !w.split2[kd] && !w.stride[kd] && x.split[1] == DG_AXIS_TP &&
+               !x.split2[1] && !x.stride[1] && x.partial == DG_AXIS_NONE) { /* row parallel */
+        out[0].partial = DG_AXIS_TP;
+        w.split[kd] = DG_AXIS_NONE;
+        x.split[1] = DG_AXIS_NONE;
+    }
+    if (!dg_layout_is_replicated(&x) || !dg_layout_is_replicated(&in[1]) || !dg_layout_is_replicated(&w)) {
+        memset(out, 0, sizeof *out);
+        return DG_SHARD_CANNOT;
+    }
     return DG_OK;
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dg_ep.h"
+#include "dg_etp.h"
 #include "dg_layout.h"
 #include "dg_ops_util.h"
 #include "dg_pass_ep.h"
@@ -37,16 +38,28 @@ static void cost_experts(const dg_graph *g, const dg_node *n, dg_cost *c) {
     c->bytes = 2.0 * (double)dg_tensor_bytes(x);
 }
 
+/* The weights' expert dim may be split over ep and, with expert tensor
+ * parallelism, their F dims over tp (w1 dim 1, gate and up each split:
+ * stride 2; w2 dim 2), both weights alike: the lowering reduces the
+ * partial sums, so the output is replicated like the tokens. */
 static int shard_experts(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
                          dg_attrs *attrs) {
     (void)g;
     (void)n;
     (void)attrs;
+    int tp_dim[5] = {-1, -1, -1, 1, 2}, tp_split[5] = {0};
     for (int k = 0; k < 5; k++) {
         dg_sharding s = in[k];
         if (k >= 3 && s.split[0] == DG_AXIS_EP && !s.split2[0]) s.split[0] = DG_AXIS_NONE;
+        int d = tp_dim[k];
+        if (d >= 0 && s.split[d] == DG_AXIS_TP && !s.split2[d] && s.stride[d] == (k == 3 ? 2 : 0)) {
+            s.split[d] = DG_AXIS_NONE;
+            s.stride[d] = 0;
+            tp_split[k] = 1;
+        }
         if (!dg_layout_is_replicated(&s)) return DG_SHARD_CANNOT;
     }
+    if (tp_split[3] != tp_split[4]) return DG_SHARD_CANNOT;
     memset(out, 0, sizeof *out);
     return DG_OK;
 }
@@ -64,7 +77,7 @@ static int lower_experts(dg_graph *g, const dg_graph *src, const dg_node *n, con
     }
     dg_ep_experts_args a = {.x = in[0], .probs = in[1], .indices = in[2], .w1 = in[3], .w2 = in[4],
                             .num_experts = (int)n->attrs.i[0], .capacity_factor = n->attrs.f[0]};
-    out[0] = dg_ep_experts(g, &o, &a);
+    out[0] = dg_etp_experts(g, &o, &a);
     if (out[0] < 0) return dg_err_set(err, g->status != DG_OK ? g->status : DG_EINTERNAL, "%s", g->err.msg);
     return DG_OK;
 }

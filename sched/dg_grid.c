@@ -17,8 +17,16 @@ int dg_grid_sizes_check(int world, dg_grid_sizes *s, dg_err *err) {
                           "world size %d is not divisible by %s %d x %s %d x %s %d x %s %d (= %lld)",
                           world, flag[0], s->tp, flag[1], s->cp, flag[2], s->ep, flag[3], s->pp, mp);
     s->dp = (int)(world / mp);
+    if (s->etp == 0) s->etp = s->tp; /* Megatron's default */
+    if (s->etp != 1 && s->etp != s->tp)
+        return dg_err_set(err, DG_EINPUT,
+                          "--expert-tensor-parallel-size %d: expected 1 or --tensor-model-parallel-size %d "
+                          "(other expert foldings are not built)",
+                          s->etp, s->tp);
     return DG_OK;
 }
+
+int dg_grid_edp_size(const dg_grid_sizes *s) { return (s->etp == 1 ? s->tp : 1) * s->cp * s->dp; }
 
 dg_grid_coord dg_grid_coord_of(const dg_grid_sizes *s, int rank) {
     dg_grid_coord c;
@@ -99,7 +107,11 @@ dg_grid *dg_grid_new(MPI_Comm comm, const dg_grid_sizes *sz, int *status, dg_err
     };
     for (size_t i = 0; i < DG_ARRAY_LEN(table); i++) {
         dg_comm **out = table[i].axis >= 0 ? &g->group[table[i].axis] : &g->dp_cp;
-        int st = split_by(wc, &s, g->coord, table[i].vary, out, err);
+        int vary[5];
+        memcpy(vary, table[i].vary, sizeof vary);
+        /* ETP 1: the tp ranks hold the same (whole) experts, so EDP spans tp */
+        if (table[i].axis == DG_AXIS_EDP && s.etp == 1) vary[0] = 1;
+        int st = split_by(wc, &s, g->coord, vary, out, err);
         if (st != DG_OK) {
             *status = st;
             dg_grid_free(g);
@@ -124,6 +136,10 @@ void dg_grid_runtime_groups(const dg_grid *g, dg_comm *groups[DG_AXIS_COUNT]) {
 }
 
 void dg_grid_describe(const dg_grid_sizes *s, int world, char *buf, size_t len) {
-    snprintf(buf, len, "rank grid: world %d = tp %d x cp %d x ep %d x dp %d x pp %d; data-parallel size %d",
-             world, s->tp, s->cp, s->ep, s->dp, s->pp, s->ep * s->dp);
+    int etp = s->etp > 0 ? s->etp : s->tp;
+    snprintf(buf, len,
+             "rank grid: world %d = tp %d x cp %d x ep %d x dp %d x pp %d; data-parallel size %d; "
+             "experts: etp %d x ep %d x edp %d (edp = %scp x dp)",
+             world, s->tp, s->cp, s->ep, s->dp, s->pp, s->ep * s->dp, etp, s->ep,
+             (etp == 1 ? s->tp : 1) * s->cp * s->dp, etp == 1 && s->tp > 1 ? "tp x " : "");
 }

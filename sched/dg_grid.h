@@ -15,13 +15,56 @@
  *  - Dense parameters (attention, norms, router, embeddings) are split over
  *    TP and PP only. Every rank with the same (tp, pp) coordinates holds a
  *    replica, whatever its cp, ep and dp coordinates.
- *  - Expert parameters are split over EP as well (and TP, PP). Ranks with the
- *    same (tp, ep, pp) hold the same experts.
+ *  - Expert parameters are split over EP, over ETP (below) and PP.
  *  - Data: EP ranks read different samples, as in Megatron, where EP is
  *    carved out of data parallelism. So the number of data shards, Megatron's
  *    "data-parallel size", is EP x DP, and this rank's shard is
  *    data_rank = ep + EP * dp. CP ranks read the same samples and split the
  *    sequence.
+ *
+ * The expert grid (--expert-tensor-parallel-size ETP; 0 = Megatron's
+ * default, ETP = TP). Megatron folds ETP x EP x expert-DP over the same
+ * ranks as TP x CP x DP (its DP being our EP x DP); here the fold is:
+ *
+ *   ETP = TP   the expert axis is the tp axis: expert fc1 is column-split
+ *              and fc2 row-split over the tp group (dim 1 of
+ *              linear_fc1.weight [E, 2F, H], gate and up halves each
+ *              split; dim 2 of linear_fc2.weight [E, H, F]); every tp rank
+ *              runs every dispatched row, and the rows' fc2 partial sums
+ *              are all-reduced over tp (moe/dg_ep.c). Expert-DP = CP x DP.
+ *   ETP = 1    experts are whole on every tp rank; the tp ranks of a group
+ *              serve disjoint slices of the (replicated) tokens, so their
+ *              expert gradients are different summands and are reduced
+ *              with the other data ranks: expert-DP = TP x CP x DP; the MoE
+ *              output, a sum over tp of the slices, is all-reduced over tp
+ *              (moe/dg_etp.h).
+ *   EP         our EP axis in both cases: ETP x EP x expert-DP = TP x CP x
+ *              EP x DP, the world of a pipeline stage.
+ * Other values (1 < ETP != TP) are refused (dg_grid_sizes_check).
+ * Sizes match Megatron's (its data-parallel size world / (TP CP PP) is our
+ * EP x DP; its expert-DP world / (ETP EP PP) is ours above); which ranks
+ * form a group differs: Megatron orders the expert grid etp, ep, edp from
+ * the fastest, so at ETP 1 its EP groups are made of tp neighbours, while
+ * ours are always data-parallel peers (EP carved out of DP), whatever ETP.
+ * The numbers do not depend on it, only which links each collective uses.
+ * E.g. TP 2 x EP 2 on 4 ranks (rank = tp + 2 ep): tp groups {0,1} {2,3},
+ * ep groups {0,2} {1,3}, two data shards (ep); ETP 2: rank r holds expert
+ * rows ep*E/2.. and half of each expert's F, edp groups {r} alone; ETP 1:
+ * ranks 0 and 1 hold the same whole experts, edp groups {0,1} {2,3}.
+ *
+ * The group of every parameter's gradient (checked by the verifier's
+ * 'grad-group' rule, graph/dg_verify_sharding.c):
+ *   dense, split over tp or not           dp_cp (CP x EP x DP): the tp
+ *                                         ranks compute the same gradient
+ *                                         of a replicated weight (the
+ *                                         tokens are the same), the
+ *                                         data ranks different summands
+ *   router (dense, replicated)            dp_cp, as above: under ETP 1 the
+ *                                         probs' gradient is all-reduced
+ *                                         over tp before it reaches the
+ *                                         router (moe/dg_etp.h)
+ *   experts, ETP = TP                     EDP = CP x DP
+ *   experts, ETP = 1                      EDP = TP x CP x DP
  *
  * Hence the groups (each a dg_comm made with MPI_Comm_split, ranks ordered by
  * world rank):
@@ -34,7 +77,7 @@
  *                                               the ranks that split a batch
  *   DG_AXIS_PP    pp                PP          stage-to-stage send/recv
  *   DG_AXIS_EDP   cp, dp            CP DP       expert-data-parallel: the ranks
- *                                               holding the same experts; expert
+ *                 (+ tp if ETP 1)   (x TP)      holding the same experts; expert
  *                                               gradients reduce here
  *   dp_cp         cp, ep, dp        CP EP DP    dense gradients reduce here
  *                                               (Megatron's DP group "with CP")
@@ -49,7 +92,8 @@
  * Gradient scaling: the loss of a step is the mean over all CP x EP x DP data
  * shards, so every gradient, dense or expert, is divided by CP EP DP after
  * its sum (dense: over dp_cp; expert: over EDP, the EP all-to-all's backward
- * having summed the EP ranks' tokens already).
+ * having summed the EP ranks' tokens already; under ETP 1 the tp ranks'
+ * disjoint token slices add up to one data shard's tokens in that sum).
  *
  * Errors: MPI errors are fatal (MPI_ERRORS_ARE_FATAL on every group), and a
  * rank that dies makes mpirun end the others, so a failed rank never leaves
@@ -67,6 +111,7 @@
 typedef struct dg_grid_sizes {
     int tp, cp, ep, pp; /* from the flags */
     int dp;             /* derived: world / (tp cp ep pp) */
+    int etp;            /* --expert-tensor-parallel-size: 1 or tp; 0 = tp (set by the check) */
 } dg_grid_sizes;
 
 /* Derive s->dp for `world` ranks. DG_EINPUT with one line when a size is < 1
@@ -74,8 +119,14 @@ typedef struct dg_grid_sizes {
  *   "world size 3 is not divisible by --tensor-model-parallel-size 1 x
  *    --context-parallel-size 1 x --expert-model-parallel-size 2 x
  *    --pipeline-model-parallel-size 1 (= 2)"
+ * Also resolves s->etp (0 -> tp) and refuses an ETP other than 1 or tp:
+ *   "--expert-tensor-parallel-size 3: expected 1 or
+ *    --tensor-model-parallel-size 2 (other expert foldings are not built)"
  * Pure arithmetic: no MPI, callable before any work. */
 int dg_grid_sizes_check(int world, dg_grid_sizes *s, dg_err *err);
+
+/* The expert-data-parallel size of checked sizes s: (ETP 1 ? TP : 1) x CP x DP. */
+int dg_grid_edp_size(const dg_grid_sizes *s);
 
 /* A rank's coordinates on the grid of s (s->dp set). */
 typedef struct dg_grid_coord {
@@ -107,7 +158,8 @@ void dg_grid_free(dg_grid *g);
 void dg_grid_runtime_groups(const dg_grid *g, dg_comm *groups[DG_AXIS_COUNT]);
 
 /* One line for the startup log, e.g.
- * "rank grid: world 4 = tp 1 x cp 1 x ep 1 x dp 4 x pp 1; data-parallel size 4". */
+ * "rank grid: world 4 = tp 2 x cp 1 x ep 2 x dp 1 x pp 1; data-parallel size 2;
+ *  experts: etp 1 x ep 2 x edp 2 (edp = tp x cp x dp)". */
 void dg_grid_describe(const dg_grid_sizes *s, int world, char *buf, size_t len);
 
 #endif /* DG_GRID_H */

@@ -64,41 +64,58 @@ static dg_comm *axis_comm(const dg_ckpt_run *r, int a) {
     return c && c->size > 1 ? c : NULL;
 }
 
-/* *axis: the axis p is split over here that the checkpoint gathers (ep or
- * tp, by its group's size, whatever the graph's mesh says), or
- * DG_AXIS_NONE. DG_EINTERNAL when it is split over an axis a checkpoint
- * cannot gather, or over two. */
-static int split_axis(const dg_ckpt_run *r, const dg_tensor *p, const dg_graph *g, int *axis, dg_err *err) {
-    *axis = DG_AXIS_NONE;
+/* *axes: the axes p is split over here that the checkpoint gathers (ep
+ * and tp, by their groups' sizes, whatever the graph's mesh says; an expert
+ * weight under expert tensor parallelism has both), a bit set of dg_axis.
+ * DG_EINTERNAL when it is split over an axis a checkpoint cannot gather. */
+static int split_axes(const dg_ckpt_run *r, const dg_tensor *p, const dg_graph *g, unsigned *axes, dg_err *err) {
+    *axes = 0;
     for (int d = 0; d < p->ndim; d++)
         for (int k = 0; k < 2; k++) {
             int a = k ? p->sharding.split2[d] : p->sharding.split[d];
             if (a == DG_AXIS_NONE) continue;
-            if (axis_comm(r, a) && *axis == DG_AXIS_NONE) *axis = a;
-            else if (axis_comm(r, a) || (a != DG_AXIS_EP && a != DG_AXIS_TP && dg_mesh_size(g, (dg_axis)a) > 1))
+            if (axis_comm(r, a)) *axes |= 1u << a;
+            else if (a != DG_AXIS_EP && a != DG_AXIS_TP && dg_mesh_size(g, (dg_axis)a) > 1)
                 return dg_err_set(err, DG_EINTERNAL, "checkpoint: parameter '%s' is split over %s, which "
                                   "checkpoints do not gather yet", p->name, dg_axis_name((dg_axis)a));
         }
     return DG_OK;
 }
 
-/* Gather this rank's slice src of p over the group of `axis` into the
+/* Gather this rank's slice src of p over the groups of `axes` (one
+ * all-gather per axis, each of what the previous ones gathered) into the
  * global buffer full. */
-static int gather_axis(const dg_ckpt_run *r, const ep_slices *e, int axis, const dg_tensor *p, float *src,
+static int gather_axes(const dg_ckpt_run *r, const ep_slices *e, unsigned axes, const dg_tensor *p, float *src,
                        float *full, dg_err *err) {
-    dg_comm *ep = axis_comm(r, axis);
-    int64_t numel = dg_tensor_numel(p);
-    float *all = dg_aligned_alloc(sizeof(float) * (size_t)DG_MAX(numel * ep->size, 1));
-    dg_comm_req req = {0};
-    int st = ep->ops->all_gather(ep, src, all, numel, DG_F32, &req, err);
-    if (st == DG_OK) st = ep->ops->wait(ep, &req, err);
+    int64_t numel = dg_tensor_numel(p), count = 1;
+    int ax[DG_AXIS_COUNT], na = 0, st = DG_OK;
+    float *cur = src, *own = NULL;
+    for (int a = 0; a < DG_AXIS_COUNT; a++)
+        if (axes & (1u << a)) ax[na++] = a;
+    for (int i = 0; st == DG_OK && i < na; i++) {
+        dg_comm *c = axis_comm(r, ax[i]);
+        float *next = dg_aligned_alloc(sizeof(float) * (size_t)DG_MAX(numel * count * c->size, 1));
+        dg_comm_req req = {0};
+        st = c->ops->all_gather(c, cur, next, numel * count, DG_F32, &req, err);
+        if (st == DG_OK) st = c->ops->wait(c, &req, err);
+        dg_free(own);
+        cur = own = next;
+        count *= c->size;
+    }
     int coord[DG_AXIS_COUNT];
     memcpy(coord, e->coord, sizeof coord);
-    for (int k = 0; st == DG_OK && k < ep->size; k++) {
-        coord[axis] = k;
-        dg_shard_copy(p, e->mesh, coord, full, all + k * numel, sizeof(float), true);
+    /* slice s came from coordinate (s / stride_i) % size_i on axis i, the
+     * first axis gathered varying fastest */
+    for (int64_t s = 0; st == DG_OK && s < count; s++) {
+        int64_t stride = 1;
+        for (int i = 0; i < na; i++) {
+            int size = axis_comm(r, ax[i])->size;
+            coord[ax[i]] = (int)(s / stride % size);
+            stride *= size;
+        }
+        dg_shard_copy(p, e->mesh, coord, full, cur + s * numel, sizeof(float), true);
     }
-    dg_free(all);
+    dg_free(own);
     return st;
 }
 
@@ -125,9 +142,11 @@ static int table(const dg_ckpt_run *r, const dg_dist *d, const int *params, int 
                     src[2] = mo->v[b] + d->layout->b[b].offset[k];
                 }
         if (!src[1]) return dg_err_set(err, DG_EINTERNAL, "checkpoint: parameter '%s' is in no bucket", p->name);
-        int axis;
-        DG_TRY(split_axis(r, p, d->g, &axis, err));
-        int sliced = axis != DG_AXIS_NONE, parts = sliced ? axis_comm(r, axis)->size : 1;
+        unsigned axes;
+        DG_TRY(split_axes(r, p, d->g, &axes, err));
+        int sliced = axes != 0, parts = 1;
+        for (int a = 0; a < DG_AXIS_COUNT; a++)
+            if (axes & (1u << a)) parts *= axis_comm(r, a)->size;
         for (int j = 0; j < 3; j++, n++) {
             e->local[n] = src[j];
             e->param[n] = p;
@@ -140,7 +159,7 @@ static int table(const dg_ckpt_run *r, const dg_dist *d, const int *params, int 
             e->full[n] = dg_aligned_alloc(sizeof(float) * (size_t)DG_MAX(dg_tensor_numel(p) * parts, 1));
             DG_TRY(dg_ckpt_tensor_from(&t[n], prefix[j], p, e->full[n], err));
             memcpy(t[n].shape, global, sizeof(int64_t) * (size_t)p->ndim);
-            if (gather) DG_TRY(gather_axis(r, e, axis, p, src[j], e->full[n], err));
+            if (gather) DG_TRY(gather_axes(r, e, axes, p, src[j], e->full[n], err));
         }
     }
     return DG_OK;

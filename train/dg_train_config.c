@@ -84,6 +84,7 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--tp-comm-overlap", DG_ARG_FLAG, T(tp_comm_overlap), "overlap TP communication with GEMMs: the linears in chunks of the sequence (with --sequence-parallel)", NR, NULL},
     {"--context-parallel-size", DG_ARG_INT, T(context_parallel_size), "CP ranks", 1, 1 << 16, NULL},
     {"--expert-model-parallel-size", DG_ARG_INT, T(expert_model_parallel_size), "EP ranks", 1, 1 << 16, NULL},
+    {"--expert-tensor-parallel-size", DG_ARG_INT, T(expert_tensor_parallel_size), "TP ranks of each expert: 1 or the TP size (default: the TP size)", 1, 1 << 16, NULL},
     {"--moe-token-dispatcher-type", DG_ARG_CHOICE, T(moe_token_dispatcher_type), "how tokens reach the EP ranks' experts", NR, "alltoall|allgather"},
     {"--moe-a2a-overlap-chunks", DG_ARG_INT, M(moe_a2a_overlap_chunks), "split a micro-batch's tokens into N chunks so chunk i's all-to-all overlaps chunk i-1's expert GEMMs (1: off)", 1, 4, NULL},
     {"--pipeline-model-parallel-size", DG_ARG_INT, T(pipeline_model_parallel_size), "PP stages", 1, 1 << 16, NULL},
@@ -215,6 +216,12 @@ int dg_train_config_check_tp(const dg_train_config *c, dg_err *err) {
         return dg_err_set(err, DG_EINPUT, "--tp-comm-overlap needs --sequence-parallel and "
                                           "--tensor-model-parallel-size > 1 (got %d%s)",
                           tp, c->sequence_parallel ? "" : ", no --sequence-parallel");
+    int etp = c->expert_tensor_parallel_size > 0 ? c->expert_tensor_parallel_size : tp;
+    if (etp != 1 && etp != tp)
+        return dg_err_set(err, DG_EINPUT,
+                          "--expert-tensor-parallel-size %d: expected 1 or --tensor-model-parallel-size %d "
+                          "(other expert foldings are not built)",
+                          etp, tp);
     if (tp <= 1) return DG_OK;
     if (c->sequence_parallel && m->seq_length % tp != 0)
         return dg_err_set(err, DG_EINPUT, "--sequence-parallel: --tensor-model-parallel-size %d does not divide "
@@ -230,11 +237,10 @@ int dg_train_config_check_tp(const dg_train_config *c, dg_err *err) {
     if (groups % tp != 0)
         return dg_err_set(err, DG_EINPUT, "--tensor-model-parallel-size %d does not divide --num-query-groups %d", tp,
                           groups);
-    if (m->num_experts > 0)
-        return dg_err_set(err, DG_EINPUT,
-                          "--tensor-model-parallel-size %d with --num-experts %d: expert tensor parallelism is not "
-                          "supported yet (use a dense model, or tp 1)",
-                          tp, m->num_experts);
+    int f = m->moe_ffn_hidden_size > 0 ? m->moe_ffn_hidden_size : m->ffn_hidden_size;
+    if (m->num_experts > 0 && etp > 1 && f > 0 && f % etp != 0)
+        return dg_err_set(err, DG_EINPUT, "--expert-tensor-parallel-size %d does not divide --moe-ffn-hidden-size %d",
+                          etp, f);
     return DG_OK;
 }
 

@@ -89,6 +89,8 @@ typedef struct dg_train_config {
 
     int sequence_parallel; /* --sequence-parallel (off at tp 1, as in Megatron) */
     int tp_comm_overlap;   /* --tp-comm-overlap (with --sequence-parallel) */
+    int expert_tensor_parallel_size; /* --expert-tensor-parallel-size: 1 or TP (0: TP, Megatron's default;
+                                      * dg_grid.h) */
 } dg_train_config;
 
 void dg_train_config_defaults(dg_train_config *c);
@@ -103,8 +105,9 @@ int dg_train_config_parse(dg_train_config *c, int argc, char **argv, int first, 
 /* What tensor parallelism needs of the model, from the flags alone (so it
  * is found before any other work): --tensor-model-parallel-size divides
  * the attention heads and the query groups (Megatron's replication of
- * groups over tp is not supported), and no experts (expert tensor
- * parallelism is not built yet). DG_OK or DG_EINPUT naming both values. */
+ * groups over tp is not supported); --expert-tensor-parallel-size is 1 or
+ * the TP size (sched/dg_grid.h) and divides the experts' FFN size. DG_OK
+ * or DG_EINPUT naming both values. */
 int dg_train_config_check_tp(const dg_train_config *c, dg_err *err);
 
 int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *err);

@@ -170,7 +170,7 @@ static int setup(trainer *t, dg_err *err) {
     po.tp_comm_overlap = c->tp_comm_overlap;
     po.ep = (dg_pass_ep_opts){DG_MAX(c->model.expert_model_parallel_size, 1),
                               c->model.moe_token_dispatcher_type,
-                              DG_MAX(c->model.moe_a2a_overlap_chunks, 1), 0};
+                              DG_MAX(c->model.moe_a2a_overlap_chunks, 1), 0, c->expert_tensor_parallel_size};
     dg_pipeline_result r;
     if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);
     dg_graph_free(logical);
@@ -219,11 +219,12 @@ static int setup(trainer *t, dg_err *err) {
 
     /* This rank's coordinates on the mesh's axes are inputs (one per
      * micro-batch: the allgather EP dispatcher reads its place in the EP
-     * group); they never change, so they are filled once. */
+     * group; the vocab slices, SP's dropout and ETP 1's token rows their
+     * place in the tp group); they never change, so they are filled once. */
     for (int i = 0; i < t->g->n_tensors; i++) {
         dg_axis a = dg_mesh_coord_axis(&t->g->tensors[i]);
-        if (a == DG_AXIS_EP) *(int32_t *)t->ptrs[i] = t->grid ? t->grid->coord.ep : 0;
-        if (a == DG_AXIS_TP) *(int32_t *)t->ptrs[i] = t->grid ? t->grid->coord.tp : 0; /* vocab slices, SP's dropout */
+        if (a == DG_AXIS_EP || a == DG_AXIS_TP)
+            *(int32_t *)t->ptrs[i] = !t->grid ? 0 : a == DG_AXIS_EP ? t->grid->coord.ep : t->grid->coord.tp;
     }
 
     t->params = dg_malloc(sizeof(int) * (size_t)t->g->n_tensors);
@@ -471,7 +472,8 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
         return DG_OK;
     }
     dg_grid_sizes sz = {c->tensor_model_parallel_size, c->context_parallel_size,
-                        c->expert_model_parallel_size, c->pipeline_model_parallel_size, 0};
+                        c->expert_model_parallel_size, c->pipeline_model_parallel_size, 0,
+                        c->expert_tensor_parallel_size};
     int st = dg_train_config_check_tp(c, err); /* the same on every rank: rank 0 reports it */
     if (st != DG_OK) {
         int rank = 0;
@@ -541,7 +543,7 @@ static void print_startup(const trainer *t) {
            c->model.vocab_size, t->n_params, t->g->n_nodes, t->g->n_tensors,
            dg_runtime_threads(t->rt), t->peak_flops / 1e9);
     char grid[256];
-    dg_grid_sizes one = {1, 1, 1, 1, 1};
+    dg_grid_sizes one = {1, 1, 1, 1, 1, 1};
     dg_grid_describe(t->grid ? &t->grid->sizes : &one, t->grid ? t->grid->world : 1, grid, sizeof grid);
     int64_t elems = 0;
     for (int i = 0; i < t->buckets.n; i++) elems += t->buckets.b[i].numel;

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "dg_layout.h"
 #include "dg_reemit.h"
 
 /* Expert weights placed over ep: this rank's slice of the placed dim. */
@@ -25,6 +26,19 @@ static int ep_leaf(dg_graph *dst, const dg_graph *src, int t, void *ctx) {
     int id = dg_param(dst, x->name, x->ndim, shape, &spec);
     if (id >= 0) dst->tensors[id].sharding = lay;
     return id;
+}
+
+void dg_pass_ep_place_experts(dg_graph *g, const dg_pass_ep_opts *o) {
+    if (o->etp_size != 1) return;
+    for (int t = 0; t < g->n_tensors; t++) {
+        dg_tensor *x = &g->tensors[t];
+        if (!dg_param_is_expert(x)) continue;
+        for (int d = 0; d < x->ndim; d++)
+            if (x->place.split[d] == DG_AXIS_TP) {
+                x->place.split[d] = DG_AXIS_NONE;
+                x->place.stride[d] = 0;
+            }
+    }
 }
 
 /* The EP pass lowers the experts; other ops' lowerings (dropout and

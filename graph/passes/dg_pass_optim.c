@@ -48,7 +48,10 @@ static unsigned norm_mask(const optim_pass *s, const dg_dp_bucket *b) {
                 set |= 1u << p->sharding.split[d];
     }
     const unsigned edp_ep = (1u << DG_AXIS_EDP) | (1u << DG_AXIS_EP);
-    if ((set & edp_ep) == edp_ep) set = (set & ~edp_ep) | (1u << DG_AXIS_DP);
+    /* EDP x EP is DP's group unless EDP spans tp too (ETP 1, dg_grid.h) */
+    if ((set & edp_ep) == edp_ep &&
+        group_size(s->o, DG_AXIS_EDP) * group_size(s->o, DG_AXIS_EP) == group_size(s->o, DG_AXIS_DP))
+        set = (set & ~edp_ep) | (1u << DG_AXIS_DP);
     return set;
 }
 

@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     dg_err err = {{0}};
-    dg_grid_sizes sz = {1, 1, 2, 1, 0};
+    dg_grid_sizes sz = {1, 1, 2, 1, 0, 0};
     dg_grid *grid = dg_grid_new(MPI_COMM_WORLD, &sz, NULL, &err);
     if (!grid) {
         fprintf(stderr, "%s (run with -np 2)\n", err.msg);

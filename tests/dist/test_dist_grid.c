@@ -47,7 +47,7 @@ static void check_group(const dg_grid *g, dg_comm *c, const int vary[5], const c
 }
 
 static void run(int tp, int cp, int ep, int pp) {
-    dg_grid_sizes s = {tp, cp, ep, pp, 0};
+    dg_grid_sizes s = {tp, cp, ep, pp, 0, 0};
     dg_err err = {{0}};
     int st = -1;
     dg_grid *g = dg_grid_new(MPI_COMM_WORLD, &s, &st, &err);
@@ -85,14 +85,14 @@ int main(int argc, char **argv) {
     }
     /* sizes that do not fit: one line, DG_EINPUT, no MPI needed */
     dg_err err = {{0}};
-    dg_grid_sizes bad = {1, 1, 2, 1, 0};
+    dg_grid_sizes bad = {1, 1, 2, 1, 0, 0};
     CHECK(dg_grid_sizes_check(3, &bad, &err) == DG_EINPUT);
     CHECK(strstr(err.msg, "world size 3 is not divisible by") && strstr(err.msg, "--expert-model-parallel-size 2"));
     CHECK(!strchr(err.msg, '\n'));
-    dg_grid_sizes zero = {0, 1, 1, 1, 0};
+    dg_grid_sizes zero = {0, 1, 1, 1, 0, 0};
     CHECK(dg_grid_sizes_check(4, &zero, &err) == DG_EINPUT && strstr(err.msg, "--tensor-model-parallel-size"));
     int st = 0;
-    dg_grid_sizes three = {3, 1, 1, 1, 0};
+    dg_grid_sizes three = {3, 1, 1, 1, 0, 0};
     CHECK(dg_grid_new(MPI_COMM_WORLD, &three, &st, &err) == NULL && st == DG_EINPUT);
     /* the layouts 4 ranks allow */
     run(1, 1, 1, 1); /* dp 4 */

@@ -83,7 +83,7 @@ int ep_model_build_full(ep_model *m, ep_cfg *c, const dg_ep_opts *o, dg_err *err
     dg_pipeline_opts po = {.loss = io.loss, .n_microbatches = 1, .autodiff = dg_ops_autodiff(),
                            .scale = &dg_op_scale, .stop_after = DG_STAGE_SCHEDULE,
                            .step_name = "ep_model"};
-    po.ep = (dg_pass_ep_opts){o->ep_size, (int)o->dispatcher, o->chunks, o->recv_rows};
+    po.ep = (dg_pass_ep_opts){o->ep_size, (int)o->dispatcher, o->chunks, o->recv_rows, 0};
     dg_pipeline_result r;
     if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);
     dg_graph_free(logical);

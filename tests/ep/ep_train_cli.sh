@@ -10,44 +10,20 @@
 # checkpoints, 1e-5 relative).
 set -euo pipefail
 exe=$1
-fail() { echo "FAIL: $*" >&2; exit 1; }
 ARCH=($(cat "$DG_SRC/tests/common/moe_arch.flags")) # the MoE architecture these tests were written for
 args=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4
       --seq-length 32 --micro-batch-size 2 --global-batch-size 8 --num-experts 4
       --moe-router-topk 2 --moe-ffn-hidden-size 96 --train-iters 5 --lr 1e-3 --log-interval 1
       --lr-decay-style constant)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-# run CKPT_DIR NP FLAGS...: lm loss, load balancing loss and grad norm of
-# every logged iteration; the final checkpoint goes to CKPT_DIR
-run() {
-    local ck=$1 np=$2
-    shift 2
-    $DG_MPIRUN -np "$np" "$exe" train "${args[@]}" --save "$ck" "$@" 2>&1 |
-        grep -oE "lm loss: [0-9.E+-]+|load balancing loss: [0-9.E+-]+|grad norm: [0-9.]+" | paste -sd' '
-}
-n_check=0
-check() {
-    local np=$1 want=$2
-    shift 2
-    local got
-    n_check=$((n_check + 1))
-    got=$(run "$TMP/ck$n_check" "$np" "$@")
-    echo "np $np $*: $got"
-    [ -n "$got" ] || fail "np $np $*: no log lines"
-    # the same fields in the same order, each value within 1e-5 relative
-    awk -v a="$got" -v b="$want" -f "$(dirname "$0")/../common/logs_close.awk" ||
-        fail "np $np $*: differs from the single-rank run"
-    "${DG_REF_PYTHON:-/usr/bin/python3}" "$(dirname "$0")/ckpt_params_close.py" "$TMP/ck$n_check" "$TMP/ref" 1e-5 ||
-        fail "np $np $*: final parameters differ from the single-rank run"
-}
+FIELDS="lm loss: [0-9.E+-]+|load balancing loss: [0-9.E+-]+|grad norm: [0-9.]+"
+. "$(dirname "$0")/../common/train_equiv.sh" # run, check
 ref=$(run "$TMP/ref" 1)
 echo "np 1 (single rank): $ref"
 [ -n "$ref" ] || fail "the single-rank run logged nothing"
-check 2 "$ref" --expert-model-parallel-size 2
-check 2 "$ref" --expert-model-parallel-size 2 --moe-a2a-overlap-chunks 2
-check 2 "$ref" --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather
-check 4 "$ref" --expert-model-parallel-size 4
-check 4 "$ref" --expert-model-parallel-size 2
-check 4 "$ref" --expert-model-parallel-size 2 --use-distributed-optimizer --overlap-param-gather
+check 2 "$ref" "$TMP/ref" --expert-model-parallel-size 2
+check 2 "$ref" "$TMP/ref" --expert-model-parallel-size 2 --moe-a2a-overlap-chunks 2
+check 2 "$ref" "$TMP/ref" --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather
+check 4 "$ref" "$TMP/ref" --expert-model-parallel-size 4
+check 4 "$ref" "$TMP/ref" --expert-model-parallel-size 2
+check 4 "$ref" "$TMP/ref" --expert-model-parallel-size 2 --use-distributed-optimizer --overlap-param-gather
 echo "OK"

@@ -18,7 +18,7 @@
 static dg_graph *logical(void) {
     dg_model_config c;
     dg_model_config_tiny(&c);
-    c.num_experts = 0; /* dense: expert tensor parallelism is not built */
+    c.num_experts = 0; /* dense (MoE under TP: tests/etp) */
     dg_graph *g = dg_graph_new("logical");
     dg_model_io io;
     dg_err err = {{0}};

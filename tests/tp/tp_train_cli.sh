@@ -15,7 +15,6 @@
 # changes the loss. `dagatron generate` runs on the TP=2 checkpoint.
 set -euo pipefail
 exe=$1
-fail() { echo "FAIL: $*" >&2; exit 1; }
 # The architecture these tests were written for (SwiGLU, RMSNorm, RoPE, no
 # biases, no dropout), dense: a key bias's gradient is zero in exact
 # arithmetic, so Adam would steer it by rounding noise that differs with the
@@ -26,30 +25,9 @@ common=("${ARCH[@]}" --mock-data --vocab-size 97 --num-layers 2 --hidden-size 64
         --lr-decay-style constant --make-vocab-size-divisible-by 32)
 mha=(--num-attention-heads 4)
 gqa=(--num-attention-heads 8 --group-query-attention --num-query-groups 2)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-# run CKPT_DIR NP FLAGS...: lm loss and grad norm of every logged iteration
-run() {
-    local ck=$1 np=$2
-    shift 2
-    $DG_MPIRUN -np "$np" "$exe" train "${common[@]}" --save "$ck" "$@" 2>&1 |
-        grep -oE "lm loss: [0-9.E+-]+|grad norm: [0-9.]+" | paste -sd' '
-}
-n_check=0
-# check NP REF_LOG REF_CKPT FLAGS...
-check() {
-    local np=$1 want=$2 ref=$3
-    shift 3
-    local got
-    n_check=$((n_check + 1))
-    got=$(run "$TMP/ck$n_check" "$np" "$@")
-    echo "np $np $*: $got"
-    [ -n "$got" ] || fail "np $np $*: no log lines"
-    awk -v a="$got" -v b="$want" -f "$(dirname "$0")/../common/logs_close.awk" ||
-        fail "np $np $*: differs from the single-rank run"
-    "${DG_REF_PYTHON:-/usr/bin/python3}" "$(dirname "$0")/../ep/ckpt_params_close.py" "$TMP/ck$n_check" "$ref" 1e-5 ||
-        fail "np $np $*: final parameters differ from the single-rank run"
-}
+FIELDS="lm loss: [0-9.E+-]+|grad norm: [0-9.]+"
+args=("${common[@]}")
+. "$(dirname "$0")/../common/train_equiv.sh" # run, check
 ref=$(run "$TMP/ref" 1 "${mha[@]}")
 echo "np 1 (single rank): $ref"
 [ -n "$ref" ] || fail "the single-rank run logged nothing"
