@@ -21,7 +21,7 @@
 set -euo pipefail
 exe=$1
 ARCH=($(cat "$(dirname "$0")/../common/moe_arch.flags")) # the MoE architecture these tests were written for
-args=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4
+args=("${ARCH[@]}" --mock-data --vocab-size 100 --make-vocab-size-divisible-by 32 --num-layers 2 --hidden-size 64 --num-attention-heads 4
       --seq-length 32 --micro-batch-size 2 --global-batch-size 8 --num-experts 4
       --moe-router-topk 2 --moe-ffn-hidden-size 96 --train-iters 5 --lr 1e-3 --log-interval 1
       --lr-decay-style constant --adam-eps 1e-6)
