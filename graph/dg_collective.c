@@ -372,6 +372,11 @@ int dg_all_reduce(dg_graph *g, int x, dg_axis axis, int group_size) {
 int dg_all_gather(dg_graph *g, int x, dg_axis axis, int group_size, int dim) {
     return all_gather_named(g, x, axis, group_size, dim, NULL);
 }
+int dg_all_gather_whole_grad(dg_graph *g, int x, dg_axis axis, int group_size, int dim) {
+    int y = all_gather_named(g, x, axis, group_size, dim, NULL);
+    if (y >= 0) dg_N(g, dg_T(g, y)->producer)->attrs.i[DG_COLL_WHOLE_GRAD] = 1;
+    return y;
+}
 int dg_reduce_scatter(dg_graph *g, int x, dg_axis axis, int group_size, int dim) {
     return reduce_scatter_named(g, x, axis, group_size, dim, NULL);
 }
@@ -453,6 +458,14 @@ static int adj_all_gather(dg_graph *g, const dg_node *n, const int *dout, int *d
     fwd_info f = fwd_of(n);
     din[0] = -1;
     if (dout[0] < 0) return DG_OK;
+    if (f.attrs.i[DG_COLL_WHOLE_GRAD]) {
+        dg_attrs a = coll_attrs(f.group_size);
+        a.i[DG_COLL_DIM] = f.attrs.i[DG_COLL_DIM];
+        int nid = coll_add(g, &dg_op_scatter_to_group, &a, dout[0], f.axis, f.name);
+        if (nid < 0) return g->status;
+        din[0] = dg_N(g, nid)->out[0];
+        return link_fwd(g, nid, &f);
+    }
     din[0] = reduce_scatter_named(g, dout[0], f.axis, f.group_size, (int)f.attrs.i[DG_COLL_DIM],
                                   f.name);
     return link_out(g, din[0], &f);
@@ -511,7 +524,7 @@ const dg_op_def dg_op_all_reduce = {
 
 const dg_op_def dg_op_all_gather = {
     .name = "all_gather", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-    .iattr_names = {"group_size", "dim", NULL},
+    .iattr_names = {"group_size", "dim", "whole_grad", NULL},
     .stream = DG_STREAM_COMM, .comm = DG_COMM_ALL_GATHER,
     .infer = infer_all_gather, .cost = cost_all_gather, .adjoint = adj_all_gather,
     .shard = shard_all_gather,

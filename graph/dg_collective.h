@@ -13,7 +13,7 @@
  *
  *   op              i[0]        i[1]        i[2]        i[3]   i[4..7]
  *   all_reduce      group_size
- *   all_gather      group_size  dim
+ *   all_gather      group_size  dim         whole_grad
  *   reduce_scatter  group_size  dim
  *   all_to_all      group_size  split_dim   concat_dim
  *   send            group_size  peer
@@ -30,7 +30,13 @@
  *   copy_to_group (identity)  -> all_reduce of the gradient
  *   scatter_to_group(dim)     -> all_gather(dim) of the gradient
  *   all_reduce                -> identity: din = dout, no node emitted
- *   all_gather(dim)           -> reduce_scatter(dim)
+ *   all_gather(dim)           -> reduce_scatter(dim): the gathered tensor's
+ *                                readers (a column-parallel linear) leave
+ *                                each rank a partial gradient; with
+ *                                whole_grad 1, scatter_to_group(dim): its
+ *                                readers compute the same whole gradient on
+ *                                every rank (replicated work, e.g. SP's gather
+ *                                before a layer that needs whole tokens)
  *   reduce_scatter(dim)       -> all_gather(dim)
  *   all_to_all(split, concat) -> all_to_all(concat, split)  (transposed)
  *   send(peer)                -> recv(peer) of the gradient, which is din
@@ -65,6 +71,7 @@ enum {
     DG_COLL_DIM = 1,        /* all_gather / reduce_scatter: the dimension */
     DG_COLL_SPLIT_DIM = 1,  /* all_to_all */
     DG_COLL_CONCAT_DIM = 2, /* all_to_all */
+    DG_COLL_WHOLE_GRAD = 2, /* all_gather: the adjoint slices instead of reduce-scattering */
     DG_COLL_PEER = 1,       /* send / recv: offset within the group */
     DG_COLL_DTYPE = 2,      /* recv */
     DG_COLL_NDIM = 3,       /* recv */
@@ -95,6 +102,9 @@ int dg_all_reduce(dg_graph *g, int x, dg_axis axis, int group_size);
 /* Concatenate along dim: shape[dim] *= group_size; split[dim] cleared. */
 int dg_all_gather(dg_graph *g, int x, dg_axis axis, int group_size, int dim);
 
+/* The same, whole_grad set: its adjoint keeps this rank's slice of the
+ * gradient (scatter_to_group) instead of summing the group's. */
+int dg_all_gather_whole_grad(dg_graph *g, int x, dg_axis axis, int group_size, int dim);
 
 /* Sum, then keep this rank's slice along dim: shape[dim] /= group_size
  * (must divide); split[dim] = axis, partial cleared. */

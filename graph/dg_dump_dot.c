@@ -76,6 +76,8 @@ static void dot_node(FILE *f, const dg_graph *g, const dg_node *n, const dot_ctx
         fprintf(f, "(%s x%lld", dg_axis_name(n->group), (long long)n->attrs.i[DG_COLL_GROUP_SIZE]);
         int shown = op->comm == DG_COMM_RECV ? 2 : 3; /* recv: peer, not its shape slots */
         for (int i = 1; i < shown && op->iattr_names[i]; i++) {
+            /* all_gather's whole_grad is a flag: shown only where set */
+            if (op->comm == DG_COMM_ALL_GATHER && i == DG_COLL_WHOLE_GRAD && !n->attrs.i[i]) continue;
             fputs(", ", f);
             dot_esc(f, op->iattr_names[i]);
             fprintf(f, "=%lld", (long long)n->attrs.i[i]);

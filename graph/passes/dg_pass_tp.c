@@ -149,7 +149,10 @@ static int fit_inputs(dg_graph *dst, const dg_node *n, int *in, tp_pass *s) {
         const dg_tensor *x = &dst->tensors[in[k]];
         for (int d = 0; d < x->ndim; d++)
             if (x->sharding.split[d] == DG_AXIS_TP && x->sharding.split2[d] == DG_AXIS_NONE && !x->sharding.stride[d]) {
-                if ((in[k] = dg_all_gather(dst, in[k], DG_AXIS_TP, s->tp, d)) < 0) return dst->status;
+                /* the reader runs replicated (a column-parallel linear got
+                 * its copy_to_group above or SP's gather): each rank's
+                 * gradient is the whole one, so the adjoint keeps the slice */
+                if ((in[k] = dg_all_gather_whole_grad(dst, in[k], DG_AXIS_TP, s->tp, d)) < 0) return dst->status;
                 break;
             }
     }

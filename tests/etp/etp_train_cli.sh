@@ -10,7 +10,7 @@
 # the allgather dispatcher under ETP=1, and TP=2 x DP=2 with ETP=1 and the
 # distributed optimizer (whose gradient norm must not take edp x ep for the
 # data-parallel group when edp spans tp), the overlap chunks under ETP=2 and
-# capacity mode under ETP=1. And a TP=2 x EP=2, ETP=2 run
+# capacity mode under ETP=1, and each ETP with --sequence-parallel. And a TP=2 x EP=2, ETP=2 run
 # resumed from the single-rank checkpoint (each rank takes its ep x tp
 # slice of each expert) continues as the single rank does.
 # --adam-eps 1e-6 (Megatron's default is 1e-8): a few gradient elements are
@@ -35,6 +35,11 @@ check 4 "$ref" "$TMP/ref" "${tp2[@]}" --expert-model-parallel-size 2 --expert-te
 check 4 "$ref" "$TMP/ref" "${tp2[@]}" --expert-model-parallel-size 2 --expert-tensor-parallel-size 1
 check 2 "$ref" "$TMP/ref" "${tp2[@]}"
 check 2 "$ref" "$TMP/ref" "${tp2[@]}" --expert-tensor-parallel-size 1
+# with --sequence-parallel the MoE layer needs whole tokens: the TP pass
+# all-gathers them, and that gather's adjoint keeps the slice (whole_grad),
+# since every tp rank computes the same whole gradient there
+check 4 "$ref" "$TMP/ref" "${tp2[@]}" --sequence-parallel --expert-model-parallel-size 2
+check 2 "$ref" "$TMP/ref" "${tp2[@]}" --sequence-parallel --expert-tensor-parallel-size 1
 check 4 "$ref" "$TMP/ref" "${tp2[@]}" --expert-model-parallel-size 2 --expert-tensor-parallel-size 1 \
     --moe-token-dispatcher-type allgather
 check 4 "$ref" "$TMP/ref" "${tp2[@]}" --expert-tensor-parallel-size 1 --use-distributed-optimizer
