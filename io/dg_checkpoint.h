@@ -58,7 +58,8 @@
 #include "dg_graph.h"
 
 #define DG_CKPT_FORMAT "dagatron-checkpoint"
-#define DG_CKPT_VERSION 1
+#define DG_CKPT_VERSION 2       /* sharded: a tensor may be stored as several slices (dg_ckpt_shards.h) */
+#define DG_CKPT_VERSION_WHOLE 1 /* each tensor whole, once: still written when no tensor is sliced */
 #define DG_CKPT_TRACKER "latest_checkpointed_iteration.txt"
 #define DG_CKPT_MANIFEST "metadata.json"
 #define DG_CKPT_BIN "model_optim_rng.bin"
@@ -151,6 +152,10 @@ typedef enum dg_ckpt_stage {
     DG_CKPT_AT_FILES,     /* the .bin and the manifest complete and durable in iter_N.tmp-<pid>/ */
     DG_CKPT_AT_INSTALLED, /* iter_N/ in place and durable; the tracker still names the previous one */
     DG_CKPT_AT_TRACKED,   /* the tracker names N; old checkpoints not pruned yet */
+    /* (sharded saves, dg_ckpt_shards.h; numbered last, reached between
+     * DG_CKPT_AT_TENSOR and DG_CKPT_AT_FILES) rank `index`'s data file and
+     * its CRCs are durable in the temporary directory */
+    DG_CKPT_AT_RANK_FILE,
 } dg_ckpt_stage;
 
 typedef struct dg_ckpt_save_opts {
