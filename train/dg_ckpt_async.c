@@ -2,12 +2,17 @@
 #include "dg_ckpt_async.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "dg_ckpt_fs.h"
 
 struct dg_ckpt_async {
     int running;
+    atomic_int finished; /* the thread is done (set last by it) */
     pthread_t thread;
     /* the save in flight, owned by the thread until joined */
     char dir[DG_CKPT_STR_LEN];
@@ -42,6 +47,9 @@ void dg_ckpt_async_free(dg_ckpt_async *a) {
 
 static void *writer_main(void *arg) {
     dg_ckpt_async *a = arg;
+    /* Training comes first: on a machine with no idle core the writer gets
+     * what compute leaves (Linux: nice is per thread). */
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
     a->st = dg_ckpt_write_rank(a->dir, a->meta.iteration, a->pid, &a->plan, a->rank, a->pieces, &a->opts, &a->err);
     if (a->rank == 0) {
         if (a->st == DG_OK)
@@ -49,6 +57,7 @@ static void *writer_main(void *arg) {
         else
             dg_ckpt_abort(a->dir, a->meta.iteration, a->pid);
     }
+    atomic_store(&a->finished, 1);
     return NULL;
 }
 
@@ -93,6 +102,7 @@ int dg_ckpt_async_start(dg_ckpt_async *a, const char *dir, long pid, const dg_ck
     a->opts = o ? *o : (dg_ckpt_save_opts){0, NULL, NULL};
     a->st = DG_OK;
     memset(&a->err, 0, sizeof a->err);
+    atomic_store(&a->finished, 0);
     if (pthread_create(&a->thread, NULL, writer_main, a) != 0) {
         release(a);
         return dg_err_set(err, DG_EINTERNAL, "--async-save: cannot start the writer thread");
@@ -102,6 +112,8 @@ int dg_ckpt_async_start(dg_ckpt_async *a, const char *dir, long pid, const dg_ck
 }
 
 int dg_ckpt_async_pending(const dg_ckpt_async *a) { return a && a->running; }
+
+int dg_ckpt_async_done(dg_ckpt_async *a) { return !a || !a->running || atomic_load(&a->finished); }
 
 int dg_ckpt_async_wait(dg_ckpt_async *a, int64_t *iteration, dg_err *err) {
     *iteration = -1;

@@ -7,7 +7,8 @@
  * every rank's file and installs the checkpoint and its tracker. The thread
  * touches the file system only, never a communicator, so the main thread
  * trains and communicates meanwhile. One save at a time: start waits for
- * the previous one first. A kill during the background write leaves the
+ * the previous one first. The writer thread runs at the lowest priority
+ * (nice 19), so where no core is idle it takes what training leaves. A kill during the background write leaves the
  * previous checkpoint, as for a synchronous save. */
 #ifndef DG_CKPT_ASYNC_H
 #define DG_CKPT_ASYNC_H
@@ -17,6 +18,9 @@
 typedef struct dg_ckpt_async dg_ckpt_async;
 
 dg_ckpt_async *dg_ckpt_async_new(void);
+
+/* Has the save in flight finished (or is there none)? Does not wait. */
+int dg_ckpt_async_done(dg_ckpt_async *a);
 
 /* Wait for the save in flight, if any, and free. */
 void dg_ckpt_async_free(dg_ckpt_async *a);
@@ -32,6 +36,9 @@ int dg_ckpt_async_start(dg_ckpt_async *a, const char *dir, long pid, const dg_ck
 
 /* Is a save in flight (started and not yet waited for)? */
 int dg_ckpt_async_pending(const dg_ckpt_async *a);
+
+/* Has the save in flight finished (or is there none)? Does not wait. */
+int dg_ckpt_async_done(dg_ckpt_async *a);
 
 /* Wait for the save in flight: its outcome on this rank (DG_OK when none was
  * in flight). *iteration gets the iteration it saved (-1: none). */
