@@ -16,6 +16,15 @@ int64_t dg_ckpt_piece_numel(const dg_ckpt_piece *p) {
     return n;
 }
 
+bool dg_ckpt_piece_contiguous(const dg_ckpt_piece *p) {
+    int64_t s = 1;
+    for (int d = p->ndim - 1; d >= 0; d--) {
+        if (p->shape[d] > 1 && p->stride[d] != s) return false;
+        s *= p->shape[d];
+    }
+    return true;
+}
+
 void dg_ckpt_key_of(const dg_ckpt_piece *p, dg_ckpt_key *k) {
     memset(k, 0, sizeof *k);
     memcpy(k->name, p->name, sizeof k->name);
@@ -33,12 +42,8 @@ void dg_ckpt_piece_whole(const dg_ckpt_tensor *t, dg_ckpt_piece *p) {
     memcpy(p->name, t->name, sizeof p->name);
     p->dtype = t->dtype;
     p->ndim = t->ndim;
-    int64_t s = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        p->global_shape[d] = p->shape[d] = t->shape[d];
-        p->stride[d] = s;
-        s *= t->shape[d];
-    }
+    for (int d = 0; d < t->ndim; d++) p->global_shape[d] = p->shape[d] = t->shape[d];
+    dg_ckpt_row_major(p->shape, p->ndim, p->stride);
     p->data = t->data;
 }
 

@@ -104,22 +104,13 @@ static bool box_equal(const dg_ckpt_entry *e, const dg_ckpt_piece *p) {
            !memcmp(e->shape, p->shape, sizeof(int64_t) * (size_t)p->ndim);
 }
 
-static bool is_contiguous(const dg_ckpt_piece *p) {
-    int64_t s = 1;
-    for (int d = p->ndim - 1; d >= 0; d--) {
-        if (p->shape[d] > 1 && p->stride[d] != s) return false;
-        s *= p->shape[d];
-    }
-    return true;
-}
-
 /* Read entry e (whole: its CRC covers it) and copy its overlap with every
  * piece of its tensor. A piece that is exactly e, contiguous, is read into
  * directly. */
 static int read_entry(const dg_ckpt_entry *e, const open_file *f, const dg_ckpt_piece *p, int n, dg_err *err) {
     void *buf = NULL, *into = NULL;
     for (int i = 0; i < n && !into; i++)
-        if (!strcmp(p[i].name, e->name) && box_equal(e, &p[i]) && is_contiguous(&p[i])) into = p[i].data;
+        if (!strcmp(p[i].name, e->name) && box_equal(e, &p[i]) && dg_ckpt_piece_contiguous(&p[i])) into = p[i].data;
     if (!into) into = buf = dg_malloc((size_t)DG_MAX(e->nbytes, 1));
     int st = dg_ckpt_read_at(f->fd, into, (size_t)e->nbytes, e->offset, f->path, err);
     uint32_t crc = st == DG_OK ? dg_crc32(0, into, (size_t)e->nbytes) : 0;

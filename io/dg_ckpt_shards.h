@@ -74,8 +74,11 @@ void dg_ckpt_key_of(const dg_ckpt_piece *p, dg_ckpt_key *k);
 /* The whole tensor t as one piece (row-major, contiguous). */
 void dg_ckpt_piece_whole(const dg_ckpt_tensor *t, dg_ckpt_piece *p);
 
-/* Elements and bytes of p's box. */
+/* Elements of p's box. */
 int64_t dg_ckpt_piece_numel(const dg_ckpt_piece *p);
+
+/* Is p's memory the box's elements in row-major order, without gaps? */
+bool dg_ckpt_piece_contiguous(const dg_ckpt_piece *p);
 
 /* Who writes what, and where: the same on every rank. */
 typedef struct dg_ckpt_plan {

@@ -129,16 +129,6 @@ void dg_ckpt_abort(const char *dir, int64_t iteration, long pid) {
     if (dg_ckpt_tmp_dir(tmp, sizeof tmp, dir, iteration, pid, NULL) == DG_OK) dg_ckpt_remove_tree(tmp);
 }
 
-/* Is the piece's memory the box's bytes in row-major order? */
-static bool contiguous(const dg_ckpt_piece *p) {
-    int64_t s = 1;
-    for (int d = p->ndim - 1; d >= 0; d--) {
-        if (p->shape[d] > 1 && p->stride[d] != s) return false;
-        s *= p->shape[d];
-    }
-    return true;
-}
-
 /* Append piece p as entry e to fd (padding up to e->offset first); *crc gets
  * its CRC. *pos: the file's size so far. */
 static int write_box(int fd, const char *path, const dg_ckpt_piece *p, const dg_ckpt_entry *e, int64_t *pos,
@@ -147,7 +137,7 @@ static int write_box(int fd, const char *path, const dg_ckpt_piece *p, const dg_
     DG_TRY(dg_ckpt_write_all(fd, zeros, (size_t)(e->offset - *pos), path, err));
     const void *src = p->data;
     void *packed = NULL;
-    if (!contiguous(p) && e->nbytes > 0) {
+    if (!dg_ckpt_piece_contiguous(p) && e->nbytes > 0) {
         int64_t rm[DG_MAX_DIMS];
         dg_ckpt_row_major(p->shape, p->ndim, rm);
         packed = dg_malloc((size_t)e->nbytes);
