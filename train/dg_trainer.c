@@ -647,7 +647,9 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     if (t.log) {
         print_startup(&t);
         if (c->wandb_project[0]) printf(" W&B logging is not available in dagatron: --wandb-* ignored (--tensorboard-dir writes TensorBoard event files)\n");
-        if (load_plan == DG_CKPT_LOAD_RESUME)
+        if (load_plan == DG_CKPT_LOAD_RESUME && c->finetune)
+            printf(" loaded the parameters of %s (--finetune: optimizer state and counters start fresh)\n", c->load);
+        else if (load_plan == DG_CKPT_LOAD_RESUME)
             printf(" loaded checkpoint from %s at iteration %lld (consumed samples %lld)\n", c->load,
                    (long long)k.iteration, (long long)k.consumed);
         if (c->ckpt_format[0])
