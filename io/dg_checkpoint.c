@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "dg_ckpt_fs.h"
+#include "dg_ckpt_shards.h"
 
 #define ALIGN 64 /* tensor start alignment in the .bin: cache lines, AVX-512, mmap-friendly */
 
@@ -74,14 +75,6 @@ const dg_ckpt_entry *dg_ckpt_find(const dg_ckpt_manifest *man, const char *name)
     return NULL;
 }
 
-static const char *shape_str(const int64_t *s, int ndim, char *buf, size_t len) {
-    size_t k = (size_t)snprintf(buf, len, "[");
-    for (int d = 0; d < ndim && k < len; d++)
-        k += (size_t)snprintf(buf + k, len - k, "%s%" PRId64, d ? "," : "", s[d]);
-    if (k < len) snprintf(buf + k, len - k, "]");
-    return buf;
-}
-
 /* ---- save --------------------------------------------------------------------- */
 
 /* Check the caller's table before touching the disk: a bad table is a bug
@@ -106,168 +99,30 @@ static int check_table(const dg_ckpt_meta *m, const dg_ckpt_tensor *t, int n, dg
     return DG_OK;
 }
 
-/* Remove what killed saves left behind: "*.tmp-<pid>" entries whose process
- * is gone, and our own (from an earlier failed save of this process). A live
- * process's temporary directory is left alone: it may be saving right now. */
-static void remove_stale(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    long me = (long)getpid();
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        long pid;
-        if (!dg_ckpt_parse_tmp_name(de->d_name, &pid)) continue;
-        if (pid != me && (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)) continue;
-        char p[DG_CKPT_STR_LEN + 300];
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        dg_ckpt_remove_tree(p);
-    }
-    closedir(d);
-}
-
-static void reached(const dg_ckpt_save_opts *o, dg_ckpt_stage stage, int index) {
-    if (o->at) o->at(o->ctx, stage, index);
-}
-
-/* Write the tensors into <tmp>/model_optim_rng.bin, filling the entries. */
-static int write_bin(const char *tmp, const dg_ckpt_tensor *t, int n, dg_ckpt_entry *e,
-                     const dg_ckpt_save_opts *o, dg_err *err) {
-    char path[DG_CKPT_STR_LEN + 128];
-    if ((size_t)snprintf(path, sizeof path, "%s/%s", tmp, DG_CKPT_BIN) >= sizeof path)
-        return dg_err_set(err, DG_EINPUT, "%s: checkpoint path too long", tmp);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) return dg_err_set(err, DG_EINPUT, "%s: cannot create: %s", path, strerror(errno));
-    static const char zeros[ALIGN] = {0};
-    int64_t off = 0;
-    int st = DG_OK;
-    for (int i = 0; i < n && st == DG_OK; i++) {
-        int64_t pad = (ALIGN - off % ALIGN) % ALIGN;
-        st = dg_ckpt_write_all(fd, zeros, (size_t)pad, path, err);
-        off += pad;
-        size_t bytes = dg_ckpt_tensor_bytes(&t[i]);
-        dg_ckpt_entry *x = &e[i];
-        memcpy(x->name, t[i].name, sizeof x->name);
-        x->dtype = t[i].dtype;
-        x->ndim = t[i].ndim;
-        memcpy(x->global_shape, t[i].shape, sizeof x->global_shape);
-        memcpy(x->shape, t[i].shape, sizeof x->shape);
-        snprintf(x->file, sizeof x->file, "%s", DG_CKPT_BIN);
-        x->offset = off;
-        x->nbytes = (int64_t)bytes;
-        x->crc32 = dg_crc32(0, t[i].data, bytes);
-        if (st == DG_OK) st = dg_ckpt_write_all(fd, t[i].data, bytes, path, err);
-        off += (int64_t)bytes;
-        if (st == DG_OK) reached(o, DG_CKPT_AT_TENSOR, i);
-    }
-    if (st == DG_OK && fsync(fd) != 0) st = dg_err_set(err, DG_EINPUT, "%s: fsync failed: %s", path, strerror(errno));
-    if (close(fd) != 0 && st == DG_OK) st = dg_err_set(err, DG_EINPUT, "%s: close failed: %s", path, strerror(errno));
-    return st;
-}
-
-/* Move the finished <tmp> to <final>. If <final> exists (saving an
- * iteration again), swap the two atomically so there is never a moment with
- * no iter_N directory; the old one ends up at <tmp> and is removed. File
- * systems without RENAME_EXCHANGE get a two-step move (the old directory
- * goes to a *.tmp-* name first, which readers ignore). */
-static int install_dir(const char *tmp, const char *final, dg_err *err) {
-    if (rename(tmp, final) == 0) return DG_OK;
-    if (errno != ENOTEMPTY && errno != EEXIST)
-        return dg_err_set(err, DG_EINPUT, "%s: cannot rename %s to it: %s", final, tmp, strerror(errno));
-    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
-        dg_ckpt_remove_tree(tmp);
-        return DG_OK;
-    }
-    char old[DG_CKPT_STR_LEN + 128];
-    if ((size_t)snprintf(old, sizeof old, "%s-old", tmp) >= sizeof old)
-        return dg_err_set(err, DG_EINPUT, "%s: checkpoint path too long", tmp);
-    if (rename(final, old) != 0 || rename(tmp, final) != 0)
-        return dg_err_set(err, DG_EINPUT, "%s: cannot replace it with %s: %s", final, tmp, strerror(errno));
-    dg_ckpt_remove_tree(old);
-    return DG_OK;
-}
-
-static int cmp_desc(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x < y) - (x > y);
-}
-
-/* Delete iter_* directories beyond the newest keep_last, never `keep_it`
- * (just written) nor the tracker's. Each goes to a *.tmp-* name first, so a
- * crash mid-delete leaves no half-deleted directory that looks complete. */
-static int prune(const char *dir, int keep_last, int64_t keep_it, dg_err *err) {
-    if (keep_last <= 0) return DG_OK;
-    int64_t tracked = -1;
-    if (dg_ckpt_latest(dir, &tracked, NULL) != DG_OK) tracked = -1;
-    DIR *d = opendir(dir);
-    if (!d) return dg_err_set(err, DG_EINPUT, "%s: cannot list: %s", dir, strerror(errno));
-    int64_t *its = NULL;
-    int n = 0, cap = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        int64_t it;
-        if (!dg_ckpt_parse_iter_name(de->d_name, &it)) continue;
-        if (n == cap) its = dg_realloc(its, sizeof *its * (size_t)(cap = cap ? 2 * cap : 16));
-        its[n++] = it;
-    }
-    closedir(d);
-    qsort(its, (size_t)n, sizeof *its, cmp_desc);
-    int st = DG_OK;
-    for (int i = keep_last; i < n && st == DG_OK; i++) {
-        if (its[i] == keep_it || its[i] == tracked) continue;
-        char p[DG_CKPT_STR_LEN + 32], gone[DG_CKPT_STR_LEN + 96];
-        st = dg_ckpt_iter_dir(p, sizeof p, dir, its[i], err);
-        if (st != DG_OK) break;
-        snprintf(gone, sizeof gone, "%s.tmp-%ld-del", p, (long)getpid());
-        if (rename(p, gone) != 0)
-            st = dg_err_set(err, DG_EINPUT, "%s: checkpoint saved, but cannot remove this old one: %s", p,
-                            strerror(errno));
-        else
-            dg_ckpt_remove_tree(gone);
-    }
-    dg_free(its);
-    return st;
-}
-
 int dg_ckpt_save(const char *dir, const dg_ckpt_meta *m, const dg_ckpt_tensor *t, int n,
                  const dg_ckpt_save_opts *opts, dg_err *err) {
-    const dg_ckpt_save_opts none = {0, NULL, NULL}, *o = opts ? opts : &none;
     DG_TRY(check_table(m, t, n, err));
-    DG_TRY(dg_ckpt_mkdirs(dir, err));
-    remove_stale(dir);
-    char final[DG_CKPT_STR_LEN + 32], tmp[DG_CKPT_STR_LEN + 64];
-    DG_TRY(dg_ckpt_iter_dir(final, sizeof final, dir, m->iteration, err));
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", final, (long)getpid());
-    if (mkdir(tmp, 0777) != 0)
-        return dg_err_set(err, DG_EINPUT, "%s: cannot create directory: %s", tmp, strerror(errno));
-
-    dg_ckpt_entry *e = dg_calloc((size_t)(n > 0 ? n : 1), sizeof *e);
-    int st = write_bin(tmp, t, n, e, o, err);
+    /* A world of one: every tensor whole, written by this process. */
+    dg_ckpt_piece *p = dg_calloc((size_t)DG_MAX(n, 1), sizeof *p);
+    dg_ckpt_key *k = dg_calloc((size_t)DG_MAX(n, 1), sizeof *k);
+    for (int i = 0; i < n; i++) {
+        dg_ckpt_piece_whole(&t[i], &p[i]);
+        dg_ckpt_key_of(&p[i], &k[i]);
+    }
+    dg_ckpt_plan plan;
+    long pid = (long)getpid();
+    int st = dg_ckpt_plan_make(1, &n, k, n, &plan, err);
     if (st == DG_OK) {
-        char *json = dg_ckpt_manifest_to_json(m, e, n);
-        char mp[DG_CKPT_STR_LEN + 96];
-        snprintf(mp, sizeof mp, "%s/%s", tmp, DG_CKPT_MANIFEST);
-        st = dg_ckpt_write_file(mp, json, strlen(json), err);
-        dg_free(json);
+        st = dg_ckpt_begin(dir, m->iteration, pid, err);
+        if (st == DG_OK) st = dg_ckpt_write_rank(dir, m->iteration, pid, &plan, 0, p, opts, err);
+        /* a failed write leaves its .failed marker: finish removes the directory */
+        if (st == DG_OK) st = dg_ckpt_finish(dir, pid, m, &plan, 0, opts, err);
+        else dg_ckpt_abort(dir, m->iteration, pid);
+        dg_ckpt_plan_free(&plan);
     }
-    dg_free(e);
-    if (st == DG_OK) st = dg_ckpt_fsync_dir(tmp, err);
-    if (st == DG_OK) reached(o, DG_CKPT_AT_FILES, -1);
-    if (st == DG_OK) st = install_dir(tmp, final, err);
-    if (st != DG_OK) {
-        dg_ckpt_remove_tree(tmp);
-        return st;
-    }
-    /* The directory must be durable under its final name before the tracker
-     * may name it. */
-    DG_TRY(dg_ckpt_fsync_dir(dir, err));
-    reached(o, DG_CKPT_AT_INSTALLED, -1);
-    char tracker[DG_CKPT_STR_LEN + 64], num[32];
-    if ((size_t)snprintf(tracker, sizeof tracker, "%s/%s", dir, DG_CKPT_TRACKER) >= sizeof tracker)
-        return dg_err_set(err, DG_EINPUT, "%s: checkpoint path too long", dir);
-    int len = snprintf(num, sizeof num, "%" PRId64, m->iteration); /* Megatron writes no newline */
-    DG_TRY(dg_ckpt_replace_file(dir, tracker, num, (size_t)len, err));
-    reached(o, DG_CKPT_AT_TRACKED, -1);
-    return prune(dir, o->keep_last, m->iteration, err);
+    dg_free(k);
+    dg_free(p);
+    return st;
 }
 
 /* ---- find ---------------------------------------------------------------------- */
@@ -346,85 +201,15 @@ void dg_ckpt_manifest_free(dg_ckpt_manifest *man) {
     man->n_tensors = 0;
 }
 
-/* The data files a load touches, opened once each. */
-typedef struct open_file {
-    const char *rel; /* entry->file */
-    char path[DG_CKPT_STR_LEN * 2 + 2];
-    int fd;
-    int64_t size;
-} open_file;
-
-static int open_data(const dg_ckpt_manifest *man, const dg_ckpt_entry *e, open_file *files, int *n_files,
-                     open_file **out, dg_err *err) {
-    for (int i = 0; i < *n_files; i++)
-        if (!strcmp(files[i].rel, e->file)) {
-            *out = &files[i];
-            return DG_OK;
-        }
-    open_file *f = &files[*n_files];
-    f->rel = e->file;
-    snprintf(f->path, sizeof f->path, "%s/%s", man->dir, e->file);
-    f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    if (f->fd < 0) return dg_err_set(err, DG_EINPUT, "%s: %s (tensor '%s')", f->path, strerror(errno), e->name);
-    struct stat sb;
-    fstat(f->fd, &sb);
-    f->size = (int64_t)sb.st_size;
-    ++*n_files;
-    *out = f;
-    return DG_OK;
-}
-
-/* Check every requested tensor against the manifest and the files, then read
- * them: bad names, shapes and sizes are found before any buffer is written. */
-static int load_tensors(const dg_ckpt_manifest *man, const dg_ckpt_tensor *t, int n, dg_err *err) {
-    open_file *files = dg_calloc((size_t)(n > 0 ? n : 1), sizeof *files);
-    const dg_ckpt_entry **ent = dg_calloc((size_t)(n > 0 ? n : 1), sizeof *ent);
-    open_file **fof = dg_calloc((size_t)(n > 0 ? n : 1), sizeof *fof);
-    int n_files = 0, st = DG_OK;
-    for (int i = 0; i < n && st == DG_OK; i++) {
-        const dg_ckpt_entry *e = ent[i] = dg_ckpt_find(man, t[i].name);
-        char a[96], b[96];
-        if (!e) {
-            st = dg_err_set(err, DG_EINPUT, "%s: no tensor '%s' in the checkpoint", man->path, t[i].name);
-        } else if (e->dtype != t[i].dtype) {
-            st = dg_err_set(err, DG_EINPUT, "%s: tensor '%s' is %s in the checkpoint, this run expects %s", man->path,
-                            e->name, dg_dtype_name(e->dtype), dg_dtype_name(t[i].dtype));
-        } else if (e->ndim != t[i].ndim || memcmp(e->global_shape, t[i].shape, sizeof(int64_t) * (size_t)e->ndim)) {
-            st = dg_err_set(err, DG_EINPUT, "%s: tensor '%s' has shape %s in the checkpoint, this run expects %s",
-                            man->path, e->name, shape_str(e->global_shape, e->ndim, a, sizeof a),
-                            shape_str(t[i].shape, t[i].ndim, b, sizeof b));
-        } else if (memcmp(e->shape, e->global_shape, sizeof(int64_t) * (size_t)e->ndim)) {
-            st = dg_err_set(err, DG_EINPUT, "%s: tensor '%s' is stored as a slice; loading sharded checkpoints is not supported yet",
-                            man->path, e->name);
-        } else {
-            st = open_data(man, e, files, &n_files, &fof[i], err);
-            if (st == DG_OK && e->offset + e->nbytes > fof[i]->size)
-                st = dg_err_set(err, DG_EINPUT,
-                                "%s: truncated: tensor '%s' needs bytes [%" PRId64 ", %" PRId64 "), the file has %" PRId64,
-                                fof[i]->path, e->name, e->offset, e->offset + e->nbytes, fof[i]->size);
-        }
-    }
-    for (int i = 0; i < n && st == DG_OK; i++) {
-        const dg_ckpt_entry *e = ent[i];
-        st = dg_ckpt_read_at(fof[i]->fd, t[i].data, (size_t)e->nbytes, e->offset, fof[i]->path, err);
-        uint32_t crc = st == DG_OK ? dg_crc32(0, t[i].data, (size_t)e->nbytes) : 0;
-        if (st == DG_OK && crc != e->crc32)
-            st = dg_err_set(err, DG_EINPUT, "%s: checksum mismatch in tensor '%s' (crc32 %08" PRIx32 ", manifest says %08" PRIx32 ")",
-                            fof[i]->path, e->name, crc, e->crc32);
-    }
-    for (int i = 0; i < n_files; i++) close(files[i].fd);
-    dg_free(files);
-    dg_free(ent);
-    dg_free(fof);
-    return st;
-}
-
 int dg_ckpt_load(const char *dir, int64_t iteration, const dg_ckpt_expect *expect, dg_ckpt_meta *m,
                  const dg_ckpt_tensor *t, int n, dg_err *err) {
     dg_ckpt_manifest man;
     DG_TRY(dg_ckpt_read_manifest(dir, iteration, &man, err));
     int st = expect && expect->check ? expect->check(&man.meta.config, expect->ctx, man.path, err) : DG_OK;
-    if (st == DG_OK) st = load_tensors(&man, t, n, err);
+    dg_ckpt_piece *p = dg_calloc((size_t)DG_MAX(n, 1), sizeof *p);
+    for (int i = 0; i < n; i++) dg_ckpt_piece_whole(&t[i], &p[i]);
+    if (st == DG_OK) st = dg_ckpt_load_pieces(&man, p, n, err);
+    dg_free(p);
     if (st == DG_OK && m) *m = man.meta;
     dg_ckpt_manifest_free(&man);
     return st;

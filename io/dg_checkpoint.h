@@ -4,8 +4,9 @@
  *
  *   <dir>/latest_checkpointed_iteration.txt   the iteration as decimal text, no newline
  *   <dir>/iter_0000010/metadata.json          the manifest (below)
- *   <dir>/iter_0000010/model_optim_rng.bin    the tensor bytes, little-endian,
- *                                             each tensor 64-byte aligned
+ *   <dir>/iter_0000010/model_optim_rng.bin    rank 0's tensor bytes, little-endian,
+ *                                             each stored slice 64-byte aligned
+ *   <dir>/iter_0000010/model_optim_rng_rank00001.bin ... the other ranks' (sharded saves)
  *
  * The manifest holds a format name and version, the run's counters
  * (iteration, consumed samples, optimizer steps, skipped and NaN
@@ -18,9 +19,10 @@
  * is { name, dtype, global_shape, slice_start, shape, file, offset, nbytes,
  * crc32 }: `shape` is the part of the `global_shape` tensor this entry
  * holds, starting at `slice_start`, and `file` is relative to the iteration
- * directory, so per-rank shards (mp_rank_XX/...) fit the same table later.
- * (This version writes and reads whole tensors; a slice is rejected on load
- * until the multi-rank issues add resharding.)
+ * directory. A tensor saved whole is one entry (version 1, what
+ * dg_ckpt_save writes); a sharded save (dg_ckpt_shards.h, version 2) stores
+ * a tensor as several slices that tile it, and a load assembles whatever
+ * boxes it asks for from them.
  * crc32 is zlib's CRC-32 of the entry's bytes, so a Python tool can verify a
  * checkpoint with the standard library alone.
  *
@@ -58,7 +60,8 @@
 #include "dg_graph.h"
 
 #define DG_CKPT_FORMAT "dagatron-checkpoint"
-#define DG_CKPT_VERSION 1
+#define DG_CKPT_VERSION 2       /* sharded: a tensor may be stored as several slices (dg_ckpt_shards.h) */
+#define DG_CKPT_VERSION_WHOLE 1 /* each tensor whole, once: still written when no tensor is sliced */
 #define DG_CKPT_TRACKER "latest_checkpointed_iteration.txt"
 #define DG_CKPT_MANIFEST "metadata.json"
 #define DG_CKPT_BIN "model_optim_rng.bin"
@@ -147,10 +150,14 @@ size_t dg_ckpt_tensor_bytes(const dg_ckpt_tensor *t);
 
 /* The stages of a save, in the order they are reached. */
 typedef enum dg_ckpt_stage {
-    DG_CKPT_AT_TENSOR,    /* tensor `index` written into <tmp>/model_optim_rng.bin (not yet fsynced) */
+    DG_CKPT_AT_TENSOR,    /* this rank's box `index` written into its file in <tmp> (not yet fsynced) */
     DG_CKPT_AT_FILES,     /* the .bin and the manifest complete and durable in iter_N.tmp-<pid>/ */
     DG_CKPT_AT_INSTALLED, /* iter_N/ in place and durable; the tracker still names the previous one */
     DG_CKPT_AT_TRACKED,   /* the tracker names N; old checkpoints not pruned yet */
+    /* (sharded saves, dg_ckpt_shards.h; numbered last, reached between
+     * DG_CKPT_AT_TENSOR and DG_CKPT_AT_FILES) rank `index`'s data file and
+     * its CRCs are durable in the temporary directory */
+    DG_CKPT_AT_RANK_FILE,
 } dg_ckpt_stage;
 
 typedef struct dg_ckpt_save_opts {

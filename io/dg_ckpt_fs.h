@@ -49,6 +49,16 @@ bool dg_ckpt_parse_iter_name(const char *name, int64_t *iteration);
 /* Is this a temporary directory name "<anything>.tmp-<pid>[-suffix]"? */
 bool dg_ckpt_parse_tmp_name(const char *name, long *pid);
 
+/* ---- boxes (dg_ckpt_plan.c) ------------------------------------------------ */
+
+/* Copy a box of `shape` between two strided layouts (strides in elements of
+ * elem bytes; dst and src point at the box's first element). */
+void dg_ckpt_box_copy(void *dst, const int64_t *dst_stride, const void *src, const int64_t *src_stride,
+                      const int64_t *shape, int ndim, size_t elem);
+
+/* Row-major strides of shape. */
+void dg_ckpt_row_major(const int64_t *shape, int ndim, int64_t *stride);
+
 /* ---- the manifest (dg_ckpt_manifest.c) ------------------------------------ */
 
 /* The manifest of meta and entries as JSON text (dg_malloc'd, NUL-terminated). */

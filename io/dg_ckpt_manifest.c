@@ -39,7 +39,12 @@ static cJSON *exact_number(double v) {
 char *dg_ckpt_manifest_to_json(const dg_ckpt_meta *m, const dg_ckpt_entry *e, int n) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "format", DG_CKPT_FORMAT);
-    cJSON_AddNumberToObject(root, "version", DG_CKPT_VERSION);
+    /* Version 1 holds each tensor whole, once; a table of slices (a sharded
+     * save) is version 2, which readers of version 1 refuse by its number. */
+    int version = DG_CKPT_VERSION_WHOLE;
+    for (int i = 0; i < n; i++)
+        if (memcmp(e[i].shape, e[i].global_shape, sizeof(int64_t) * (size_t)e[i].ndim)) version = DG_CKPT_VERSION;
+    cJSON_AddNumberToObject(root, "version", version);
     cJSON_AddStringToObject(root, "byte_order", "little");
     cJSON_AddNumberToObject(root, "iteration", (double)m->iteration);
     cJSON_AddNumberToObject(root, "consumed_samples", (double)m->consumed_samples);
@@ -218,9 +223,9 @@ static int parse_root(const rd *r, const cJSON *root, dg_ckpt_manifest *man) {
         return dg_err_set(r->err, DG_EINPUT, "%s: format is '%s', expected '%s'", r->path, fmt, DG_CKPT_FORMAT);
     int64_t ver;
     DG_TRY(get_int(r, root, "", "version", 0, INT32_MAX, &ver));
-    if (ver != DG_CKPT_VERSION)
-        return dg_err_set(r->err, DG_EINPUT, "%s: format version %" PRId64 ", this dagatron reads version %d", r->path,
-                          ver, DG_CKPT_VERSION);
+    if (ver < DG_CKPT_VERSION_WHOLE || ver > DG_CKPT_VERSION)
+        return dg_err_set(r->err, DG_EINPUT, "%s: format version %" PRId64 ", this dagatron reads versions %d to %d",
+                          r->path, ver, DG_CKPT_VERSION_WHOLE, DG_CKPT_VERSION);
     char bo[16];
     DG_TRY(get_str(r, root, "", "byte_order", bo, sizeof bo));
     if (strcmp(bo, "little") != 0)
@@ -270,12 +275,20 @@ static int parse_root(const rd *r, const cJSON *root, dg_ckpt_manifest *man) {
         DG_TRY(parse_entry(r, t, man->n_tensors, &man->tensors[man->n_tensors]));
         man->n_tensors++;
     }
-    /* Version 1 holds each tensor whole, once. (Shards will repeat a name
-     * with different slices; that reader is for the multi-rank issues.) */
+    /* A name repeats once per stored slice (version 2); the same slice twice
+     * is a broken table. (Overlapping slices are found by the loader's
+     * coverage count.) */
     for (int i = 0; i < n; i++)
-        for (int j = 0; j < i; j++)
-            if (!strcmp(man->tensors[i].name, man->tensors[j].name))
-                return dg_err_set(r->err, DG_EINPUT, "%s: tensor '%s' appears twice", r->path, man->tensors[i].name);
+        for (int j = 0; j < i; j++) {
+            const dg_ckpt_entry *a = &man->tensors[i], *b = &man->tensors[j];
+            if (strcmp(a->name, b->name)) continue;
+            if (ver == DG_CKPT_VERSION_WHOLE || !memcmp(a->slice_start, b->slice_start, sizeof a->slice_start))
+                return dg_err_set(r->err, DG_EINPUT, "%s: tensor '%s' appears twice", r->path, a->name);
+            if (a->dtype != b->dtype || a->ndim != b->ndim ||
+                memcmp(a->global_shape, b->global_shape, sizeof a->global_shape))
+                return dg_err_set(r->err, DG_EINPUT, "%s: the slices of tensor '%s' disagree on its dtype or shape",
+                                  r->path, a->name);
+        }
     return DG_OK;
 }
 

@@ -240,21 +240,6 @@ static void load_master(dg_dist *d, int i, void *const *ptrs) {
     }
 }
 
-int dg_dist_gather_moments(dg_dist *d, int i, float *m, float *v, dg_err *err) {
-    dg_dist_bucket *b = &d->b[i];
-    int64_t n = b->hi - b->lo;
-    if (!(d->distributed && b->comm && b->comm->size > 1)) {
-        memcpy(m + b->lo, b->m, sizeof(float) * (size_t)n);
-        memcpy(v + b->lo, b->v, sizeof(float) * (size_t)n);
-        return DG_OK;
-    }
-    dg_comm_req req = {0};
-    DG_TRY(b->comm->ops->all_gather(b->comm, b->m, m, n, DG_F32, &req, err));
-    DG_TRY(b->comm->ops->wait(b->comm, &req, err));
-    DG_TRY(b->comm->ops->all_gather(b->comm, b->v, v, n, DG_F32, &req, err));
-    return b->comm->ops->wait(b->comm, &req, err);
-}
-
 void dg_dist_set_state(dg_dist *d, int i, const float *m, const float *v, void *const *ptrs) {
     dg_dist_bucket *b = &d->b[i];
     size_t bytes = sizeof(float) * (size_t)(b->hi - b->lo);

@@ -118,11 +118,6 @@ int dg_dist_sum(dg_comm *c, double *v, int n, dg_err *err);
  * a checkpoint and at the end of training. Collective over the groups. */
 int dg_dist_sync_params(dg_dist *d, void *const *ptrs, dg_err *err);
 
-/* Bucket i's moments as whole-bucket arrays m[padded], v[padded] (for a
- * checkpoint): copied, or all-gathered over the bucket's group with the
- * distributed optimizer (a collective: every rank of the group calls it). */
-int dg_dist_gather_moments(dg_dist *d, int i, float *m, float *v, dg_err *err);
-
 /* Bucket i's owned moments from whole-bucket arrays, and its master weights
  * from the parameters' buffers (after a checkpoint load). */
 void dg_dist_set_state(dg_dist *d, int i, const float *m, const float *v, void *const *ptrs);

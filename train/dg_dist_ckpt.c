@@ -1,250 +1,247 @@
 /* dg_dist_ckpt.c — see dg_dist_ckpt.h. */
 #include "dg_dist_ckpt.h"
 
+#include <string.h>
+#include <unistd.h>
+
+#include "dg_ckpt_async.h"
+#include "dg_ckpt_pieces.h"
 #include "dg_layout.h"
 #include "dg_model_record.h"
 
-#include <string.h>
+#define FINISH_TIMEOUT_S 600.0 /* rank 0 waits this long for the other ranks' files */
 
-/* Whole-bucket moment arrays, one pair per bucket. */
-typedef struct moments {
-    int n;
-    float **m, **v;
-} moments;
+/* The axes a parameter may be split over in a checkpoint's eyes (ep, tp),
+ * with this rank's place on them; other axes do not split parameters. */
+typedef struct place {
+    int mesh[DG_AXIS_COUNT], coord[DG_AXIS_COUNT];
+} place;
 
-static void moments_alloc(moments *mo, const dg_dist *d) {
-    mo->n = d->n;
-    mo->m = dg_calloc((size_t)DG_MAX(d->n, 1), sizeof(float *));
-    mo->v = dg_calloc((size_t)DG_MAX(d->n, 1), sizeof(float *));
-    for (int i = 0; i < d->n; i++) {
-        size_t bytes = sizeof(float) * (size_t)DG_MAX(d->layout->b[i].padded, 1);
-        mo->m[i] = dg_aligned_alloc(bytes);
-        mo->v[i] = dg_aligned_alloc(bytes);
-    }
+static place place_of(const dg_ckpt_run *r) {
+    place p;
+    memset(&p, 0, sizeof p);
+    p.mesh[DG_AXIS_EP] = r->ep ? r->ep->size : 1;
+    p.coord[DG_AXIS_EP] = r->ep ? r->ep->rank : 0;
+    p.mesh[DG_AXIS_TP] = r->tp ? r->tp->size : 1;
+    p.coord[DG_AXIS_TP] = r->tp ? r->tp->rank : 0;
+    return p;
 }
 
-static void moments_free(moments *mo) {
-    for (int i = 0; i < mo->n; i++) {
-        dg_free(mo->m[i]);
-        dg_free(mo->v[i]);
-    }
-    dg_free(mo->m);
-    dg_free(mo->v);
-}
-
-/* The table of tensors: each parameter, then its two moments (pointing into
- * the whole-bucket arrays): 3 n_params entries of t.
- *
- * Parameters split over EP (expert weights) or TP are saved whole: each of the
- * three tensors gets a buffer of the global shape in ep_full, which `gather`
- * fills by an all-gather over the EP or TP group (a collective: every rank builds
- * the table, in the same order) followed by placing each rank's slice where
- * dg_shard_copy says, and which a load fills from the file, after which
- * scatter_ep() copies this rank's slice back. */
-typedef struct ep_slices {
-    int n;
-    float **full;   /* [3 n_params] global buffers, NULL for tensors held whole */
-    float **local;  /* [3 n_params] this rank's slice of each */
-    const dg_tensor **param; /* [3 n_params] the parameter whose layout each follows */
-    int mesh[DG_AXIS_COUNT]; /* the axes checkpoints gather: ep, tp */
-    int coord[DG_AXIS_COUNT];
-} ep_slices;
-
-static void ep_slices_free(ep_slices *e) {
-    for (int i = 0; i < e->n; i++) dg_free(e->full[i]);
-    dg_free(e->full);
-    dg_free(e->local);
-    dg_free(e->param);
-    memset(e, 0, sizeof *e);
-}
-
-/* The group a checkpoint gathers axis a over (ep, tp), or NULL. */
-static dg_comm *axis_comm(const dg_ckpt_run *r, int a) {
-    dg_comm *c = a == DG_AXIS_EP ? r->ep : a == DG_AXIS_TP ? r->tp : NULL;
-    return c && c->size > 1 ? c : NULL;
-}
-
-/* *axes: the axes p is split over here that the checkpoint gathers (ep
- * and tp, by their groups' sizes, whatever the graph's mesh says; an expert
- * weight under expert tensor parallelism has both), a bit set of dg_axis.
- * DG_EINTERNAL when it is split over an axis a checkpoint cannot gather. */
-static int split_axes(const dg_ckpt_run *r, const dg_tensor *p, const dg_graph *g, unsigned *axes, dg_err *err) {
-    *axes = 0;
+/* DG_EINTERNAL when p is split over an axis other than ep and tp that has
+ * more than one rank (no such parameter layout exists yet). */
+static int check_axes(const dg_tensor *p, const dg_graph *g, dg_err *err) {
     for (int d = 0; d < p->ndim; d++)
         for (int k = 0; k < 2; k++) {
             int a = k ? p->sharding.split2[d] : p->sharding.split[d];
-            if (a == DG_AXIS_NONE) continue;
-            if (axis_comm(r, a)) *axes |= 1u << a;
-            else if (a != DG_AXIS_EP && a != DG_AXIS_TP && dg_mesh_size(g, (dg_axis)a) > 1)
+            if (a != DG_AXIS_NONE && a != DG_AXIS_EP && a != DG_AXIS_TP && dg_mesh_size(g, (dg_axis)a) > 1)
                 return dg_err_set(err, DG_EINTERNAL, "checkpoint: parameter '%s' is split over %s, which "
-                                  "checkpoints do not gather yet", p->name, dg_axis_name((dg_axis)a));
+                                  "checkpoints do not place yet", p->name, dg_axis_name((dg_axis)a));
         }
     return DG_OK;
 }
 
-/* Gather this rank's slice src of p over the groups of `axes` (one
- * all-gather per axis, each of what the previous ones gathered) into the
- * global buffer full. */
-static int gather_axes(const dg_ckpt_run *r, const ep_slices *e, unsigned axes, const dg_tensor *p, float *src,
-                       float *full, dg_err *err) {
-    int64_t numel = dg_tensor_numel(p), count = 1;
-    int ax[DG_AXIS_COUNT], na = 0, st = DG_OK;
-    float *cur = src, *own = NULL;
-    for (int a = 0; a < DG_AXIS_COUNT; a++)
-        if (axes & (1u << a)) ax[na++] = a;
-    for (int i = 0; st == DG_OK && i < na; i++) {
-        dg_comm *c = axis_comm(r, ax[i]);
-        float *next = dg_aligned_alloc(sizeof(float) * (size_t)DG_MAX(numel * count * c->size, 1));
-        dg_comm_req req = {0};
-        st = c->ops->all_gather(c, cur, next, numel * count, DG_F32, &req, err);
-        if (st == DG_OK) st = c->ops->wait(c, &req, err);
-        dg_free(own);
-        cur = own = next;
-        count *= c->size;
+/* Where parameter id sits in the buckets: bucket *b, element offset *off. */
+static int find_bucket(const dg_dist *d, int id, int *b, int64_t *off, dg_err *err) {
+    for (int i = 0; i < d->n; i++)
+        for (int k = 0; k < d->layout->b[i].n_params; k++)
+            if (d->layout->b[i].params[k] == id) {
+                *b = i;
+                *off = d->layout->b[i].offset[k];
+                return DG_OK;
+            }
+    return dg_err_set(err, DG_EINTERNAL, "checkpoint: parameter '%s' is in no bucket", d->g->tensors[id].name);
+}
+
+/* What this rank holds, as pieces: each parameter (its local slice), then,
+ * with `optim`, AdamW's moments over the elements of it this rank owns:
+ * all of them, or its distributed-optimizer shard. Moments live in m[b] /
+ * v[b] indexed from the bucket's owned start (mo_whole: indexed from the
+ * bucket's element 0, the load's whole-bucket scratch). */
+static int build(const dg_ckpt_run *r, const dg_dist *d, const int *params, int n_params, void *const *ptrs,
+                 int optim, float *const *m, float *const *v, int mo_whole, dg_ckpt_pieces *out, dg_err *err) {
+    place pl = place_of(r);
+    for (int i = 0; i < n_params; i++) {
+        const dg_tensor *p = &d->g->tensors[params[i]];
+        DG_TRY(check_axes(p, d->g, err));
+        int64_t numel = dg_tensor_numel(p);
+        DG_TRY(dg_ckpt_pieces_add(out, p, "", pl.mesh, pl.coord, 0, numel, ptrs[params[i]], err));
+        if (!optim) continue;
+        int b = 0;
+        int64_t off = 0;
+        DG_TRY(find_bucket(d, params[i], &b, &off, err));
+        int64_t lo = DG_MAX(off, d->b[b].lo), hi = DG_MIN(off + numel, d->b[b].hi);
+        if (lo >= hi) continue; /* another DP rank owns this parameter's moments */
+        int64_t at = mo_whole ? lo : lo - d->b[b].lo;
+        DG_TRY(dg_ckpt_pieces_add(out, p, "optimizer.exp_avg.", pl.mesh, pl.coord, lo - off, hi - off, m[b] + at, err));
+        DG_TRY(dg_ckpt_pieces_add(out, p, "optimizer.exp_avg_sq.", pl.mesh, pl.coord, lo - off, hi - off, v[b] + at,
+                                  err));
     }
-    int coord[DG_AXIS_COUNT];
-    memcpy(coord, e->coord, sizeof coord);
-    /* slice s came from coordinate (s / stride_i) % size_i on axis i, the
-     * first axis gathered varying fastest */
-    for (int64_t s = 0; st == DG_OK && s < count; s++) {
-        int64_t stride = 1;
-        for (int i = 0; i < na; i++) {
-            int size = axis_comm(r, ax[i])->size;
-            coord[ax[i]] = (int)(s / stride % size);
-            stride *= size;
-        }
-        dg_shard_copy(p, e->mesh, coord, full, cur + s * numel, sizeof(float), true);
+    return DG_OK;
+}
+
+/* Every rank's keys, on every rank: keys[r * *stride + i]. */
+static int exchange(dg_comm *world, const dg_ckpt_pieces *l, int *n_keys, dg_ckpt_key **keys, int *stride,
+                    dg_err *err) {
+    int size = world ? world->size : 1;
+    int64_t mine = l->n, *counts = dg_calloc((size_t)size, sizeof *counts);
+    int st = DG_OK;
+    dg_comm_req req = {0};
+    if (world) {
+        st = world->ops->all_gather(world, &mine, counts, 1, DG_I64, &req, err);
+        if (st == DG_OK) st = world->ops->wait(world, &req, err);
+    } else {
+        counts[0] = mine;
     }
-    dg_free(own);
+    int64_t max = 1;
+    for (int i = 0; i < size; i++) {
+        max = DG_MAX(max, counts[i]);
+        n_keys[i] = (int)counts[i];
+    }
+    dg_ckpt_key *local = dg_calloc((size_t)max, sizeof *local);
+    for (int i = 0; i < l->n; i++) dg_ckpt_key_of(&l->p[i], &local[i]);
+    if (world && st == DG_OK) {
+        *keys = dg_calloc((size_t)(max * size), sizeof **keys);
+        st = world->ops->all_gather(world, local, *keys, max * DG_CKPT_KEY_WORDS, DG_I64, &req, err);
+        if (st == DG_OK) st = world->ops->wait(world, &req, err);
+        dg_free(local);
+    } else {
+        *keys = local;
+    }
+    *stride = (int)max;
+    dg_free(counts);
     return st;
 }
 
-static int table(const dg_ckpt_run *r, const dg_dist *d, const int *params, int n_params,
-                 void *const *ptrs, const moments *mo, int gather, dg_ckpt_tensor *t, ep_slices *e,
-                 dg_err *err) {
-    e->n = 3 * n_params;
-    e->full = dg_calloc((size_t)DG_MAX(e->n, 1), sizeof(float *));
-    e->local = dg_calloc((size_t)DG_MAX(e->n, 1), sizeof(float *));
-    e->param = dg_calloc((size_t)DG_MAX(e->n, 1), sizeof(dg_tensor *));
-    e->mesh[DG_AXIS_EP] = r->ep ? r->ep->size : 1;
-    e->coord[DG_AXIS_EP] = r->ep ? r->ep->rank : 0;
-    e->mesh[DG_AXIS_TP] = r->tp ? r->tp->size : 1;
-    e->coord[DG_AXIS_TP] = r->tp ? r->tp->rank : 0;
-    int n = 0;
-    static const char *prefix[3] = {"", "optimizer.exp_avg.", "optimizer.exp_avg_sq."};
-    for (int i = 0; i < n_params; i++) {
-        const dg_tensor *p = &d->g->tensors[params[i]];
-        float *src[3] = {ptrs[params[i]], NULL, NULL};
-        for (int b = 0; b < d->n && !src[1]; b++)
-            for (int k = 0; k < d->layout->b[b].n_params; k++)
-                if (d->layout->b[b].params[k] == params[i]) {
-                    src[1] = mo->m[b] + d->layout->b[b].offset[k];
-                    src[2] = mo->v[b] + d->layout->b[b].offset[k];
-                }
-        if (!src[1]) return dg_err_set(err, DG_EINTERNAL, "checkpoint: parameter '%s' is in no bucket", p->name);
-        unsigned axes;
-        DG_TRY(split_axes(r, p, d->g, &axes, err));
-        int sliced = axes != 0, parts = 1;
-        for (int a = 0; a < DG_AXIS_COUNT; a++)
-            if (axes & (1u << a)) parts *= axis_comm(r, a)->size;
-        for (int j = 0; j < 3; j++, n++) {
-            e->local[n] = src[j];
-            e->param[n] = p;
-            if (!sliced) {
-                DG_TRY(dg_ckpt_tensor_from(&t[n], prefix[j], p, src[j], err));
-                continue;
-            }
-            int64_t global[DG_MAX_DIMS];
-            dg_shard_global_shape(p, e->mesh, global);
-            e->full[n] = dg_aligned_alloc(sizeof(float) * (size_t)DG_MAX(dg_tensor_numel(p) * parts, 1));
-            DG_TRY(dg_ckpt_tensor_from(&t[n], prefix[j], p, e->full[n], err));
-            memcpy(t[n].shape, global, sizeof(int64_t) * (size_t)p->ndim);
-            if (gather) DG_TRY(gather_axes(r, e, axes, p, src[j], e->full[n], err));
-        }
-    }
-    return DG_OK;
+static void meta_of(const dg_ckpt_run *r, const dg_train_counters *k, dg_ckpt_meta *meta) {
+    const dg_train_config *c = r->c;
+    dg_ckpt_meta_init(meta);
+    meta->iteration = k->iteration;
+    meta->consumed_samples = k->consumed;
+    meta->consumed_valid_samples = k->consumed_valid;
+    meta->optimizer_steps = k->updates;
+    meta->skipped_iters = k->skipped;
+    meta->nan_iters = k->nans;
+    snprintf(meta->tokenizer.type, sizeof meta->tokenizer.type, "%s",
+             c->tokenizer_type[0] ? c->tokenizer_type : (c->mock_data ? "NullTokenizer" : "ByteLevelTokenizer"));
+    snprintf(meta->tokenizer.vocab_file, sizeof meta->tokenizer.vocab_file, "%s", c->vocab_file);
+    snprintf(meta->tokenizer.merge_file, sizeof meta->tokenizer.merge_file, "%s", c->merge_file);
+    meta->tokenizer.vocab_size = r->vocab;
+    snprintf(meta->data.path, sizeof meta->data.path, "%s", c->data_path);
+    snprintf(meta->data.split, sizeof meta->data.split, "%s", c->split);
+    meta->data.mock = c->mock_data;
+    meta->data.seed = c->seed;
 }
 
-/* After a load: this rank's slice of the global expert tensors. */
-static void scatter_ep(const ep_slices *e) {
-    for (int i = 0; i < e->n; i++)
-        if (e->full[i]) dg_shard_copy(e->param[i], e->mesh, e->coord, e->full[i], e->local[i], sizeof(float), false);
+static int agree(const dg_ckpt_run *r, int st, dg_err *err) { return dg_dist_agree(r->world, st, err); }
+
+int dg_dist_ckpt_wait(const dg_ckpt_run *r, dg_err *err) {
+    int64_t it;
+    return agree(r, r->async ? dg_ckpt_async_wait(r->async, &it, err) : DG_OK, err);
 }
 
 int dg_dist_ckpt_save(const dg_ckpt_run *r, const dg_dist *d, const int *params, int n_params,
                       void *const *ptrs, const dg_train_counters *k, dg_err *err) {
     const dg_train_config *c = r->c;
-    moments mo;
-    moments_alloc(&mo, d);
-    int st = DG_OK;
-    for (int i = 0; st == DG_OK && i < d->n; i++)
-        st = dg_dist_gather_moments((dg_dist *)d, i, mo.m[i], mo.v[i], err);
-    dg_ckpt_tensor *t = dg_calloc((size_t)DG_MAX(3 * n_params, 1), sizeof *t);
-    ep_slices e = {0};
-    if (st == DG_OK) st = table(r, d, params, n_params, ptrs, &mo, 1, t, &e, err);
-    if (st == DG_OK && r->writer) {
-        dg_ckpt_meta meta;
-        dg_ckpt_meta_init(&meta);
-        meta.iteration = k->iteration;
-        meta.consumed_samples = k->consumed;
-        meta.consumed_valid_samples = k->consumed_valid;
-        meta.optimizer_steps = k->updates;
-        meta.skipped_iters = k->skipped;
-        meta.nan_iters = k->nans;
-        snprintf(meta.tokenizer.type, sizeof meta.tokenizer.type, "%s",
-                 c->tokenizer_type[0] ? c->tokenizer_type : (c->mock_data ? "NullTokenizer" : "ByteLevelTokenizer"));
-        snprintf(meta.tokenizer.vocab_file, sizeof meta.tokenizer.vocab_file, "%s", c->vocab_file);
-        snprintf(meta.tokenizer.merge_file, sizeof meta.tokenizer.merge_file, "%s", c->merge_file);
-        meta.tokenizer.vocab_size = r->vocab;
-        snprintf(meta.data.path, sizeof meta.data.path, "%s", c->data_path);
-        snprintf(meta.data.split, sizeof meta.data.split, "%s", c->split);
-        meta.data.mock = c->mock_data;
-        meta.data.seed = c->seed;
-        dg_ckpt_save_opts o = {c->keep_last, r->at, r->at_ctx};
-        st = dg_model_to_record(&c->model, &meta.config, err);
-        if (st == DG_OK) st = dg_ckpt_save(c->save, &meta, t, 3 * n_params, &o, err);
+    DG_TRY(dg_dist_ckpt_wait(r, err)); /* one save at a time */
+    int rank = r->world ? r->world->rank : 0, size = r->world ? r->world->size : 1;
+    float **m = dg_calloc((size_t)DG_MAX(d->n, 1), sizeof *m), **v = dg_calloc((size_t)DG_MAX(d->n, 1), sizeof *v);
+    for (int i = 0; i < d->n; i++) {
+        m[i] = d->b[i].m;
+        v[i] = d->b[i].v;
     }
-    ep_slices_free(&e);
-    dg_free(t);
-    moments_free(&mo);
-    return dg_dist_agree(r->world, st, err);
+    dg_ckpt_pieces l = {0};
+    int st = build(r, d, params, n_params, ptrs, 1, m, v, 0, &l, err);
+    dg_free(m);
+    dg_free(v);
+    int *n_keys = dg_calloc((size_t)size, sizeof *n_keys), stride = 0;
+    dg_ckpt_key *keys = NULL;
+    dg_ckpt_plan plan = {0};
+    /* the exchange is collective: every rank reaches it, even after a local error */
+    int st2 = exchange(r->world, &l, n_keys, &keys, &stride, err);
+    if (st == DG_OK) st = st2;
+    if (st == DG_OK) st = dg_ckpt_plan_make(size, n_keys, keys, stride, &plan, err);
+    dg_free(keys);
+    dg_free(n_keys);
+    /* rank 0 makes the temporary directory, named by its pid */
+    int64_t pid = (int64_t)getpid(), *pids = dg_calloc((size_t)size, sizeof *pids);
+    pids[0] = pid;
+    dg_comm_req req = {0};
+    if (r->world) {
+        st2 = r->world->ops->all_gather(r->world, &pid, pids, 1, DG_I64, &req, err);
+        if (st2 == DG_OK) st2 = r->world->ops->wait(r->world, &req, err);
+        if (st == DG_OK) st = st2;
+    }
+    long pid0 = (long)pids[0];
+    dg_free(pids);
+    dg_ckpt_meta meta;
+    meta_of(r, k, &meta);
+    if (st == DG_OK) st = dg_model_to_record(&c->model, &meta.config, err);
+    if (st == DG_OK && rank == 0) st = dg_ckpt_begin(c->save, k->iteration, pid0, err);
+    st = agree(r, st, err);
+    dg_ckpt_save_opts o = {c->keep_last, r->at, r->at_ctx};
+    if (st == DG_OK && r->async) {
+        st = agree(r, dg_ckpt_async_start(r->async, c->save, pid0, &meta, &plan, rank, l.p, FINISH_TIMEOUT_S, &o, err),
+                   err);
+    } else if (st == DG_OK) {
+        st = agree(r, dg_ckpt_write_rank(c->save, k->iteration, pid0, &plan, rank, l.p, &o, err), err);
+        if (st == DG_OK && rank == 0) st = dg_ckpt_finish(c->save, pid0, &meta, &plan, FINISH_TIMEOUT_S, &o, err);
+        else if (rank == 0) dg_ckpt_abort(c->save, k->iteration, pid0);
+        st = agree(r, st, err);
+    }
+    dg_ckpt_plan_free(&plan);
+    dg_ckpt_pieces_free(&l);
+    return st;
 }
 
 int dg_dist_ckpt_load(const dg_ckpt_run *r, dg_dist *d, const int *params, int n_params,
                       void *const *ptrs, dg_train_counters *k, dg_err *err) {
     const dg_train_config *c = r->c;
-    moments mo;
-    moments_alloc(&mo, d);
-    dg_ckpt_tensor *t = dg_calloc((size_t)DG_MAX(3 * n_params, 1), sizeof *t);
-    /* Read straight into the parameters: dg_ckpt_load checks names, shapes
-     * and sizes before it reads a byte, so a bad checkpoint leaves them be. */
-    dg_ckpt_meta meta;
-    ep_slices e = {0};
-    int st = table(r, d, params, n_params, ptrs, &mo, 0, t, &e, err);
-    dg_ckpt_expect same_arch = dg_model_expect(&c->model);
-    if (st == DG_OK) st = dg_ckpt_load(c->load, DG_CKPT_LATEST, &same_arch, &meta, t, 3 * n_params, err);
-    if (st == DG_OK) {
-        scatter_ep(&e);
-        for (int i = 0; i < d->n; i++) dg_dist_set_state(d, i, mo.m[i], mo.v[i], ptrs);
-        *k = (dg_train_counters){meta.iteration, meta.consumed_samples, meta.consumed_valid_samples,
-                                 meta.optimizer_steps, meta.skipped_iters, meta.nan_iters};
+    int optim = !c->no_load_optim && !c->finetune;
+    /* Moments go into whole-bucket scratch, then dg_dist_set_state keeps
+     * the owned range and refreshes the master weights from the parameters. */
+    float **m = dg_calloc((size_t)DG_MAX(d->n, 1), sizeof *m), **v = dg_calloc((size_t)DG_MAX(d->n, 1), sizeof *v);
+    for (int i = 0; i < d->n; i++) {
+        size_t bytes = sizeof(float) * (size_t)DG_MAX(d->layout->b[i].padded, 1);
+        m[i] = dg_aligned_alloc(bytes);
+        v[i] = dg_aligned_alloc(bytes);
+        memset(m[i], 0, bytes);
+        memset(v[i], 0, bytes);
     }
-    ep_slices_free(&e);
-    dg_free(t);
-    moments_free(&mo);
+    dg_ckpt_pieces l = {0};
+    dg_ckpt_manifest man = {0};
+    int st = build(r, d, params, n_params, ptrs, optim, m, v, 1, &l, err);
+    dg_ckpt_expect same_arch = dg_model_expect(&c->model);
+    if (st == DG_OK) st = dg_ckpt_read_manifest(c->load, DG_CKPT_LATEST, &man, err);
+    if (st == DG_OK) st = same_arch.check(&man.meta.config, same_arch.ctx, man.path, err);
+    /* Read straight into the parameters: the loader checks names, shapes
+     * and coverage before it reads a byte, so a bad checkpoint leaves them be. */
+    if (st == DG_OK) st = dg_ckpt_load_pieces(&man, l.p, l.n, err);
+    if (st == DG_OK) {
+        for (int i = 0; i < d->n; i++) dg_dist_set_state(d, i, m[i], v[i], ptrs);
+        const dg_ckpt_meta *meta = &man.meta;
+        *k = (dg_train_counters){meta->iteration, meta->consumed_samples, meta->consumed_valid_samples,
+                                 meta->optimizer_steps, meta->skipped_iters, meta->nan_iters};
+        if (c->finetune) *k = (dg_train_counters){0}; /* Megatron's --finetune: parameters only, from iteration 0 */
+    }
+    for (int i = 0; i < d->n; i++) {
+        dg_free(m[i]);
+        dg_free(v[i]);
+    }
+    dg_free(m);
+    dg_free(v);
+    dg_ckpt_manifest_free(&man);
+    dg_ckpt_pieces_free(&l);
     return st;
 }
 
 uint64_t dg_dist_ckpt_bytes(const dg_ckpt_run *r, const dg_dist *d, const int *params, int n_params) {
-    int mesh[DG_AXIS_COUNT] = {0};
-    mesh[DG_AXIS_EP] = r->ep ? r->ep->size : 1;
-    mesh[DG_AXIS_TP] = r->tp ? r->tp->size : 1;
+    place pl = place_of(r);
     /* a generous manifest entry per tensor, and the JSON around them */
     uint64_t bytes = 65536;
     for (int i = 0; i < n_params; i++) {
         const dg_tensor *p = &d->g->tensors[params[i]];
         int64_t global[DG_MAX_DIMS];
-        dg_shard_global_shape(p, mesh, global);
+        dg_shard_global_shape(p, pl.mesh, global);
         uint64_t b = dg_dtype_size(p->dtype);
         for (int k = 0; k < p->ndim; k++) b *= (uint64_t)global[k];
         bytes += 3 * (b + 64 + 1024); /* the parameter and its two moments, 64-byte aligned */

@@ -8,26 +8,32 @@
  * record, train/dg_model_record.h), the tokenizer and the data description,
  * so `dagatron generate` can rebuild the model from it.
  *
- * Data parallelism: parameters are replicated, so world rank 0 writes them.
- * With the distributed optimizer each rank holds a shard of the moments;
- * the save all-gathers every bucket's moments over its group first (a
- * collective: every rank calls dg_dist_ckpt_save), so the checkpoint holds
- * whole tensors and does not depend on the DP size: a run may resume with
- * another DP size or with(out) the distributed optimizer. Every rank reads
- * the checkpoint on load and keeps its own shard. The files must therefore
- * be visible to every rank (one machine, or a shared file system).
+ * Every rank writes (io/dg_ckpt_shards.h): what a rank holds is described
+ * as boxes of the global tensors (train/dg_ckpt_pieces.h): its slice of
+ * each parameter under TP (strided fused weights included) and EP, and the
+ * AdamW moments of the elements it owns (all of its parameters' elements,
+ * or its distributed-optimizer shard of each bucket). Replicas (DP copies, a
+ * norm's weight on every TP rank) are written once, by the least-loaded
+ * holder; one metadata.json lists every box. No tensor is gathered.
+ *
+ * Loading asks for this rank's boxes under its own layout and reads the
+ * stored boxes that overlap them, so a checkpoint saved under any TP, EP, DP
+ * or distributed-optimizer layout loads under any other (PP stages and CP
+ * need nothing more: a tensor's boxes are keyed by global offsets). The
+ * files must be visible to every rank (one machine, or a shared file
+ * system).
  *
  * Resuming is exact: parameters, moments and counters come back bit for bit,
  * fp32 master weights are copies of the parameters, the data position is
  * the consumed-sample count and the learning rate follows the optimizer-step
  * count, so a resumed run prints the losses of an uninterrupted one.
- * Expert parallelism: a parameter's slice split over EP (expert weights:
- * [G, ...], split[0] = DG_AXIS_EP) is gathered over the EP group into the
- * global tensor under its global name, each rank's slice in the place
- * dg_shard_copy (graph/dg_layout.h) gives it, and each rank takes its slice
- * back on load,
- * so checkpoints hold the global model whatever the EP size (resharding
- * across EP sizes works for the parameters and moments alike).
+ *
+ * Flags: --no-load-optim loads parameters only (moments start at zero),
+ * --finetune also restarts the counters at iteration 0; --no-load-rng has
+ * nothing to skip (dagatron's random streams are functions of --seed and the
+ * iteration, not state); --async-save (r->async) snapshots this rank's boxes
+ * to host memory and writes them on a background thread
+ * (train/dg_ckpt_async.h).
  */
 #ifndef DG_DIST_CKPT_H
 #define DG_DIST_CKPT_H
@@ -45,20 +51,26 @@ typedef struct dg_train_counters {
 typedef struct dg_ckpt_run {
     const dg_train_config *c;
     int64_t vocab;      /* the tokenizer's vocabulary before padding */
-    int writer;         /* this rank writes (world rank 0) */
+    int writer;         /* this rank prints (world rank 0); every rank writes its boxes */
     dg_comm *world;     /* all ranks, to agree on the outcome (NULL: one rank) */
-    dg_comm *ep;        /* the EP group: expert tensors are gathered over it (NULL: none) */
+    dg_comm *ep;        /* the EP group: places expert slices (NULL: none) */
     /* The writer's save calls this at each stage (dg_ckpt_save_opts.at):
      * a seam for tests, NULL otherwise. */
     void (*at)(void *ctx, dg_ckpt_stage stage, int index);
     void *at_ctx;
-    dg_comm *tp;        /* the TP group: tensors split over tp are gathered over it (NULL: none) */
+    dg_comm *tp;        /* the TP group: places TP slices (NULL: none) */
+    struct dg_ckpt_async *async; /* --async-save: the background writer (NULL: saves are synchronous) */
 } dg_ckpt_run;
 
 /* Save iteration k->iteration of the run into c->save (collective; every
  * rank returns the writer's outcome). ptrs: each tensor's buffer. */
 int dg_dist_ckpt_save(const dg_ckpt_run *r, const dg_dist *d, const int *params, int n_params,
                       void *const *ptrs, const dg_train_counters *k, dg_err *err);
+
+/* Wait for an asynchronous save in flight (none: returns at once) and agree
+ * on its outcome (collective). Before the next save (dg_dist_ckpt_save
+ * does it) and at the end of training. */
+int dg_dist_ckpt_wait(const dg_ckpt_run *r, dg_err *err);
 
 /* Load the latest checkpoint of c->load into the parameters, the optimizer
  * state and *k. A --load without a checkpoint is an error here: whether a

@@ -91,6 +91,14 @@ typedef struct dg_train_config {
     int tp_comm_overlap;   /* --tp-comm-overlap (with --sequence-parallel) */
     int expert_tensor_parallel_size; /* --expert-tensor-parallel-size: 1 or TP (0: TP, Megatron's default;
                                       * dg_grid.h) */
+    /* checkpoints (train/dg_dist_ckpt.h) */
+    char ckpt_format[DG_ARG_STR_LEN]; /* --ckpt-format: "" or torch_dist (= dagatron's sharded format) */
+    int no_load_optim;                /* --no-load-optim */
+    int no_load_rng;                  /* --no-load-rng (accepted: no RNG state to skip) */
+    int finetune;                     /* --finetune: parameters only, iteration 0 */
+    int ckpt_fully_parallel_save;     /* --ckpt-fully-parallel-save (accepted: always) */
+    int ckpt_fully_parallel_load;     /* --ckpt-fully-parallel-load (accepted: always) */
+    int async_save;                   /* --async-save */
 } dg_train_config;
 
 void dg_train_config_defaults(dg_train_config *c);

@@ -11,6 +11,7 @@
 #include "dg_cpu_gemm.h"
 #include "dg_cuda_exec.h"
 #include "dg_dist.h"
+#include "dg_ckpt_async.h"
 #include "dg_dist_ckpt.h"
 #include "dg_ep.h"
 #include "dg_feed.h"
@@ -60,6 +61,7 @@ typedef struct trainer {
     int failure_agreed;        /* the failure being returned is known to every rank */
     int ranks_on_node;         /* ranks sharing this node's memory */
     dg_tb *tb;                 /* --tensorboard-dir: the event file (logging rank), or NULL */
+    dg_ckpt_async *ckpt_async; /* --async-save: the background checkpoint writer, or NULL */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -242,6 +244,7 @@ static int setup(trainer *t, dg_err *err) {
 }
 
 static void teardown(trainer *t) {
+    dg_ckpt_async_free(t->ckpt_async); /* waits for a save in flight */
     dg_dist_free(&t->dist);
     dg_optim_free(&t->optim);
     dg_dp_buckets_free(&t->buckets);
@@ -571,7 +574,7 @@ static dg_ckpt_run ckpt_run_of(const trainer *t) {
     int hook = t->hooks && t->hooks->on_save_stage;
     return (dg_ckpt_run){t->c, t->feed.vocab, t->log, t->grid ? t->grid->world_comm : NULL,
                          t->grid ? t->grid->group[DG_AXIS_EP] : NULL, hook ? save_stage : NULL,
-                         hook ? (void *)t : NULL, t->grid ? t->grid->group[DG_AXIS_TP] : NULL};
+                         hook ? (void *)t : NULL, t->grid ? t->grid->group[DG_AXIS_TP] : NULL, t->ckpt_async};
 }
 
 /* --save can take a checkpoint of this run (the writer checks: it alone
@@ -588,7 +591,9 @@ static int save_ckpt(trainer *t, const dg_train_counters *k, dg_err *err) {
     int st = dg_dist_ckpt_save(&r, &t->dist, t->params, t->n_params, t->ptrs, k, err);
     t->failure_agreed = st != DG_OK; /* dg_dist_ckpt_save agrees on its outcome */
     DG_TRY(st);
-    if (t->log) printf(" saved checkpoint at iteration %8lld to %s\n", (long long)k->iteration, t->c->save);
+    if (t->log)
+        printf(" %s checkpoint at iteration %8lld to %s\n", t->ckpt_async ? "saving (in the background)" : "saved",
+               (long long)k->iteration, t->c->save);
     fflush(stdout);
     return DG_OK;
 }
@@ -628,6 +633,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     if (st == DG_OK) st = check_save(&t, err);
     if (st == DG_OK && t.log && c->tensorboard_dir[0]) st = dg_tb_open(&t.tb, c->tensorboard_dir, err);
     dg_train_counters k = {0};
+    if (st == DG_OK && c->async_save && c->save[0]) t.ckpt_async = dg_ckpt_async_new();
     if (st == DG_OK && load_plan == DG_CKPT_LOAD_RESUME) {
         dg_ckpt_run r = ckpt_run_of(&t);
         st = dg_dist_ckpt_load(&r, &t.dist, t.params, t.n_params, t.ptrs, &k, err);
@@ -653,9 +659,14 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     if (t.log) {
         print_startup(&t);
         if (c->wandb_project[0]) printf(" W&B logging is not available in dagatron: --wandb-* ignored (--tensorboard-dir writes TensorBoard event files)\n");
-        if (load_plan == DG_CKPT_LOAD_RESUME)
+        if (load_plan == DG_CKPT_LOAD_RESUME && c->finetune)
+            printf(" loaded the parameters of %s (--finetune: optimizer state and counters start fresh)\n", c->load);
+        else if (load_plan == DG_CKPT_LOAD_RESUME)
             printf(" loaded checkpoint from %s at iteration %lld (consumed samples %lld)\n", c->load,
                    (long long)k.iteration, (long long)k.consumed);
+        if (c->ckpt_format[0])
+            printf(" --ckpt-format torch_dist: dagatron's sharded format (metadata.json and one file per rank; "
+                   "not PyTorch files)\n");
         if (load_plan == DG_CKPT_LOAD_FRESH)
             printf(" no checkpoint in %s yet (it is also --save): starting from scratch\n", c->load);
         fflush(stdout);
@@ -757,6 +768,11 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     /* Megatron saves once more at the end of training. */
     if (st == DG_OK && c->save[0] && saved_at != (int)k.iteration && res->iterations > 0)
         st = save_ckpt(&t, &k, err);
+    if (st == DG_OK && t.ckpt_async) {
+        dg_ckpt_run r = ckpt_run_of(&t);
+        st = dg_dist_ckpt_wait(&r, err); /* the last save is on disk before the run ends */
+        t.failure_agreed = st != DG_OK;
+    }
     if (st == DG_OK) st = dg_dist_sync_params(&t.dist, t.ptrs, err);
     for (int i = 0; st == DG_OK && final && final->on_param && i < t.n_params; i++)
         final->on_param(final->ctx, &t.g->tensors[t.params[i]], t.ptrs[t.params[i]]);

@@ -444,7 +444,7 @@ static void test_bad_manifest(void **state) {
         const char *from, *to, *says;
     } edits[] = {
         {"\"format\"", "\"formt\"", "'format' is missing"},
-        {"\"version\":\t1", "\"version\":\t2", "format version 2, this dagatron reads version 1"},
+        {"\"version\":\t1", "\"version\":\t3", "format version 3, this dagatron reads versions 1 to 2"},
         {"\"iteration\":\t10", "\"iteration\":\t12", "says iteration 12 but sits in iter_0000010"},
         {"\"consumed_samples\":\t640", "\"consumed_samples\":\t6.5", "'consumed_samples' = 6.5 is not an integer"},
         {"\"0xffffffffffffffff\"", "\"ffff\"", "rng[0] is not a \"0x...\" hex word"},

@@ -141,12 +141,20 @@ static void check_stage(const char *dir, int stage, int replacing) {
     assert_int_equal(it, want);
     assert_int_equal(load_and_check(dir, DG_CKPT_LATEST, it == 10 ? SEED_OLD : SEED_NEW), it);
     int present = ckpt_exists("%s/iter_0000020", dir);
-    assert_int_equal(present, replacing || stage >= DG_CKPT_AT_INSTALLED);
+    int installed = stage == DG_CKPT_AT_INSTALLED || stage == DG_CKPT_AT_TRACKED;
+    assert_int_equal(present, replacing || installed);
     if (present) load_and_check(dir, 20, SEED_NEW);
     load_and_check(dir, 10, SEED_OLD);
 }
 
-/* Kill at every stage (each tensor, files done, installed, tracked), first
+/* The stages of a one-rank save in the order they come: each tensor, the
+ * rank's file durable, files done, installed, tracked (k = 0 .. nt + 3). */
+static void stage_of(int k, int nt, int *stage, int *index) {
+    *stage = k < nt ? DG_CKPT_AT_TENSOR : k == nt ? DG_CKPT_AT_RANK_FILE : DG_CKPT_AT_FILES + (k - nt - 1);
+    *index = k < nt ? k : k == nt ? 0 : -1;
+}
+
+/* Kill at every stage (each tensor, the rank's file, files done, installed, tracked), first
  * saving a new iteration 20, then replacing an existing one: after each,
  * the disk is as check_stage expects. */
 static void test_sigkill_at_every_stage(void **state) {
@@ -156,16 +164,16 @@ static void test_sigkill_at_every_stage(void **state) {
     int nt = n_tensors();
     for (int replacing = 0; replacing < 2; replacing++) {
         save_or_die(dir, 10, SEED_OLD, 0); /* the tracker back on 10 */
-        for (int k = 0; k < nt + 3; k++) {
-            int stage = k < nt ? DG_CKPT_AT_TENSOR : DG_CKPT_AT_FILES + (k - nt);
-            int index = k < nt ? k : -1;
+        for (int k = 0; k < nt + 4; k++) {
+            int stage, index;
+            stage_of(k, nt, &stage, &index);
             if (replacing && stage == DG_CKPT_AT_TRACKED) continue; /* would leave the tracker on 20 */
             pid_t pid = spawn_save(dir, 20, SEED_NEW, (stage_ctl){stage, index, -1, -1});
             int ws;
             assert_int_equal(waitpid(pid, &ws, 0), pid);
             assert_true(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL);
             check_stage(dir, stage, replacing);
-            if (!replacing && stage >= DG_CKPT_AT_INSTALLED) {
+            if (!replacing && (stage == DG_CKPT_AT_INSTALLED || stage == DG_CKPT_AT_TRACKED)) {
                 /* iter_0000020 now exists: back to before this save */
                 char p[300];
                 snprintf(p, sizeof p, "%s/iter_0000020", dir);
@@ -197,7 +205,7 @@ static void test_tracker_after_directory(void **state) {
     stage_msg m;
     while (read(up[0], &m, sizeof m) == (ssize_t)sizeof m) {
         /* the stages come in order, each tensor once */
-        int k = m.stage == DG_CKPT_AT_TENSOR ? m.index : nt + (m.stage - DG_CKPT_AT_FILES);
+        int k = m.stage == DG_CKPT_AT_TENSOR ? m.index : m.stage == DG_CKPT_AT_RANK_FILE ? nt : nt + 1 + (m.stage - DG_CKPT_AT_FILES);
         assert_int_equal(k, last + 1);
         last = k;
         check_stage(dir, m.stage, 0);
@@ -209,7 +217,7 @@ static void test_tracker_after_directory(void **state) {
     int ws;
     assert_int_equal(waitpid(pid, &ws, 0), pid);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
-    assert_int_equal(stops, nt + 3);
+    assert_int_equal(stops, nt + 4);
     assert_int_equal(tracker(dir), 20);
     ckpt_rmrf(dir);
 }

@@ -1,8 +1,9 @@
 /* test_dist_ckpt_ep.c — checkpoints of expert-parallel weights, under
  * mpirun -np 2 with --expert-model-parallel-size 2: each rank holds half of
  * every expert tensor (rows r*G .. r*G+G-1, split[0] = EP); the checkpoint
- * must hold the global tensors (parameters and both moments, gathered over
- * EP), and a load must give each rank back exactly its rows.
+ * must hold the global tensors (parameters and both moments; each rank
+ * writes its rows as slices), and a load must give each rank back exactly
+ * its rows.
  *
  * No training: the tiny model's step graph is laid out by the DP pass (layout
  * only) and given its optimizer state by the optimizer pass, the expert tensors' dim 0 halved and marked EP, buffers filled with
@@ -107,7 +108,7 @@ int main(int argc, char **argv) {
     MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
     snprintf(c.save, sizeof c.save, "%s", dir);
     snprintf(c.load, sizeof c.load, "%s", dir);
-    dg_ckpt_run r = {&c, 100, me == 0, grid->world_comm, grid->group[DG_AXIS_EP], NULL, NULL, NULL};
+    dg_ckpt_run r = {&c, 100, me == 0, grid->world_comm, grid->group[DG_AXIS_EP], NULL, NULL, NULL, NULL};
     dg_train_counters k = {3, 24, 0, 3, 0, 0};
     CHECK(dg_dist_ckpt_save(&r, &d, params, np, ptrs, &k, &err) == DG_OK);
     if (err.msg[0]) fprintf(stderr, "rank %d: %s\n", me, err.msg);

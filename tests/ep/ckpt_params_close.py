@@ -22,7 +22,10 @@ def load(d):
         if t["name"].startswith("optimizer."):
             continue
         raw = np.fromfile(os.path.join(idir, t["file"]), dtype=np.uint8, count=t["nbytes"], offset=t["offset"])
-        out[t["name"]] = raw.view(np.float32).reshape(t["shape"])
+        # a tensor may be stored as several slices (version 2): put each in place
+        whole = out.setdefault(t["name"], np.zeros(t["global_shape"], dtype=np.float32))
+        box = tuple(slice(s, s + n) for s, n in zip(t["slice_start"], t["shape"]))
+        whole[box] = raw.view(np.float32).reshape(t["shape"])
     return it, out
 
 
