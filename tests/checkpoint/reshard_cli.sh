@@ -14,7 +14,9 @@ HERE=$(dirname "$0")
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 fail=0
 ARCH=($(cat "$HERE/../common/moe_arch.flags"))
-BASE=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --seq-length 32
+# --make-vocab-size-divisible-by 32: the vocabulary pads to 32 x tp (Megatron's
+# rule), 128 rows at tp 1, 2 and 4, so the layouts hold the same model
+BASE=("${ARCH[@]}" --mock-data --vocab-size 100 --make-vocab-size-divisible-by 32 --num-layers 2 --hidden-size 64 --seq-length 32
       --micro-batch-size 2 --global-batch-size 8 --log-interval 1 --lr 3e-3 --lr-decay-style constant
       --eval-iters 0 --compute-threads 1 --train-iters 6)
 MOE=(--num-attention-heads 4 --group-query-attention --num-query-groups 2 --num-experts 4 --moe-router-topk 2)
