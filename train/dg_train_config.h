@@ -15,6 +15,7 @@
 
 #include "dg_args.h"
 #include "dg_model.h"
+#include "dg_train_compat.h"
 
 typedef struct dg_train_config {
     dg_model_config model; /* filled by the model flags */
@@ -86,6 +87,8 @@ typedef struct dg_train_config {
     /* derived by dg_train_config_finish (dp_size set by the trainer from the grid first) */
     int dp_size;          /* data shards: Megatron's data-parallel size (EP x DP ranks) */
     int num_microbatches; /* global batch / (micro batch x dp) */
+
+    dg_train_compat compat; /* the rest of Megatron's flags (dg_train_compat.h) */
 } dg_train_config;
 
 void dg_train_config_defaults(dg_train_config *c);

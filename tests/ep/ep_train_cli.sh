@@ -24,7 +24,7 @@ run() {
     local ck=$1 np=$2
     shift 2
     $DG_MPIRUN -np "$np" "$exe" train "${args[@]}" --save "$ck" "$@" 2>&1 |
-        grep -oE "lm loss: [0-9.E+-]+|load balancing loss: [0-9.E+-]+|grad norm: [0-9.]+" | paste -sd' '
+        grep -oE "lm loss: [0-9.E+-]+|load_balancing_loss: [0-9.E+-]+|grad norm: [0-9.]+" | paste -sd' '
 }
 n_check=0
 check() {
