@@ -33,7 +33,7 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--num-experts", DG_ARG_INT, M(num_experts), "routed experts per MoE layer (0: dense)", 0, 1 << 16, NULL},
     {"--moe-router-topk", DG_ARG_INT, M(moe_router_topk), "experts per token", 1, 64, NULL},
     {"--moe-ffn-hidden-size", DG_ARG_INT, M(moe_ffn_hidden_size), "expert MLP width (default --ffn-hidden-size)", 1, 1 << 22, NULL},
-    {"--moe-router-load-balancing-type", DG_ARG_CHOICE, T(load_balancing), "balancing loss (seq_aux_loss, global_aux_loss, sinkhorn: not supported)", NR, "aux_loss|seq_aux_loss|global_aux_loss|sinkhorn|none"},
+    {"--moe-router-load-balancing-type", DG_ARG_CHOICE, T(load_balancing), "balancing loss (global_aux_loss, sinkhorn: not supported)", NR, "aux_loss|seq_aux_loss|global_aux_loss|sinkhorn|none"},
     {"--moe-aux-loss-coeff", DG_ARG_DOUBLE, M(moe_aux_loss_coeff), "load-balancing loss weight", 0, 1e6, NULL},
     {"--moe-z-loss-coeff", DG_ARG_DOUBLE, M(moe_z_loss_coeff), "router z-loss weight", 0, 1e6, NULL},
     {"--moe-router-score-function", DG_ARG_CHOICE, T(score_function), "router scores", NR, "softmax|sigmoid"},
@@ -239,16 +239,18 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
     if (!(m->hidden_dropout < 1))
         return dg_err_set(err, DG_EINPUT, "--hidden-dropout %g: expected [0, 1)", m->hidden_dropout);
     m->score_function_sigmoid = !strcmp(c->score_function, "sigmoid");
+    /* Megatron reads --moe-router-pre-softmax only with softmax scores */
+    if (m->score_function_sigmoid) m->router_pre_softmax = 0;
     m->expert_model_parallel_size = c->expert_model_parallel_size;
     m->moe_token_dispatcher_type = !strcmp(c->moe_token_dispatcher_type, "allgather")
                                        ? DG_EP_DISPATCH_ALLGATHER
                                        : DG_EP_DISPATCH_ALLTOALL;
     if (!strcmp(c->load_balancing, "none")) m->moe_aux_loss_coeff = 0.0;
-    if (!strcmp(c->load_balancing, "seq_aux_loss") || !strcmp(c->load_balancing, "global_aux_loss") ||
-        !strcmp(c->load_balancing, "sinkhorn"))
+    m->moe_seq_aux_loss = !strcmp(c->load_balancing, "seq_aux_loss");
+    if (!strcmp(c->load_balancing, "global_aux_loss") || !strcmp(c->load_balancing, "sinkhorn"))
         return dg_err_set(err, DG_EINPUT,
-                          "--moe-router-load-balancing-type %s: not supported: only aux_loss and none are built "
-                          "(docs/megatron_compat.md)",
+                          "--moe-router-load-balancing-type %s: not supported: only aux_loss, seq_aux_loss and none "
+                          "are built (docs/megatron_compat.md)",
                           c->load_balancing);
     DG_TRY(parse_layer_freq(c, err));
     dg_link_spec links;

@@ -25,6 +25,7 @@
 #include "dg_pipeline.h"
 #include "dg_sched.h"
 #include "dg_tensorboard.h"
+#include "dg_train_exit.h"
 #include "dg_train_log.h"
 #include "dg_verify.h"
 
@@ -696,6 +697,8 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     double window_ms = 0.0;
     int window_n = 0, window_adv = 0, window_skipped = 0, window_nans = 0, saved_at = -1, exited = 0;
     int first_it = (int)k.iteration + 1;
+    dg_train_exit ex; /* --exit-signal-handler, --exit-duration-in-mins */
+    dg_train_exit_begin(&ex, c);
     for (int it = first_it; it <= c->train_iters && st == DG_OK; it++) {
         double t0 = dg_now();
         losses l = {0};
@@ -785,7 +788,15 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
             exited = 1;
             break;
         }
+        const char *why = NULL;
+        if (st == DG_OK) st = dg_train_exit_check(&ex, c, t.grid ? t.grid->world_comm : NULL, &why, err);
+        if (st == DG_OK && why && it < c->train_iters) {
+            if (t.log) printf(" exiting program after %s at iteration %d\n", why, it);
+            exited = 1;
+            break;
+        }
     }
+    dg_train_exit_end(&ex);
     /* Megatron saves once more at the end of training. */
     if (st == DG_OK && c->save[0] && saved_at != (int)k.iteration && res->iterations > 0)
         st = save_ckpt(&t, &k, err);
