@@ -105,11 +105,13 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
     case DG_STAGE_LOGICAL: return DG_OK;
     case DG_STAGE_EP: {
         int st = DG_OK;
-        for (int pass = 0; pass < 2 && st == DG_OK; pass++) { /* tp, then ep */
+        for (int pass = 0; pass < 3 && st == DG_OK; pass++) { /* tp, ep, then 16-bit rounding */
+            if (pass == 2 && !o->precision) break;
             dg_graph *out = NULL;
             int *next = dg_malloc(sizeof(int) * (size_t)DG_MAX(r->g->n_tensors, 1));
-            st = pass == 0 ? dg_pass_tp(r->g, DG_MAX(o->tp_size, 1), &out, next, err)
-                           : dg_pass_ep(r->g, &o->ep, &out, next, err);
+            st = pass == 0   ? dg_pass_tp(r->g, DG_MAX(o->tp_size, 1), &out, next, err)
+                 : pass == 1 ? dg_pass_ep(r->g, &o->ep, &out, next, err)
+                             : dg_pass_precision(r->g, o->precision, &out, next, err);
             if (st == DG_OK) {
                 compose(r, next);
                 dg_graph_free(r->g);

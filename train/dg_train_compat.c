@@ -39,6 +39,7 @@ typedef struct compat_flag {
 
 static const compat_flag compat_flags[] = {
     /* built */
+    BUILT("--bf16", DG_ARG_FLAG, bf16, "bf16 parameters' copies and activations, fp32 master weights and gradient accumulation", NR, NULL),
     BUILT("--log-throughput", DG_ARG_FLAG, log_throughput, "print throughput per GPU (TFLOP/s/GPU) in the log line", NR, NULL),
     BUILT("--moe-per-layer-logging", DG_ARG_FLAG, moe_per_layer_logging, "print each MoE layer's routed tokens per expert at each log line", NR, NULL),
     BUILT("--train-samples", DG_ARG_INT, train_samples, "samples to train on: --train-iters = N / --global-batch-size", 1, 2147483647, NULL),
@@ -130,8 +131,7 @@ static const compat_flag compat_flags[] = {
     NOOP_VALUE("--moe-router-bias-update-rate", "only read with --moe-router-enable-expert-bias, which is not supported"),
     NOOP_VALUE("--moe-upcycling-granularity", "only read with --moe-use-upcycling, which is not supported"),
     /* refused: the meaning is not built and it would change the numbers */
-    REFUSE_FLAG("--bf16", "mixed precision is not built yet: training is fp32"),
-    REFUSE_FLAG("--fp16", "mixed precision is not built yet: training is fp32"),
+    REFUSE_FLAG("--fp16", "fp16 with dynamic loss scaling is not built yet (--bf16 is)"),
     REFUSE_VALUE("--fp8-format", "fp8 training is not built"),
     REFUSE_FLAG("--multi-latent-attention", "multi-latent attention (MLA) is not built"),
     REFUSE_FLAG("--qk-layernorm", "layer norms on queries and keys are not built"),

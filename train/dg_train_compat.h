@@ -26,6 +26,7 @@
 #include "dg_args.h"
 
 typedef struct dg_train_compat {
+    int bf16;                   /* --bf16: 16-bit numerics on fp32 arithmetic (dg_pass_precision.h) */
     int log_throughput;         /* --log-throughput */
     int moe_per_layer_logging;  /* --moe-per-layer-logging: routed tokens per expert and layer */
     int train_samples;          /* --train-samples (0: --train-iters) */

@@ -21,6 +21,7 @@
 #include "dg_mem_estimate.h"
 #include "dg_op_basic.h"
 #include "dg_op_optim.h"
+#include "dg_op_round16.h"
 #include "dg_pass_tp.h"
 #include "dg_pipeline.h"
 #include "dg_sched.h"
@@ -167,6 +168,8 @@ static int setup(trainer *t, dg_err *err) {
                            .scale = &dg_op_scale, .dp = &dpo, .optim = &oo,
                            .stop_after = DG_STAGE_OPTIMIZER, .step_name = "train_step",
                            .tp_size = c->tensor_model_parallel_size};
+    dg_pass_precision_opts bf16 = {DG_ROUND16_BF16, &dg_op_round16}; /* --bf16 (dg_pass_precision.h) */
+    if (c->compat.bf16) po.precision = &bf16;
     po.ep = (dg_pass_ep_opts){DG_MAX(c->model.expert_model_parallel_size, 1),
                               c->model.moe_token_dispatcher_type,
                               DG_MAX(c->model.moe_a2a_overlap_chunks, 1), 0};
