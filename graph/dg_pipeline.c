@@ -99,6 +99,13 @@ static int instantiate(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_err 
     return st;
 }
 
+/* The 16-bit pass, told where the loss is now (fp16 scales its gradient). */
+static int precision_pass(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_graph **out, int *next, dg_err *err) {
+    dg_pass_precision_opts po = *o->precision;
+    po.loss = dg_pipeline_map(r, 0, o->loss);
+    return dg_pass_precision(r->g, &po, out, next, err);
+}
+
 static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage s, dg_err *err) {
     dg_graph *g = r->g;
     switch (s) {
@@ -111,7 +118,7 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
             int *next = dg_malloc(sizeof(int) * (size_t)DG_MAX(r->g->n_tensors, 1));
             st = pass == 0   ? dg_pass_tp(r->g, DG_MAX(o->tp_size, 1), &out, next, err)
                  : pass == 1 ? dg_pass_ep(r->g, &o->ep, &out, next, err)
-                             : dg_pass_precision(r->g, o->precision, &out, next, err);
+                             : precision_pass(r, o, &out, next, err);
             if (st == DG_OK) {
                 compose(r, next);
                 dg_graph_free(r->g);

@@ -85,3 +85,46 @@ int dg_round16(dg_graph *g, int x, int format, int round_grad) {
     a.i[1] = round_grad;
     return dg_add1(g, &dg_op_round16, &a, &x, 1, NULL);
 }
+
+static int infer_loss_scaling(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
+    DG_INFER_DTYPE(g, n, 0, DG_F32, err);
+    DG_INFER_DTYPE(g, n, 1, DG_F32, err);
+    if (dg_tensor_numel(DG_IN(g, n, 1)) != 1 || (n->attrs.i[0] != 1 && n->attrs.i[0] != -1))
+        return DG_INFER_FAIL(err, "rule 'shape' broken: s must be one value and k +-1");
+    dg_desc_like(o, DG_IN(g, n, 0));
+    return DG_OK;
+}
+
+static int k_loss_scaling(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
+                          void *const *out) {
+    (void)e;
+    const float *x = in[0];
+    float *y = out[0];
+    float s = *(const float *)in[1];
+    float f = !n->attrs.i[1] ? 1.0f : n->attrs.i[0] > 0 ? s : 1.0f / s;
+    int64_t len = dg_tensor_numel(DG_IN(g, n, 0));
+    for (int64_t i = 0; i < len; i++) y[i] = x[i] * f;
+    return DG_OK;
+}
+
+static int adj_loss_scaling(dg_graph *g, const dg_node *n, const int *dout, int *din) {
+    dg_attrs a = n->attrs;
+    a.i[1] = 1;
+    din[0] = dg_add1(g, &dg_op_loss_scaling, &a, (int[]){dout[0], n->in[1]}, 2, NULL);
+    din[1] = -1;
+    return g->status;
+}
+
+const dg_op_def dg_op_loss_scaling = {
+    .name = "loss_scaling", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+    .iattr_names = {"k", "apply_forward"},
+    .infer = infer_loss_scaling, .cost = cost_round16, .adjoint = adj_loss_scaling,
+    .kernel = {k_loss_scaling}, .shard = shard_round16,
+};
+
+int dg_loss_scaling(dg_graph *g, int x, int s, int k, int apply_forward) {
+    dg_attrs a = dg_attrs_zero();
+    a.i[0] = k;
+    a.i[1] = apply_forward;
+    return dg_add1(g, &dg_op_loss_scaling, &a, (int[]){x, s}, 2, NULL);
+}

@@ -22,6 +22,14 @@ enum { DG_ROUND16_BF16 = 0, DG_ROUND16_FP16 = 1 };
 
 extern const dg_op_def dg_op_round16;
 
+/* "loss_scaling" (x, s): fp16's loss scale, s an f32 [1] input the trainer
+ * sets each step. i[0] = k (+1 or -1), i[1] = 0: y = x, and the gradient
+ * is multiplied by s^k (on the loss, k = +1 scales every gradient; on a
+ * parameter's 16-bit copy, k = -1 unscales its fp32 gradient); i[1] = 1:
+ * y = x * s^k (what those adjoints emit). */
+extern const dg_op_def dg_op_loss_scaling;
+int dg_loss_scaling(dg_graph *g, int x, int s, int k, int apply_forward);
+
 /* x (f32) rounded to `format`; round_grad: see above. Returns the id or -1. */
 int dg_round16(dg_graph *g, int x, int format, int round_grad);
 

@@ -40,6 +40,12 @@ typedef struct compat_flag {
 static const compat_flag compat_flags[] = {
     /* built */
     BUILT("--bf16", DG_ARG_FLAG, bf16, "bf16 parameters' copies and activations, fp32 master weights and gradient accumulation", NR, NULL),
+    BUILT("--fp16", DG_ARG_FLAG, fp16, "fp16 parameters' copies and activations with a loss scale, fp32 master weights", NR, NULL),
+    BUILT("--loss-scale", DG_ARG_DOUBLE, loss_scale, "constant loss scale with --fp16 (default: dynamic)", 0, 1e30, NULL),
+    BUILT("--initial-loss-scale", DG_ARG_DOUBLE, initial_loss_scale, "the dynamic loss scale's start (2^32)", 1e-30, 1e30, NULL),
+    BUILT("--min-loss-scale", DG_ARG_DOUBLE, min_loss_scale, "the dynamic loss scale's floor (1)", 1e-30, 1e30, NULL),
+    BUILT("--loss-scale-window", DG_ARG_INT, loss_scale_window, "iterations without overflow before the scale doubles (1000)", 1, 2147483647, NULL),
+    BUILT("--hysteresis", DG_ARG_INT, hysteresis, "overflows tolerated before the scale halves (2)", 1, 2147483647, NULL),
     BUILT("--log-throughput", DG_ARG_FLAG, log_throughput, "print throughput per GPU (TFLOP/s/GPU) in the log line", NR, NULL),
     BUILT("--moe-per-layer-logging", DG_ARG_FLAG, moe_per_layer_logging, "print each MoE layer's routed tokens per expert at each log line", NR, NULL),
     BUILT("--train-samples", DG_ARG_INT, train_samples, "samples to train on: --train-iters = N / --global-batch-size", 1, 2147483647, NULL),
@@ -131,7 +137,6 @@ static const compat_flag compat_flags[] = {
     NOOP_VALUE("--moe-router-bias-update-rate", "only read with --moe-router-enable-expert-bias, which is not supported"),
     NOOP_VALUE("--moe-upcycling-granularity", "only read with --moe-use-upcycling, which is not supported"),
     /* refused: the meaning is not built and it would change the numbers */
-    REFUSE_FLAG("--fp16", "fp16 with dynamic loss scaling is not built yet (--bf16 is)"),
     REFUSE_VALUE("--fp8-format", "fp8 training is not built"),
     REFUSE_FLAG("--multi-latent-attention", "multi-latent attention (MLA) is not built"),
     REFUSE_FLAG("--qk-layernorm", "layer norms on queries and keys are not built"),
@@ -158,6 +163,10 @@ void dg_train_compat_defaults(dg_train_compat *x) {
     memset(x, 0, sizeof *x);
     x->lr_warmup_fraction = -1.0;
     x->expert_tensor_parallel_size = 1;
+    x->initial_loss_scale = 4294967296.0;
+    x->min_loss_scale = 1.0;
+    x->loss_scale_window = 1000;
+    x->hysteresis = 2;
     snprintf(x->optimizer, sizeof x->optimizer, "adam");
     snprintf(x->moe_router_dtype, sizeof x->moe_router_dtype, "fp32");
     snprintf(x->rope_type, sizeof x->rope_type, "rope");
@@ -174,6 +183,7 @@ static int check_values(const dg_train_compat *x, dg_err *err) {
     if (strcmp(x->moe_router_dtype, "fp32")) return refuse("--moe-router-dtype fp64", "the router computes in fp32", err);
     if (strcmp(x->rope_type, "rope")) return refuse("--rope-type", "only plain rope is built", err);
     if (strcmp(x->softmax_type, "vanilla")) return refuse("--softmax-type", "only the vanilla softmax is built", err);
+    if (x->bf16 && x->fp16) return dg_err_set(err, DG_EINPUT, "--bf16 and --fp16 exclude each other");
     if (x->glu_linear_offset != 0.0) return refuse("--glu-linear-offset", "only 0 is built", err);
     if (x->expert_tensor_parallel_size != 1)
         return refuse("--expert-tensor-parallel-size", "experts are not split over tensor-parallel ranks yet (only 1)", err);

@@ -27,6 +27,10 @@
 
 typedef struct dg_train_compat {
     int bf16;                   /* --bf16: 16-bit numerics on fp32 arithmetic (dg_pass_precision.h) */
+    int fp16;                   /* --fp16: the same in fp16, with a loss scale (dg_loss_scaler.h) */
+    double loss_scale;          /* --loss-scale (0: dynamic) */
+    double initial_loss_scale, min_loss_scale; /* --initial-loss-scale (2^32) --min-loss-scale (1) */
+    int loss_scale_window, hysteresis;         /* --loss-scale-window (1000) --hysteresis (2) */
     int log_throughput;         /* --log-throughput */
     int moe_per_layer_logging;  /* --moe-per-layer-logging: routed tokens per expert and layer */
     int train_samples;          /* --train-samples (0: --train-iters) */

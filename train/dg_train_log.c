@@ -41,7 +41,8 @@ int dg_train_log_iteration(char *out, size_t cap, const dg_train_log_fields *f) 
         APPEND(" load_balancing_loss: %.6E |", f->load_balancing_loss);
     if (f->has_z_loss && !(f->z_loss < 0)) APPEND(" z_loss: %.6E |", f->z_loss);
     APPEND(" loss scale: %.1f |", f->loss_scale);
-    APPEND(" grad norm: %.3f |", f->grad_norm);
+    /* Megatron has no norm for a step its fp16 scaler skipped: left out */
+    if (isfinite(f->grad_norm)) APPEND(" grad norm: %.3f |", f->grad_norm);
     APPEND(" number of skipped iterations: %3lld |", (long long)f->skipped_iterations);
     APPEND(" number of nan iterations: %3lld |", (long long)f->nan_iterations);
     APPEND(" tokens per second: %.0f | MFU: %.1f%% | peak memory (MB): %.0f |", f->tokens_per_second,

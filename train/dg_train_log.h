@@ -45,7 +45,7 @@ typedef struct dg_train_log_fields {
     int has_load_balancing_loss, has_z_loss;
     double load_balancing_loss, z_loss;
     double loss_scale;         /* 1.0 without a loss scaler */
-    double grad_norm;
+    double grad_norm;          /* printed when finite */
     int64_t skipped_iterations, nan_iterations;
     /* dagatron's own, after Megatron's fields */
     double tokens_per_second, mfu_percent, peak_memory_mb;

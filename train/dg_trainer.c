@@ -16,6 +16,7 @@
 #include "dg_feed.h"
 #include "dg_grid.h"
 #include "dg_flops.h"
+#include "dg_loss_scaler.h"
 #include "dg_lr.h"
 #include "dg_layout.h"
 #include "dg_mem_estimate.h"
@@ -62,6 +63,7 @@ typedef struct trainer {
     int failure_agreed;        /* the failure being returned is known to every rank */
     int ranks_on_node;         /* ranks sharing this node's memory */
     dg_tb *tb;                 /* --tensorboard-dir: the event file (logging rank), or NULL */
+    dg_loss_scaler scaler;     /* --fp16's loss scale (1.0 otherwise) */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -168,8 +170,10 @@ static int setup(trainer *t, dg_err *err) {
                            .scale = &dg_op_scale, .dp = &dpo, .optim = &oo,
                            .stop_after = DG_STAGE_OPTIMIZER, .step_name = "train_step",
                            .tp_size = c->tensor_model_parallel_size};
-    dg_pass_precision_opts bf16 = {DG_ROUND16_BF16, &dg_op_round16}; /* --bf16 (dg_pass_precision.h) */
-    if (c->compat.bf16) po.precision = &bf16;
+    /* --bf16 / --fp16 (dg_pass_precision.h; fp16 with its loss scale) */
+    dg_pass_precision_opts prec = {c->compat.fp16 ? DG_ROUND16_FP16 : DG_ROUND16_BF16, &dg_op_round16,
+                                   c->compat.fp16 ? &dg_op_loss_scaling : NULL, -1};
+    if (c->compat.bf16 || c->compat.fp16) po.precision = &prec;
     po.ep = (dg_pass_ep_opts){DG_MAX(c->model.expert_model_parallel_size, 1),
                               c->model.moe_token_dispatcher_type,
                               DG_MAX(c->model.moe_a2a_overlap_chunks, 1), 0};
@@ -319,6 +323,9 @@ static int run_step(trainer *t, int split, int64_t consumed, losses *l, dg_err *
         fill = fill_microbatch(t, split, mb, consumed + mb * per_mb, err);
     /* One shard may hold a bad token: agree before the step's collectives. */
     DG_TRY(agree(t, fill, err));
+    for (int i = 0; t->c->compat.fp16 && i < t->g->n_tensors; i++) /* the step's "loss_scale" inputs */
+        if (t->g->tensors[i].role == DG_ROLE_INPUT && !strcmp(t->g->tensors[i].name, "loss_scale"))
+            *(float *)t->ptrs[i] = (float)t->scaler.scale;
     dg_sched_stats st;
     DG_TRY(dg_sched_run(t->plan, t->rt, &st, err));
     if (t->stats) *t->stats = st;
@@ -434,7 +441,7 @@ static void log_line(const trainer *t, int it, int64_t consumed, double ms, cons
         .has_z_loss = moe_loss_logged(t, t->io[0].z_loss, l->z, m->moe_z_loss_coeff) >= 0,
         .load_balancing_loss = moe_loss_logged(t, t->io[0].aux_loss, l->aux, m->moe_aux_loss_coeff),
         .z_loss = moe_loss_logged(t, t->io[0].z_loss, l->z, m->moe_z_loss_coeff),
-        .loss_scale = 1.0, .grad_norm = gnorm, .skipped_iterations = skipped, .nan_iterations = nans,
+        .loss_scale = t->scaler.scale, .grad_norm = gnorm, .skipped_iterations = skipped, .nan_iterations = nans,
         .tokens_per_second = tokens / (ms * 1e-3), .mfu_percent = 100.0 * flops / (ms * 1e-3) / t->peak_flops,
         .peak_memory_mb = peak_rss_mb()};
     char line[2048];
@@ -700,6 +707,9 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     double window_ms = 0.0;
     int window_n = 0, window_adv = 0, window_skipped = 0, window_nans = 0, saved_at = -1, exited = 0;
     int first_it = (int)k.iteration + 1;
+    const dg_train_compat *x = &c->compat;
+    dg_loss_scaler_init(&t.scaler, x->fp16 ? x->loss_scale : 1.0, x->initial_loss_scale, x->min_loss_scale,
+                        x->loss_scale_window, x->hysteresis);
     dg_train_exit ex; /* --exit-signal-handler, --exit-duration-in-mins */
     dg_train_exit_begin(&ex, c);
     for (int it = first_it; it <= c->train_iters && st == DG_OK; it++) {
@@ -736,6 +746,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         double gnorm = 0;
         int nan_loss = 0;
         int skip = optimizer_end(&t, &l, &k, &gnorm, &nan_loss);
+        dg_loss_scaler_update(&t.scaler, skip); /* a skipped fp16 step overflowed */
         window_skipped += skip;
         window_nans += nan_loss;
         k.iteration = it;
@@ -744,7 +755,8 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         if (t.tb && it % c->tensorboard_log_interval == 0) {
             dg_tb_iteration tbi = {it, k.consumed, lr, c->global_batch_size, l.lm,
                                    moe_loss_logged(&t, t.io[0].aux_loss, l.aux, c->model.moe_aux_loss_coeff),
-                                   moe_loss_logged(&t, t.io[0].z_loss, l.z, c->model.moe_z_loss_coeff), 1.0, gnorm};
+                                   moe_loss_logged(&t, t.io[0].z_loss, l.z, c->model.moe_z_loss_coeff),
+                                   t.scaler.scale, gnorm};
             st = dg_tb_log_iteration(t.tb, &tbi, err);
         }
         double ms = (dg_now() - t0) * 1e3;

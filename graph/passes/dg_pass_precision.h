@@ -12,7 +12,7 @@
  *     through unrounded into the fp32 gradient;
  *   - an activation becomes its 16-bit value, and the gradient flowing back
  *     into it is rounded as a 16-bit run's is.
- * Scalars (the losses) stay fp32, and the router's logits (inputs of
+ * With a loss scale (fp16), see loss_scaling below. Scalars (the losses) stay fp32, and the router's logits (inputs of
  * moe_router and of the MoE losses) stay fp32 as with Megatron's
  * --moe-router-dtype fp32. Run it after the parallel passes and before
  * autodiff; the runtime stays fp32, so every backend runs the result.
@@ -25,6 +25,13 @@
 typedef struct dg_pass_precision_opts {
     int format;               /* round16's format: 0 bf16, 1 fp16 */
     const dg_op_def *round16; /* the rounding op (ops/dg_op_round16.h) */
+    /* fp16 only: the loss scale. The pass adds an input "loss_scale" (f32
+     * [1], the trainer sets it each step), scales the gradient at the loss
+     * (tensor `loss` of src) by it and unscales each parameter's gradient
+     * as it leaves the 16-bit copy, so gradients between are the scaled
+     * ones a 16-bit run rounds (and overflows). NULL: no loss scale. */
+    const dg_op_def *loss_scaling;
+    int loss;
 } dg_pass_precision_opts;
 
 /* Re-emit src into *out (new graph) with the rounding nodes; tmap[t] gets

@@ -31,7 +31,7 @@ ITERATION_PIECES = [
     ("load_balancing_loss", " load_balancing_loss: {:.6E} |", "aux"),
     ("z_loss", " z_loss: {:.6E} |", "z"),
     ("loss_scale", " loss scale: {:.1f} |", True),
-    ("grad_norm", " grad norm: {:.3f} |", True),
+    ("grad_norm", " grad norm: {:.3f} |", "grad_norm"),  # None on a skipped fp16 step
     ("num_zeros", " num zeros: {} |", "num_zeros"),
     ("params_norm", " params norm: {:.3f} |", "params_norm"),
     ("skipped", " number of skipped iterations: {:3d} |", True),
@@ -129,7 +129,7 @@ def check(name, args, conditions, want_fields):
         if total != 4 or int(g["consumed_0"]) != 4 * it or int(g["gbs_0"]) != 4 or float(g["loss_scale_0"]) != 1.0:
             print("FAIL: %s: iteration/consumed/global batch/loss scale wrong in: %s" % (name, l)); fail = 1
         for f in ("lm_loss", "grad_norm", "lr"):
-            if not math.isfinite(float(g[f + "_0"])):
+            if g.get(f + "_0") is None or not math.isfinite(float(g[f + "_0"])):
                 print("FAIL: %s: %s not finite" % (name, f)); fail = 1
         extras = dict(re.findall(r" ([^|:]+): ([^|]+) \|", g["extras"]))
         for k in ("tokens per second", "MFU", "peak memory (MB)"):

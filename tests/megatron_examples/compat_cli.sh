@@ -32,7 +32,8 @@ check_bad() { # expected-substring args...
     echo "FAIL: '$*' gave rc=$rc, stderr:"; cat "$TMP/bad.err"; fail=1
   else echo "ok: $* -> $(cat "$TMP/bad.err")"; fi
 }
-check_bad "--bf16: not supported: mixed precision" --bf16
+check_bad "--bf16 and --fp16 exclude each other" --bf16 --fp16
+check_bad "--fp8-format: not supported: fp8 training" --fp8-format hybrid
 check_bad "--multi-latent-attention: not supported" --multi-latent-attention --kv-lora-rank 32
 check_bad "--optimizer sgd: not supported" --optimizer sgd
 check_bad "--expert-tensor-parallel-size: not supported" --expert-tensor-parallel-size 2

@@ -44,7 +44,7 @@ static void test_pass(void **s) {
     int y = dg_linear(g, x, w);
     int loss = dg_sum(g, y);
     assert_true(loss >= 0);
-    dg_pass_precision_opts o = {DG_ROUND16_BF16, &dg_op_round16};
+    dg_pass_precision_opts o = {DG_ROUND16_BF16, &dg_op_round16, NULL, -1};
     dg_graph *out = NULL;
     int tmap[16];
     dg_err err = {{0}};
