@@ -1,6 +1,10 @@
 /* dg_loss_scaler.c — see dg_loss_scaler.h. */
 #include "dg_loss_scaler.h"
 
+#include <string.h>
+
+#include "dg_graph.h"
+
 void dg_loss_scaler_init(dg_loss_scaler *s, double constant, double initial, double min_scale, int window,
                          int hysteresis) {
     *s = (dg_loss_scaler){.dynamic = !(constant > 0), .scale = constant > 0 ? constant : initial,
@@ -20,4 +24,10 @@ void dg_loss_scaler_update(dg_loss_scaler *s, int found_inf) {
         s->hysteresis_tracker = s->hysteresis;
         s->scale *= 2.0;
     }
+}
+
+void dg_loss_scaler_feed(const dg_loss_scaler *s, const dg_graph *g, void *const *ptrs) {
+    for (int i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i].role == DG_ROLE_INPUT && !strcmp(g->tensors[i].name, "loss_scale"))
+            *(float *)ptrs[i] = (float)s->scale;
 }

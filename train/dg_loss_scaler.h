@@ -26,4 +26,9 @@ void dg_loss_scaler_init(dg_loss_scaler *s, double constant, double initial, dou
 /* After an iteration: found_inf = its gradients overflowed (it was skipped). */
 void dg_loss_scaler_update(dg_loss_scaler *s, int found_inf);
 
+/* Write the scale into every "loss_scale" input of step graph g (its
+ * buffers ptrs[tensor id]). */
+struct dg_graph;
+void dg_loss_scaler_feed(const dg_loss_scaler *s, const struct dg_graph *g, void *const *ptrs);
+
 #endif /* DG_LOSS_SCALER_H */

@@ -3,8 +3,24 @@
 
 #include <math.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <time.h>
+
+#include "dg_model.h"
+
+double dg_train_log_moe_loss(const dg_model_config *m, double raw, double coeff) {
+    if (!(coeff > 0)) return -1;
+    int n = 0;
+    for (int l = 0; m->num_experts > 0 && l < m->num_layers; l++) n += dg_model_layer_is_moe(m, l);
+    return raw / coeff / (n > 0 ? n : 1);
+}
+
+double dg_train_log_peak_rss_mb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0;
+}
 
 void dg_train_log_timestamp(char *out, size_t cap) {
     struct timeval tv;

@@ -51,6 +51,16 @@ typedef struct dg_train_log_fields {
     double tokens_per_second, mfu_percent, peak_memory_mb;
 } dg_train_log_fields;
 
+/* A MoE loss as Megatron's log shows it: the graph's loss is the
+ * coefficient-weighted sum over layers, Megatron's log the loss over its
+ * coefficient averaged over the MoE layers. -1 (not tracked: left out of
+ * the line) when the coefficient is 0. */
+struct dg_model_config;
+double dg_train_log_moe_loss(const struct dg_model_config *m, double raw, double coeff);
+
+/* This process's peak resident memory, MB. */
+double dg_train_log_peak_rss_mb(void);
+
 /* Megatron's timestamp prefix " [YYYY-MM-DD HH:MM:SS.ffffff]" (local time). */
 void dg_train_log_timestamp(char *out, size_t cap);
 

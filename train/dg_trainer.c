@@ -3,7 +3,6 @@
 
 #include <math.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "dg_autodiff.h"
 #include "dg_ckpt_paths.h"
@@ -323,9 +322,7 @@ static int run_step(trainer *t, int split, int64_t consumed, losses *l, dg_err *
         fill = fill_microbatch(t, split, mb, consumed + mb * per_mb, err);
     /* One shard may hold a bad token: agree before the step's collectives. */
     DG_TRY(agree(t, fill, err));
-    for (int i = 0; t->c->compat.fp16 && i < t->g->n_tensors; i++) /* the step's "loss_scale" inputs */
-        if (t->g->tensors[i].role == DG_ROLE_INPUT && !strcmp(t->g->tensors[i].name, "loss_scale"))
-            *(float *)t->ptrs[i] = (float)t->scaler.scale;
+    if (t->c->compat.fp16) dg_loss_scaler_feed(&t->scaler, t->g, t->ptrs);
     dg_sched_stats st;
     DG_TRY(dg_sched_run(t->plan, t->rt, &st, err));
     if (t->stats) *t->stats = st;
@@ -403,26 +400,10 @@ static int log_expert_tokens(trainer *t, dg_err *err) {
 
 /* ---- logging ------------------------------------------------------------------------- */
 
-static double peak_rss_mb(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_maxrss / 1024.0;
-}
-
-/* MoE layers of the model (Megatron averages its MoE losses over them). */
-static int moe_layers(const dg_model_config *m) {
-    int n = 0;
-    for (int l = 0; m->num_experts > 0 && l < m->num_layers; l++) n += dg_model_layer_is_moe(m, l);
-    return n;
-}
-
-/* A MoE loss as Megatron logs it: the graph's loss is the coefficient-
- * weighted sum over layers, Megatron's log the loss over its coefficient
- * averaged over the MoE layers. -1 when it is not tracked (a dense model,
- * or a coefficient of 0, which Megatron's log leaves out). */
+/* A MoE loss as the log shows it (dg_train_log_moe_loss), or -1 when the
+ * graph has none (a dense model). */
 static double moe_loss_logged(const trainer *t, int tensor, double raw, double coeff) {
-    if (tensor < 0 || !(coeff > 0)) return -1;
-    return raw / coeff / DG_MAX(moe_layers(&t->c->model), 1);
+    return tensor < 0 ? -1 : dg_train_log_moe_loss(&t->c->model, raw, coeff);
 }
 
 static void log_line(const trainer *t, int it, int64_t consumed, double ms, const losses *l,
@@ -443,7 +424,7 @@ static void log_line(const trainer *t, int it, int64_t consumed, double ms, cons
         .z_loss = moe_loss_logged(t, t->io[0].z_loss, l->z, m->moe_z_loss_coeff),
         .loss_scale = t->scaler.scale, .grad_norm = gnorm, .skipped_iterations = skipped, .nan_iterations = nans,
         .tokens_per_second = tokens / (ms * 1e-3), .mfu_percent = 100.0 * flops / (ms * 1e-3) / t->peak_flops,
-        .peak_memory_mb = peak_rss_mb()};
+        .peak_memory_mb = dg_train_log_peak_rss_mb()};
     char line[2048];
     dg_train_log_iteration(line, sizeof line, &f);
     printf("%s\n", line);
