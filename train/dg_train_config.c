@@ -258,7 +258,10 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
     m->moe_token_drop_policy = !strcmp(c->drop_policy, "position");
     if (!c->group_query_attention) m->num_query_groups = m->num_attention_heads;
     if (m->num_query_groups <= 0) m->num_query_groups = m->num_attention_heads;
-    if (m->ffn_hidden_size <= 0) m->ffn_hidden_size = 4 * m->hidden_size;
+    /* Megatron's default: 4 x hidden; with --swiglu two thirds of that (the
+     * GLU's two projections keep the parameter count), rounded down to 64 */
+    if (m->ffn_hidden_size <= 0)
+        m->ffn_hidden_size = c->swiglu ? (int)(4.0 * m->hidden_size * 2 / 3 / 64) * 64 : 4 * m->hidden_size;
     if (m->moe_ffn_hidden_size <= 0) m->moe_ffn_hidden_size = m->ffn_hidden_size;
     if (c->max_position_embeddings <= 0) c->max_position_embeddings = m->seq_length;
     if (c->max_position_embeddings < m->seq_length)

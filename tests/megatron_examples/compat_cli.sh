@@ -49,6 +49,14 @@ check_bad "--no-load-optim: not supported" --train-iters 3 --load "$TMP/ck" --no
 "$BIN" train "${ARGS[@]}" --train-iters 2 --load "$TMP/fresh" --save "$TMP/fresh" --no-load-optim >/dev/null 2>&1 \
   && echo "ok: --no-load-optim with nothing to load runs" || { echo "FAIL: --no-load-optim on a first launch"; fail=1; }
 
+# --ffn-hidden-size's default (the checkpoint records it): 4 x hidden, and
+# with --swiglu Megatron's int(4 x hidden x 2/3 / 64) x 64.
+ffn() { rm -rf "$TMP/ffn"; "$BIN" train "${ARGS[@]}" --hidden-size 128 --train-iters 1 --save "$TMP/ffn" "$@" >/dev/null 2>&1
+        grep -o '"ffn_hidden_size":[^,]*' "$TMP/ffn/iter_0000001/metadata.json" | awk '{print $NF}'; }
+f1=$(ffn); f2=$(ffn --swiglu)
+[ "$f1" = 512 ] && [ "$f2" = 320 ] && echo "ok: --ffn-hidden-size defaults: $f1, with --swiglu $f2" \
+  || { echo "FAIL: --ffn-hidden-size defaults '$f1' (want 512), with --swiglu '$f2' (want 320)"; fail=1; }
+
 # seq_aux_loss: the load-balancing loss per sequence. With one sequence per
 # micro-batch it is the batch's loss; with two it differs.
 MOE=(--num-experts 4 --moe-router-topk 2 --swiglu --disable-bias-linear --moe-aux-loss-coeff 1e-2 --train-iters 2)
