@@ -45,6 +45,7 @@ int dg_cmd_train(int argc, char **argv) {
             const dg_arg_spec *specs = dg_train_flags(&n);
             printf("usage: dagatron train [flags]   (Megatron-LM's flag names)\n\n");
             dg_args_help(stdout, specs, n);
+            dg_train_compat_help(stdout);
         } else if (rank == 0) {
             dg_err_print(&err);
         }

@@ -99,6 +99,13 @@ static int instantiate(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_err 
     return st;
 }
 
+/* The 16-bit pass, told where the loss is now (fp16 scales its gradient). */
+static int precision_pass(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_graph **out, int *next, dg_err *err) {
+    dg_pass_precision_opts po = *o->precision;
+    po.loss = dg_pipeline_map(r, 0, o->loss);
+    return dg_pass_precision(r->g, &po, out, next, err);
+}
+
 static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage s, dg_err *err) {
     dg_graph *g = r->g;
     switch (s) {
@@ -106,12 +113,14 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
     case DG_STAGE_EP: {
         int st = DG_OK;
         dg_pass_ep_place_experts(r->g, &o->ep); /* ETP 1: experts whole over tp */
-        for (int pass = 0; pass < 2 && st == DG_OK; pass++) { /* tp, then ep */
+        for (int pass = 0; pass < 3 && st == DG_OK; pass++) { /* tp, ep, then 16-bit rounding */
+            if (pass == 2 && !o->precision) break;
             dg_graph *out = NULL;
             int *next = dg_malloc(sizeof(int) * (size_t)DG_MAX(r->g->n_tensors, 1));
-            st = pass == 0 ? dg_pass_tp_sp(r->g, DG_MAX(o->tp_size, 1), o->sequence_parallel, o->tp_comm_overlap, &out,
-                                           next, err)
-                           : dg_pass_ep(r->g, &o->ep, &out, next, err);
+            st = pass == 0   ? dg_pass_tp_sp(r->g, DG_MAX(o->tp_size, 1), o->sequence_parallel, o->tp_comm_overlap,
+                                             &out, next, err)
+                 : pass == 1 ? dg_pass_ep(r->g, &o->ep, &out, next, err)
+                             : precision_pass(r, o, &out, next, err);
             if (st == DG_OK) {
                 compose(r, next);
                 dg_graph_free(r->g);

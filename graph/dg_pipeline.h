@@ -10,7 +10,8 @@
  *                 collectives where layouts meet, then EP
  *                 (graph/passes/dg_pass_ep.h) makes expert weights local
  *                 slices and lowers each moe_experts node; SP, CP and PP
- *                 passes go here next
+ *                 passes go here next; last, with --bf16 / --fp16, the
+ *                 16-bit rounding pass (graph/passes/dg_pass_precision.h)
  *   autodiff      backward of the micro-batch from its loss (scaled by
  *                 1 / micro-batches, so the step's gradient is the mean)
  *   recompute     (slot: activation recompute)
@@ -39,6 +40,7 @@
 #include "dg_pass_dp.h"
 #include "dg_pass_ep.h"
 #include "dg_pass_optim.h"
+#include "dg_pass_precision.h"
 #include "dg_pass_tp.h"
 
 typedef enum dg_stage {
@@ -73,6 +75,9 @@ typedef struct dg_pipeline_opts {
     const char *step_name;      /* the step graph's name */
     bool sequence_parallel;     /* --sequence-parallel (with tp_size > 1) */
     bool tp_comm_overlap;       /* --tp-comm-overlap (with sequence_parallel) */
+    /* --bf16 / --fp16: the rounding pass after the parallel passes
+     * (graph/passes/dg_pass_precision.h); NULL: fp32 */
+    const dg_pass_precision_opts *precision;
 } dg_pipeline_opts;
 
 typedef struct dg_pipeline_result {

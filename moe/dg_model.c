@@ -114,9 +114,10 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
         NEED(!(c->router_pre_softmax && c->score_function_sigmoid),
              "--moe-router-pre-softmax applies to --moe-router-score-function softmax only");
         /* the routed experts are grouped SwiGLU GEMMs without biases */
-        NEED(!c->mlp_gelu, "--num-experts: MoE experts are SwiGLU only here; pass --swiglu");
-        NEED(!c->add_bias_linear,
-             "--num-experts: MoE experts have no biases here; pass --disable-bias-linear");
+        NEED(!c->mlp_gelu, "--num-experts: not supported: MoE experts with a GeLU MLP are not built "
+                           "(pass --swiglu; docs/megatron_compat.md)");
+        NEED(!c->add_bias_linear, "--num-experts: not supported: MoE experts with biases are not built "
+                                  "(pass --disable-bias-linear; docs/megatron_compat.md)");
     }
     int any_dense = 0;
     for (int l = 0; l < c->num_layers; l++) any_dense |= !dg_model_layer_is_moe(c, l);
@@ -300,8 +301,11 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int
     /* Megatron's aux loss counts the plain top-k of its scores; with
      * group-limited routing that differs from the router's choice, and
      * routing -1 makes the op compute it (moe/dg_moe_loss.h). */
-    int a = dg_moe_aux_loss(g, logits, ro.num_groups > 0 ? -1 : r.tokens_per_expert, c->moe_router_topk, ro.score,
-                            c->moe_aux_loss_coeff);
+    int a = c->moe_seq_aux_loss
+                /* per sequence: the B sequences of S tokens, in [B, S] order */
+                ? dg_moe_seq_aux_loss(g, logits, -1, c->moe_router_topk, ro.score, c->moe_aux_loss_coeff, B, 0)
+                : dg_moe_aux_loss(g, logits, ro.num_groups > 0 ? -1 : r.tokens_per_expert, c->moe_router_topk,
+                                  ro.score, c->moe_aux_loss_coeff);
     int zl = dg_moe_z_loss(g, logits, c->moe_z_loss_coeff);
     *aux = *aux < 0 ? a : dg_add(g, *aux, a);
     *z = *z < 0 ? zl : dg_add(g, *z, zl);

@@ -67,6 +67,8 @@ typedef struct dg_model_config {
     int max_position_embeddings;    /* rows of the learned position table (0: --seq-length) */
     double hidden_dropout;          /* --hidden-dropout: after the embedding and on each
                                      * residual branch (0: none; ops/dg_op_dropout.h) */
+    int moe_seq_aux_loss;           /* --moe-router-load-balancing-type seq_aux_loss: the
+                                     * load-balancing loss per sequence, averaged (0: per batch) */
 } dg_model_config;
 
 /* --position-embedding-type */

@@ -1,6 +1,6 @@
 /* dg_lr.h — learning rate by iteration, as Megatron's OptimizerParamScheduler:
  *
- *   it <= warmup:         lr * it / warmup                (linear from 0)
+ *   it <= warmup:         init + (lr - init) * it / warmup (linear from init_lr, 0 by default)
  *   warmup < it <= decay: min_lr + coeff * (lr - min_lr), r = (it - warmup) / (decay - warmup)
  *                         constant: coeff = 1
  *                         linear:   coeff = 1 - r
@@ -19,6 +19,13 @@ typedef struct dg_lr_schedule {
     double max_lr, min_lr;
     int warmup_iters, decay_iters;
     dg_lr_style style;
+    /* Megatron's schedule by samples (--lr-decay-samples,
+     * --lr-warmup-samples, --lr-warmup-fraction): when step_samples > 0
+     * the schedule counts samples, update `it` is at step it x step_samples,
+     * and warmup_steps / decay_steps replace the iteration counts above. */
+    int step_samples;
+    double warmup_steps, decay_steps;
+    double init_lr; /* --lr-warmup-init: warmup rises from here (0) */
 } dg_lr_schedule;
 
 double dg_lr_at(const dg_lr_schedule *s, int it);

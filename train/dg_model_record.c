@@ -48,6 +48,7 @@ static const dg_model_field k_fields[] = {
     FI(position_embedding, "--position-embedding-type", true),
     FI(max_position_embeddings, "--max-position-embeddings", false),
     FD(hidden_dropout, "--hidden-dropout", false),
+    FI(moe_seq_aux_loss, "--moe-router-load-balancing-type seq_aux_loss", false),
 };
 #undef FI
 #undef FD

@@ -34,7 +34,7 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--num-experts", DG_ARG_INT, M(num_experts), "routed experts per MoE layer (0: dense)", 0, 1 << 16, NULL},
     {"--moe-router-topk", DG_ARG_INT, M(moe_router_topk), "experts per token", 1, 64, NULL},
     {"--moe-ffn-hidden-size", DG_ARG_INT, M(moe_ffn_hidden_size), "expert MLP width (default --ffn-hidden-size)", 1, 1 << 22, NULL},
-    {"--moe-router-load-balancing-type", DG_ARG_CHOICE, T(load_balancing), "balancing loss", NR, "aux_loss|none"},
+    {"--moe-router-load-balancing-type", DG_ARG_CHOICE, T(load_balancing), "balancing loss (global_aux_loss, sinkhorn: not supported)", NR, "aux_loss|seq_aux_loss|global_aux_loss|sinkhorn|none"},
     {"--moe-aux-loss-coeff", DG_ARG_DOUBLE, M(moe_aux_loss_coeff), "load-balancing loss weight", 0, 1e6, NULL},
     {"--moe-z-loss-coeff", DG_ARG_DOUBLE, M(moe_z_loss_coeff), "router z-loss weight", 0, 1e6, NULL},
     {"--moe-router-score-function", DG_ARG_CHOICE, T(score_function), "router scores", NR, "softmax|sigmoid"},
@@ -85,7 +85,7 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--context-parallel-size", DG_ARG_INT, T(context_parallel_size), "CP ranks", 1, 1 << 16, NULL},
     {"--expert-model-parallel-size", DG_ARG_INT, T(expert_model_parallel_size), "EP ranks", 1, 1 << 16, NULL},
     {"--expert-tensor-parallel-size", DG_ARG_INT, T(expert_tensor_parallel_size), "TP ranks of each expert: 1 or the TP size (default: the TP size)", 1, 1 << 16, NULL},
-    {"--moe-token-dispatcher-type", DG_ARG_CHOICE, T(moe_token_dispatcher_type), "how tokens reach the EP ranks' experts", NR, "alltoall|allgather"},
+    {"--moe-token-dispatcher-type", DG_ARG_CHOICE, T(moe_token_dispatcher_type), "how tokens reach the EP ranks' experts (flex: as alltoall)", NR, "alltoall|allgather|flex"},
     {"--moe-a2a-overlap-chunks", DG_ARG_INT, M(moe_a2a_overlap_chunks), "split a micro-batch's tokens into N chunks so chunk i's all-to-all overlaps chunk i-1's expert GEMMs (1: off)", 1, 4, NULL},
     {"--pipeline-model-parallel-size", DG_ARG_INT, T(pipeline_model_parallel_size), "PP stages", 1, 1 << 16, NULL},
     {"--use-distributed-optimizer", DG_ARG_FLAG, T(use_distributed_optimizer), "shard optimizer state over DP (ZeRO-1)", NR, NULL},
@@ -176,12 +176,12 @@ void dg_train_config_defaults(dg_train_config *c) {
     c->context_parallel_size = 1;
     c->expert_model_parallel_size = 1;
     c->pipeline_model_parallel_size = 1;
+    dg_train_compat_defaults(&c->compat);
 }
 
 int dg_train_config_parse(dg_train_config *c, int argc, char **argv, int first, dg_err *err) {
-    int seen[DG_ARRAY_LEN(dg_train_specs)] = {0};
-    return dg_args_parse(argc, argv, first, dg_train_specs, (int)DG_ARRAY_LEN(dg_train_specs), c,
-                         seen, err);
+    /* dagatron's flags, then the rest of Megatron's (dg_train_compat.h) */
+    return dg_train_compat_parse(c, dg_train_specs, (int)DG_ARRAY_LEN(dg_train_specs), argc, argv, first, err);
 }
 
 /* --moe-layer-freq as Megatron takes it: an integer N (every N-th layer,
@@ -267,18 +267,29 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
     if (!(m->hidden_dropout < 1))
         return dg_err_set(err, DG_EINPUT, "--hidden-dropout %g: expected [0, 1)", m->hidden_dropout);
     m->score_function_sigmoid = !strcmp(c->score_function, "sigmoid");
+    /* Megatron reads --moe-router-pre-softmax only with softmax scores */
+    if (m->score_function_sigmoid) m->router_pre_softmax = 0;
     m->expert_model_parallel_size = c->expert_model_parallel_size;
     m->moe_token_dispatcher_type = !strcmp(c->moe_token_dispatcher_type, "allgather")
                                        ? DG_EP_DISPATCH_ALLGATHER
                                        : DG_EP_DISPATCH_ALLTOALL;
     if (!strcmp(c->load_balancing, "none")) m->moe_aux_loss_coeff = 0.0;
+    m->moe_seq_aux_loss = !strcmp(c->load_balancing, "seq_aux_loss");
+    if (!strcmp(c->load_balancing, "global_aux_loss") || !strcmp(c->load_balancing, "sinkhorn"))
+        return dg_err_set(err, DG_EINPUT,
+                          "--moe-router-load-balancing-type %s: not supported: only aux_loss, seq_aux_loss and none "
+                          "are built (docs/megatron_compat.md)",
+                          c->load_balancing);
     DG_TRY(parse_layer_freq(c, err));
     dg_link_spec links;
     if (c->emulate_link[0]) DG_TRY(dg_link_spec_parse(c->emulate_link, "--emulate-link", &links, err));
     m->moe_token_drop_policy = !strcmp(c->drop_policy, "position");
     if (!c->group_query_attention) m->num_query_groups = m->num_attention_heads;
     if (m->num_query_groups <= 0) m->num_query_groups = m->num_attention_heads;
-    if (m->ffn_hidden_size <= 0) m->ffn_hidden_size = 4 * m->hidden_size;
+    /* Megatron's default: 4 x hidden; with --swiglu two thirds of that (the
+     * GLU's two projections keep the parameter count), rounded down to 64 */
+    if (m->ffn_hidden_size <= 0)
+        m->ffn_hidden_size = c->swiglu ? (int)(4.0 * m->hidden_size * 2 / 3 / 64) * 64 : 4 * m->hidden_size;
     if (m->moe_ffn_hidden_size <= 0) m->moe_ffn_hidden_size = m->ffn_hidden_size;
     if (c->max_position_embeddings <= 0) c->max_position_embeddings = m->seq_length;
     if (c->max_position_embeddings < m->seq_length)
@@ -307,6 +318,7 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
                           "--global-batch-size %d is not a multiple of --micro-batch-size %d x data-parallel size %d",
                           c->global_batch_size, m->micro_batch_size, c->dp_size);
     c->num_microbatches = c->global_batch_size / per;
+    DG_TRY(dg_train_compat_finish(c, err));
     if (c->lr_decay_iters <= 0) c->lr_decay_iters = c->train_iters;
     if (c->min_lr > c->lr)
         return dg_err_set(err, DG_EINPUT, "--min-lr %g exceeds --lr %g", c->min_lr, c->lr);

@@ -15,6 +15,7 @@
 
 #include "dg_args.h"
 #include "dg_model.h"
+#include "dg_train_compat.h"
 
 typedef struct dg_train_config {
     dg_model_config model; /* filled by the model flags */
@@ -99,6 +100,7 @@ typedef struct dg_train_config {
     int ckpt_fully_parallel_save;     /* --ckpt-fully-parallel-save (accepted: always) */
     int ckpt_fully_parallel_load;     /* --ckpt-fully-parallel-load (accepted: always) */
     int async_save;                   /* --async-save */
+    dg_train_compat compat; /* the rest of Megatron's flags (dg_train_compat.h) */
 } dg_train_config;
 
 void dg_train_config_defaults(dg_train_config *c);

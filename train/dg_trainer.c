@@ -3,7 +3,6 @@
 
 #include <math.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "dg_autodiff.h"
 #include "dg_ckpt_paths.h"
@@ -17,16 +16,20 @@
 #include "dg_feed.h"
 #include "dg_grid.h"
 #include "dg_flops.h"
+#include "dg_loss_scaler.h"
 #include "dg_lr.h"
 #include "dg_layout.h"
 #include "dg_mem_estimate.h"
 #include "dg_op_basic.h"
 #include "dg_op_optim.h"
+#include "dg_op_round16.h"
 #include "dg_pass_tp.h"
 #include "dg_pipeline.h"
 #include "dg_rank_bytes.h"
 #include "dg_sched.h"
 #include "dg_tensorboard.h"
+#include "dg_train_exit.h"
+#include "dg_train_log.h"
 #include "dg_verify.h"
 
 /* Everything one run holds. */
@@ -62,6 +65,7 @@ typedef struct trainer {
     int ranks_on_node;         /* ranks sharing this node's memory */
     dg_tb *tb;                 /* --tensorboard-dir: the event file (logging rank), or NULL */
     dg_ckpt_async *ckpt_async; /* --async-save: the background checkpoint writer, or NULL */
+    dg_loss_scaler scaler;     /* --fp16's loss scale (1.0 otherwise) */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -170,6 +174,10 @@ static int setup(trainer *t, dg_err *err) {
                            .tp_size = c->tensor_model_parallel_size};
     po.sequence_parallel = c->sequence_parallel;
     po.tp_comm_overlap = c->tp_comm_overlap;
+    /* --bf16 / --fp16 (dg_pass_precision.h; fp16 with its loss scale) */
+    dg_pass_precision_opts prec = {c->compat.fp16 ? DG_ROUND16_FP16 : DG_ROUND16_BF16, &dg_op_round16,
+                                   c->compat.fp16 ? &dg_op_loss_scaling : NULL, -1};
+    if (c->compat.bf16 || c->compat.fp16) po.precision = &prec;
     po.ep = (dg_pass_ep_opts){DG_MAX(c->model.expert_model_parallel_size, 1),
                               c->model.moe_token_dispatcher_type,
                               DG_MAX(c->model.moe_a2a_overlap_chunks, 1), 0, c->expert_tensor_parallel_size};
@@ -323,6 +331,7 @@ static int run_step(trainer *t, int split, int64_t consumed, losses *l, dg_err *
         fill = fill_microbatch(t, split, mb, consumed + mb * per_mb, err);
     /* One shard may hold a bad token: agree before the step's collectives. */
     DG_TRY(agree(t, fill, err));
+    if (t->c->compat.fp16) dg_loss_scaler_feed(&t->scaler, t->g, t->ptrs);
     dg_sched_stats st;
     DG_TRY(dg_sched_run(t->plan, t->rt, &st, err));
     if (t->stats) *t->stats = st;
@@ -358,25 +367,24 @@ static int average_losses(trainer *t, losses *l, int n, dg_err *err) {
     return DG_OK;
 }
 
-/* Megatron's validation block: eval_iters global batches of the valid
- * split, continuing where the previous evaluation stopped. */
-static int run_eval(trainer *t, int it, dg_err *err) {
+/* Megatron's evaluation: eval_iters global batches of the valid split,
+ * continuing where the previous evaluation stopped (the test split: from
+ * its start), printed as evaluate_and_print_results does under `prefix`. */
+static int run_eval(trainer *t, int split, int it, const char *prefix, dg_err *err) {
     const dg_train_config *c = t->c;
-    if (c->eval_iters <= 0 || (!t->feed.mock && !t->feed.data.split[DG_SPLIT_VALID].present))
+    if (c->eval_iters <= 0 || (!t->feed.mock && !t->feed.data.split[split].present))
         return DG_OK;
     losses l = {0};
+    int64_t test_consumed = 0, *consumed = split == DG_SPLIT_VALID ? &t->eval_consumed : &test_consumed;
     dg_dist_set_step(&t->dist, 0.0, 1, 0); /* the step graph's optimizer must not update */
     for (int k = 0; k < c->eval_iters; k++) {
-        DG_TRY(run_step(t, DG_SPLIT_VALID, t->eval_consumed, &l, err));
-        t->eval_consumed += (int64_t)c->model.micro_batch_size * t->data_size * t->n_mb;
+        DG_TRY(run_step(t, split, *consumed, &l, err));
+        *consumed += (int64_t)c->model.micro_batch_size * t->data_size * t->n_mb;
     }
     DG_TRY(average_losses(t, &l, c->eval_iters * t->n_mb, err));
-    const char *bar = "------------------------------------------------------------------------------------------";
-    if (t->log)
-        printf("%s\n validation loss at iteration %d | lm loss value: %.6E | lm loss PPL: %.6E |\n%s\n", bar,
-               it, l.lm, exp(l.lm < 700 ? l.lm : 700), bar);
+    if (t->log) dg_train_log_eval(stdout, prefix, l.lm);
     fflush(stdout);
-    if (t->tb) DG_TRY(dg_tb_scalar(t->tb, "lm loss validation", it, l.lm, err));
+    if (t->tb && split == DG_SPLIT_VALID) DG_TRY(dg_tb_scalar(t->tb, "lm loss validation", it, l.lm, err));
     return DG_OK;
 }
 
@@ -387,7 +395,8 @@ static int log_expert_tokens(trainer *t, dg_err *err) {
     double *v = dg_malloc(sizeof(double) * (size_t)n);
     for (int i = 0; i < n; i++) v[i] = (double)t->expert_tokens[i];
     int st = dg_dist_sum(t->data_comm, v, n, err);
-    for (int layer = 0; st == DG_OK && t->log && layer < m->num_layers && layer < DG_MODEL_MAX_TRACKED; layer++) {
+    /* printed with --moe-per-layer-logging; the window restarts either way */
+    for (int layer = 0; st == DG_OK && t->log && t->c->compat.moe_per_layer_logging && layer < m->num_layers && layer < DG_MODEL_MAX_TRACKED; layer++) {
         if (t->io[0].tokens_per_expert[layer] < 0) continue;
         printf("   layer %2d tokens per expert:", layer);
         for (int e = 0; e < m->num_experts; e++) printf(" %.0f", v[(int64_t)layer * E + e]);
@@ -400,30 +409,34 @@ static int log_expert_tokens(trainer *t, dg_err *err) {
 
 /* ---- logging ------------------------------------------------------------------------- */
 
-static double peak_rss_mb(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_maxrss / 1024.0;
+/* A MoE loss as the log shows it (dg_train_log_moe_loss), or -1 when the
+ * graph has none (a dense model). */
+static double moe_loss_logged(const trainer *t, int tensor, double raw, double coeff) {
+    return tensor < 0 ? -1 : dg_train_log_moe_loss(&t->c->model, raw, coeff);
 }
 
 static void log_line(const trainer *t, int it, int64_t consumed, double ms, const losses *l,
                      double lr, double gnorm, int64_t skipped, int64_t nans) {
     const dg_train_config *c = t->c;
+    const dg_model_config *m = &c->model;
     int world = t->grid ? t->grid->world : 1;
-    double tokens = (double)c->global_batch_size * c->model.seq_length;
+    double tokens = (double)c->global_batch_size * m->seq_length;
     /* Megatron's throughput and MFU are per rank: the batch's FLOPs over all ranks. */
-    double flops = dg_model_flops(&c->model, c->global_batch_size) / world;
-    double tflops = flops / (ms * 1e-3) / 1e12;
-    double mfu = 100.0 * flops / (ms * 1e-3) / t->peak_flops;
-    printf(" iteration %8d/%8d | consumed samples: %12lld | elapsed time per iteration (ms): %.1f |"
-           " tokens per second: %.0f | throughput (TFLOP/s): %.3f | MFU: %.1f%% |"
-           " learning rate: %.6E | lm loss: %.6E |",
-           it, c->train_iters, (long long)consumed, ms, tokens / (ms * 1e-3), tflops, mfu, lr, l->lm);
-    if (t->io[0].aux_loss >= 0) printf(" load balancing loss: %.6E |", l->aux);
-    if (t->io[0].z_loss >= 0) printf(" z loss: %.6E |", l->z);
-    printf(" grad norm: %.3f | number of skipped iterations: %3lld | number of nan iterations: %3lld |"
-           " peak memory (MB): %.0f |\n",
-           gnorm, (long long)skipped, (long long)nans, peak_rss_mb());
+    double flops = dg_model_flops(m, c->global_batch_size) / world;
+    dg_train_log_fields f = {
+        .iteration = it, .train_iters = c->train_iters, .consumed_samples = consumed, .ms_per_iteration = ms,
+        .log_throughput = c->compat.log_throughput, .tflops_per_gpu = flops / (ms * 1e-3) / 1e12,
+        .learning_rate = lr, .global_batch_size = c->global_batch_size, .lm_loss = l->lm,
+        .has_load_balancing_loss = moe_loss_logged(t, t->io[0].aux_loss, l->aux, m->moe_aux_loss_coeff) >= 0,
+        .has_z_loss = moe_loss_logged(t, t->io[0].z_loss, l->z, m->moe_z_loss_coeff) >= 0,
+        .load_balancing_loss = moe_loss_logged(t, t->io[0].aux_loss, l->aux, m->moe_aux_loss_coeff),
+        .z_loss = moe_loss_logged(t, t->io[0].z_loss, l->z, m->moe_z_loss_coeff),
+        .loss_scale = t->scaler.scale, .grad_norm = gnorm, .skipped_iterations = skipped, .nan_iterations = nans,
+        .tokens_per_second = tokens / (ms * 1e-3), .mfu_percent = 100.0 * flops / (ms * 1e-3) / t->peak_flops,
+        .peak_memory_mb = dg_train_log_peak_rss_mb()};
+    char line[2048];
+    dg_train_log_iteration(line, sizeof line, &f);
+    printf("%s\n", line);
     fflush(stdout);
 }
 
@@ -598,6 +611,16 @@ static int save_ckpt(trainer *t, const dg_train_counters *k, dg_err *err) {
     return DG_OK;
 }
 
+/* After training, as Megatron's pretrain(): the validation split, then the
+ * test split, each under its own prefix. */
+static int final_evals(trainer *t, int it, dg_err *err) {
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "iteration %d on validation set", it);
+    DG_TRY(run_eval(t, DG_SPLIT_VALID, it, prefix, err));
+    snprintf(prefix, sizeof prefix, "iteration %d on test set", it);
+    return run_eval(t, DG_SPLIT_TEST, it, prefix, err);
+}
+
 int dg_train(dg_train_config *c, const dg_train_hooks *hooks, dg_train_result *res, dg_err *err) {
     int init = 0;
     MPI_Initialized(&init);
@@ -621,6 +644,9 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     /* What --load means is known before any work (dg_ckpt_paths.h). */
     dg_ckpt_load_plan load_plan = DG_CKPT_LOAD_NONE;
     if (st == DG_OK) st = dg_ckpt_plan_load(c->load, c->save, &load_plan, err);
+    if (st == DG_OK && load_plan == DG_CKPT_LOAD_RESUME && (c->compat.no_load_optim || c->compat.finetune))
+        st = dg_err_set(err, DG_EINPUT, "%s: not supported: --load resumes the whole state (docs/megatron_compat.md)",
+                        c->compat.finetune ? "--finetune" : "--no-load-optim");
     if (st == DG_OK) st = check_memory_flags(&t, 0, err);
     int gbs = c->global_batch_size > 0 ? c->global_batch_size : c->model.micro_batch_size * c->dp_size;
     int evals = c->eval_iters > 0 ? c->train_iters / c->eval_interval + 1 : 0;
@@ -658,6 +684,8 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     res->data_size = t.data_size;
     if (t.log) {
         print_startup(&t);
+        if (c->compat.notes[0])
+            printf(" note: accepted without effect here (docs/megatron_compat.md): %s\n", c->compat.notes);
         if (c->wandb_project[0]) printf(" W&B logging is not available in dagatron: --wandb-* ignored (--tensorboard-dir writes TensorBoard event files)\n");
         if (load_plan == DG_CKPT_LOAD_RESUME && c->finetune)
             printf(" loaded the parameters of %s (--finetune: optimizer state and counters start fresh)\n", c->load);
@@ -672,15 +700,22 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         fflush(stdout);
     }
 
-    dg_lr_schedule sched = {c->lr, c->min_lr, c->lr_warmup_iters, c->lr_decay_iters,
-                            !strcmp(c->lr_decay_style, "constant") ? DG_LR_CONSTANT
-                            : !strcmp(c->lr_decay_style, "linear") ? DG_LR_LINEAR
-                                                                   : DG_LR_COSINE};
+    dg_lr_schedule sched = {.max_lr = c->lr, .min_lr = c->min_lr, .warmup_iters = c->lr_warmup_iters,
+                            .decay_iters = c->lr_decay_iters,
+                            .style = !strcmp(c->lr_decay_style, "constant") ? DG_LR_CONSTANT
+                                     : !strcmp(c->lr_decay_style, "linear") ? DG_LR_LINEAR
+                                                                            : DG_LR_COSINE};
+    dg_train_compat_schedule(c, &sched); /* by samples, --lr-warmup-init */
     t.eval_consumed = k.consumed_valid;
     losses window = {0};
     double window_ms = 0.0;
-    int window_n = 0, window_adv = 0, window_skipped = 0, window_nans = 0, saved_at = -1;
+    int window_n = 0, window_adv = 0, window_skipped = 0, window_nans = 0, saved_at = -1, exited = 0;
     int first_it = (int)k.iteration + 1;
+    const dg_train_compat *x = &c->compat;
+    dg_loss_scaler_init(&t.scaler, x->fp16 ? x->loss_scale : 1.0, x->initial_loss_scale, x->min_loss_scale,
+                        x->loss_scale_window, x->hysteresis);
+    dg_train_exit ex; /* --exit-signal-handler, --exit-duration-in-mins */
+    dg_train_exit_begin(&ex, c);
     for (int it = first_it; it <= c->train_iters && st == DG_OK; it++) {
         double t0 = dg_now();
         losses l = {0};
@@ -715,14 +750,17 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         double gnorm = 0;
         int nan_loss = 0;
         int skip = optimizer_end(&t, &l, &k, &gnorm, &nan_loss);
+        dg_loss_scaler_update(&t.scaler, skip); /* a skipped fp16 step overflowed */
         window_skipped += skip;
         window_nans += nan_loss;
         k.iteration = it;
         if (hooks && hooks->on_iteration)
             hooks->on_iteration(hooks->ctx, it, l.lm, l.aux, l.z, gnorm, lr);
         if (t.tb && it % c->tensorboard_log_interval == 0) {
-            dg_tb_iteration tbi = {it, k.consumed, lr, c->global_batch_size, l.lm, t.io[0].aux_loss >= 0 ? l.aux : -1,
-                                   t.io[0].z_loss >= 0 ? l.z : -1, 1.0, gnorm};
+            dg_tb_iteration tbi = {it, k.consumed, lr, c->global_batch_size, l.lm,
+                                   moe_loss_logged(&t, t.io[0].aux_loss, l.aux, c->model.moe_aux_loss_coeff),
+                                   moe_loss_logged(&t, t.io[0].z_loss, l.z, c->model.moe_z_loss_coeff),
+                                   t.scaler.scale, gnorm};
             st = dg_tb_log_iteration(t.tb, &tbi, err);
         }
         double ms = (dg_now() - t0) * 1e3;
@@ -752,7 +790,11 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
             window_ms = 0.0;
             window_n = window_adv = window_skipped = window_nans = 0;
         }
-        if (st == DG_OK && (it % c->eval_interval == 0 || it == c->train_iters)) st = run_eval(&t, it, err);
+        if (st == DG_OK && it % c->eval_interval == 0) {
+            char prefix[64];
+            snprintf(prefix, sizeof prefix, "iteration %d", it);
+            st = run_eval(&t, DG_SPLIT_VALID, it, prefix, err);
+        }
         k.consumed_valid = t.eval_consumed;
         if (st == DG_OK && c->save[0] && c->save_interval > 0 && it % c->save_interval == 0) {
             st = save_ckpt(&t, &k, err);
@@ -762,9 +804,18 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
          * run resumable, and the schedule still follows --train-iters. */
         if (st == DG_OK && c->exit_interval > 0 && it % c->exit_interval == 0 && it < c->train_iters) {
             if (t.log) printf(" exiting program at iteration %d\n", it);
+            exited = 1;
+            break;
+        }
+        const char *why = NULL;
+        if (st == DG_OK) st = dg_train_exit_check(&ex, c, t.grid ? t.grid->world_comm : NULL, &why, err);
+        if (st == DG_OK && why && it < c->train_iters) {
+            if (t.log) printf(" exiting program after %s at iteration %d\n", why, it);
+            exited = 1;
             break;
         }
     }
+    dg_train_exit_end(&ex);
     /* Megatron saves once more at the end of training. */
     if (st == DG_OK && c->save[0] && saved_at != (int)k.iteration && res->iterations > 0)
         st = save_ckpt(&t, &k, err);
@@ -773,6 +824,8 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         st = dg_dist_ckpt_wait(&r, err); /* the last save is on disk before the run ends */
         t.failure_agreed = st != DG_OK;
     }
+    if (st == DG_OK && !exited) st = final_evals(&t, (int)k.iteration, err);
+    k.consumed_valid = t.eval_consumed;
     if (st == DG_OK) st = dg_dist_sync_params(&t.dist, t.ptrs, err);
     for (int i = 0; st == DG_OK && final && final->on_param && i < t.n_params; i++)
         final->on_param(final->ctx, &t.g->tensors[t.params[i]], t.ptrs[t.params[i]]);

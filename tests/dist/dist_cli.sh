@@ -43,7 +43,7 @@ check_bad 2 "--global-batch-size 6 is not a multiple of --micro-batch-size 2 x d
 check_bad 2 "--overlap-param-gather needs --use-distributed-optimizer" --mock-data --vocab-size 100 --overlap-param-gather
 
 # ---- 2. determinism and optimizer state --------------------------------------------
-losses() { grep -o 'lm loss: [^|]*| load balancing loss: [^|]*| z loss: [^|]*| grad norm: [^|]*' "$1"; }
+losses() { grep -o 'lm loss: [^|]*| load_balancing_loss: [^|]*| z_loss: [^|]*| loss scale: [^|]*| grad norm: [^|]*' "$1"; }
 state() { grep -o 'optimizer state: [0-9]* bytes per rank' "$1" | awk '{print $3}'; }
 $MPI -np 2 "$BIN" train "${ARGS[@]}" --train-iters 4 --overlap-grad-reduce >"$TMP/d1.log" 2>&1 || { echo "FAIL: DP=2 run exited $?"; cat "$TMP/d1.log"; fail=1; }
 $MPI -np 2 "$BIN" train "${ARGS[@]}" --train-iters 4 --overlap-grad-reduce >"$TMP/d2.log" 2>&1

@@ -18,7 +18,7 @@ ARGS=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 
       --seq-length 32 --num-experts 4 --moe-router-topk 2 --micro-batch-size 2 --global-batch-size 8
       --log-interval 1 --lr 3e-3 --eval-iters 0 --compute-threads 1 --train-iters 3
       --expert-model-parallel-size 2 --overlap-grad-reduce --moe-a2a-overlap-chunks 2)
-losses() { grep -o 'lm loss: [^|]*| load balancing loss: [^|]*| z loss: [^|]*| grad norm: [^|]*' "$1"; }
+losses() { grep -o 'lm loss: [^|]*| load_balancing_loss: [^|]*| z_loss: [^|]*| loss scale: [^|]*| grad norm: [^|]*' "$1"; }
 # mean elapsed ms of iterations 2.. (the first includes warm-up)
 ms() { grep -o 'elapsed time per iteration (ms): [0-9.]*' "$1" | tail -n +2 | awk '{s+=$NF; n++} END {print s/n}'; }
 

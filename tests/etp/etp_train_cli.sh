@@ -25,7 +25,7 @@ args=("${ARCH[@]}" --mock-data --vocab-size 100 --make-vocab-size-divisible-by 3
       --seq-length 32 --micro-batch-size 2 --global-batch-size 8 --num-experts 4
       --moe-router-topk 2 --moe-ffn-hidden-size 96 --train-iters 5 --lr 1e-3 --log-interval 1
       --lr-decay-style constant --adam-eps 1e-6)
-FIELDS="lm loss: [0-9.E+-]+|load balancing loss: [0-9.E+-]+|grad norm: [0-9.]+"
+FIELDS="lm loss: [0-9.E+-]+|load_balancing_loss: [0-9.E+-]+|grad norm: [0-9.]+"
 . "$(dirname "$0")/../common/train_equiv.sh" # run, check
 ref=$(run "$TMP/ref" 1)
 echo "np 1 (single rank): $ref"

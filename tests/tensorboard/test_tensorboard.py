@@ -154,8 +154,8 @@ def main():
         # The log lines: every field Megatron also writes to TensorBoard.
         num = r"([-+0-9.]+(?:[eE][-+]?[0-9]+)?)"
         checks = {"lm loss": r"lm loss: " + num, "learning-rate": r"learning rate: " + num,
-                  "grad-norm": r"grad norm: " + num, "load_balancing_loss": r"load balancing loss: " + num,
-                  "z_loss": r"z loss: " + num}
+                  "grad-norm": r"grad norm: " + num, "load_balancing_loss": r"load_balancing_loss: " + num,
+                  "z_loss": r"z_loss: " + num}
         n_checked = 0
         for line in p.stdout.splitlines():
             m = re.search(r"iteration\s+(\d+)/\s*\d+", line)
@@ -178,13 +178,19 @@ def main():
                 print(f"FAIL: batch-size / loss-scale at {it}"); fail = 1
         if n_checked != 6 * len(checks):
             print(f"FAIL: checked {n_checked} values, expected {6 * len(checks)}"); fail = 1
-        vals = re.findall(r"validation loss at iteration\s+(\d+) \| lm loss value: " + num, p.stdout)
-        if len(vals) != 2:
-            print(f"FAIL: expected 2 validation lines, found {vals}"); fail = 1
-        for it, v in vals:
-            got = by.get("lm loss validation", {}).get(int(it))
-            if got is None or not close(v, got):
-                print(f"FAIL: lm loss validation at {it}: log {v}, event file {got}"); fail = 1
+        # Evaluations at 3 and 6, and the final one on the validation set at
+        # 6 (as Megatron, both written at step 6); the test set's is not a
+        # "lm loss validation" scalar.
+        vals = re.findall(r"validation loss at iteration\s+(\d+)(?: on validation set)? \| lm loss value: " + num,
+                          p.stdout)
+        if len(vals) != 3:
+            print(f"FAIL: expected 3 validation lines, found {vals}"); fail = 1
+        stored = [(e["step"], v) for e in evs[1:] for tag, v in e["scalars"] if tag == "lm loss validation"]
+        if len(stored) != len(vals):
+            print(f"FAIL: {len(stored)} 'lm loss validation' scalars for {len(vals)} log lines"); fail = 1
+        for (it, v), (step, got) in zip(vals, stored):
+            if int(it) != step or not close(v, got):
+                print(f"FAIL: lm loss validation at {it}: log {v}, event file {got} at step {step}"); fail = 1
         # The reader must notice damage: flip one byte of the last record's data.
         bad = bytearray(blob)
         bad[-6] ^= 0x01

@@ -10,16 +10,34 @@
 
 static void test_schedule(void **s) {
     (void)s;
-    dg_lr_schedule c = {1e-3, 1e-4, 10, 110, DG_LR_COSINE};
+    dg_lr_schedule c = {.max_lr = 1e-3, .min_lr = 1e-4, .warmup_iters = 10, .decay_iters = 110, .style = DG_LR_COSINE};
     assert_true(fabs(dg_lr_at(&c, 5) - 5e-4) < 1e-15);       /* warmup: linear from 0 */
     assert_true(fabs(dg_lr_at(&c, 10) - 1e-3) < 1e-15);      /* peak */
     assert_true(fabs(dg_lr_at(&c, 60) - 5.5e-4) < 1e-12);    /* cosine midpoint */
     assert_true(fabs(dg_lr_at(&c, 110) - 1e-4) < 1e-12);     /* end of decay */
     assert_true(fabs(dg_lr_at(&c, 500) - 1e-4) < 1e-15);     /* after: min */
-    dg_lr_schedule l = {1e-3, 0, 0, 100, DG_LR_LINEAR};
+    dg_lr_schedule l = {.max_lr = 1e-3, .decay_iters = 100, .style = DG_LR_LINEAR};
     assert_true(fabs(dg_lr_at(&l, 25) - 7.5e-4) < 1e-12);
-    dg_lr_schedule k = {2e-3, 0, 0, 100, DG_LR_CONSTANT};
+    dg_lr_schedule k = {.max_lr = 2e-3, .decay_iters = 100, .style = DG_LR_CONSTANT};
     assert_true(dg_lr_at(&k, 77) == 2e-3);
+}
+
+/* Megatron's schedule by samples: an iteration is step_samples steps, the
+ * warmup rises from init_lr, and a warmup that is not a whole number of
+ * iterations ends between two of them. */
+static void test_schedule_by_samples(void **s) {
+    (void)s;
+    dg_lr_schedule c = {.max_lr = 1e-3, .min_lr = 1e-4, .style = DG_LR_LINEAR, .step_samples = 8,
+                        .warmup_steps = 20, .decay_steps = 100, .init_lr = 1e-4};
+    assert_true(fabs(dg_lr_at(&c, 1) - (1e-4 + 9e-4 * 8 / 20)) < 1e-15);  /* step 8 of 20 */
+    assert_true(fabs(dg_lr_at(&c, 2) - (1e-4 + 9e-4 * 16 / 20)) < 1e-15); /* step 16 */
+    assert_true(fabs(dg_lr_at(&c, 3) - (1e-4 + 9e-4 * (1 - 4.0 / 80))) < 1e-15); /* step 24: decaying */
+    assert_true(fabs(dg_lr_at(&c, 13) - 1e-4) < 1e-15);                    /* step 104 > 100: min */
+    /* the same schedule by iterations when every count is a whole iteration */
+    dg_lr_schedule a = {.max_lr = 1e-3, .min_lr = 1e-4, .warmup_iters = 3, .decay_iters = 12, .style = DG_LR_COSINE};
+    dg_lr_schedule b = {.max_lr = 1e-3, .min_lr = 1e-4, .style = DG_LR_COSINE, .step_samples = 4,
+                        .warmup_steps = 12, .decay_steps = 48};
+    for (int it = 1; it <= 14; it++) assert_true(fabs(dg_lr_at(&a, it) - dg_lr_at(&b, it)) < 1e-15);
 }
 
 /* A dense GPT-2-small-like config against the closed form
@@ -51,6 +69,6 @@ static void test_flops(void **s) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_schedule), cmocka_unit_test(test_flops)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_schedule), cmocka_unit_test(test_schedule_by_samples), cmocka_unit_test(test_flops)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -95,7 +95,9 @@ static void test_counters_follow_the_oracle(void **state) {
     int lines = 0;
     for (const char *p = log; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
         int it = 0;
-        if (sscanf(p, " iteration %d/", &it) != 1) continue; /* a log line starts so */
+        /* a log line starts " [date time] iteration N/" (Megatron's) */
+        const char *eol = strchr(p, '\n'), *at = strstr(p, "] iteration ");
+        if (!at || (eol && at > eol) || sscanf(at, "] iteration %d/", &it) != 1) continue;
         assert_true(it >= LOG_INTERVAL && it <= ITERS);
         const char *s = strstr(p, "number of skipped iterations:");
         const char *n = strstr(p, "number of nan iterations:");

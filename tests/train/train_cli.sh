@@ -17,14 +17,14 @@ last=$(grep -o 'lm loss: [0-9.E+-]*' "$TMP/a.log" | tail -1 | awk '{print $3}')
 python3 -c "import sys; f,l=float('$first'),float('$last'); print('lm loss %.4f -> %.4f' % (f,l)); sys.exit(0 if l < 0.8*f else 1)" \
   || { echo "FAIL: lm loss did not fall well below its first value"; fail=1; }
 for field in 'iteration' 'consumed samples:' 'elapsed time per iteration (ms):' 'tokens per second:' \
-             'throughput (TFLOP/s):' 'MFU:' 'learning rate:' 'load balancing loss:' 'z loss:' 'grad norm:' \
+             'MFU:' 'learning rate:' 'global batch size:' 'load_balancing_loss:' 'z_loss:' 'loss scale:' 'grad norm:' \
              'number of skipped iterations:' 'number of nan iterations:' 'peak memory (MB):'; do
   grep -q "$field" "$TMP/a.log" || { echo "FAIL: log line lacks '$field'"; fail=1; }
 done
 # Same graph + seed => identical losses (the log's loss fields).
 $MPI "$BIN" train "${ARGS[@]}" --compute-threads 2 >"$TMP/b.log" 2>&1
-diff <(grep -o 'lm loss: [^|]*| load balancing loss: [^|]*| z loss: [^|]*| grad norm: [^|]*' "$TMP/a.log") \
-     <(grep -o 'lm loss: [^|]*| load balancing loss: [^|]*| z loss: [^|]*| grad norm: [^|]*' "$TMP/b.log") \
+diff <(grep -o 'lm loss: [^|]*| load_balancing_loss: [^|]*| z_loss: [^|]*| loss scale: [^|]*| grad norm: [^|]*' "$TMP/a.log") \
+     <(grep -o 'lm loss: [^|]*| load_balancing_loss: [^|]*| z_loss: [^|]*| loss scale: [^|]*| grad norm: [^|]*' "$TMP/b.log") \
   || { echo "FAIL: losses differ between runs (1 vs 2 compute threads)"; fail=1; }
 # A diverging run (absurd learning rate, no clipping): non-finite gradients
 # skip the update and are counted, and the run goes on to the end.
@@ -74,7 +74,7 @@ grep -q "done: 40 iterations" "$TMP/router.log" || { echo "FAIL: router options 
 check_bad "--moe-layer-freq: entry 1 is 2" --mock-data --vocab-size 10 --moe-layer-freq "[1,2,1,1]"
 # --moe-layer-freq as a list: layer 0 dense, layers 1-3 MoE (per-expert counts logged for those only)
 $MPI "$BIN" train "${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 \
-  --num-experts 4 --moe-layer-freq "([0]*1+[1]*3)" --train-iters 2 --log-interval 1 --eval-iters 0 >"$TMP/freq.log" 2>&1 \
+  --num-experts 4 --moe-layer-freq "([0]*1+[1]*3)" --moe-per-layer-logging --train-iters 2 --log-interval 1 --eval-iters 0 >"$TMP/freq.log" 2>&1 \
   || { echo "FAIL: --moe-layer-freq list run failed"; cat "$TMP/freq.log"; fail=1; }
 layers=$(grep -o 'layer  *[0-9]* tokens per expert' "$TMP/freq.log" | awk '{print $2}' | sort -u | paste -sd,)
 [ "$layers" = "1,2,3" ] || { echo "FAIL: MoE layers '$layers', expected 1,2,3"; fail=1; }

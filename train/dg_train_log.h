@@ -1,0 +1,75 @@
+/* dg_train_log.h — the training log's lines, in Megatron-LM's format.
+ *
+ * Megatron's `training_log` (megatron/training/training.py) prints one line
+ * per log interval and `evaluate_and_print_results` one block per
+ * evaluation; scripts and dashboards parse them, so dagatron prints the same
+ * fields, in the same order, with the same number formats:
+ *
+ *    [2026-11-24 04:10:31.123456] iteration       10/     100 | consumed samples:           40 |
+ *    elapsed time per iteration (ms): 35.2 | [throughput per GPU (TFLOP/s/GPU): 0.1 |]
+ *    learning rate: 1.000000E-03 | global batch size:     4 | lm loss: 4.512345E+00 |
+ *    [load_balancing_loss: ... | z_loss: ... |] loss scale: 1.0 | grad norm: 1.234 |
+ *    number of skipped iterations:   0 | number of nan iterations:   0 |
+ *
+ * (one line), followed by dagatron's own fields in the same " key: value |"
+ * shape: tokens per second, MFU, peak memory (MB). An evaluation is
+ *
+ *    ------------------------------------------------------------------------
+ *     validation loss at iteration 10 | lm loss value: 4.5E+00 | lm loss PPL: 9.1E+01 |
+ *    ------------------------------------------------------------------------
+ *
+ * with the prefix "iteration N" during training, "iteration N on validation
+ * set" / "iteration N on test set" after it, and dashes one longer than the
+ * line. PPL is exp(min(20, loss)), as Megatron caps it.
+ */
+#ifndef DG_TRAIN_LOG_H
+#define DG_TRAIN_LOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* What one iteration line reports (averages over the log window where
+ * Megatron averages: time, losses). */
+typedef struct dg_train_log_fields {
+    int iteration, train_iters;
+    int64_t consumed_samples;
+    double ms_per_iteration;
+    int log_throughput;        /* --log-throughput: print throughput per GPU */
+    double tflops_per_gpu;     /* model FLOPs / time / ranks, in TFLOP/s */
+    double learning_rate;
+    int global_batch_size;
+    double lm_loss;
+    /* MoE losses as Megatron tracks them: each layer's loss divided by its
+     * coefficient, averaged over the MoE layers; printed when has_* */
+    int has_load_balancing_loss, has_z_loss;
+    double load_balancing_loss, z_loss;
+    double loss_scale;         /* 1.0 without a loss scaler */
+    double grad_norm;          /* printed when finite */
+    int64_t skipped_iterations, nan_iterations;
+    /* dagatron's own, after Megatron's fields */
+    double tokens_per_second, mfu_percent, peak_memory_mb;
+} dg_train_log_fields;
+
+/* A MoE loss as Megatron's log shows it: the graph's loss is the
+ * coefficient-weighted sum over layers, Megatron's log the loss over its
+ * coefficient averaged over the MoE layers. -1 (not tracked: left out of
+ * the line) when the coefficient is 0. */
+struct dg_model_config;
+double dg_train_log_moe_loss(const struct dg_model_config *m, double raw, double coeff);
+
+/* This process's peak resident memory, MB. */
+double dg_train_log_peak_rss_mb(void);
+
+/* Megatron's timestamp prefix " [YYYY-MM-DD HH:MM:SS.ffffff]" (local time). */
+void dg_train_log_timestamp(char *out, size_t cap);
+
+/* Write the iteration line (no newline) into out[cap]. Returns its length
+ * (snprintf's: >= cap means it was cut). */
+int dg_train_log_iteration(char *out, size_t cap, const dg_train_log_fields *f);
+
+/* Print an evaluation block to f: prefix is "iteration N", "iteration N on
+ * validation set" or "iteration N on test set". */
+void dg_train_log_eval(FILE *f, const char *prefix, double lm_loss);
+
+#endif /* DG_TRAIN_LOG_H */
