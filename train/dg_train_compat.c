@@ -56,12 +56,8 @@ static const compat_flag compat_flags[] = {
     BUILT("--kv-channels", DG_ARG_INT, kv_channels, "head size: only hidden / heads (Megatron's default) is built", 1, 1 << 20, NULL),
     BUILT("--use-rotary-position-embeddings", DG_ARG_FLAG, use_rotary_position_embeddings, "older spelling of --position-embedding-type rope", NR, NULL),
     BUILT("--no-position-embedding", DG_ARG_FLAG, no_position_embedding, "no learned absolute position embedding", NR, NULL),
-    BUILT("--no-load-optim", DG_ARG_FLAG, no_load_optim, "resuming without the optimizer state is not built: refused when --load resumes", NR, NULL),
-    BUILT("--no-load-rng", DG_ARG_FLAG, no_load_rng, "accepted: dagatron's random streams are keyed by seed and iteration, there is no RNG state to load", NR, NULL),
-    BUILT("--finetune", DG_ARG_FLAG, finetune, "loading weights alone is not built: refused when --load resumes", NR, NULL),
     BUILT("--exit-signal-handler", DG_ARG_FLAG, exit_signal_handler, "on SIGTERM, save a checkpoint (with --save) and exit", NR, NULL),
     BUILT("--exit-duration-in-mins", DG_ARG_INT, exit_duration_in_mins, "save a checkpoint (with --save) and exit after N minutes", 1, 1 << 30, NULL),
-    BUILT("--expert-tensor-parallel-size", DG_ARG_INT, expert_tensor_parallel_size, "tensor parallelism of the experts: only 1 is built", 1, 1 << 16, NULL),
     BUILT("--glu-linear-offset", DG_ARG_DOUBLE, glu_linear_offset, "offset added to the GLU's linear half: only 0 is built", NR, NULL),
     BUILT("--optimizer", DG_ARG_CHOICE, optimizer, "optimizer (only adam, as AdamW, is built)", NR, "adam|sgd"),
     BUILT("--moe-router-dtype", DG_ARG_CHOICE, moe_router_dtype, "router precision: the router always computes in fp32 (fp64 is not built)", NR, "fp32|fp64"),
@@ -98,8 +94,6 @@ static const compat_flag compat_flags[] = {
     NOOP_VALUE("--recompute-method", RECOMPUTE),
     NOOP_VALUE("--recompute-num-layers", RECOMPUTE),
     NOOP_LIST("--recompute-modules", RECOMPUTE),
-    NOOP_FLAG("--sequence-parallel", "with tensor parallelism it splits activations, not the numbers"),
-    NOOP_FLAG("--tp-comm-overlap", PERF),
     NOOP_VALUE("--distributed-timeout-minutes", "collectives have no timeout here"),
     NOOP_VALUE("--num-workers", "data is read by the training thread"),
     NOOP_FLAG("--no-mmap-bin-files", "the .bin files are always memory-mapped"),
@@ -119,7 +113,6 @@ static const compat_flag compat_flags[] = {
     NOOP_FLAG("--log-num-zeros-in-grad", LOG_ONLY),
     NOOP_FLAG("--log-params-norm", LOG_ONLY),
     NOOP_VALUE("--dist-ckpt-strictness", CKPT_FMT),
-    NOOP_VALUE("--ckpt-format", CKPT_FMT),
     NOOP_FLAG("--auto-detect-ckpt-format", CKPT_FMT),
     NOOP_FLAG("--use-dist-ckpt", CKPT_FMT),
     NOOP_VALUE("--q-lora-rank", NO_MLA),
@@ -162,7 +155,6 @@ static const compat_flag compat_flags[] = {
 void dg_train_compat_defaults(dg_train_compat *x) {
     memset(x, 0, sizeof *x);
     x->lr_warmup_fraction = -1.0;
-    x->expert_tensor_parallel_size = 1;
     x->initial_loss_scale = 4294967296.0;
     x->min_loss_scale = 1.0;
     x->loss_scale_window = 1000;
@@ -185,8 +177,6 @@ static int check_values(const dg_train_compat *x, dg_err *err) {
     if (strcmp(x->softmax_type, "vanilla")) return refuse("--softmax-type", "only the vanilla softmax is built", err);
     if (x->bf16 && x->fp16) return dg_err_set(err, DG_EINPUT, "--bf16 and --fp16 exclude each other");
     if (x->glu_linear_offset != 0.0) return refuse("--glu-linear-offset", "only 0 is built", err);
-    if (x->expert_tensor_parallel_size != 1)
-        return refuse("--expert-tensor-parallel-size", "experts are not split over tensor-parallel ranks yet (only 1)", err);
     return DG_OK;
 }
 

@@ -39,10 +39,8 @@ typedef struct dg_train_compat {
     double lr_warmup_init;      /* --lr-warmup-init: warmup starts here */
     int kv_channels;            /* --kv-channels (0: hidden / heads) */
     int use_rotary_position_embeddings, no_position_embedding;
-    int no_load_optim, no_load_rng, finetune; /* --no-load-optim --no-load-rng --finetune */
     int exit_signal_handler;    /* --exit-signal-handler: SIGTERM saves and exits */
     int exit_duration_in_mins;  /* --exit-duration-in-mins (0: none) */
-    int expert_tensor_parallel_size; /* --expert-tensor-parallel-size (only 1 here) */
     double glu_linear_offset;   /* --glu-linear-offset (only 0) */
     char optimizer[DG_ARG_STR_LEN];        /* --optimizer adam|sgd (adam) */
     char moe_router_dtype[DG_ARG_STR_LEN]; /* --moe-router-dtype fp32|fp64 */

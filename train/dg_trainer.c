@@ -644,9 +644,6 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     /* What --load means is known before any work (dg_ckpt_paths.h). */
     dg_ckpt_load_plan load_plan = DG_CKPT_LOAD_NONE;
     if (st == DG_OK) st = dg_ckpt_plan_load(c->load, c->save, &load_plan, err);
-    if (st == DG_OK && load_plan == DG_CKPT_LOAD_RESUME && (c->compat.no_load_optim || c->compat.finetune))
-        st = dg_err_set(err, DG_EINPUT, "%s: not supported: --load resumes the whole state (docs/megatron_compat.md)",
-                        c->compat.finetune ? "--finetune" : "--no-load-optim");
     if (st == DG_OK) st = check_memory_flags(&t, 0, err);
     int gbs = c->global_batch_size > 0 ? c->global_batch_size : c->model.micro_batch_size * c->dp_size;
     int evals = c->eval_iters > 0 ? c->train_iters / c->eval_interval + 1 : 0;
