@@ -99,6 +99,21 @@ static int instantiate(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_err 
     return st;
 }
 
+/* recompute: re-emit the micro-batch with the chosen regions recomputed. */
+static int recompute(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_err *err) {
+    if (!dg_recompute_any(o->recompute)) return DG_OK;
+    dg_graph *out = NULL;
+    int *next = dg_malloc(sizeof(int) * (size_t)DG_MAX(r->g->n_tensors, 1));
+    int st = dg_pass_recompute(r->g, o->recompute, &out, next, &r->recompute, err);
+    if (st == DG_OK) {
+        compose(r, next);
+        dg_graph_free(r->g);
+        r->g = out;
+    }
+    dg_free(next);
+    return st;
+}
+
 static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage s, dg_err *err) {
     dg_graph *g = r->g;
     switch (s) {
@@ -131,7 +146,7 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
         }
         return dg_autodiff(g, loss, o->autodiff, NULL, err);
     }
-    case DG_STAGE_RECOMPUTE: return DG_OK;
+    case DG_STAGE_RECOMPUTE: return recompute(r, o, err);
     case DG_STAGE_MICROBATCHES: return instantiate(r, o, err);
     case DG_STAGE_SCHEDULE: return dg_pass_mb_order(g, NULL, err);
     case DG_STAGE_DP:

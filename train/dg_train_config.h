@@ -86,6 +86,14 @@ typedef struct dg_train_config {
     /* derived by dg_train_config_finish (dp_size set by the trainer from the grid first) */
     int dp_size;          /* data shards: Megatron's data-parallel size (EP x DP ranks) */
     int num_microbatches; /* global batch / (micro batch x dp) */
+
+    /* activation recompute (train/dg_recompute.h) */
+    int recompute_activations;                  /* --recompute-activations: selective */
+    char recompute_granularity[DG_ARG_STR_LEN]; /* --recompute-granularity full|selective ("": none) */
+    char recompute_method[DG_ARG_STR_LEN];      /* --recompute-method uniform|block (full only) */
+    int recompute_num_layers;                   /* --recompute-num-layers (full only; 0: not given) */
+    char recompute_modules[DG_ARG_STR_LEN];     /* --recompute-modules ("": Megatron's core_attn) */
+    double recompute_memory_budget;             /* --recompute-memory-budget MB (0: none) */
 } dg_train_config;
 
 void dg_train_config_defaults(dg_train_config *c);

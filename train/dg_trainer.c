@@ -23,6 +23,7 @@
 #include "dg_op_optim.h"
 #include "dg_pass_tp.h"
 #include "dg_pipeline.h"
+#include "dg_recompute.h"
 #include "dg_sched.h"
 #include "dg_tensorboard.h"
 #include "dg_verify.h"
@@ -59,6 +60,7 @@ typedef struct trainer {
     int failure_agreed;        /* the failure being returned is known to every rank */
     int ranks_on_node;         /* ranks sharing this node's memory */
     dg_tb *tb;                 /* --tensorboard-dir: the event file (logging rank), or NULL */
+    dg_recompute_report rc;    /* what activation recompute chose and saved */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -137,6 +139,20 @@ static void map_io(const dg_pipeline_result *r, int mb, const dg_model_io *l, dg
     for (size_t i = 0; i < sizeof *l / sizeof(int); i++) dst[i] = src[i] < 0 ? -1 : dg_pipeline_map(r, mb, src[i]);
 }
 
+/* The regions activation recompute covers (train/dg_recompute.h), measured
+ * on the step graph with what the loop reads after a step kept. */
+static int choose_recompute(trainer *t, const dg_graph *logical, const dg_pipeline_opts *po,
+                            const dg_model_io *lio, dg_recompute_sel *rc, dg_err *err) {
+    int keep[4 + DG_MODEL_MAX_TRACKED], n = 0;
+    int wanted[4] = {lio->lm_loss, lio->loss, lio->aux_loss, lio->z_loss};
+    for (int i = 0; i < 4; i++)
+        if (wanted[i] >= 0) keep[n++] = wanted[i];
+    for (int l = 0; l < DG_MODEL_MAX_TRACKED; l++)
+        if (lio->tokens_per_expert[l] >= 0) keep[n++] = lio->tokens_per_expert[l];
+    dg_recompute_step step = {logical, po, keep, n};
+    return dg_recompute_plan(t->c, &step, rc, &t->rc, err);
+}
+
 /* The step graph: the model builder's logical micro-batch through the step
  * pipeline (graph/dg_pipeline.h: parallel passes, autodiff, micro-batches,
  * the schedule's ordering edges, DP, the optimizer), then the plan
@@ -168,8 +184,12 @@ static int setup(trainer *t, dg_err *err) {
     po.ep = (dg_pass_ep_opts){DG_MAX(c->model.expert_model_parallel_size, 1),
                               c->model.moe_token_dispatcher_type,
                               DG_MAX(c->model.moe_a2a_overlap_chunks, 1), 0};
+    dg_recompute_sel rc = {0};
+    if (st == DG_OK) st = choose_recompute(t, logical, &po, &lio, &rc, err);
+    po.recompute = &rc.opts;
     dg_pipeline_result r;
     if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);
+    dg_recompute_sel_free(&rc);
     dg_graph_free(logical);
     if (st != DG_OK) return st;
     for (int mb = 0; mb < t->n_mb; mb++) map_io(&r, mb, &lio, &t->io[mb]);
@@ -413,8 +433,12 @@ static void log_line(const trainer *t, int it, int64_t consumed, double ms, cons
     if (t->io[0].aux_loss >= 0) printf(" load balancing loss: %.6E |", l->aux);
     if (t->io[0].z_loss >= 0) printf(" z loss: %.6E |", l->z);
     printf(" grad norm: %.3f | number of skipped iterations: %3lld | number of nan iterations: %3lld |"
-           " peak memory (MB): %.0f |\n",
+           " peak memory (MB): %.0f |",
            gnorm, (long long)skipped, (long long)nans, peak_rss_mb());
+    if (t->rc.active) /* the arena's planned peak, and what recompute took off it */
+        printf(" activation memory (MB): %.1f planned, %.1f saved by recompute |",
+               (double)t->rc.with.peak / 1048576.0, ((double)t->rc.none.peak - (double)t->rc.with.peak) / 1048576.0);
+    printf("\n");
     fflush(stdout);
 }
 
@@ -550,6 +574,7 @@ static void print_startup(const trainer *t) {
            dg_dist_state_bytes(&t->dist), c->use_distributed_optimizer ? "fp32 master weights + " : "",
            c->use_distributed_optimizer ? ", distributed" : "");
     dg_sched_plan_print(t->plan, stdout); /* tasks, edges, the activation arena's planned peak */
+    dg_recompute_report_print(&t->rc, stdout); /* what recompute covers, costs and saves */
     fflush(stdout);
 }
 
