@@ -295,7 +295,9 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int
     /* all E experts' weights: the EP pass makes them this rank's slice */
     int w1 = dg_model_param(g, pre, "mlp.experts.linear_fc1.weight", DG_MODEL_PARAM_EXPERTS_GLU, 3, DG_SHAPE(E, 2 * F, H));
     int w2 = dg_model_param(g, pre, "mlp.experts.linear_fc2.weight", DG_MODEL_PARAM_EXPERTS_ROW, 3, DG_SHAPE(E, H, F));
+    dg_graph_set_module(g, DG_MODULE_LAYERNORM); /* the norm's output as tokens: what the MoE saves */
     int xt = dg_reshape(g, x, 2, DG_SHAPE(T, H));
+    dg_graph_set_module(g, DG_MODULE_MOE);
     int logits = dg_linear(g, xt, wr);
 
     dg_router_opts ro;

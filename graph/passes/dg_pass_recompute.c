@@ -187,22 +187,85 @@ static int rc_inputs(dg_graph *dst, const dg_node *n, int *in, void *ctx) {
     return DG_OK;
 }
 
-/* Ordering edges to each region's first recompute nodes (the rest follow
- * through data edges): after the gradient entering the region, and after
- * every backward node that reads the recomputed tensors of the regions that
- * gradient comes from (the layer above), so one layer's recomputed
- * activations are freed before the next layer's are made. */
+/* Mark in `down` every node reachable from the nodes already marked, over
+ * data and ordering edges (visiting nodes in id order suffices: every edge
+ * of dst points forward, data edges by construction and ordering edges from
+ * a node emitted earlier to one emitted later). */
+static void mark_downstream(const dg_graph *g, const dg_uses *u, const dg_order_adj *succ, char *down) {
+    for (int v = 0; v < g->n_nodes; v++) {
+        if (!down[v]) continue;
+        const dg_node *n = &g->nodes[v];
+        for (int j = 0; j < n->n_out; j++)
+            for (int k = u->offsets[n->out[j]]; k < u->offsets[n->out[j] + 1]; k++) down[u->nodes[k]] = 1;
+        for (int k = succ->offsets[v]; k < succ->offsets[v + 1]; k++) down[succ->nodes[k]] = 1;
+    }
+}
+
+/* The readers of a region's recomputed tensors (the weight gradients too,
+ * which a scheduler would otherwise leave for the end of the step) run
+ * before the backward leaves the region's layers: before each backward node
+ * outside those layers that reads a gradient made inside them, unless that
+ * node is upstream of the reader. */
+static void order_exits(dg_graph *dst, const rc_ctx *c) {
+    dg_uses u;
+    dg_uses_build(dst, &u);
+    dg_order_adj succ;
+    dg_order_adj_build(dst, 0, &succ);
+    int nn = dst->n_nodes;
+    char *down = dg_malloc((size_t)DG_MAX(nn, 1));
+    ivec exits = {0};
+    for (int r = 0; r < c->n_regions; r++) {
+        if (c->readers[r].n == 0) continue;
+        exits.n = 0;
+        memset(down, 0, (size_t)DG_MAX(nn, 1));
+        for (int v = 0; v < nn; v++) {
+            const dg_node *n = &dst->nodes[v];
+            if (n->phase != DG_PHASE_BACKWARD || !region_covers(c->o, r, n->layer)) continue;
+            for (int j = 0; j < n->n_out; j++)
+                for (int k = u.offsets[n->out[j]]; k < u.offsets[n->out[j] + 1]; k++) {
+                    int e = u.nodes[k];
+                    const dg_node *x = &dst->nodes[e];
+                    if (x->phase == DG_PHASE_BACKWARD && !region_covers(c->o, r, x->layer) && !down[e]) {
+                        down[e] = 1;
+                        ivec_push(&exits, e);
+                    }
+                }
+        }
+        mark_downstream(dst, &u, &succ, down);
+        for (int i = 0; i < c->readers[r].n; i++)
+            for (int k = 0; k < exits.n && !down[c->readers[r].v[i]]; k++)
+                dg_graph_add_order(dst, c->readers[r].v[i], exits.v[k]);
+    }
+    dg_free(exits.v);
+    dg_free(down);
+    dg_order_adj_free(&succ);
+    dg_uses_free(&u);
+}
+
+/* Ordering edges. Each region's first recompute nodes (the rest follow
+ * through data edges) run after the gradient entering the region. And the
+ * backward nodes that read the recomputed tensors of the region above (the
+ * layers that gradient comes from) all run before it is made: so the
+ * backward goes layer by layer as Megatron's checkpointed layers do, the
+ * readers (weight gradients too) run as soon as their recompute has, and
+ * one layer's recomputed activations are freed before the next layer's are
+ * made. Only triggers inside the region above are delayed so: the gradient
+ * of a loss term (aux loss) is made before any reader and stays free. */
 static void order_clones(dg_graph *dst, const rc_ctx *c) {
-    for (int i = 0; i < c->roots.n; i += 2) {
-        int v = c->roots.v[i], r = c->roots.v[i + 1];
-        const ivec *tr = &c->triggers[r];
-        for (int k = 0; k < tr->n; k++) dg_graph_add_order(dst, tr->v[k], v);
-        for (int q = 0; q < c->n_regions; q++) {
-            int above = 0;
-            for (int k = 0; k < c->trig_layers[r].n && q != r; k++) above |= region_covers(c->o, q, c->trig_layers[r].v[k]);
-            for (int k = 0; above && k < c->readers[q].n; k++) dg_graph_add_order(dst, c->readers[q].v[k], v);
+    for (int r = 0; r < c->n_regions; r++) {
+        const ivec *tr = &c->triggers[r], *tl = &c->trig_layers[r];
+        for (int q = 0; q < c->n_regions && tr->n > 0; q++) {
+            if (q == r || c->readers[q].n == 0) continue;
+            for (int k = 0; k < tr->n; k++)
+                if (region_covers(c->o, q, tl->v[k]))
+                    for (int i = 0; i < c->readers[q].n; i++) dg_graph_add_order(dst, c->readers[q].v[i], tr->v[k]);
         }
     }
+    for (int i = 0; i < c->roots.n; i += 2) {
+        int v = c->roots.v[i], r = c->roots.v[i + 1];
+        for (int k = 0; k < c->triggers[r].n; k++) dg_graph_add_order(dst, c->triggers[r].v[k], v);
+    }
+    order_exits(dst, c);
 }
 
 /* What dg_reemit does not carry: which tensor is whose gradient, and the
