@@ -99,12 +99,9 @@ static int instantiate(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_err 
     return st;
 }
 
-/* recompute: re-emit the micro-batch with the chosen regions recomputed. */
-static int recompute(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_err *err) {
-    if (!dg_recompute_any(o->recompute)) return DG_OK;
-    dg_graph *out = NULL;
-    int *next = dg_malloc(sizeof(int) * (size_t)DG_MAX(r->g->n_tensors, 1));
-    int st = dg_pass_recompute(r->g, o->recompute, &out, next, &r->recompute, err);
+/* After a pass that re-emitted r->g into out (status st): out replaces it
+ * and the map follows. Frees next. Returns st. */
+static int adopt(dg_pipeline_result *r, int st, dg_graph *out, int *next) {
     if (st == DG_OK) {
         compose(r, next);
         dg_graph_free(r->g);
@@ -112,6 +109,15 @@ static int recompute(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_err *e
     }
     dg_free(next);
     return st;
+}
+
+/* recompute: re-emit the micro-batch with the chosen regions recomputed. */
+static int recompute(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_err *err) {
+    if (!dg_recompute_any(o->recompute)) return DG_OK;
+    dg_graph *out = NULL;
+    int *next = dg_malloc(sizeof(int) * (size_t)DG_MAX(r->g->n_tensors, 1));
+    int st = dg_pass_recompute(r->g, o->recompute, &out, next, &r->recompute, err); /* sets out */
+    return adopt(r, st, out, next);
 }
 
 static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage s, dg_err *err) {
@@ -125,12 +131,7 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
             int *next = dg_malloc(sizeof(int) * (size_t)DG_MAX(r->g->n_tensors, 1));
             st = pass == 0 ? dg_pass_tp(r->g, DG_MAX(o->tp_size, 1), &out, next, err)
                            : dg_pass_ep(r->g, &o->ep, &out, next, err);
-            if (st == DG_OK) {
-                compose(r, next);
-                dg_graph_free(r->g);
-                r->g = out;
-            }
-            dg_free(next);
+            st = adopt(r, st, out, next);
         }
         return st;
     }

@@ -54,6 +54,9 @@ int dg_recompute_any(const dg_recompute_opts *o) {
 static int region_of(const dg_recompute_opts *o, const dg_node *n) {
     int l = n->layer;
     if (n->phase != DG_PHASE_FORWARD || l < 0 || l >= o->n_layers) return -1;
+    /* a point-to-point transfer (pipeline stages) is never repeated: what
+     * it delivers is a checkpoint */
+    if (n->op && (n->op->comm == DG_COMM_SEND || n->op->comm == DG_COMM_RECV)) return -1;
     if (o->full_group && o->full_group[l] >= 0) return o->full_group[l];
     unsigned m = o->modules ? o->modules[l] : 0;
     int parent = dg_module_parent(n->module);

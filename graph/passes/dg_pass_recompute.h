@@ -24,7 +24,8 @@
  *   - else the (layer, module) region when modules[l] has the bit of its
  *     module (dg_module.h) or of the module it is nested in (moe_act and
  *     shared_experts are inside moe).
- * Nodes outside layers (embedding, head, loss) are never recomputed.
+ * Nodes outside layers (embedding, head, loss) and point-to-point
+ * transfers (a pipeline stage's send and receive) are never recomputed.
  * Collectives inside a region (EP dispatch, TP reductions) are recomputed
  * too: every rank's graph has the same recompute nodes, in the same order.
  */
