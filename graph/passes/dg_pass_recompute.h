@@ -10,11 +10,16 @@
  * dropout key, so dropout draws the same mask). The forward's own tensors
  * then die at their last forward reader.
  *
- * When: every recompute node gets an ordering edge from the backward nodes
- * that produce the gradient arriving at the region (the inputs of the first
- * backward node that needs it), so recomputation never runs during the
- * forward and runs as the backward reaches the region, just before the
- * backward that reads it.
+ * When (ordering edges): a region's first recompute nodes wait for the
+ * backward nodes that make the gradient entering the region (found by
+ * walking the backward upstream from the nodes that read the recomputed
+ * tensors to where it leaves the region's layers), so recomputation never
+ * runs during the forward; the readers of the recomputed tensors of the
+ * region above (weight gradients too) run before that gradient is made,
+ * and every reader runs before the backward leaves its region's layers. So
+ * the backward goes layer by layer as Megatron's checkpointed layers do,
+ * each recompute just before the backward that reads it, and one layer's
+ * recomputed activations are freed before the next layer's are made.
  *
  * Regions come from node stamps, never op names: a node of layer l
  * (dg_node.layer) is in
