@@ -7,8 +7,10 @@
  * current choice on the real plan (the planner's peak is not additive:
  * what is live at the peak moves as regions are recomputed) and takes the
  * cheapest unit that fits, else the one that saves the most peak bytes per
- * extra FLOP. Then units the fit does not need are dropped, cheapest
- * saving first. */
+ * extra FLOP; after the first step only the units that saved most alone
+ * are measured (STEP_CANDIDATES), so the plans built grow linearly with the
+ * layers. Then units the fit does not need are dropped, the ones added
+ * last first. */
 #include <math.h>
 #include <string.h>
 
@@ -60,25 +62,53 @@ static int covered(const dg_recompute_sel *s, const unit *u) {
     return ((m >> u->module) & 1u) || ((m >> dg_module_parent(u->module)) & 1u);
 }
 
-/* One greedy step: the unit to add to on[] (cur: its cost), or -1. */
+/* Units measured per greedy step after the first: the most promising by
+ * what each saved alone, so a step costs a bounded number of plans however
+ * many layers the model has. */
+#define STEP_CANDIDATES 8
+
+/* The remaining units a step measures, into cand; returns how many. The
+ * first step (score0 not filled yet) takes every one. */
+static int candidates(dg_recompute_sel *trial, const unit *u, char *on, int n, const double *score0, int *cand) {
+    int nc = 0;
+    build(trial, u, on, n);
+    for (int i = 0; i < n; i++)
+        if (!on[i] && !covered(trial, &u[i])) cand[nc++] = i;
+    if (!score0) return nc;
+    for (int a = 0; a < nc; a++) /* partial selection sort: the best STEP_CANDIDATES first */
+        for (int b = a + 1; b < nc && a < STEP_CANDIDATES; b++)
+            if (score0[cand[b]] > score0[cand[a]]) {
+                int t = cand[a];
+                cand[a] = cand[b];
+                cand[b] = t;
+            }
+    return DG_MIN(nc, STEP_CANDIDATES);
+}
+
+/* One greedy step: the unit to add to on[] (cur: its cost), or -1. The
+ * first step (first = 1) records each unit's score alone in score0. */
 static int pick_unit(const dg_recompute_step *step, dg_recompute_sel *trial, const unit *u, char *on, int n,
-                     const dg_recompute_cost *cur, size_t budget, dg_recompute_cost *got, dg_err *err, int *st) {
+                     double *score0, int first, const dg_recompute_cost *cur, size_t budget,
+                     dg_recompute_cost *got, dg_err *err, int *st) {
     int fit = -1, best = -1;
     double best_score = 0;
     dg_recompute_cost fit_cost = {0, 0}, best_cost = {0, 0};
-    for (int i = 0; i < n && *st == DG_OK; i++) {
-        build(trial, u, on, n);
-        if (on[i] || covered(trial, &u[i])) continue;
+    int *cand = dg_malloc(sizeof(int) * (size_t)DG_MAX(n, 1));
+    int nc = candidates(trial, u, on, n, first ? NULL : score0, cand);
+    for (int c = 0; c < nc && *st == DG_OK; c++) {
+        int i = cand[c];
         on[i] = 1;
         build(trial, u, on, n);
         on[i] = 0;
         dg_recompute_cost tc;
         if ((*st = dg_rc_measure(step, &trial->opts, &tc, NULL, err)) != DG_OK) break;
+        double score = ((double)cur->peak - (double)tc.peak) / fmax(tc.flops - cur->flops, 1.0);
+        if (first) score0[i] = score;
         if (tc.peak <= budget && (fit < 0 || tc.flops < fit_cost.flops)) fit = i, fit_cost = tc;
         if (tc.peak >= cur->peak) continue;
-        double score = (double)(cur->peak - tc.peak) / fmax(tc.flops - cur->flops, 1.0);
         if (best < 0 || score > best_score) best = i, best_score = score, best_cost = tc;
     }
+    dg_free(cand);
     *got = fit >= 0 ? fit_cost : best_cost;
     return fit >= 0 ? fit : best;
 }
@@ -123,10 +153,11 @@ int dg_rc_budget(const dg_train_config *c, const dg_recompute_step *step, dg_rec
     int n = list_units(c, u);
     char *on = dg_calloc((size_t)n, 1);
     int *added = dg_malloc(sizeof(int) * (size_t)n), n_added = 0;
+    double *score0 = dg_calloc((size_t)DG_MAX(n, 1), sizeof(double));
     dg_recompute_cost cur = r->none;
     while (st == DG_OK && cur.peak > budget) {
         dg_recompute_cost got;
-        int i = pick_unit(step, &trial, u, on, n, &cur, budget, &got, err, &st);
+        int i = pick_unit(step, &trial, u, on, n, score0, n_added == 0, &cur, budget, &got, err, &st);
         if (st != DG_OK) break;
         if (i < 0) { /* nothing lowers the peak step by step: every layer whole fits */
             for (int k = 0; k < n; k++) on[k] = u[k].module == UNIT_FULL;
@@ -142,6 +173,7 @@ int dg_rc_budget(const dg_train_config *c, const dg_recompute_step *step, dg_rec
         build(s, u, on, n);
         dg_rc_describe(s, how, r->what, sizeof r->what);
     }
+    dg_free(score0);
     dg_free(added);
     dg_free(on);
     dg_free(u);
