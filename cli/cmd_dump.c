@@ -33,6 +33,7 @@
 #include "dg_model.h"
 #include "dg_op_basic.h"
 #include "dg_pipeline.h"
+#include "dg_recompute.h"
 #include "dg_train_config.h"
 #include "dg_verify.h"
 
@@ -186,8 +187,16 @@ static int build(dg_graph **out, dump_cfg *c, dg_err *err) {
     po.ep = (dg_pass_ep_opts){ep, m->moe_token_dispatcher_type, DG_MAX(m->moe_a2a_overlap_chunks, 1), 0, etp};
     po.sequence_parallel = c->train.sequence_parallel;
     po.tp_comm_overlap = c->train.tp_comm_overlap;
+    /* --recompute-*: the regions train would recompute (train/dg_recompute.h) */
+    dg_recompute_sel rc = {0};
+    dg_recompute_report rcr;
+    int keep[2] = {io.lm_loss, io.loss};
+    dg_recompute_step rs = {logical, &po, keep, 2};
+    if (st == DG_OK) st = dg_recompute_plan(&c->train, &rs, &rc, &rcr, err);
+    po.recompute = &rc.opts;
     dg_pipeline_result r;
     if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);
+    dg_recompute_sel_free(&rc);
     dg_graph_free(logical);
     if (st != DG_OK) return st;
     *out = r.g;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "dg_collective.h"
+#include "dg_module.h"
 #include "dg_op.h"
 
 #define DG_JSON_SCHEMA "dagatron.graph"
@@ -118,7 +119,7 @@ static void json_node(FILE *f, const dg_graph *g, const dg_node *n) {
     } else {
         fputs(ok && op ? "{\"flops\":0,\"bytes\":0}" : "null", f);
     }
-    fputc('}', f);
+    fprintf(f, ",\"module\":\"%s\"}", dg_module_name(n->module));
 }
 
 /* [[before,after],...] sorted, without duplicates, 16 per line. */

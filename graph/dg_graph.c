@@ -85,6 +85,7 @@ void dg_graph_set_phase(dg_graph *g, dg_phase p) { g->cur_phase = p; }
 void dg_graph_set_layer(dg_graph *g, int layer) { g->cur_layer = layer; }
 void dg_graph_set_microbatch(dg_graph *g, int mb) { g->cur_microbatch = mb; }
 void dg_graph_set_stage(dg_graph *g, int stage) { g->cur_stage = stage; }
+void dg_graph_set_module(dg_graph *g, int module) { g->cur_module = module; }
 
 int dg_graph_fail(dg_graph *g, const char *fmt, ...) {
     if (g->status == DG_OK) {
@@ -193,6 +194,7 @@ static int node_push(dg_graph *g, const dg_op_def *op, const dg_attrs *attrs, co
     n->microbatch = g->cur_microbatch;
     n->layer = g->cur_layer;
     n->stage = g->cur_stage;
+    n->module = g->cur_module;
     n->stream = op ? op->stream : DG_STREAM_COMPUTE;
     n->group = DG_AXIS_NONE;
     n->fwd_node = -1;

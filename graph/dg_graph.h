@@ -163,6 +163,8 @@ typedef struct dg_node {
     int priority;                 /* explicit scheduling override, larger first; 0 unless a test
                                    * sets it: schedules are ordering edges (sched/dg_prio.h) */
     int fwd_node;                 /* backward/recompute: the forward node it came from, else -1 */
+    int module;                   /* the model block it belongs to: a dg_module (dg_module.h),
+                                   * 0 = none; what activation recompute selects by */
 } dg_node;
 
 /* ---- ordering (control) edges ------------------------------------------------
@@ -201,6 +203,7 @@ typedef struct dg_graph {
      * returning -1 until the caller reads it. */
     int status;
     dg_err err;
+    int cur_module; /* stamped on each new node like cur_layer (dg_module.h) */
 } dg_graph;
 
 dg_graph *dg_graph_new(const char *name);
@@ -217,6 +220,7 @@ void dg_graph_set_phase(dg_graph *g, dg_phase p);
 void dg_graph_set_layer(dg_graph *g, int layer);
 void dg_graph_set_microbatch(dg_graph *g, int mb);
 void dg_graph_set_stage(dg_graph *g, int stage);
+void dg_graph_set_module(dg_graph *g, int module); /* a dg_module (dg_module.h) */
 
 /* Record a builder error on g (the first one wins, so the message points at
  * the root cause; later builder calls become no-ops). Returns -1, so a

@@ -106,6 +106,27 @@ static int precision_pass(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_g
     return dg_pass_precision(r->g, &po, out, next, err);
 }
 
+/* After a pass that re-emitted r->g into out (status st): out replaces it
+ * and the map follows. Frees next. Returns st. */
+static int adopt(dg_pipeline_result *r, int st, dg_graph *out, int *next) {
+    if (st == DG_OK) {
+        compose(r, next);
+        dg_graph_free(r->g);
+        r->g = out;
+    }
+    dg_free(next);
+    return st;
+}
+
+/* recompute: re-emit the micro-batch with the chosen regions recomputed. */
+static int recompute(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_err *err) {
+    if (!dg_recompute_any(o->recompute)) return DG_OK;
+    dg_graph *out = NULL;
+    int *next = dg_malloc(sizeof(int) * (size_t)DG_MAX(r->g->n_tensors, 1));
+    int st = dg_pass_recompute(r->g, o->recompute, &out, next, &r->recompute, err); /* sets out */
+    return adopt(r, st, out, next);
+}
+
 static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage s, dg_err *err) {
     dg_graph *g = r->g;
     switch (s) {
@@ -121,12 +142,7 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
                                              &out, next, err)
                  : pass == 1 ? dg_pass_ep(r->g, &o->ep, &out, next, err)
                              : precision_pass(r, o, &out, next, err);
-            if (st == DG_OK) {
-                compose(r, next);
-                dg_graph_free(r->g);
-                r->g = out;
-            }
-            dg_free(next);
+            st = adopt(r, st, out, next);
         }
         return st;
     }
@@ -142,7 +158,7 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
         }
         return dg_autodiff(g, loss, o->autodiff, NULL, err);
     }
-    case DG_STAGE_RECOMPUTE: return DG_OK;
+    case DG_STAGE_RECOMPUTE: return recompute(r, o, err);
     case DG_STAGE_MICROBATCHES: return instantiate(r, o, err);
     case DG_STAGE_SCHEDULE: return dg_pass_mb_order(g, NULL, err);
     case DG_STAGE_DP:

@@ -14,7 +14,9 @@
  *                 16-bit rounding pass (graph/passes/dg_pass_precision.h)
  *   autodiff      backward of the micro-batch from its loss (scaled by
  *                 1 / micro-batches, so the step's gradient is the mean)
- *   recompute     (slot: activation recompute)
+ *   recompute     activation recompute: the backward of the chosen regions
+ *                 reads re-emitted forward nodes instead of saved activations
+ *                 (graph/passes/dg_pass_recompute.h)
  *   microbatches  the micro-batch's forward and backward instantiated once
  *                 per micro-batch, sharing parameters by name; each
  *                 parameter's gradient is the sum mb0 + mb1 + ... in that
@@ -41,6 +43,7 @@
 #include "dg_pass_ep.h"
 #include "dg_pass_optim.h"
 #include "dg_pass_precision.h"
+#include "dg_pass_recompute.h"
 #include "dg_pass_tp.h"
 
 typedef enum dg_stage {
@@ -78,6 +81,7 @@ typedef struct dg_pipeline_opts {
     /* --bf16 / --fp16: the rounding pass after the parallel passes
      * (graph/passes/dg_pass_precision.h); NULL: fp32 */
     const dg_pass_precision_opts *precision;
+    const dg_recompute_opts *recompute; /* NULL: nothing recomputed */
 } dg_pipeline_opts;
 
 typedef struct dg_pipeline_result {
@@ -90,6 +94,7 @@ typedef struct dg_pipeline_result {
                           * microbatches stage one row */
     dg_dp_buckets buckets; /* the DP stage's buckets */
     dg_optim optim;        /* the optimizer stage's tensors (when it ran) */
+    dg_recompute_stats recompute; /* the recompute stage's, per micro-batch */
 } dg_pipeline_result;
 
 /* Run the pipeline on `logical` (not modified). Returns DG_OK, or an error

@@ -105,9 +105,23 @@ static int copy_node(dg_graph *dst, const dg_graph *src, const dg_node *n, const
     return DG_OK;
 }
 
+/* src's ordering edges in dst: an edge a -> b becomes (last node emitted
+ * for a) -> (first node emitted for b), so a lowered or prefixed node keeps
+ * its place in the schedule. */
+static void carry_order(dg_graph *dst, const dg_graph *src, const int *first, const int *last) {
+    for (int i = 0; i < src->n_order; i++) {
+        int a = src->order[i].before, b = src->order[i].after;
+        if (a < 0 || a >= src->n_nodes || b < 0 || b >= src->n_nodes) continue;
+        if (last[a] >= first[a] && last[b] >= first[b]) dg_graph_add_order(dst, last[a] - 1, first[b]);
+    }
+}
+
 int dg_reemit(dg_graph *dst, const dg_graph *src, const dg_reemit_opts *o, int *tmap, dg_err *err) {
     for (int t = 0; t < src->n_tensors; t++) tmap[t] = -1;
     int st = DG_OK;
+    /* dst nodes [first[i], last[i]) were emitted for src node i */
+    int *first = dg_calloc((size_t)DG_MAX(src->n_nodes, 1), sizeof(int));
+    int *last = dg_calloc((size_t)DG_MAX(src->n_nodes, 1), sizeof(int));
     /* Leaves first, in src's order: parameters keep the builder's order
      * (which seeds their init streams), wherever their first reader is. */
     for (int t = 0; t < src->n_tensors && st == DG_OK; t++)
@@ -119,17 +133,25 @@ int dg_reemit(dg_graph *dst, const dg_graph *src, const dg_reemit_opts *o, int *
         for (int k = 0; k < n->n_in; k++) {
             int t = n->in[k];
             in[k] = src->tensors[t].producer < 0 ? map_leaf(dst, src, o, tmap, t) : tmap[t];
-            if (in[k] < 0)
+            if (in[k] < 0) {
+                dg_free(first);
+                dg_free(last);
                 return dg_err_set(err, dst->status != DG_OK ? dst->status : DG_EINTERNAL,
                                   "re-emitting node %d '%s': input %d: %s", n->id, n->name, k,
                                   dst->status != DG_OK ? dst->err.msg : "not emitted before its consumer");
+            }
         }
         dg_graph_set_phase(dst, n->phase);
         dg_graph_set_layer(dst, n->layer);
         dg_graph_set_stage(dst, n->stage);
         dg_graph_set_microbatch(dst, o->microbatch == DG_REEMIT_KEEP_MICROBATCH ? n->microbatch : o->microbatch);
-        if (o->inputs && (st = o->inputs(dst, n, in, o->ctx)) != DG_OK)
+        dg_graph_set_module(dst, n->module);
+        first[i] = dst->n_nodes;
+        if (o->inputs && (st = o->inputs(dst, n, in, o->ctx)) != DG_OK) {
+            dg_free(first);
+            dg_free(last);
             return dg_err_set(err, st, "re-emitting node %d '%s': %s", n->id, n->name, dst->err.msg);
+        }
         if (o->lower && n->op->lower && o->lower(src, n, o->ctx)) {
             int out[DG_MAX_OUTPUTS];
             st = n->op->lower(dst, src, n, in, out, o->lower_opts, err);
@@ -137,8 +159,16 @@ int dg_reemit(dg_graph *dst, const dg_graph *src, const dg_reemit_opts *o, int *
             if (st == DG_LOWER_AS_IS) st = copy_node(dst, src, n, in, tmap, err);
         } else {
             st = copy_node(dst, src, n, in, tmap, err);
+            /* a backward or recompute node keeps naming its forward node */
+            if (st == DG_OK && n->fwd_node >= 0 && n->fwd_node < i)
+                dst->nodes[dst->n_nodes - 1].fwd_node = last[n->fwd_node] - 1;
         }
+        last[i] = dst->n_nodes;
     }
+    if (st == DG_OK) carry_order(dst, src, first, last);
+    dg_free(first);
+    dg_free(last);
+    dg_graph_set_module(dst, 0);
     dg_graph_set_microbatch(dst, -1);
     dg_graph_set_layer(dst, -1);
     dg_graph_set_phase(dst, DG_PHASE_FORWARD);

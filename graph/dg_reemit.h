@@ -20,8 +20,11 @@
  *          rule needs in front of it (an all-reduce of a partial sum, a
  *          copy_to_group before a column-parallel linear). NULL: none.
  *
- * Node stamps (phase, layer, micro-batch, stage, stream, group, priority) and
- * tensor names come along; `microbatch` >= -1 restamps every node.
+ * Node stamps (phase, layer, micro-batch, stage, module, stream, group,
+ * priority, the forward node a backward one came from) and tensor names come
+ * along; `microbatch` >= -1 restamps every node. src's ordering edges come
+ * along too: a -> b becomes (the last node emitted for a) -> (the first
+ * emitted for b).
  * tmap[t] (src->n_tensors ints) receives each src tensor's id in dst.
  */
 #ifndef DG_REEMIT_H

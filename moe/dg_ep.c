@@ -8,6 +8,7 @@
 #include "dg_collective_v.h"
 #include "dg_grouped_gemm.h"
 #include "dg_layout.h"
+#include "dg_module.h"
 #include "dg_ops.h"
 #include "dg_permute.h"
 #include "dg_router.h"
@@ -106,7 +107,11 @@ static int expert_mlp(dg_graph *g, const ep_ctx *e, int x, int counts, int c) {
     }
     int u = dg_grouped_linear(g, x, counts, e->a->w1);
     if (e->P > 1 || e->C > 1) name_producer(g, u, "ep_fc1.c%d", c);
-    int d = dg_grouped_linear(g, dg_swiglu(g, u), counts, e->a->w2);
+    int mod = g->cur_module; /* the activation is what --recompute-modules moe_act names */
+    dg_graph_set_module(g, DG_MODULE_MOE_ACT);
+    int act = dg_swiglu(g, u);
+    dg_graph_set_module(g, mod);
+    int d = dg_grouped_linear(g, act, counts, e->a->w2);
     if (e->P > 1 || e->C > 1) name_producer(g, d, "ep_fc2.c%d", c);
     if (e->etp > 1) {
         d = dg_all_reduce(g, d, DG_AXIS_TP, e->etp);

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "dg_module.h"
 #include "dg_moe_experts.h"
 #include "dg_moe_loss.h"
 #include "dg_op_attention.h"
@@ -230,7 +231,11 @@ void dg_model_attn_project(dg_graph *g, const dg_model_config *c, const char *pr
 
 int dg_model_attn_output(dg_graph *g, const dg_model_config *c, int a, int64_t B, int64_t L,
                          const dg_model_qkv *p) {
-    int y = dg_linear(g, dg_reshape(g, a, 3, DG_SHAPE(B, L, c->hidden_size)), p->wo);
+    int mod = g->cur_module; /* the output reshape belongs to core attention, the projection not */
+    dg_graph_set_module(g, DG_MODULE_CORE_ATTN);
+    int r = dg_reshape(g, a, 3, DG_SHAPE(B, L, c->hidden_size));
+    dg_graph_set_module(g, mod);
+    int y = dg_linear(g, r, p->wo);
     return p->bo >= 0 ? dg_bias_add(g, y, p->bo) : y;
 }
 
@@ -245,7 +250,9 @@ static int attention_block(dg_graph *g, const dg_model_config *c, const char *pr
         q = dg_rope_partial(g, p.q, c->rope_base, 0, dg_model_rotary_dim(c));
         k = dg_rope_partial(g, p.k, c->rope_base, 0, dg_model_rotary_dim(c));
     }
+    dg_graph_set_module(g, DG_MODULE_CORE_ATTN);
     int a = dg_attention(g, q, k, p.v, 1.0 / sqrt((double)D), NULL);
+    dg_graph_set_module(g, DG_MODULE_ATTN);
     return dg_model_attn_output(g, c, a, B, S, &p);
 }
 
@@ -289,7 +296,9 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int
     /* all E experts' weights: the EP pass makes them this rank's slice */
     int w1 = dg_model_param(g, pre, "mlp.experts.linear_fc1.weight", DG_MODEL_PARAM_EXPERTS_GLU, 3, DG_SHAPE(E, 2 * F, H));
     int w2 = dg_model_param(g, pre, "mlp.experts.linear_fc2.weight", DG_MODEL_PARAM_EXPERTS_ROW, 3, DG_SHAPE(E, H, F));
+    dg_graph_set_module(g, DG_MODULE_LAYERNORM); /* the norm's output as tokens: what the MoE saves */
     int xt = dg_reshape(g, x, 2, DG_SHAPE(T, H));
+    dg_graph_set_module(g, DG_MODULE_MOE);
     int logits = dg_linear(g, xt, wr);
 
     dg_router_opts ro;
@@ -314,8 +323,12 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int
      * [dispatch,] grouped SwiGLU experts, [combine,] unpermute) */
     int y = dg_moe_experts(g, xt, r.probs, r.indices, w1, w2, (int)E, c->moe_capacity_factor);
     if (y < 0) return -1;
-    if (c->moe_shared_expert_size > 0)
-        y = dg_add(g, y, dg_model_swiglu_mlp(g, pre, "mlp.shared_experts", xt, H, c->moe_shared_expert_size));
+    if (c->moe_shared_expert_size > 0) {
+        dg_graph_set_module(g, DG_MODULE_SHARED_EXPERTS);
+        int s = dg_model_swiglu_mlp(g, pre, "mlp.shared_experts", xt, H, c->moe_shared_expert_size);
+        dg_graph_set_module(g, DG_MODULE_MOE);
+        y = dg_add(g, y, s);
+    }
     return dg_reshape(g, y, 3, DG_SHAPE(B, S, H));
 }
 
@@ -341,16 +354,22 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
     for (int l = 0; l < c->num_layers; l++) {
         char pre[32];
         snprintf(pre, sizeof pre, "decoder.layers.%d.", l);
+        /* each node's module (dg_module.h): what activation recompute selects by */
         dg_graph_set_layer(g, l);
+        dg_graph_set_module(g, DG_MODULE_LAYERNORM);
         int h = dg_model_norm(g, c, pre, "input_layernorm", x);
+        dg_graph_set_module(g, DG_MODULE_ATTN);
         int att = attention_block(g, c, pre, h);
+        dg_graph_set_module(g, DG_MODULE_NONE);
         if (key >= 0) att = dg_dropout(g, att, key, c->hidden_dropout, 1 + 2 * l);
         x = dg_add(g, x, att);
+        dg_graph_set_module(g, DG_MODULE_LAYERNORM);
         int h2 = dg_model_norm(g, c, pre, "pre_mlp_layernorm", x);
-        int counts = -1;
-        int y = dg_model_layer_is_moe(c, l)
-                    ? moe_block(g, c, pre, h2, &aux, &z, &counts)
+        int counts = -1, moe = dg_model_layer_is_moe(c, l);
+        dg_graph_set_module(g, moe ? DG_MODULE_MOE : DG_MODULE_MLP);
+        int y = moe ? moe_block(g, c, pre, h2, &aux, &z, &counts)
                     : dg_model_mlp(g, c, pre, "mlp", h2, c->ffn_hidden_size);
+        dg_graph_set_module(g, DG_MODULE_NONE);
         if (l < DG_MODEL_MAX_TRACKED) io->tokens_per_expert[l] = counts;
         if (key >= 0) y = dg_dropout(g, y, key, c->hidden_dropout, 2 + 2 * l);
         x = dg_add(g, x, y);

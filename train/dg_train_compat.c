@@ -31,7 +31,7 @@ typedef struct compat_flag {
 /* Reasons shared by several flags. */
 #define FUSED "dagatron always runs its own fused kernels"
 #define PERF "a performance option: the numbers are the same without it"
-#define RECOMPUTE "activation recompute does not change the numbers (dagatron keeps activations)"
+#define RECOMPUTE "not applied: recompute the MoE layers with --recompute-modules moe (the numbers are the same)"
 #define NO_MLA "only read with --multi-latent-attention, which is not supported"
 #define NO_FP8 "only read with --fp8-format, which is not supported"
 #define LOG_ONLY "a logging option: dagatron does not write this scalar"
@@ -89,11 +89,6 @@ static const compat_flag compat_flags[] = {
     NOOP_FLAG("--moe-pad-expert-input-to-capacity", "padding to capacity adds zero rows that are dropped"),
     NOOP_FLAG("--moe-router-padding-for-fp8", NO_FP8),
     NOOP_FLAG("--moe-layer-recompute", RECOMPUTE),
-    NOOP_FLAG("--recompute-activations", RECOMPUTE),
-    NOOP_VALUE("--recompute-granularity", RECOMPUTE),
-    NOOP_VALUE("--recompute-method", RECOMPUTE),
-    NOOP_VALUE("--recompute-num-layers", RECOMPUTE),
-    NOOP_LIST("--recompute-modules", RECOMPUTE),
     NOOP_VALUE("--distributed-timeout-minutes", "collectives have no timeout here"),
     NOOP_VALUE("--num-workers", "data is read by the training thread"),
     NOOP_FLAG("--no-mmap-bin-files", "the .bin files are always memory-mapped"),

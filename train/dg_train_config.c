@@ -6,6 +6,7 @@
 
 #include "dg_comm_emulate.h"
 #include "dg_ep.h"
+#include "dg_recompute.h"
 #include "dg_tokenizer.h"
 #include "dg_tp_seq.h"
 
@@ -118,6 +119,13 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--trace", DG_ARG_STRING, T(trace), "Chrome trace-event JSON of one step", NR, NULL},
     {"--compute-threads", DG_ARG_INT, T(compute_threads), "compute workers (default: this rank's cores)", 0, 1024, NULL},
     {"--device", DG_ARG_CHOICE, T(device), "where kernels run (default: cuda when a GPU is usable, else cpu)", NR, "cuda|cpu"},
+    /* activation recompute (train/dg_recompute.h) */
+    {"--recompute-activations", DG_ARG_FLAG, T(recompute_activations), "recompute activations: --recompute-granularity selective", NR, NULL},
+    {"--recompute-granularity", DG_ARG_CHOICE, T(recompute_granularity), "full: whole layers; selective: the --recompute-modules", NR, "full|selective"},
+    {"--recompute-method", DG_ARG_CHOICE, T(recompute_method), "full: uniform (groups of --recompute-num-layers) or block (the first N layers)", NR, "uniform|block"},
+    {"--recompute-num-layers", DG_ARG_INT, T(recompute_num_layers), "full: layers per group (uniform) or recomputed (block)", 1, 4096, NULL},
+    {"--recompute-modules", DG_ARG_LIST, T(recompute_modules), "selective: core_attn (default) moe_act layernorm mlp moe shared_experts", NR, NULL},
+    {"--recompute-memory-budget", DG_ARG_DOUBLE, T(recompute_memory_budget), "MB (MiB): recompute the cheapest activations so the planned activation peak fits", 0, 1e12, NULL},
 };
 
 const dg_arg_spec *dg_train_flags(int *n) {
@@ -330,5 +338,6 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
     if (c->mock_data && c->data_path[0])
         return dg_err_set(err, DG_EINPUT, "--mock-data and --data-path exclude each other");
     DG_TRY(dg_train_config_check_tp(c, err));
-    return dg_model_config_check(m, err);
+    DG_TRY(dg_model_config_check(m, err));
+    return dg_recompute_check(c, err);
 }

@@ -101,6 +101,13 @@ typedef struct dg_train_config {
     int ckpt_fully_parallel_load;     /* --ckpt-fully-parallel-load (accepted: always) */
     int async_save;                   /* --async-save */
     dg_train_compat compat; /* the rest of Megatron's flags (dg_train_compat.h) */
+    /* activation recompute (train/dg_recompute.h) */
+    int recompute_activations;                  /* --recompute-activations: selective */
+    char recompute_granularity[DG_ARG_STR_LEN]; /* --recompute-granularity full|selective ("": none) */
+    char recompute_method[DG_ARG_STR_LEN];      /* --recompute-method uniform|block (full only) */
+    int recompute_num_layers;                   /* --recompute-num-layers (full only; 0: not given) */
+    char recompute_modules[DG_ARG_STR_LEN];     /* --recompute-modules ("": Megatron's core_attn) */
+    double recompute_memory_budget;             /* --recompute-memory-budget MB (0: none) */
 } dg_train_config;
 
 void dg_train_config_defaults(dg_train_config *c);

@@ -63,6 +63,9 @@ int dg_train_log_iteration(char *out, size_t cap, const dg_train_log_fields *f) 
     APPEND(" number of nan iterations: %3lld |", (long long)f->nan_iterations);
     APPEND(" tokens per second: %.0f | MFU: %.1f%% | peak memory (MB): %.0f |", f->tokens_per_second,
            f->mfu_percent, f->peak_memory_mb);
+    if (f->has_recompute)
+        APPEND(" activation memory (MB): %.1f planned, %.1f saved by recompute |", f->activation_planned_mb,
+               f->activation_saved_mb);
     return o;
 }
 

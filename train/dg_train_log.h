@@ -49,6 +49,10 @@ typedef struct dg_train_log_fields {
     int64_t skipped_iterations, nan_iterations;
     /* dagatron's own, after Megatron's fields */
     double tokens_per_second, mfu_percent, peak_memory_mb;
+    /* with activation recompute: the planned activation peak and what
+     * recompute took off it */
+    int has_recompute;
+    double activation_planned_mb, activation_saved_mb;
 } dg_train_log_fields;
 
 /* A MoE loss as Megatron's log shows it: the graph's loss is the

@@ -26,6 +26,7 @@
 #include "dg_pass_tp.h"
 #include "dg_pipeline.h"
 #include "dg_rank_bytes.h"
+#include "dg_recompute.h"
 #include "dg_sched.h"
 #include "dg_tensorboard.h"
 #include "dg_train_exit.h"
@@ -66,6 +67,7 @@ typedef struct trainer {
     dg_tb *tb;                 /* --tensorboard-dir: the event file (logging rank), or NULL */
     dg_ckpt_async *ckpt_async; /* --async-save: the background checkpoint writer, or NULL */
     dg_loss_scaler scaler;     /* --fp16's loss scale (1.0 otherwise) */
+    dg_recompute_report rc;    /* what activation recompute chose and saved */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -144,6 +146,20 @@ static void map_io(const dg_pipeline_result *r, int mb, const dg_model_io *l, dg
     for (size_t i = 0; i < sizeof *l / sizeof(int); i++) dst[i] = src[i] < 0 ? -1 : dg_pipeline_map(r, mb, src[i]);
 }
 
+/* The regions activation recompute covers (train/dg_recompute.h), measured
+ * on the step graph with what the loop reads after a step kept. */
+static int choose_recompute(trainer *t, const dg_graph *logical, const dg_pipeline_opts *po,
+                            const dg_model_io *lio, dg_recompute_sel *rc, dg_err *err) {
+    int keep[4 + DG_MODEL_MAX_TRACKED], n = 0;
+    int wanted[4] = {lio->lm_loss, lio->loss, lio->aux_loss, lio->z_loss};
+    for (int i = 0; i < 4; i++)
+        if (wanted[i] >= 0) keep[n++] = wanted[i];
+    for (int l = 0; l < DG_MODEL_MAX_TRACKED; l++)
+        if (lio->tokens_per_expert[l] >= 0) keep[n++] = lio->tokens_per_expert[l];
+    dg_recompute_step step = {logical, po, keep, n};
+    return dg_recompute_plan(t->c, &step, rc, &t->rc, err);
+}
+
 /* The step graph: the model builder's logical micro-batch through the step
  * pipeline (graph/dg_pipeline.h: parallel passes, autodiff, micro-batches,
  * the schedule's ordering edges, DP, the optimizer), then the plan
@@ -181,8 +197,12 @@ static int setup(trainer *t, dg_err *err) {
     po.ep = (dg_pass_ep_opts){DG_MAX(c->model.expert_model_parallel_size, 1),
                               c->model.moe_token_dispatcher_type,
                               DG_MAX(c->model.moe_a2a_overlap_chunks, 1), 0, c->expert_tensor_parallel_size};
+    dg_recompute_sel rc = {0};
+    if (st == DG_OK) st = choose_recompute(t, logical, &po, &lio, &rc, err);
+    po.recompute = &rc.opts;
     dg_pipeline_result r;
     if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);
+    dg_recompute_sel_free(&rc);
     dg_graph_free(logical);
     if (st != DG_OK) return st;
     for (int mb = 0; mb < t->n_mb; mb++) map_io(&r, mb, &lio, &t->io[mb]);
@@ -433,7 +453,9 @@ static void log_line(const trainer *t, int it, int64_t consumed, double ms, cons
         .z_loss = moe_loss_logged(t, t->io[0].z_loss, l->z, m->moe_z_loss_coeff),
         .loss_scale = t->scaler.scale, .grad_norm = gnorm, .skipped_iterations = skipped, .nan_iterations = nans,
         .tokens_per_second = tokens / (ms * 1e-3), .mfu_percent = 100.0 * flops / (ms * 1e-3) / t->peak_flops,
-        .peak_memory_mb = dg_train_log_peak_rss_mb()};
+        .peak_memory_mb = dg_train_log_peak_rss_mb(), .has_recompute = t->rc.active,
+        .activation_planned_mb = (double)t->rc.with.peak / 1048576.0,
+        .activation_saved_mb = ((double)t->rc.none.peak - (double)t->rc.with.peak) / 1048576.0};
     char line[2048];
     dg_train_log_iteration(line, sizeof line, &f);
     printf("%s\n", line);
@@ -573,6 +595,7 @@ static void print_startup(const trainer *t) {
            dg_dist_state_bytes(&t->dist), c->use_distributed_optimizer ? "fp32 master weights + " : "",
            c->use_distributed_optimizer ? ", distributed" : "");
     dg_sched_plan_print(t->plan, stdout); /* tasks, edges, the activation arena's planned peak */
+    dg_recompute_report_print(&t->rc, stdout); /* what recompute covers, costs and saves */
     fflush(stdout);
 }
 
