@@ -30,7 +30,7 @@ static int parse_modules(const char *list, unsigned *bits, dg_err *err) {
             if (!strcmp(w, dg_module_name(module_ids[i]))) found = module_ids[i];
         if (found < 0 && !strcmp(w, "mla_up_proj"))
             return dg_err_set(err, DG_EINPUT,
-                              "--recompute-modules mla_up_proj: there is no multi-latent attention here");
+                              "--recompute-modules mla_up_proj: not supported: there is no multi-latent attention here");
         if (found < 0)
             return dg_err_set(err, DG_EINPUT,
                               "--recompute-modules: unknown module '%s' (expected core_attn, moe_act, layernorm, "
