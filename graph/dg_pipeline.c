@@ -105,11 +105,13 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
     case DG_STAGE_LOGICAL: return DG_OK;
     case DG_STAGE_EP: {
         int st = DG_OK;
-        for (int pass = 0; pass < 2 && st == DG_OK; pass++) { /* tp, then ep */
+        for (int pass = 0; pass < 3 && st == DG_OK; pass++) { /* tp, cp, then ep */
+            if (pass == 1 && o->cp.cp_size <= 1) continue;
             dg_graph *out = NULL;
             int *next = dg_malloc(sizeof(int) * (size_t)DG_MAX(r->g->n_tensors, 1));
-            st = pass == 0 ? dg_pass_tp(r->g, DG_MAX(o->tp_size, 1), &out, next, err)
-                           : dg_pass_ep(r->g, &o->ep, &out, next, err);
+            st = pass == 0   ? dg_pass_tp(r->g, DG_MAX(o->tp_size, 1), &out, next, err)
+                 : pass == 1 ? dg_pass_cp(r->g, &o->cp, &out, next, err)
+                             : dg_pass_ep(r->g, &o->ep, &out, next, err);
             if (st == DG_OK) {
                 compose(r, next);
                 dg_graph_free(r->g);
@@ -133,7 +135,9 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
     }
     case DG_STAGE_RECOMPUTE: return DG_OK;
     case DG_STAGE_MICROBATCHES: return instantiate(r, o, err);
-    case DG_STAGE_SCHEDULE: return dg_pass_mb_order(g, NULL, err);
+    case DG_STAGE_SCHEDULE:
+        DG_TRY(dg_pass_mb_order(g, NULL, err));
+        return o->cp.cp_size > 1 ? dg_pass_cp_order(g, err) : DG_OK;
     case DG_STAGE_DP:
         if (!o->dp) return DG_OK;
         g->mesh[DG_AXIS_DP] = o->dp->dp_size; /* the mesh as the DP pass sees it */

@@ -9,8 +9,9 @@
  *                 weights placed over tp local shards and inserts the
  *                 collectives where layouts meet, then EP
  *                 (graph/passes/dg_pass_ep.h) makes expert weights local
- *                 slices and lowers each moe_experts node; SP, CP and PP
- *                 passes go here next
+ *                 slices and lowers each moe_experts node; CP
+ *                 (graph/passes/dg_pass_cp.h) runs between them when
+ *                 --context-parallel-size > 1; SP and PP passes go here next
  *   autodiff      backward of the micro-batch from its loss (scaled by
  *                 1 / micro-batches, so the step's gradient is the mean)
  *   recompute     (slot: activation recompute)
@@ -36,6 +37,7 @@
 #define DG_PIPELINE_H
 
 #include "dg_autodiff.h"
+#include "dg_pass_cp.h"
 #include "dg_pass_dp.h"
 #include "dg_pass_ep.h"
 #include "dg_pass_optim.h"
@@ -71,6 +73,7 @@ typedef struct dg_pipeline_opts {
     const dg_optim_opts *optim;
     dg_stage stop_after;        /* DG_STAGE_OPTIMIZER: run everything */
     const char *step_name;      /* the step graph's name */
+    dg_pass_cp_opts cp;         /* CP (graph/passes/dg_pass_cp.h), after TP; cp_size 0 or 1: none */
 } dg_pipeline_opts;
 
 typedef struct dg_pipeline_result {

@@ -2,6 +2,7 @@
 #include "dg_op_xent.h"
 
 #include "dg_cpu_xent.h"
+#include "dg_op_cp.h"
 #include "dg_ops_util.h"
 
 /* logits at in[0], targets at in[1], mask (or -1 for none) at in[mask_at]. */
@@ -66,6 +67,7 @@ static int adj_xent(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 const dg_op_def dg_op_softmax_xent = {
     .name = "softmax_xent", .min_inputs = 2, .max_inputs = 3, .n_outputs = 2,
     .infer = infer_xent, .cost = cost_xent, .adjoint = adj_xent, .kernel = {k_xent},
+    .lower = dg_cp_lower_xent, /* sum and count reduced over CP (dg_op_cp.h) */
 };
 
 int dg_softmax_xent(dg_graph *g, int logits, int targets, int mask, int *lse) {

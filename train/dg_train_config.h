@@ -86,6 +86,8 @@ typedef struct dg_train_config {
     /* derived by dg_train_config_finish (dp_size set by the trainer from the grid first) */
     int dp_size;          /* data shards: Megatron's data-parallel size (EP x DP ranks) */
     int num_microbatches; /* global batch / (micro batch x dp) */
+
+    char cp_comm_type[DG_ARG_STR_LEN]; /* --cp-comm-type p2p|a2a|allgather|a2a+p2p (train/dg_cp.h) */
 } dg_train_config;
 
 void dg_train_config_defaults(dg_train_config *c);

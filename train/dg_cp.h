@@ -1,0 +1,19 @@
+/* dg_cp.h — what the trainer checks and needs for context parallelism
+ * (graph/passes/dg_pass_cp.h): the flags that compose with it, from the
+ * flags alone, so a refusal comes before any other work.
+ */
+#ifndef DG_CP_H
+#define DG_CP_H
+
+#include "dg_pass_cp.h"
+#include "dg_train_config.h"
+
+/* --context-parallel-size > 1 needs: --cp-comm-type p2p (the ring; ""
+ * counts as p2p), --seq-length divisible by 2 x cp, no TP and no experts
+ * yet. DG_OK or DG_EINPUT with one line naming the flags. */
+int dg_train_config_check_cp(const dg_train_config *c, dg_err *err);
+
+/* The CP pass's options from the flags. */
+dg_pass_cp_opts dg_train_cp_opts(const dg_train_config *c);
+
+#endif /* DG_CP_H */
