@@ -102,15 +102,18 @@ static int adj_block(dg_graph *g, const dg_node *n, const int *dout, int *din) {
     return g->status;
 }
 
-/* q, k, v alike (the sequence may be split, the head dim not); lse
- * [B, Hq, S] takes q's batch, heads and sequence splits. */
+/* q, k, v alike (the sequence may be split, the head dim not), or k and v
+ * replicated: a chunk received from a peer (recv has no layout to give);
+ * lse [B, Hq, S] takes q's batch, heads and sequence splits. */
 static int shard_block(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
                        dg_attrs *attrs) {
     (void)g;
     (void)n;
     (void)attrs;
     for (int k = 0; k < 3; k++)
-        if (in[k].partial != DG_AXIS_NONE || dg_layout_dim_split(&in[k], 3) || !dg_layout_equal(&in[k], &in[0]))
+        if (in[k].partial != DG_AXIS_NONE || dg_layout_dim_split(&in[k], 3) ||
+            !(dg_layout_equal(&in[k], &in[0]) || (k > 0 && dg_layout_is_replicated(&in[k]) &&
+                                                  dg_layout_equal(&in[1], &in[2]))))
             return DG_SHARD_CANNOT;
     if (!dg_layout_is_replicated(&in[3])) return DG_SHARD_CANNOT;
     memset(out, 0, 2 * sizeof *out);
@@ -273,73 +276,14 @@ const dg_op_def dg_op_lse_merge_bwd = {
     .infer = infer_merge_bwd, .cost = cost_merge, .kernel = {k_merge_bwd},
 };
 
-/* ---- cp_ring_tie ---------------------------------------------------------------------- */
+/* ---- the ring's send/recv ------------------------------------------------------------ */
 
-static int infer_tie(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
-    if (!dg_same_shape(DG_IN(g, n, 0), DG_IN(g, n, 1)) || DG_IN(g, n, 0)->dtype != DG_IN(g, n, 1)->dtype)
-        return DG_INFER_FAIL(err, "rule 'shape' broken: the received and the sent tensor differ");
-    if (n->attrs.i[0] < 2) return DG_INFER_FAIL(err, "rule 'attrs' broken: cp %lld must be >= 2", (long long)n->attrs.i[0]);
-    dg_desc_like(o, DG_IN(g, n, 0));
-    return DG_OK;
-}
-
-static void cost_tie(const dg_graph *g, const dg_node *n, dg_cost *c) {
-    c->flops = 0;
-    c->bytes = 8.0 * (double)dg_tensor_numel(DG_IN(g, n, 0));
-}
-
-static int k_tie(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
-                 void *const *out) {
-    (void)e;
-    memcpy(out[0], in[0], dg_tensor_bytes(DG_IN(g, n, 0)));
-    return DG_OK;
-}
-
-/* The received tensor came from rank -1: its gradient goes back there, and
- * the gradient of what this rank sent comes from +1. */
-static int adj_tie(dg_graph *g, const dg_node *n, const int *dout, int *din) {
-    din[0] = din[1] = -1;
-    if (dout[0] < 0) return DG_OK;
-    int cp = (int)n->attrs.i[0];
-    const dg_tensor *x = DG_IN(g, n, 1);
-    dg_sharding lay = x->sharding;
-    int64_t shape[DG_MAX_DIMS];
-    memcpy(shape, x->shape, sizeof shape);
-    int ndim = x->ndim;
-    if (dg_send(g, dout[0], DG_AXIS_CP, cp, -1) < 0) return g->status;
-    din[1] = dg_recv(g, DG_AXIS_CP, cp, +1, DG_F32, ndim, shape);
-    if (din[1] >= 0) g->tensors[din[1]].sharding = lay;
-    return g->status;
-}
-
-static int shard_tie(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
-                     dg_attrs *attrs) {
-    (void)g;
-    (void)n;
-    (void)attrs;
-    if (!dg_layout_is_replicated(&in[0])) return DG_SHARD_CANNOT;
-    out[0] = in[1];
-    return DG_OK;
-}
-
-const dg_op_def dg_op_cp_ring_tie = {
-    .name = "cp_ring_tie", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .iattr_names = {"cp"},
-    .infer = infer_tie, .cost = cost_tie, .adjoint = adj_tie, .kernel = {k_tie}, .shard = shard_tie,
-};
-
-/* ---- the ring ------------------------------------------------------------------------- */
-
-/* x's copy from rank -1 (this rank's x goes to +1). */
-static int ring_shift(dg_graph *g, int x, int cp, const char *what, int step) {
+/* x's copy from rank -1 (this rank's x goes to +1): send, then recv, which
+ * dg_pass_cp_order keeps in that order on the comm stream. */
+static int ring_shift(dg_graph *g, int x, int cp) {
     if (x < 0 || dg_send(g, x, DG_AXIS_CP, cp, +1) < 0) return -1;
     dg_tensor t = g->tensors[x];
-    int r = dg_recv(g, DG_AXIS_CP, cp, -1, t.dtype, t.ndim, t.shape);
-    char name[DG_NAME_LEN];
-    snprintf(name, sizeof name, "%.8s.ring%d", what, step % 1000);
-    dg_attrs a = dg_attrs_zero();
-    a.i[0] = cp;
-    return r < 0 ? -1 : dg_add1(g, &dg_op_cp_ring_tie, &a, (int[]){r, x}, 2, name);
+    return dg_recv(g, DG_AXIS_CP, cp, -1, t.dtype, t.ndim, t.shape);
 }
 
 static int block(dg_graph *g, int q, int k, int v, int rank, int cp, int step, double scale, int *lse) {
@@ -349,11 +293,103 @@ static int block(dg_graph *g, int q, int k, int v, int rank, int cp, int step, d
     a.f[0] = scale;
     int outs[2] = {-1, -1};
     char name[DG_NAME_LEN];
-    snprintf(name, sizeof name, "attention.block%d", step);
+    snprintf(name, sizeof name, "attention.block%d", step % 1000);
     int o = dg_graph_add(g, &dg_op_cp_attn_block, &a, (int[]){q, k, v, rank}, 4, outs, name);
     *lse = outs[1];
     return o;
 }
+
+/* ---- cp_ring_attn_out ----------------------------------------------------------------- */
+
+static int infer_out(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
+    DG_TRY(check_merge(g, n, 1, err));
+    DG_INFER_DTYPE(g, n, 5, DG_I32, err);
+    if (n->attrs.i[0] < 1 || !(n->attrs.f[0] > 0))
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: cp %lld >= 1 and scale > 0", (long long)n->attrs.i[0]);
+    dg_desc_like(&o[0], DG_IN(g, n, 0));
+    dg_desc_like(&o[1], DG_IN(g, n, 1));
+    return DG_OK;
+}
+
+static void cost_out(const dg_graph *g, const dg_node *n, dg_cost *c) {
+    c->flops = 0;
+    c->bytes = 8.0 * (double)(dg_tensor_numel(DG_IN(g, n, 0)) + dg_tensor_numel(DG_IN(g, n, 1)));
+}
+
+static int k_out(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
+                 void *const *out) {
+    (void)e;
+    memcpy(out[0], in[0], dg_tensor_bytes(DG_IN(g, n, 0)));
+    memcpy(out[1], in[1], dg_tensor_bytes(DG_IN(g, n, 1)));
+    return DG_OK;
+}
+
+/* One block's gradients from the final (o, lse): flash attention's tiling
+ * identity, so no step's partial result is kept for the backward. */
+static int block_bwd(dg_graph *g, const dg_node *n, int k, int v, int step, int d_o, int dl, int *dq,
+                     int *dk, int *dv) {
+    dg_attrs a = n->attrs;
+    a.i[1] = step;
+    int in[8] = {n->in[2], k, v, n->in[5], n->out[0], d_o, n->out[1], dl};
+    int outs[3] = {-1, -1, -1};
+    char name[DG_NAME_LEN];
+    snprintf(name, sizeof name, "attention.block%d_bwd", step % 1000);
+    dg_graph_add(g, &dg_op_cp_attn_block_bwd, &a, in, dl >= 0 ? 8 : 7, outs, name);
+    *dq = outs[0];
+    *dk = outs[1];
+    *dv = outs[2];
+    return g->status;
+}
+
+/* The backward ring: K/V travel it again (nothing received in the forward
+ * is kept), each with the sum of the gradients the ranks it visited gave
+ * it; a last hop takes each sum home. */
+static int adj_out(dg_graph *g, const dg_node *n, const int *dout, int *din) {
+    for (int i = 0; i < 6; i++) din[i] = -1;
+    if (dout[0] < 0 && dout[1] < 0) return DG_OK;
+    int cp = (int)n->attrs.i[0], d_o = dout[0];
+    if (d_o < 0) d_o = dg_fill(g, DG_OUT(g, n, 0)->ndim, DG_OUT(g, n, 0)->shape, 0.0);
+    int kk = n->in[3], vv = n->in[4], dq, dk, dv;
+    DG_TRY(block_bwd(g, n, kk, vv, 0, d_o, dout[1], &dq, &dk, &dv));
+    for (int s = 1; s < cp; s++) {
+        kk = ring_shift(g, kk, cp);
+        vv = ring_shift(g, vv, cp);
+        dk = ring_shift(g, dk, cp);
+        dv = ring_shift(g, dv, cp);
+        int dqs, dks, dvs;
+        DG_TRY(block_bwd(g, n, kk, vv, s, d_o, dout[1], &dqs, &dks, &dvs));
+        dq = dg_add(g, dq, dqs);
+        dk = dg_add(g, dk, dks);
+        dv = dg_add(g, dv, dvs);
+    }
+    if (cp > 1) {
+        dk = ring_shift(g, dk, cp);
+        dv = ring_shift(g, dv, cp);
+    }
+    din[2] = dq;
+    din[3] = dk;
+    din[4] = dv;
+    return g->status;
+}
+
+static int shard_out(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                     dg_attrs *attrs) {
+    (void)g;
+    (void)n;
+    (void)attrs;
+    if (in[0].partial != DG_AXIS_NONE || in[1].partial != DG_AXIS_NONE) return DG_SHARD_CANNOT;
+    out[0] = in[0];
+    out[1] = in[1];
+    return DG_OK;
+}
+
+const dg_op_def dg_op_cp_ring_attn_out = {
+    .name = "cp_ring_attn_out", .min_inputs = 6, .max_inputs = 6, .n_outputs = 2,
+    .iattr_names = {"cp"}, .fattr_names = {"scale"},
+    .infer = infer_out, .cost = cost_out, .adjoint = adj_out, .kernel = {k_out}, .shard = shard_out,
+};
+
+/* ---- the ring ------------------------------------------------------------------------- */
 
 int dg_ring_attention(dg_graph *g, int q, int k, int v, int cp, double scale, int *lse_out) {
     if (g->status != DG_OK) return -1;
@@ -361,18 +397,26 @@ int dg_ring_attention(dg_graph *g, int q, int k, int v, int cp, double scale, in
         scale = 1.0 / sqrt((double)g->tensors[q].shape[3]);
     int rank = dg_mesh_coord_input(g, DG_AXIS_CP), l = -1;
     int o = block(g, q, k, v, rank, cp, 0, scale, &l);
+    int kk = k, vv = v;
     for (int s = 1; s < cp && o >= 0; s++) {
-        k = ring_shift(g, k, cp, "k", s);
-        v = ring_shift(g, v, cp, "v", s);
-        int ls = -1, os = block(g, q, k, v, rank, cp, s, scale, &ls);
+        kk = ring_shift(g, kk, cp);
+        vv = ring_shift(g, vv, cp);
+        int ls = -1, os = block(g, q, kk, vv, rank, cp, s, scale, &ls);
         int outs[2] = {-1, -1};
         if (os < 0 || dg_graph_add(g, &dg_op_lse_merge, NULL, (int[]){o, l, os, ls}, 4, outs, "attention.merge") < 0)
             return -1;
         o = outs[0];
         l = outs[1];
     }
-    if (lse_out) *lse_out = o < 0 ? -1 : l;
-    return o;
+    if (o < 0) return -1;
+    dg_attrs a = dg_attrs_zero();
+    a.i[0] = cp;
+    a.f[0] = scale;
+    int outs[2] = {-1, -1};
+    if (dg_graph_add(g, &dg_op_cp_ring_attn_out, &a, (int[]){o, l, q, k, v, rank}, 6, outs, "attention") < 0)
+        return -1;
+    if (lse_out) *lse_out = outs[1];
+    return outs[0];
 }
 
 int dg_cp_lower_attention(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
