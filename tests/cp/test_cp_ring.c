@@ -11,6 +11,12 @@
  *    default tolerances): the block's adjoint in each mode (diagonal,
  *    lower, upper) and the merge's adjoint, with K/V gradients flowing
  *    across ranks as the ring's backward carries them;
+ *  - the backward the ring runs (cp_ring_attn_out's adjoint): each block's
+ *    cp_attn_block_bwd from the final o and lse, summed over the steps for
+ *    dq and over the ranks that held a K/V chunk for its dk, dv, equals
+ *    autodiff through the merges (just checked against finite differences),
+ *    with gradients entering through o and through lse: within 1e-5 + 1e-4
+ *    |ref|;
  *  - the merge alone: a row whose second part is empty (lse -inf) passes
  *    the first through, and both -inf gives o = 0, lse = -inf.
  */
@@ -30,6 +36,7 @@
 #include "dg_op_basic.h"
 #include "dg_op_ring_attn.h"
 #include "dg_pass_cp.h"
+#include "dg_autodiff.h"
 
 typedef struct ring_case {
     int cp;
@@ -180,6 +187,73 @@ static void test_gradcheck(void **state) {
     assert_int_equal(fails, 0);
 }
 
+/* ---- the ring's backward from the final (o, lse) -------------------------------------------- */
+
+static void check_final_stats(const ring_case *c) {
+    int64_t L = 2 * c->c;
+    dg_graph *g = dg_graph_new("ring_bwd");
+    ring_graph rg;
+    build_ring(g, c, DG_ROLE_PARAMETER, &rg);
+    int R = dg_input_new(g, "R", DG_F32, 4, DG_SHAPE(c->B, L, c->Hq, c->D));
+    int R2 = dg_input_new(g, "R2", DG_F32, 3, DG_SHAPE(c->B, c->Hq, L));
+    int out = rg.o[0], out2 = rg.lse[0];
+    for (int r = 1; r < c->cp; r++) {
+        out = dg_add(g, out, rg.o[r]);
+        out2 = dg_add(g, out2, rg.lse[r]);
+    }
+    int loss = dg_add(g, dg_sum(g, dg_mul(g, out, R)), dg_sum(g, dg_mul(g, out2, R2)));
+    dg_err err = {{0}};
+    assert_int_equal(dg_autodiff(g, loss, dg_ops_autodiff(), NULL, &err), DG_OK);
+    /* the ring's backward, emulated: rank r's step s holds rank r-s's K/V */
+    int dq[MAX_CP], dk[MAX_CP], dv[MAX_CP];
+    for (int r = 0; r < c->cp; r++) dq[r] = dk[r] = dv[r] = -1;
+    for (int r = 0; r < c->cp; r++)
+        for (int s = 0; s < c->cp; s++) {
+            int j = (r - s + c->cp) % c->cp;
+            dg_attrs a;
+            memset(&a, 0, sizeof a);
+            a.i[0] = c->cp;
+            a.i[1] = s;
+            a.f[0] = 1.0 / sqrt((double)c->D);
+            int in[8] = {rg.q[r], rg.k[j], rg.v[j], rg.rank[r], rg.o[r], R, rg.lse[r], R2}, o3[3];
+            dg_graph_add(g, &dg_op_cp_attn_block_bwd, &a, in, 8, o3, NULL);
+            dq[r] = dq[r] < 0 ? o3[0] : dg_add(g, dq[r], o3[0]);
+            dk[j] = dk[j] < 0 ? o3[1] : dg_add(g, dk[j], o3[1]);
+            dv[j] = dv[j] < 0 ? o3[2] : dg_add(g, dv[j], o3[2]);
+        }
+    assert_int_equal(g->status, DG_OK);
+    dg_buffers b;
+    dg_buffers_alloc(g, &b);
+    dg_test_rng rng = {99};
+    for (int t = 0; t < g->n_tensors; t++) {
+        const dg_tensor *x = &g->tensors[t];
+        if (x->producer >= 0) continue;
+        if (x->dtype == DG_I32) *dg_buf_i32(&b, t) = atoi(x->name + 4);
+        else dg_test_fill_normal(&rng, dg_buf_f32(&b, t), dg_tensor_numel(x), 1.0);
+    }
+    assert_int_equal(dg_run_serial(g, NULL, &b, NULL, &err), DG_OK);
+    int bad = 0;
+    for (int r = 0; r < c->cp; r++) {
+        const int got[3] = {dq[r], dk[r], dv[r]}, ref[3] = {rg.q[r], rg.k[r], rg.v[r]};
+        for (int w = 0; w < 3; w++) {
+            int gr = g->tensors[ref[w]].grad;
+            assert_true(gr >= 0);
+            const float *x = dg_buf_f32(&b, got[w]), *y = dg_buf_f32(&b, gr);
+            for (int64_t i = 0; i < dg_tensor_numel(&g->tensors[gr]); i++) bad += fabs(x[i] - y[i]) > 1e-5 + 1e-4 * fabs(y[i]);
+        }
+    }
+    if (bad) fprintf(stderr, "cp %d: %d gradients of the ring's backward differ from autodiff's\n", c->cp, bad);
+    assert_int_equal(bad, 0);
+    dg_buffers_free(&b);
+    dg_graph_free(g);
+}
+
+static void test_final_stats(void **state) {
+    (void)state;
+    const ring_case cases[] = {{1, 1, 4, 2, 2, 8}, {2, 2, 5, 4, 2, 8}, {3, 1, 3, 2, 2, 8}, {4, 1, 70, 4, 2, 16}};
+    for (size_t i = 0; i < DG_ARRAY_LEN(cases); i++) check_final_stats(&cases[i]);
+}
+
 /* ---- the merge's empty rows ------------------------------------------------------------ */
 
 static void test_merge_empty(void **state) {
@@ -197,6 +271,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_gradcheck),
+        cmocka_unit_test(test_final_stats),
         cmocka_unit_test(test_merge_empty),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
