@@ -33,3 +33,11 @@ dg_pass_cp_opts dg_train_cp_opts(const dg_train_config *c) {
     if (c->cp_comm_type[0] && strcmp(c->cp_comm_type, "p2p") != 0) o.comm_type = DG_CP_COMM_A2A;
     return o;
 }
+
+void dg_cp_print_attention_memory(const dg_graph *g, const dg_train_config *c, FILE *f) {
+    int64_t b = dg_attention_saved_bytes(g);
+    fprintf(f, "attention activations saved for the backward: %lld bytes per rank (%.3f MiB; context-parallel size %d, "
+               "sequence %d, %d per rank)\n",
+            (long long)b, (double)b / (1 << 20), DG_MAX(c->context_parallel_size, 1), c->model.seq_length,
+            c->model.seq_length / DG_MAX(c->context_parallel_size, 1));
+}

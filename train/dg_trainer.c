@@ -560,6 +560,7 @@ static void print_startup(const trainer *t) {
            dg_dist_state_bytes(&t->dist), c->use_distributed_optimizer ? "fp32 master weights + " : "",
            c->use_distributed_optimizer ? ", distributed" : "");
     dg_sched_plan_print(t->plan, stdout); /* tasks, edges, the activation arena's planned peak */
+    dg_cp_print_attention_memory(t->g, c, stdout);
     fflush(stdout);
 }
 

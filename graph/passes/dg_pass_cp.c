@@ -78,6 +78,24 @@ int dg_pass_cp(const dg_graph *src, const dg_pass_cp_opts *o, dg_graph **out, in
     return DG_OK;
 }
 
+int64_t dg_attention_saved_bytes(const dg_graph *g) {
+    unsigned char *seen = dg_calloc((size_t)DG_MAX(g->n_tensors, 1), 1);
+    int64_t bytes = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const dg_node *n = &g->nodes[i];
+        if (!is_op(n, "attention_bwd") && !is_op(n, "cp_attn_block_bwd")) continue;
+        for (int k = 0; k < n->n_in; k++) {
+            const dg_tensor *t = &g->tensors[n->in[k]];
+            int fwd = t->producer >= 0 && g->nodes[t->producer].phase == DG_PHASE_FORWARD;
+            if (!fwd || seen[t->id]) continue;
+            seen[t->id] = 1;
+            bytes += (int64_t)dg_tensor_bytes(t);
+        }
+    }
+    dg_free(seen);
+    return bytes;
+}
+
 static int is_cp_p2p(const dg_node *n) {
     return n->group == DG_AXIS_CP && (n->op->comm == DG_COMM_SEND || n->op->comm == DG_COMM_RECV);
 }

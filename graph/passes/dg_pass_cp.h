@@ -61,6 +61,13 @@ static inline int64_t dg_cp_position(int64_t s, int64_t c, int r, int cp) {
  * flag) when the sequence does not split into 2 cp chunks. */
 int dg_pass_cp(const dg_graph *src, const dg_pass_cp_opts *o, dg_graph **out, int *tmap, dg_err *err);
 
+/* Bytes of the forward tensors attention's backward reads (attention_bwd's
+ * or cp_attn_block_bwd's inputs made in the forward: q, k, v, o, lse),
+ * each counted once: what attention holds from forward to backward on
+ * this rank. Ring attention keeps only this rank's chunks (nothing it
+ * received), so at cp ranks it is 1/cp of one rank's. */
+int64_t dg_attention_saved_bytes(const dg_graph *g);
+
 /* The step graph's ordering edges for the ring (see above). */
 int dg_pass_cp_order(dg_graph *g, dg_err *err);
 
