@@ -42,9 +42,12 @@ extern const dg_op_def dg_op_cp_div;
  * node per graph and (S, offset), reading the "cp_rank" input. */
 int dg_cp_positions(dg_graph *g, int cp, int64_t S, int64_t offset);
 
-/* `lower` callbacks under CP (opts: const dg_pass_cp_opts *). In a graph
- * whose mesh has cp <= 1 (another pass lowering every op that has a
- * callback, such as EP) they copy the node as it is and read no options. */
+/* `lower` callbacks under CP (opts: const dg_pass_cp_opts *). They lower
+ * a node whose tokens (dim 1 of its input t: dg_cp_lowers) are split over
+ * cp; any other (a graph without CP; another pass, such as EP, lowering
+ * every op that has a callback; attention over whole sequences under
+ * --cp-comm-type a2a) they copy as it is, reading no options. */
+int dg_cp_lowers(const dg_graph *g, int t);
 int dg_cp_lower_copy(dg_graph *g, const dg_node *n, const int *in, int *out, dg_err *err);
 int dg_cp_lower_rope(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
                      const void *opts, dg_err *err);

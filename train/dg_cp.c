@@ -8,8 +8,14 @@ int dg_train_config_check_cp(const dg_train_config *c, dg_err *err) {
     const dg_model_config *m = &c->model;
     const char *type = c->cp_comm_type[0] ? c->cp_comm_type : "p2p";
     if (cp <= 1) return DG_OK; /* --cp-comm-type is not read then, as in Megatron */
-    if (strcmp(type, "p2p") != 0)
-        return dg_err_set(err, DG_EINPUT, "--cp-comm-type %s: not built yet (p2p, the ring, is)", type);
+    if (strcmp(type, "p2p") != 0 && strcmp(type, "a2a") != 0)
+        return dg_err_set(err, DG_EINPUT, "--cp-comm-type %s: not built yet (p2p, the ring, and a2a are)", type);
+    int groups = c->group_query_attention && m->num_query_groups > 0 ? m->num_query_groups : m->num_attention_heads;
+    if (!strcmp(type, "a2a") && (m->num_attention_heads % cp != 0 || groups % cp != 0))
+        return dg_err_set(err, DG_EINPUT,
+                          "--cp-comm-type a2a: --context-parallel-size %d must divide --num-attention-heads %d and "
+                          "the query groups (%d): the all-to-all splits heads over cp",
+                          cp, m->num_attention_heads, groups);
     if (m->seq_length % (2 * cp) != 0)
         return dg_err_set(err, DG_EINPUT,
                           "--seq-length %d: must be divisible by 2 x --context-parallel-size = %d (each CP "
@@ -30,7 +36,7 @@ int dg_train_config_check_cp(const dg_train_config *c, dg_err *err) {
 
 dg_pass_cp_opts dg_train_cp_opts(const dg_train_config *c) {
     dg_pass_cp_opts o = {c->context_parallel_size, DG_CP_COMM_P2P};
-    if (c->cp_comm_type[0] && strcmp(c->cp_comm_type, "p2p") != 0) o.comm_type = DG_CP_COMM_A2A;
+    if (!strcmp(c->cp_comm_type, "a2a")) o.comm_type = DG_CP_COMM_A2A;
     return o;
 }
 

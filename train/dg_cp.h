@@ -11,8 +11,9 @@
 #include "dg_train_config.h"
 
 /* --context-parallel-size > 1 needs: --cp-comm-type p2p (the ring; ""
- * counts as p2p), --seq-length divisible by 2 x cp, no TP and no experts
- * yet. DG_OK or DG_EINPUT with one line naming the flags. */
+ * counts as p2p) or a2a (cp dividing the heads and query groups),
+ * --seq-length divisible by 2 x cp, no TP and no experts yet. DG_OK or
+ * DG_EINPUT with one line naming the flags. */
 int dg_train_config_check_cp(const dg_train_config *c, dg_err *err);
 
 /* One line: the attention activations this rank holds for the backward

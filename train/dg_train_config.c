@@ -80,7 +80,7 @@ static const dg_arg_spec dg_train_specs[] = {
     /* parallelism */
     {"--tensor-model-parallel-size", DG_ARG_INT, T(tensor_model_parallel_size), "TP ranks", 1, 1 << 16, NULL},
     {"--context-parallel-size", DG_ARG_INT, T(context_parallel_size), "CP ranks", 1, 1 << 16, NULL},
-    {"--cp-comm-type", DG_ARG_CHOICE, T(cp_comm_type), "how CP ranks exchange K/V (default p2p: the ring; only p2p is built)", NR, "p2p|a2a|allgather|a2a+p2p"},
+    {"--cp-comm-type", DG_ARG_CHOICE, T(cp_comm_type), "how CP ranks exchange K/V: p2p (default, the ring) or a2a (all-to-all between sequence and heads)", NR, "p2p|a2a|allgather|a2a+p2p"},
     {"--expert-model-parallel-size", DG_ARG_INT, T(expert_model_parallel_size), "EP ranks", 1, 1 << 16, NULL},
     {"--moe-token-dispatcher-type", DG_ARG_CHOICE, T(moe_token_dispatcher_type), "how tokens reach the EP ranks' experts", NR, "alltoall|allgather"},
     {"--moe-a2a-overlap-chunks", DG_ARG_INT, M(moe_a2a_overlap_chunks), "split a micro-batch's tokens into N chunks so chunk i's all-to-all overlaps chunk i-1's expert GEMMs (1: off)", 1, 4, NULL},

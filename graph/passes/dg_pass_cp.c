@@ -51,8 +51,6 @@ int dg_pass_cp(const dg_graph *src, const dg_pass_cp_opts *o, dg_graph **out, in
     *out = NULL;
     int cp = o->cp_size;
     if (cp < 1) return dg_err_set(err, DG_EINPUT, "--context-parallel-size: expected >= 1, got %d", cp);
-    if (o->comm_type != DG_CP_COMM_P2P && cp > 1)
-        return dg_err_set(err, DG_EINPUT, "--cp-comm-type a2a: not built yet (p2p, the ring, is)");
     cp_pass s = {o, seq_of(src)};
     if (cp > 1 && (s.seq <= 0 || s.seq % (2 * cp) != 0))
         return dg_err_set(err, DG_EINPUT,

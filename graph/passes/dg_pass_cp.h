@@ -20,6 +20,8 @@
  *                      attention of the local queries against the K/V chunk
  *                      in hand, the next chunk sent and received around the
  *                      cp ring beside it, an online-softmax merge by lse;
+ *                      or, with comm_type a2a, all-to-all between sequence
+ *                      and heads (ops/dg_op_cp_a2a.h);
  *       rope, pos_embed_add  positions from each chunk's global offset, a
  *                      runtime tensor (cp_positions of the "cp_rank" input);
  *       softmax_xent   the loss as a token sum and a token count, each

@@ -2,7 +2,8 @@
 # Context parallelism's refusals (issue 14, acceptance 4): a sequence length
 # not divisible by 2 x cp, an unbuilt --cp-comm-type, CP with TP and CP with
 # experts each exit 2 with one line naming the flags, before any work; under
-# mpirun every rank ends with exit 2 and the line is printed once. And the
+# mpirun every rank ends with exit 2 and the line is printed once; a2a
+# needs cp to divide the heads and query groups. And the
 # pass's shape in `dagatron dump`: a layer's ring at CP=2 and CP=4 has the
 # send/recv pairs, blocks and merges ring attention needs, one positions
 # node feeds RoPE, and the loss's sum and count are all-reduced over cp.
@@ -34,8 +35,11 @@ refuse "--seq-length 30: must be divisible by 2 x --context-parallel-size = 4" \
     $DG_MPIRUN -np 2 "$exe" train "${base[@]}" --seq-length 30 --context-parallel-size 2
 refuse "--seq-length 36: must be divisible by 2 x --context-parallel-size = 8" \
     $DG_MPIRUN -np 4 "$exe" train "${base[@]}" --seq-length 36 --context-parallel-size 4
-refuse "--cp-comm-type a2a: not built yet" \
-    "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 2 --cp-comm-type a2a
+refuse "--cp-comm-type allgather: not built yet" \
+    "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 2 --cp-comm-type allgather
+refuse "--cp-comm-type a2a: --context-parallel-size 4 must divide --num-attention-heads 4 and the query groups (2)" \
+    "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 4 --cp-comm-type a2a \
+    --group-query-attention --num-query-groups 2
 refuse "--context-parallel-size 2 with --tensor-model-parallel-size 2: not supported yet" \
     "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 2 --tensor-model-parallel-size 2
 refuse "--context-parallel-size 2 with --num-experts 4: MoE under CP is not built yet" \

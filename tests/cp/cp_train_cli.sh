@@ -2,7 +2,8 @@
 # `dagatron train` with context parallelism against the single-rank run on
 # the same global batch (issue 14, acceptance 1, dense model): CP=2, CP=4,
 # CP=2 x DP=2 with the distributed optimizer, CP=2 with GQA (8 heads, 2
-# query groups) and CP=2 with learned absolute positions must log the
+# query groups), CP=2 with learned absolute positions, and the all-to-all
+# variant (--cp-comm-type a2a) at CP=2, CP=4 and CP=2 with GQA must log the
 # single-rank run's lm loss and grad norm for each of 5 iterations, within
 # 1e-5 relative, and end with its parameters (replicated over cp, so the
 # checkpoint is one rank's; compared within 1e-5 relative); a CP=2 run
@@ -49,6 +50,8 @@ echo "np 1 (single rank): $ref"
 check 2 "$ref" "$TMP/ref" "${mha[@]}" --context-parallel-size 2
 check 4 "$ref" "$TMP/ref" "${mha[@]}" --context-parallel-size 4
 check 4 "$ref" "$TMP/ref" "${mha[@]}" --context-parallel-size 2 --use-distributed-optimizer --overlap-param-gather
+check 2 "$ref" "$TMP/ref" "${mha[@]}" --context-parallel-size 2 --cp-comm-type a2a
+check 4 "$ref" "$TMP/ref" "${mha[@]}" --context-parallel-size 4 --cp-comm-type a2a
 # Resuming the single-rank checkpoint at CP=2: parameters and moments are
 # replicated over cp, so every rank loads them whole.
 cont=(--load "$TMP/ref" --train-iters 7)
@@ -60,6 +63,7 @@ ref_gqa=$(run "$TMP/ref_gqa" 1 "${gqa[@]}")
 echo "np 1 (single rank, GQA): $ref_gqa"
 [ -n "$ref_gqa" ] || fail "the single-rank GQA run logged nothing"
 check 2 "$ref_gqa" "$TMP/ref_gqa" "${gqa[@]}" --context-parallel-size 2
+check 2 "$ref_gqa" "$TMP/ref_gqa" "${gqa[@]}" --context-parallel-size 2 --cp-comm-type a2a
 ref_pos=$(run "$TMP/ref_pos" 1 "${learned[@]}")
 echo "np 1 (single rank, learned positions): $ref_pos"
 [ -n "$ref_pos" ] || fail "the single-rank learned-positions run logged nothing"
