@@ -4,7 +4,6 @@
 
 #include <math.h>
 
-#include "dg_collective.h"
 #include "dg_cpu_rope.h"
 #include "dg_cpu_xent.h"
 #include "dg_layout.h"
@@ -345,53 +344,3 @@ const dg_op_def dg_op_cp_div = {
     .name = "cp_div", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .infer = infer_div, .adjoint = adj_div, .kernel = {k_div},
 };
-
-/* ---- lowerings ------------------------------------------------------------------------- */
-
-int dg_cp_lowers(const dg_graph *g, int t) {
-    return g->mesh[DG_AXIS_CP] > 1 && g->tensors[t].ndim > 1 && g->tensors[t].sharding.split[1] == DG_AXIS_CP;
-}
-
-int dg_cp_lower_copy(dg_graph *g, const dg_node *n, const int *in, int *out, dg_err *err) {
-    if (dg_graph_add(g, n->op, &n->attrs, in, n->n_in, out, n->name) < 0 && n->n_out > 0)
-        return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "%s", g->err.msg);
-    return DG_OK;
-}
-
-int dg_cp_lower_rope(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                     const void *opts, dg_err *err) {
-    (void)src;
-    if (!dg_cp_lowers(g, in[0])) return dg_cp_lower_copy(g, n, in, out, err);
-    const dg_pass_cp_opts *o = opts;
-    int pos = dg_cp_positions(g, o->cp_size, g->tensors[in[0]].shape[1], n->attrs.i[0]);
-    out[0] = pos < 0 ? -1 : rope_pos_node(g, in[0], pos, &n->attrs, (int)n->attrs.i[1], n->name);
-    if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp rope: %s", g->err.msg);
-    return DG_OK;
-}
-
-int dg_cp_lower_pos_embed(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                          const void *opts, dg_err *err) {
-    (void)src;
-    if (!dg_cp_lowers(g, in[0])) return dg_cp_lower_copy(g, n, in, out, err);
-    const dg_pass_cp_opts *o = opts;
-    int pos = dg_cp_positions(g, o->cp_size, g->tensors[in[0]].shape[1], 0);
-    out[0] = pos < 0 ? -1 : dg_add1(g, &dg_op_pos_embed_pos, NULL, (int[]){in[0], in[1], pos}, 3, n->name);
-    if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp positions: %s", g->err.msg);
-    return DG_OK;
-}
-
-/* loss = all_reduce(sum) / all_reduce(count) over cp. */
-int dg_cp_lower_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                     const void *opts, dg_err *err) {
-    (void)src;
-    if (!dg_cp_lowers(g, in[1])) return dg_cp_lower_copy(g, n, in, out, err);
-    const dg_pass_cp_opts *o = opts;
-    int outs[3] = {-1, -1, -1};
-    dg_graph_add(g, &dg_op_cp_xent_sum, NULL, in, n->n_in, outs, "loss/cp_sum");
-    int num = outs[0] < 0 ? -1 : dg_all_reduce(g, outs[0], DG_AXIS_CP, o->cp_size);
-    int den = outs[2] < 0 ? -1 : dg_all_reduce(g, outs[2], DG_AXIS_CP, o->cp_size);
-    out[0] = num < 0 || den < 0 ? -1 : dg_add1(g, &dg_op_cp_div, NULL, (int[]){num, den}, 2, n->name);
-    out[1] = outs[1];
-    if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp loss: %s", g->err.msg);
-    return DG_OK;
-}

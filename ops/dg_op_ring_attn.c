@@ -9,7 +9,6 @@
 #include "dg_layout.h"
 #include "dg_op_basic.h"
 #include "dg_op_cp.h"
-#include "dg_op_cp_a2a.h"
 #include "dg_ops_util.h"
 #include "dg_pass_cp.h"
 
@@ -418,18 +417,4 @@ int dg_ring_attention(dg_graph *g, int q, int k, int v, int cp, double scale, in
         return -1;
     if (lse_out) *lse_out = outs[1];
     return outs[0];
-}
-
-int dg_cp_lower_attention(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                          const void *opts, dg_err *err) {
-    (void)src;
-    if (!dg_cp_lowers(g, in[0])) return dg_cp_lower_copy(g, n, in, out, err);
-    const dg_pass_cp_opts *o = opts;
-    if (!n->attrs.i[0])
-        return dg_err_set(err, DG_EINPUT, "--context-parallel-size %d: ring attention needs causal attention", o->cp_size);
-    out[0] = o->comm_type == DG_CP_COMM_A2A
-                 ? dg_ulysses_attention(g, in[0], in[1], in[2], o->cp_size, n->attrs.f[0], &out[1])
-                 : dg_ring_attention(g, in[0], in[1], in[2], o->cp_size, n->attrs.f[0], &out[1]);
-    if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "ring attention: %s", g->err.msg);
-    return DG_OK;
 }
