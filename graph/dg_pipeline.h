@@ -21,8 +21,9 @@
  *                 order (fixed, so results are deterministic)
  *   schedule      ordering edges: micro-batches first to last, each one's
  *                 forward and backward before the next starts
- *                 (graph/passes/dg_pass_mb_order.h); a pipeline schedule
- *                 goes here next
+ *                 (graph/passes/dg_pass_mb_order.h), and under CP the
+ *                 ring's send/recv kept in id order (dg_pass_cp_order); a
+ *                 pipeline schedule goes here next
  *   dp            data parallelism: bucketed gradient reduction, the
  *                 distributed optimizer's reduce-scatter and parameter
  *                 gathers (dg_pass_dp.h)
