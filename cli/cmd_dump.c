@@ -28,6 +28,7 @@
 #include "dg_dist.h"
 #include "dg_base.h"
 #include "dg_cli.h"
+#include "dg_cp.h"
 #include "dg_dump.h"
 #include "dg_graph.h"
 #include "dg_model.h"
@@ -159,7 +160,9 @@ static int build(dg_graph **out, dump_cfg *c, dg_err *err) {
     DG_TRY(pick_stage(c, &stage, err));
     const dg_model_config *m = &c->train.model;
     int ep = DG_MAX(m->expert_model_parallel_size, 1), tp = DG_MAX(c->train.tensor_model_parallel_size, 1);
-    int world = c->world_size > 0 ? c->world_size : ep * tp;
+    int cp = DG_MAX(c->train.context_parallel_size, 1);
+    DG_TRY(dg_train_config_check_cp(&c->train, err));
+    int world = c->world_size > 0 ? c->world_size : ep * tp * cp;
     if (world % (ep * tp) != 0)
         return dg_err_set(err, DG_EINPUT,
                           "--world-size %d: expected a multiple of --tensor-model-parallel-size %d x "
@@ -187,6 +190,7 @@ static int build(dg_graph **out, dump_cfg *c, dg_err *err) {
     po.ep = (dg_pass_ep_opts){ep, m->moe_token_dispatcher_type, DG_MAX(m->moe_a2a_overlap_chunks, 1), 0, etp};
     po.sequence_parallel = c->train.sequence_parallel;
     po.tp_comm_overlap = c->train.tp_comm_overlap;
+    po.cp = dg_train_cp_opts(&c->train);
     /* --recompute-*: the regions train would recompute (train/dg_recompute.h) */
     dg_recompute_sel rc = {0};
     dg_recompute_report rcr;

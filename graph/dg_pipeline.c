@@ -134,13 +134,15 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
     case DG_STAGE_EP: {
         int st = DG_OK;
         dg_pass_ep_place_experts(r->g, &o->ep); /* ETP 1: experts whole over tp */
-        for (int pass = 0; pass < 3 && st == DG_OK; pass++) { /* tp, ep, then 16-bit rounding */
-            if (pass == 2 && !o->precision) break;
+        for (int pass = 0; pass < 4 && st == DG_OK; pass++) { /* tp, cp, ep, then 16-bit rounding */
+            if (pass == 1 && o->cp.cp_size <= 1) continue;
+            if (pass == 3 && !o->precision) break;
             dg_graph *out = NULL;
             int *next = dg_malloc(sizeof(int) * (size_t)DG_MAX(r->g->n_tensors, 1));
             st = pass == 0   ? dg_pass_tp_sp(r->g, DG_MAX(o->tp_size, 1), o->sequence_parallel, o->tp_comm_overlap,
                                              &out, next, err)
-                 : pass == 1 ? dg_pass_ep(r->g, &o->ep, &out, next, err)
+                 : pass == 1 ? dg_pass_cp(r->g, &o->cp, &out, next, err)
+                 : pass == 2 ? dg_pass_ep(r->g, &o->ep, &out, next, err)
                              : precision_pass(r, o, &out, next, err);
             st = adopt(r, st, out, next);
         }
@@ -160,7 +162,9 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
     }
     case DG_STAGE_RECOMPUTE: return recompute(r, o, err);
     case DG_STAGE_MICROBATCHES: return instantiate(r, o, err);
-    case DG_STAGE_SCHEDULE: return dg_pass_mb_order(g, NULL, err);
+    case DG_STAGE_SCHEDULE:
+        DG_TRY(dg_pass_mb_order(g, NULL, err));
+        return o->cp.cp_size > 1 ? dg_pass_cp_order(g, err) : DG_OK;
     case DG_STAGE_DP:
         if (!o->dp) return DG_OK;
         g->mesh[DG_AXIS_DP] = o->dp->dp_size; /* the mesh as the DP pass sees it */

@@ -9,9 +9,11 @@
  *                 weights placed over tp local shards and inserts the
  *                 collectives where layouts meet, then EP
  *                 (graph/passes/dg_pass_ep.h) makes expert weights local
- *                 slices and lowers each moe_experts node; SP, CP and PP
- *                 passes go here next; last, with --bf16 / --fp16, the
- *                 16-bit rounding pass (graph/passes/dg_pass_precision.h)
+ *                 slices and lowers each moe_experts node; CP
+ *                 (graph/passes/dg_pass_cp.h) runs between them when
+ *                 --context-parallel-size > 1; the PP pass goes here next;
+ *                 last, with --bf16 / --fp16, the 16-bit rounding pass
+ *                 (graph/passes/dg_pass_precision.h)
  *   autodiff      backward of the micro-batch from its loss (scaled by
  *                 1 / micro-batches, so the step's gradient is the mean)
  *   recompute     activation recompute: the backward of the chosen regions
@@ -23,8 +25,9 @@
  *                 order (fixed, so results are deterministic)
  *   schedule      ordering edges: micro-batches first to last, each one's
  *                 forward and backward before the next starts
- *                 (graph/passes/dg_pass_mb_order.h); a pipeline schedule
- *                 goes here next
+ *                 (graph/passes/dg_pass_mb_order.h), and under CP the
+ *                 ring's send/recv kept in id order (dg_pass_cp_order); a
+ *                 pipeline schedule goes here next
  *   dp            data parallelism: bucketed gradient reduction, the
  *                 distributed optimizer's reduce-scatter and parameter
  *                 gathers (dg_pass_dp.h)
@@ -39,6 +42,7 @@
 #define DG_PIPELINE_H
 
 #include "dg_autodiff.h"
+#include "dg_pass_cp.h"
 #include "dg_pass_dp.h"
 #include "dg_pass_ep.h"
 #include "dg_pass_optim.h"
@@ -82,6 +86,7 @@ typedef struct dg_pipeline_opts {
      * (graph/passes/dg_pass_precision.h); NULL: fp32 */
     const dg_pass_precision_opts *precision;
     const dg_recompute_opts *recompute; /* NULL: nothing recomputed */
+    dg_pass_cp_opts cp;         /* CP (graph/passes/dg_pass_cp.h), after TP; cp_size 0 or 1: none */
 } dg_pipeline_opts;
 
 typedef struct dg_pipeline_result {

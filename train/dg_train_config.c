@@ -84,6 +84,7 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--sequence-parallel", DG_ARG_FLAG, T(sequence_parallel), "split the activations between the linears on the sequence over tp", NR, NULL},
     {"--tp-comm-overlap", DG_ARG_FLAG, T(tp_comm_overlap), "overlap TP communication with GEMMs: the linears in chunks of the sequence (with --sequence-parallel)", NR, NULL},
     {"--context-parallel-size", DG_ARG_INT, T(context_parallel_size), "CP ranks", 1, 1 << 16, NULL},
+    {"--cp-comm-type", DG_ARG_CHOICE, T(cp_comm_type), "how CP ranks exchange K/V: p2p (default, the ring) or a2a (all-to-all between sequence and heads)", NR, "p2p|a2a|allgather|a2a+p2p"},
     {"--expert-model-parallel-size", DG_ARG_INT, T(expert_model_parallel_size), "EP ranks", 1, 1 << 16, NULL},
     {"--expert-tensor-parallel-size", DG_ARG_INT, T(expert_tensor_parallel_size), "TP ranks of each expert: 1 or the TP size (default: the TP size)", 1, 1 << 16, NULL},
     {"--moe-token-dispatcher-type", DG_ARG_CHOICE, T(moe_token_dispatcher_type), "how tokens reach the EP ranks' experts (flex: as alltoall)", NR, "alltoall|allgather|flex"},

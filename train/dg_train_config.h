@@ -108,6 +108,7 @@ typedef struct dg_train_config {
     int recompute_num_layers;                   /* --recompute-num-layers (full only; 0: not given) */
     char recompute_modules[DG_ARG_STR_LEN];     /* --recompute-modules ("": Megatron's core_attn) */
     double recompute_memory_budget;             /* --recompute-memory-budget MB (0: none) */
+    char cp_comm_type[DG_ARG_STR_LEN]; /* --cp-comm-type p2p|a2a|allgather|a2a+p2p (train/dg_cp.h) */
 } dg_train_config;
 
 void dg_train_config_defaults(dg_train_config *c);

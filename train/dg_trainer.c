@@ -14,6 +14,7 @@
 #include "dg_dist_ckpt.h"
 #include "dg_ep.h"
 #include "dg_feed.h"
+#include "dg_cp.h"
 #include "dg_grid.h"
 #include "dg_flops.h"
 #include "dg_loss_scaler.h"
@@ -187,7 +188,7 @@ static int setup(trainer *t, dg_err *err) {
     dg_pipeline_opts po = {.loss = lio.loss, .n_microbatches = t->n_mb, .autodiff = dg_ops_autodiff(),
                            .scale = &dg_op_scale, .dp = &dpo, .optim = &oo,
                            .stop_after = DG_STAGE_OPTIMIZER, .step_name = "train_step",
-                           .tp_size = c->tensor_model_parallel_size};
+                           .tp_size = c->tensor_model_parallel_size, .cp = dg_train_cp_opts(c)};
     po.sequence_parallel = c->sequence_parallel;
     po.tp_comm_overlap = c->tp_comm_overlap;
     /* --bf16 / --fp16 (dg_pass_precision.h; fp16 with its loss scale) */
@@ -250,11 +251,14 @@ static int setup(trainer *t, dg_err *err) {
     /* This rank's coordinates on the mesh's axes are inputs (one per
      * micro-batch: the allgather EP dispatcher reads its place in the EP
      * group; the vocab slices, SP's dropout and ETP 1's token rows their
-     * place in the tp group); they never change, so they are filled once. */
+     * place in the tp group; ring attention and positions the cp group's);
+     * they never change, so they are filled once. */
     for (int i = 0; i < t->g->n_tensors; i++) {
         dg_axis a = dg_mesh_coord_axis(&t->g->tensors[i]);
-        if (a == DG_AXIS_EP || a == DG_AXIS_TP)
-            *(int32_t *)t->ptrs[i] = !t->grid ? 0 : a == DG_AXIS_EP ? t->grid->coord.ep : t->grid->coord.tp;
+        const dg_grid *gr = t->grid;
+        if (a == DG_AXIS_EP) *(int32_t *)t->ptrs[i] = gr ? gr->coord.ep : 0;
+        if (a == DG_AXIS_TP) *(int32_t *)t->ptrs[i] = gr ? gr->coord.tp : 0;
+        if (a == DG_AXIS_CP) *(int32_t *)t->ptrs[i] = gr ? gr->coord.cp : 0;
     }
 
     t->params = dg_malloc(sizeof(int) * (size_t)t->g->n_tensors);
@@ -314,21 +318,25 @@ static int fill_microbatch(trainer *t, int split, int mb, int64_t consumed, dg_e
     const dg_model_config *m = &t->c->model;
     const dg_model_io *io = &t->io[mb];
     int64_t B = m->micro_batch_size, S = m->seq_length;
+    /* under CP this rank's 2 chunks of each sample (dg_pass_cp.h) */
+    int cp = DG_MAX(t->c->context_parallel_size, 1), r = t->grid ? t->grid->coord.cp : 0;
+    int64_t L = S / cp;
     DG_TRY(dg_feed_microbatch(&t->feed, split, consumed, t->data_rank, t->data_size, (int)B, t->batch, err));
     if (t->hooks && t->hooks->on_batch && split == DG_SPLIT_TRAIN)
         t->hooks->on_batch(t->hooks->ctx, t->iteration, mb, t->batch, (int)B, (int)S);
     int32_t *tok = t->ptrs[io->tokens], *tgt = t->ptrs[io->targets];
     float *mask = t->ptrs[io->loss_mask];
     for (int64_t b = 0; b < B; b++)
-        for (int64_t s = 0; s < S; s++) {
-            int32_t x = t->batch[b * (S + 1) + s], y = t->batch[b * (S + 1) + s + 1];
+        for (int64_t s = 0; s < L; s++) {
+            int64_t p = cp > 1 ? dg_cp_position(s, L / 2, r, cp) : s;
+            int32_t x = t->batch[b * (S + 1) + p], y = t->batch[b * (S + 1) + p + 1];
             if (x < 0 || x >= m->vocab_size || y < 0 || y >= m->vocab_size)
                 return dg_err_set(err, DG_EINPUT,
                                   "data: token id %d is outside the vocabulary [0, %d) (check --vocab-size / --tokenizer-type)",
                                   x < 0 || x >= m->vocab_size ? x : y, m->vocab_size);
-            tok[b * S + s] = x;
-            tgt[b * S + s] = y;
-            mask[b * S + s] = 1.0f;
+            tok[b * L + s] = x;
+            tgt[b * L + s] = y;
+            mask[b * L + s] = 1.0f;
         }
     if (io->rng_key >= 0) { /* dropout's key (kernels/cpu/dg_cpu_dropout.h); off in evaluation */
         int32_t *key = t->ptrs[io->rng_key];
@@ -504,7 +512,7 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
     if (comm == MPI_COMM_NULL) {
         if (c->tensor_model_parallel_size * c->context_parallel_size * c->expert_model_parallel_size *
                 c->pipeline_model_parallel_size != 1)
-            return dg_train_config_check_tp(c, err) != DG_OK
+            return dg_train_config_check_tp(c, err) != DG_OK || dg_train_config_check_cp(c, err) != DG_OK
                        ? DG_EINPUT
                        : dg_err_set(err, DG_EINPUT, "model parallelism needs MPI (run under mpirun)");
         return DG_OK;
@@ -513,6 +521,7 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
                         c->expert_model_parallel_size, c->pipeline_model_parallel_size, 0,
                         c->expert_tensor_parallel_size};
     int st = dg_train_config_check_tp(c, err); /* the same on every rank: rank 0 reports it */
+    if (st == DG_OK) st = dg_train_config_check_cp(c, err);
     if (st != DG_OK) {
         int rank = 0;
         MPI_Comm_rank(comm, &rank);
@@ -530,7 +539,7 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
         t->failure_agreed = 1;
         return st;
     }
-    const char *todo = sz.cp > 1 ? "--context-parallel-size" : sz.pp > 1 ? "--pipeline-model-parallel-size" : NULL;
+    const char *todo = sz.pp > 1 ? "--pipeline-model-parallel-size" : NULL;
     if (todo)
         return dg_err_set(err, DG_EINPUT, "%s > 1: not supported yet (data, tensor and expert parallelism are)", todo);
     if (c->emulate_link[0]) { /* the step's comms behind emulated links (dg_comm_emulate.h) */
@@ -540,7 +549,9 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
     }
     t->data_rank = t->grid->data_rank;
     t->data_size = t->grid->data_size;
-    t->grad_shards = t->grid->dp_cp->size;
+    /* CP's loss is already the whole sequence's (dg_pass_cp.h): divide the
+     * DP x CP sum by the data shards only */
+    t->grad_shards = t->grid->dp_cp->size / DG_MAX(sz.cp, 1);
     t->data_comm = t->grid->group[DG_AXIS_DP];
     t->log = t->grid->rank == 0;
     c->dp_size = t->data_size;
@@ -596,6 +607,7 @@ static void print_startup(const trainer *t) {
            c->use_distributed_optimizer ? ", distributed" : "");
     dg_sched_plan_print(t->plan, stdout); /* tasks, edges, the activation arena's planned peak */
     dg_recompute_report_print(&t->rc, stdout); /* what recompute covers, costs and saves */
+    dg_cp_print_attention_memory(t->g, c, stdout);
     fflush(stdout);
 }
 

@@ -1,0 +1,117 @@
+/* dg_pass_cp.c — see dg_pass_cp.h. */
+#include "dg_pass_cp.h"
+
+#include <string.h>
+
+#include "dg_layout.h"
+#include "dg_reemit.h"
+
+typedef struct cp_pass {
+    const dg_pass_cp_opts *o;
+    int64_t seq; /* the global sequence length: the embedding's tokens' dim 1 */
+} cp_pass;
+
+static int is_op(const dg_node *n, const char *name) { return !strcmp(n->op->name, name); }
+
+/* Inputs read per token ([B, S, ...]): this rank's 2 chunks, split[1] = cp. */
+static int cp_leaf(dg_graph *dst, const dg_graph *src, int t, void *ctx) {
+    const cp_pass *s = ctx;
+    const dg_tensor *x = &src->tensors[t];
+    if (x->role != DG_ROLE_INPUT || x->ndim < 2 || x->shape[1] != s->seq || s->seq <= 0)
+        return dg_reemit_leaf_default(dst, src, t, ctx);
+    int64_t shape[DG_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[1] /= s->o->cp_size;
+    int id = dg_input_new(dst, x->name, x->dtype, x->ndim, shape);
+    if (id >= 0) {
+        dst->tensors[id].sharding = x->sharding;
+        dst->tensors[id].sharding.split[1] = DG_AXIS_CP;
+    }
+    return id;
+}
+
+/* The ops that see positions or the whole sequence (dg_pass_cp.h). */
+static int cp_lower(const dg_graph *src, const dg_node *n, void *ctx) {
+    (void)src;
+    (void)ctx;
+    return is_op(n, "attention") || is_op(n, "rope") || is_op(n, "pos_embed_add") || is_op(n, "softmax_xent");
+}
+
+/* The global sequence length, from the first embedding's tokens. */
+static int64_t seq_of(const dg_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++)
+        if (is_op(&g->nodes[i], "embedding")) {
+            const dg_tensor *tok = &g->tensors[g->nodes[i].in[1]];
+            return tok->ndim >= 2 ? tok->shape[1] : -1;
+        }
+    return -1;
+}
+
+int dg_pass_cp(const dg_graph *src, const dg_pass_cp_opts *o, dg_graph **out, int *tmap, dg_err *err) {
+    *out = NULL;
+    int cp = o->cp_size;
+    if (cp < 1) return dg_err_set(err, DG_EINPUT, "--context-parallel-size: expected >= 1, got %d", cp);
+    cp_pass s = {o, seq_of(src)};
+    if (cp > 1 && (s.seq <= 0 || s.seq % (2 * cp) != 0))
+        return dg_err_set(err, DG_EINPUT,
+                          "--seq-length %lld: must be divisible by 2 x --context-parallel-size = %d "
+                          "(the sequence splits into 2 chunks per CP rank)",
+                          (long long)s.seq, 2 * cp);
+    dg_graph *g = dg_graph_new(src->name);
+    memcpy(g->mesh, src->mesh, sizeof g->mesh);
+    g->mesh[DG_AXIS_CP] = cp;
+    dg_reemit_opts ro = dg_reemit_plain();
+    if (cp > 1) {
+        ro.leaf = cp_leaf;
+        ro.lower = cp_lower;
+        ro.lower_opts = o;
+        ro.ctx = &s;
+    }
+    int st = dg_reemit(g, src, &ro, tmap, err);
+    if (st != DG_OK) {
+        dg_graph_free(g);
+        return st;
+    }
+    *out = g;
+    return DG_OK;
+}
+
+int64_t dg_attention_saved_bytes(const dg_graph *g) {
+    unsigned char *seen = dg_calloc((size_t)DG_MAX(g->n_tensors, 1), 1);
+    int64_t bytes = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const dg_node *n = &g->nodes[i];
+        if (!is_op(n, "attention_bwd") && !is_op(n, "cp_attn_block_bwd")) continue;
+        for (int k = 0; k < n->n_in; k++) {
+            const dg_tensor *t = &g->tensors[n->in[k]];
+            int fwd = t->producer >= 0 && g->nodes[t->producer].phase == DG_PHASE_FORWARD;
+            if (!fwd || seen[t->id]) continue;
+            seen[t->id] = 1;
+            bytes += (int64_t)dg_tensor_bytes(t);
+        }
+    }
+    dg_free(seen);
+    return bytes;
+}
+
+static int is_cp_p2p(const dg_node *n) {
+    return n->group == DG_AXIS_CP && (n->op->comm == DG_COMM_SEND || n->op->comm == DG_COMM_RECV);
+}
+
+int dg_pass_cp_order(dg_graph *g, dg_err *err) {
+    int n_mb = 0;
+    for (int i = 0; i < g->n_nodes; i++) n_mb = DG_MAX(n_mb, g->nodes[i].microbatch + 2);
+    /* the last CP send/recv seen per micro-batch (index mb + 1: -1 is "none") */
+    int *last = dg_malloc(sizeof(int) * (size_t)DG_MAX(n_mb, 1));
+    for (int i = 0; i < n_mb; i++) last[i] = -1;
+    int st = DG_OK;
+    for (int i = 0; i < g->n_nodes && st == DG_OK; i++) {
+        const dg_node *n = &g->nodes[i];
+        if (!is_cp_p2p(n)) continue;
+        int mb = n->microbatch + 1;
+        if (last[mb] >= 0 && dg_graph_add_order(g, last[mb], i) < 0) st = dg_err_set(err, g->status, "%s", g->err.msg);
+        last[mb] = i;
+    }
+    dg_free(last);
+    return st;
+}

@@ -1,0 +1,67 @@
+/* dg_cpu_ring_attn.h — ring attention's pieces on the CPU: block attention
+ * of a CP rank's local queries against one K/V chunk pair, and the
+ * online-softmax merge of two partial results by their log-sum-exp.
+ *
+ * A CP rank holds 2 chunks of c tokens (graph/passes/dg_pass_cp.h): local
+ * rows [0, c) are half A (an early chunk), [c, 2c) half B (a late one).
+ * Buffers (row-major):
+ *   q, o, do, dq  [B, 2c, Hq, D]     k, v, dk, dv  [B, 2c, Hkv, D]
+ *   lse, dlse     [B, Hq, 2c]        d->S = 2c; d->causal, d->scale as in
+ *                                    dg_cpu_attention.h (causal ignored)
+ * Modes, by where the K/V pair in hand came from (rank j, this rank r):
+ *   DIAG   j == r: causal attention over the local 2c tokens, which is
+ *          exactly the right mask (A sees A causally, B sees A fully and B
+ *          causally, A never sees B);
+ *   LOWER  j < r: both halves see the K/V's half A (chunk j) fully and
+ *          nothing of its half B (chunk 2cp-1-j, later than both);
+ *   UPPER  j > r: half A sees nothing (o = 0, lse = -inf) and half B sees
+ *          both K/V halves fully.
+ * LOWER and UPPER each run two c x c non-causal blocks (Megatron's balance:
+ * every step costs the same on every rank). The backward of a block reads
+ * its (o, lse), so a block split into sub-blocks needs no more than the
+ * combined (o, lse): flash attention's tiling identity.
+ */
+#ifndef DG_CPU_RING_ATTN_H
+#define DG_CPU_RING_ATTN_H
+
+#include "dg_cpu_attention.h"
+
+typedef enum dg_ring_mode { DG_RING_DIAG = 0, DG_RING_LOWER, DG_RING_UPPER } dg_ring_mode;
+
+/* The mode of ring step `step` on rank r of cp (K/V from rank r - step). */
+static inline dg_ring_mode dg_ring_mode_of(int r, int step, int cp) {
+    int j = ((r - step) % cp + cp) % cp;
+    return j == r ? DG_RING_DIAG : j < r ? DG_RING_LOWER : DG_RING_UPPER;
+}
+
+size_t dg_cpu_ring_block_fwd_workspace(const dg_attn_dims *d, int nthreads);
+size_t dg_cpu_ring_block_bwd_workspace(const dg_attn_dims *d, int nthreads);
+
+/* o, lse of the block; ws: the workspace above, 64-byte aligned. */
+void dg_cpu_ring_block_fwd(const dg_team *team, const dg_attn_dims *d, dg_ring_mode mode,
+                           const float *q, const float *k, const float *v, float *o, float *lse,
+                           void *ws);
+
+/* dq, dk, dv of the block from its (o, lse) and their gradients (dlse may
+ * be NULL for zero); all three are overwritten. */
+void dg_cpu_ring_block_bwd(const dg_team *team, const dg_attn_dims *d, dg_ring_mode mode,
+                           const float *q, const float *k, const float *v, const float *o,
+                           const float *dout, const float *lse, const float *dlse, float *dq,
+                           float *dk, float *dv, void *ws);
+
+/* (o, l) = merge((o1, l1), (o2, l2)) over rows of D values:
+ *   l = log(e^l1 + e^l2), o = e^(l1-l) o1 + e^(l2-l) o2;
+ * o* [B, S, H, D], l* [B, H, S]; a row with l1 = l2 = -inf gives o = 0,
+ * l = -inf. */
+void dg_cpu_lse_merge_fwd(int64_t B, int64_t S, int64_t H, int64_t D, const float *o1, const float *l1,
+                          const float *o2, const float *l2, float *o, float *l);
+
+/* The adjoint: with w_j = e^(l_j - l),
+ *   do_j = w_j do,   dl_j = w_j (dl + do . o_j - do . o)
+ * (dl may be NULL for zero). */
+void dg_cpu_lse_merge_bwd(int64_t B, int64_t S, int64_t H, int64_t D, const float *o1, const float *l1,
+                          const float *o2, const float *l2, const float *o, const float *l,
+                          const float *dout, const float *dl, float *do1, float *dl1, float *do2,
+                          float *dl2);
+
+#endif /* DG_CPU_RING_ATTN_H */

@@ -1,0 +1,59 @@
+/* dg_op_cp.h — the ops context parallelism adds besides ring attention
+ * (ops/dg_op_ring_attn.h), and the CP lowerings of rope, pos_embed_add and
+ * softmax_xent (graph/passes/dg_pass_cp.h calls them through each op's
+ * `lower` callback, with dg_pass_cp_opts as options).
+ *
+ *   cp_positions(cp_rank i32 [1]) -> pos i32 [S]
+ *     The global position of each of this rank's S = 2c local tokens
+ *     (dg_cp_position) plus i[2]. attrs: i[0] = cp, i[1] = S, i[2] = offset.
+ *     Laid out split[0] = cp. Not differentiable (no float input).
+ *   rope_pos(x [B, S, NH, D], pos i32 [S]) -> [B, S, NH, D]
+ *     rope (dg_op_rope.h) with token s at position pos[s]: the same angles,
+ *     in double, as rope's tables. attrs: i[1] = inverse, i[2] = rotary_dim,
+ *     f[0] = base. Its adjoint is itself with inverse flipped.
+ *   pos_embed_pos(x [B, S, H], table [P, H], pos i32 [S]) -> [B, S, H]
+ *     y[b, s] = x[b, s] + table[pos[s]]; a position outside [0, P) fails
+ *     with DG_EINPUT. Adjoint: dx = dy, dtable = pos_embed_pos_grad.
+ *   pos_embed_pos_grad(dy [B, S, H], pos i32 [S]) -> dtable [P, H]
+ *     rows pos[s] get the sum over the batch of dy[:, s]; the rest zero.
+ *     attrs: i[0] = P.
+ *   cp_xent_sum(logits [.., V], targets i32 [..], mask f32 [..]?) -> loss_sum [],
+ *       lse [..], count []
+ *     softmax_xent's terms summed, not averaged: loss_sum = sum(mask * ce),
+ *     count = sum(mask) (or the rows without a mask). With the rows split
+ *     over an axis both are partial sums over it. Adjoint: softmax_xent_bwd
+ *     with dloss * count (its mean's gradient times the count).
+ *   cp_div(num [], den []) -> num / den
+ *     The gradient flows to num only (den is a token count).
+ */
+#ifndef DG_OP_CP_H
+#define DG_OP_CP_H
+
+#include "dg_op.h"
+
+extern const dg_op_def dg_op_cp_positions;
+extern const dg_op_def dg_op_rope_pos;
+extern const dg_op_def dg_op_pos_embed_pos;
+extern const dg_op_def dg_op_pos_embed_pos_grad;
+extern const dg_op_def dg_op_cp_xent_sum;
+extern const dg_op_def dg_op_cp_div;
+
+/* The positions of this rank's S local tokens plus offset: one cp_positions
+ * node per graph and (S, offset), reading the "cp_rank" input. */
+int dg_cp_positions(dg_graph *g, int cp, int64_t S, int64_t offset);
+
+/* `lower` callbacks under CP (opts: const dg_pass_cp_opts *). They lower
+ * a node whose tokens (dim 1 of its input t: dg_cp_lowers) are split over
+ * cp; any other (a graph without CP; another pass, such as EP, lowering
+ * every op that has a callback; attention over whole sequences under
+ * --cp-comm-type a2a) they copy as it is, reading no options. */
+int dg_cp_lowers(const dg_graph *g, int t);
+int dg_cp_lower_copy(dg_graph *g, const dg_node *n, const int *in, int *out, dg_err *err);
+int dg_cp_lower_rope(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+                     const void *opts, dg_err *err);
+int dg_cp_lower_pos_embed(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+                          const void *opts, dg_err *err);
+int dg_cp_lower_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+                     const void *opts, dg_err *err);
+
+#endif /* DG_OP_CP_H */

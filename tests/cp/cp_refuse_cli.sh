@@ -1,0 +1,69 @@
+#!/bin/bash
+# Context parallelism's refusals (issue 14, acceptance 4): a sequence length
+# not divisible by 2 x cp, an unbuilt --cp-comm-type, CP with TP and CP with
+# experts each exit 2 with one line naming the flags, before any work; under
+# mpirun every rank ends with exit 2 and the line is printed once; a2a
+# needs cp to divide the heads and query groups. And the
+# pass's shape in `dagatron dump`: a layer's ring at CP=2 and CP=4 has the
+# send/recv pairs, blocks and merges ring attention needs, one positions
+# node feeds RoPE, and the loss's sum and count are all-reduced over cp.
+set -euo pipefail
+exe=$1
+fail() { echo "FAIL: $*" >&2; exit 1; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+base=(--mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --micro-batch-size 2 --train-iters 1
+      --num-experts 0 --num-attention-heads 4)
+# refuse WANT LAUNCH... -- FLAGS...
+refuse() {
+    local want=$1
+    shift
+    set +e
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    set -e
+    [ "$rc" -eq 2 ] || fail "$*: exit $rc, expected 2"
+    local lines
+    lines=$(grep -c '^dagatron' "$TMP/err" || true)
+    [ "$lines" -eq 1 ] || fail "$*: expected one line, got: $(cat "$TMP/err")"
+    grep -qF -- "$want" "$TMP/err" || fail "$*: '$(cat "$TMP/err")' lacks '$want'"
+    ! grep -q "iteration " "$TMP/out" || fail "$*: trained before refusing"
+}
+refuse "--seq-length 30: must be divisible by 2 x --context-parallel-size = 4" \
+    "$exe" train "${base[@]}" --seq-length 30 --context-parallel-size 2
+refuse "--seq-length 30: must be divisible by 2 x --context-parallel-size = 4" \
+    $DG_MPIRUN -np 2 "$exe" train "${base[@]}" --seq-length 30 --context-parallel-size 2
+refuse "--seq-length 36: must be divisible by 2 x --context-parallel-size = 8" \
+    $DG_MPIRUN -np 4 "$exe" train "${base[@]}" --seq-length 36 --context-parallel-size 4
+refuse "--cp-comm-type allgather: not built yet" \
+    "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 2 --cp-comm-type allgather
+refuse "--cp-comm-type a2a: --context-parallel-size 4 must divide --num-attention-heads 4 and the query groups (2)" \
+    "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 4 --cp-comm-type a2a \
+    --group-query-attention --num-query-groups 2
+refuse "--context-parallel-size 2 with --tensor-model-parallel-size 2: not supported yet" \
+    "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 2 --tensor-model-parallel-size 2
+refuse "--context-parallel-size 2 with --num-experts 4: MoE under CP is not built yet" \
+    "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 2 --num-experts 4
+# a bad choice is the flag parser's one line
+refuse "--cp-comm-type" "$exe" train "${base[@]}" --seq-length 32 --cp-comm-type ring
+# dump: the step graph of one layer at CP=2 and CP=4
+for cp in 2 4; do
+    "$exe" dump --graph step --format json -o "$TMP/step$cp.json" "${base[@]}" --num-layers 1 --seq-length 32 \
+        --position-embedding-type rope --context-parallel-size $cp || fail "dump at CP=$cp failed"
+    "${DG_REF_PYTHON:-/usr/bin/python3}" - "$TMP/step$cp.json" $cp <<'PY' || fail "dump at CP=$cp"
+import collections, json, sys
+d = json.load(open(sys.argv[1]))
+cp = int(sys.argv[2])
+ops = collections.Counter(n["op"] for n in d["nodes"])
+# forward: K and V shifted cp-1 times; backward: K, V, dK, dV cp-1 times,
+# then dK and dV home
+want = {"send": 2 * (cp - 1) + 4 * (cp - 1) + 2, "recv": 2 * (cp - 1) + 4 * (cp - 1) + 2,
+        "cp_attn_block": cp, "cp_attn_block_bwd": cp, "lse_merge": cp - 1, "cp_ring_attn_out": 1,
+        "cp_positions": 1, "rope_pos": 4, "cp_xent_sum": 1, "attention": 0, "rope": 0, "softmax_xent": 0}
+bad = {k: (ops.get(k, 0), v) for k, v in want.items() if ops.get(k, 0) != v}
+if bad:
+    sys.exit("op counts (got, want): %s" % bad)
+print("CP=%d: %d send/recv pairs, %d blocks, %d merges in one layer's step" % (cp, want["send"], cp, cp - 1))
+PY
+done
+echo "OK"
