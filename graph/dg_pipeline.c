@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "dg_pass_mb_order.h"
+#include "dg_pass_pp_sched.h"
 #include "dg_reemit.h"
 #include "dg_verify.h"
 
@@ -105,11 +106,13 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
     case DG_STAGE_LOGICAL: return DG_OK;
     case DG_STAGE_EP: {
         int st = DG_OK;
-        for (int pass = 0; pass < 2 && st == DG_OK; pass++) { /* tp, then ep */
+        int passes = o->pp.size > 1 ? 3 : 2;
+        for (int pass = 0; pass < passes && st == DG_OK; pass++) { /* tp, ep, then pp */
             dg_graph *out = NULL;
             int *next = dg_malloc(sizeof(int) * (size_t)DG_MAX(r->g->n_tensors, 1));
-            st = pass == 0 ? dg_pass_tp(r->g, DG_MAX(o->tp_size, 1), &out, next, err)
-                           : dg_pass_ep(r->g, &o->ep, &out, next, err);
+            st = pass == 0   ? dg_pass_tp(r->g, DG_MAX(o->tp_size, 1), &out, next, err)
+                 : pass == 1 ? dg_pass_ep(r->g, &o->ep, &out, next, err)
+                             : dg_pass_pp(r->g, &o->pp, &out, next, &r->pp, err);
             if (st == DG_OK) {
                 compose(r, next);
                 dg_graph_free(r->g);
@@ -121,6 +124,7 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
     }
     case DG_STAGE_AUTODIFF: {
         int loss = dg_pipeline_map(r, 0, o->loss);
+        if (loss < 0 && o->pp.size > 1) return dg_pass_pp_autodiff(g, &r->pp, -1, o->autodiff, err);
         if (loss < 0) return dg_err_set(err, DG_EINTERNAL, "the loss did not survive the parallel passes");
         if (o->n_microbatches > 1) { /* the step's loss is the micro-batches' mean */
             dg_attrs a;
@@ -129,11 +133,14 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
             loss = dg_graph_add(g, o->scale, &a, &loss, 1, NULL, "loss/microbatches");
             if (loss < 0) return dg_err_set(err, g->status, "%s", g->err.msg);
         }
+        if (o->pp.size > 1) return dg_pass_pp_autodiff(g, &r->pp, loss, o->autodiff, err);
         return dg_autodiff(g, loss, o->autodiff, NULL, err);
     }
     case DG_STAGE_RECOMPUTE: return DG_OK;
     case DG_STAGE_MICROBATCHES: return instantiate(r, o, err);
-    case DG_STAGE_SCHEDULE: return dg_pass_mb_order(g, NULL, err);
+    case DG_STAGE_SCHEDULE:
+        if (o->pp.size > 1) return dg_pass_pp_schedule(g, &o->pp, o->n_microbatches, NULL, err);
+        return dg_pass_mb_order(g, NULL, err);
     case DG_STAGE_DP:
         if (!o->dp) return DG_OK;
         g->mesh[DG_AXIS_DP] = o->dp->dp_size; /* the mesh as the DP pass sees it */
@@ -174,6 +181,7 @@ int dg_pipeline_run(const dg_graph *logical, const dg_pipeline_opts *o, dg_pipel
 void dg_pipeline_result_free(dg_pipeline_result *r) {
     dg_dp_buckets_free(&r->buckets);
     dg_optim_free(&r->optim);
+    dg_pp_bounds_free(&r->pp);
     dg_free(r->tmap);
     if (r->g) dg_graph_free(r->g);
     memset(r, 0, sizeof *r);

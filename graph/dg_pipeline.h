@@ -9,8 +9,10 @@
  *                 weights placed over tp local shards and inserts the
  *                 collectives where layouts meet, then EP
  *                 (graph/passes/dg_pass_ep.h) makes expert weights local
- *                 slices and lowers each moe_experts node; SP, CP and PP
- *                 passes go here next
+ *                 slices and lowers each moe_experts node, then PP
+ *                 (graph/passes/dg_pass_pp.h) keeps this rank's pipeline
+ *                 stage and puts send/recv pairs at its boundaries; SP and
+ *                 CP passes go here next
  *   autodiff      backward of the micro-batch from its loss (scaled by
  *                 1 / micro-batches, so the step's gradient is the mean)
  *   recompute     (slot: activation recompute)
@@ -20,8 +22,8 @@
  *                 order (fixed, so results are deterministic)
  *   schedule      ordering edges: micro-batches first to last, each one's
  *                 forward and backward before the next starts
- *                 (graph/passes/dg_pass_mb_order.h); a pipeline schedule
- *                 goes here next
+ *                 (graph/passes/dg_pass_mb_order.h); under PP the
+ *                 pipeline schedule instead (graph/passes/dg_pass_pp_sched.h)
  *   dp            data parallelism: bucketed gradient reduction, the
  *                 distributed optimizer's reduce-scatter and parameter
  *                 gathers (dg_pass_dp.h)
@@ -39,6 +41,7 @@
 #include "dg_pass_dp.h"
 #include "dg_pass_ep.h"
 #include "dg_pass_optim.h"
+#include "dg_pass_pp.h"
 #include "dg_pass_tp.h"
 
 typedef enum dg_stage {
@@ -71,6 +74,7 @@ typedef struct dg_pipeline_opts {
     const dg_optim_opts *optim;
     dg_stage stop_after;        /* DG_STAGE_OPTIMIZER: run everything */
     const char *step_name;      /* the step graph's name */
+    dg_pp_opts pp;              /* pipeline parallelism (size <= 1: none; dg_pass_pp.h) */
 } dg_pipeline_opts;
 
 typedef struct dg_pipeline_result {
@@ -83,6 +87,7 @@ typedef struct dg_pipeline_result {
                           * microbatches stage one row */
     dg_dp_buckets buckets; /* the DP stage's buckets */
     dg_optim optim;        /* the optimizer stage's tensors (when it ran) */
+    dg_pp_bounds pp;       /* PP: this stage's boundaries (in the graph after ep) */
 } dg_pipeline_result;
 
 /* Run the pipeline on `logical` (not modified). Returns DG_OK, or an error

@@ -86,6 +86,13 @@ typedef struct dg_train_config {
     /* derived by dg_train_config_finish (dp_size set by the trainer from the grid first) */
     int dp_size;          /* data shards: Megatron's data-parallel size (EP x DP ranks) */
     int num_microbatches; /* global batch / (micro batch x dp) */
+
+    /* pipeline parallelism (graph/passes/dg_pass_pp.h, train/dg_train_pp.h) */
+    int decoder_first_pipeline_num_layers; /* --decoder-first-pipeline-num-layers (0: even split) */
+    int decoder_last_pipeline_num_layers;  /* --decoder-last-pipeline-num-layers (0: even split) */
+    int num_layers_per_virtual_pipeline_stage; /* --num-layers-per-virtual-pipeline-stage (0: none) */
+    int num_virtual_stages_per_pipeline_rank;  /* --num-virtual-stages-per-pipeline-rank (0: none) */
+    char pipeline_schedule[DG_ARG_STR_LEN];    /* --pipeline-schedule 1f1b|all-forward-all-backward */
 } dg_train_config;
 
 void dg_train_config_defaults(dg_train_config *c);
