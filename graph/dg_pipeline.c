@@ -71,6 +71,7 @@ static int instantiate(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_err 
     int n = o->n_microbatches;
     dg_graph *step = dg_graph_new(o->step_name ? o->step_name : "step");
     memcpy(step->mesh, mbg->mesh, sizeof step->mesh);
+    dg_graph_set_stage(step, mbg->cur_stage); /* PP: the nodes the step adds are this stage's */
     int *maps = dg_malloc(sizeof(int) * (size_t)n * (size_t)DG_MAX(mbg->n_tensors, 1));
     int st = DG_OK;
     for (int mb = 0; mb < n && st == DG_OK; mb++) {

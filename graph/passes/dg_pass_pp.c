@@ -208,6 +208,7 @@ int dg_pass_pp(const dg_graph *src, const dg_pp_opts *o, dg_graph **out, int *tm
     cut c = {src, o, dg_graph_new(src->name), dg_malloc(sizeof(int) * (size_t)DG_MAX(src->n_nodes, 1)), tmap, b, 0, 0};
     memcpy(c.g->mesh, src->mesh, sizeof c.g->mesh);
     c.g->mesh[DG_AXIS_PP] = o->size;
+    dg_graph_set_stage(c.g, o->rank); /* every node made here and later (autodiff, DP, optimizer) */
     for (int t = 0; t < src->n_tensors; t++) tmap[t] = -1;
     stamp_stages(src, o, c.stage);
     /* Leaves first, in src's order, as dg_reemit does: parameters keep the
