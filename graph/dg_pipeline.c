@@ -140,18 +140,23 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
     case DG_STAGE_RECOMPUTE: return DG_OK;
     case DG_STAGE_MICROBATCHES: return instantiate(r, o, err);
     case DG_STAGE_SCHEDULE:
-        if (o->pp.size > 1) return dg_pass_pp_schedule(g, &o->pp, o->n_microbatches, NULL, err);
-        return dg_pass_mb_order(g, NULL, err);
-    case DG_STAGE_DP:
+        if (o->pp.size <= 1) return dg_pass_mb_order(g, NULL, err);
+        DG_TRY(dg_pass_pp_schedule(g, &o->pp, o->n_microbatches, NULL, err));
+        DG_TRY(dg_pass_pp_tied(g, &r->pp, o->autodiff, err));
+        return dg_pass_pp_fence(g, err);
+    case DG_STAGE_DP: {
         if (!o->dp) return DG_OK;
         g->mesh[DG_AXIS_DP] = o->dp->dp_size; /* the mesh as the DP pass sees it */
         g->mesh[DG_AXIS_EDP] = o->dp->edp_size;
-        return dg_pass_dp(g, o->dp, &r->buckets, err);
+        /* PP: a tied copy whose gradient the norm counts on another stage */
+        return dg_pass_dp_skip(g, o->dp, r->pp.skip, r->pp.n_skip, &r->buckets, err);
+    }
     case DG_STAGE_OPTIMIZER: {
         if (!o->optim || !o->dp) return DG_OK;
         dg_optim_opts oo = *o->optim;
         oo.buckets = &r->buckets;
-        return dg_pass_optim(g, &oo, &r->optim, err);
+        DG_TRY(dg_pass_optim(g, &oo, &r->optim, err));
+        return o->pp.size > 1 ? dg_pass_pp_fence(g, err) : DG_OK;
     }
     default: return dg_err_set(err, DG_EINTERNAL, "pipeline: stage %d", (int)s);
     }

@@ -55,12 +55,6 @@ int dg_train_pp_check(const dg_train_config *c, dg_err *err) {
     dg_pp_opts o;
     dg_train_pp_opts(c, 0, &o);
     DG_TRY(dg_pp_check(&o, err));
-    if (!c->model.untie_embeddings)
-        return dg_err_set(err, DG_EINPUT,
-                          "--pipeline-model-parallel-size %d with tied embeddings: not supported yet (the "
-                          "embedding group's gradient all-reduce is not built); add "
-                          "--untie-embeddings-and-output-weights",
-                          p);
     if (c->save[0] || c->load[0])
         return dg_err_set(err, DG_EINPUT, "--pipeline-model-parallel-size %d: %s is not supported yet under "
                           "pipeline parallelism", p, c->save[0] ? "--save" : "--load");

@@ -5,8 +5,7 @@
  * Under --pipeline-model-parallel-size p > 1 the step pipeline's PP pass
  * (graph/passes/dg_pass_pp.h) gives each rank its stage's graph; the
  * schedule (--pipeline-schedule, graph/passes/dg_pass_pp_sched.h) orders
- * its micro-batches. Not built yet, and refused with one line: tied
- * embeddings (--untie-embeddings-and-output-weights is required),
+ * its micro-batches. Not built yet, and refused with one line:
  * checkpoints (--save / --load) and interleaved 1F1B (virtual stages; their
  * sizes are checked first).
  */

@@ -54,6 +54,7 @@ static unsigned norm_mask(const optim_pass *s, const dg_dp_bucket *b) {
 
 /* 1a. Bucket i's partial sums of squares. */
 static int bucket_partials(optim_pass *s, const dg_dp_bucket *b, int i) {
+    if (b->norm_skip) return DG_OK; /* counted on another pipeline stage */
     unsigned mask = norm_mask(s, b);
     dg_attrs a;
     memset(&a, 0, sizeof a);

@@ -72,6 +72,8 @@ int dg_pp_stage_of_layer(const dg_pp_opts *o, int l) {
 void dg_pp_bounds_free(dg_pp_bounds *b) {
     dg_free(b->in);
     dg_free(b->out);
+    dg_free(b->shared);
+    dg_free(b->skip);
     memset(b, 0, sizeof *b);
 }
 
@@ -198,6 +200,35 @@ static int add_sends(cut *c) {
     return st;
 }
 
+/* Parameters this stage reads that another stage reads too: at most one
+ * other (the tied embedding: first and last stage). */
+static int find_shared(cut *c, dg_err *err) {
+    const dg_graph *src = c->src;
+    int s = c->o->rank;
+    for (int t = 0; t < src->n_tensors; t++) {
+        if (src->tensors[t].role != DG_ROLE_PARAMETER || c->tmap[t] < 0) continue;
+        int other = -1, n_other = 0;
+        for (int v = 0; v < src->n_nodes; v++)
+            for (int k = 0; k < src->nodes[v].n_in; k++)
+                if (src->nodes[v].in[k] == t && c->stage[v] != s && c->stage[v] != other) {
+                    other = c->stage[v];
+                    n_other++;
+                }
+        if (n_other == 0) continue;
+        if (n_other > 1)
+            return dg_err_set(err, DG_EINPUT, "pp: parameter '%s' is read on more than two pipeline stages",
+                              src->tensors[t].name);
+        dg_pp_shared sh;
+        memset(&sh, 0, sizeof sh);
+        snprintf(sh.name, sizeof sh.name, "%s", src->tensors[t].name);
+        sh.peer = other - s;
+        sh.slot = t + 1;
+        c->b->shared = dg_realloc(c->b->shared, sizeof sh * (size_t)(c->b->n_shared + 1));
+        c->b->shared[c->b->n_shared++] = sh;
+    }
+    return DG_OK;
+}
+
 int dg_pass_pp(const dg_graph *src, const dg_pp_opts *o, dg_graph **out, int *tmap, dg_pp_bounds *b,
                dg_err *err) {
     *out = NULL;
@@ -221,6 +252,12 @@ int dg_pass_pp(const dg_graph *src, const dg_pp_opts *o, dg_graph **out, int *tm
     for (int t = 0; t < src->n_tensors && st == 0; t++)
         if (read[t] && src->tensors[t].producer < 0) st = map_input(&c, t, -1) < 0 ? -1 : 0;
     dg_free(read);
+    if (st == 0 && find_shared(&c, err) != DG_OK) {
+        dg_free(c.stage);
+        dg_graph_free(c.g);
+        dg_pp_bounds_free(b);
+        return DG_EINPUT;
+    }
     for (int v = 0; v < src->n_nodes && st == 0; v++)
         if (c.stage[v] == o->rank) st = copy_node(&c, &src->nodes[v]);
     if (st == 0) st = add_sends(&c);
@@ -296,5 +333,56 @@ int dg_pass_pp_autodiff(dg_graph *g, const dg_pp_bounds *b, int loss, const dg_a
     dg_graph_set_phase(g, DG_PHASE_FORWARD);
     dg_graph_set_layer(g, -1);
     if (g->status != DG_OK) return dg_err_set(err, g->status, "pp: %s", g->err.msg);
+    return DG_OK;
+}
+
+/* ---- tied parameters ------------------------------------------------------------------- */
+
+int dg_pass_pp_tied(dg_graph *g, dg_pp_bounds *b, const dg_autodiff_ops *ops, dg_err *err) {
+    /* phase optimizer, as Megatron's embedding all-reduce runs when the
+     * gradients are final (dg_pass_pp_fence orders it after the blocks) */
+    dg_graph_set_phase(g, DG_PHASE_OPTIMIZER);
+    dg_graph_set_microbatch(g, -1);
+    for (int i = 0; i < b->n_shared && g->status == DG_OK; i++) {
+        const dg_pp_shared *sh = &b->shared[i];
+        int p = -1;
+        for (int t = 0; t < g->n_tensors && p < 0; t++)
+            if (g->tensors[t].role == DG_ROLE_PARAMETER && !strcmp(g->tensors[t].name, sh->name)) p = t;
+        if (p < 0) return dg_err_set(err, DG_EINTERNAL, "pp: tied parameter '%s' is not on this stage", sh->name);
+        dg_graph_set_layer(g, g->tensors[p].layer);
+        int mine = g->tensors[p].grad >= 0 ? g->tensors[p].grad : zeros_like(g, ops, p);
+        int send = mine < 0 ? -1 : dg_send(g, mine, DG_AXIS_PP, g->mesh[DG_AXIS_PP], sh->peer);
+        const dg_tensor *x = &g->tensors[p];
+        int theirs = send < 0 ? -1 : dg_recv(g, DG_AXIS_PP, g->mesh[DG_AXIS_PP], sh->peer, DG_F32, x->ndim, x->shape);
+        if (theirs < 0) break;
+        int recv = g->tensors[theirs].producer;
+        tag(g, send, sh->slot);
+        tag(g, recv, sh->slot);
+        snprintf(g->nodes[send].name, DG_NAME_LEN, "pp/tied/send/%.*s", DG_NAME_LEN - 14, sh->name);
+        snprintf(g->nodes[recv].name, DG_NAME_LEN, "pp/tied/recv/%.*s", DG_NAME_LEN - 14, sh->name);
+        dg_graph_add_order(g, send, recv); /* a recv blocks the comm stream: ours goes out first */
+        dg_graph_set_phase(g, DG_PHASE_BACKWARD);
+        /* first stage's + last stage's, on both */
+        int in[2] = {sh->peer > 0 ? mine : theirs, sh->peer > 0 ? theirs : mine};
+        int sum = dg_graph_add(g, ops->add, NULL, in, 2, NULL, NULL);
+        if (sum < 0) break;
+        dg_tensor *old = &g->tensors[mine], *gt = &g->tensors[sum];
+        gt->role = DG_ROLE_GRADIENT;
+        gt->layer = g->tensors[p].layer;
+        snprintf(gt->name, sizeof gt->name, "grad/%.*s", DG_NAME_LEN - 6, sh->name);
+        if (old->role == DG_ROLE_GRADIENT) {
+            old->role = DG_ROLE_ACTIVATION;
+            snprintf(old->name, sizeof old->name, "grad/stage/%.*s", DG_NAME_LEN - 12, sh->name);
+        }
+        g->tensors[p].grad = sum;
+        dg_graph_set_phase(g, DG_PHASE_OPTIMIZER);
+        if (sh->peer < 0) { /* the later stage's copy: the norm counts the earlier one */
+            b->skip = dg_realloc(b->skip, sizeof(int) * (size_t)(b->n_skip + 1));
+            b->skip[b->n_skip++] = p;
+        }
+    }
+    dg_graph_set_phase(g, DG_PHASE_FORWARD);
+    dg_graph_set_layer(g, -1);
+    if (g->status != DG_OK) return dg_err_set(err, g->status, "pp: tied parameters: %s", g->err.msg);
     return DG_OK;
 }

@@ -28,10 +28,10 @@
  *    is sent back (recv's adjoint; zeros when nothing here reaches the
  *    loss, so the sender is never left waiting).
  *
- * Tied embeddings (the output layer reading the word embedding) would put
- * one parameter on the first and the last stage; the trainer refuses that
- * under PP (--untie-embeddings-and-output-weights is required) until the
- * embedding group's gradient all-reduce is built.
+ * Tied embeddings (the output layer reading the word embedding) put one
+ * parameter on the first and the last stage: each keeps a copy, and
+ * dg_pass_pp_tied sums their gradients between the two (Megatron's
+ * embedding group all-reduce, as a send/recv pair each way).
  *
  * The schedule (dg_pass_pp_sched.h) orders each rank's forward and
  * backward blocks of all micro-batches.
@@ -83,10 +83,22 @@ typedef struct dg_pp_bound {
     int t, peer, slot;
 } dg_pp_bound;
 
+/* A parameter this stage and another both read (the word embedding, tied
+ * to the output layer): each holds a copy, and their gradients are summed
+ * between the two (dg_pass_pp_tied). */
+typedef struct dg_pp_shared {
+    char name[DG_NAME_LEN];
+    int peer, slot;
+} dg_pp_shared;
+
 typedef struct dg_pp_bounds {
     int n_in, n_out;
     dg_pp_bound *in;  /* received tensors (their recv's output) */
     dg_pp_bound *out; /* sent tensors */
+    int n_shared;
+    dg_pp_shared *shared;
+    int n_skip;
+    int *skip;        /* dg_pass_pp_tied: the copies the gradient norm leaves out */
 } dg_pp_bounds;
 
 void dg_pp_bounds_free(dg_pp_bounds *b);
@@ -101,5 +113,14 @@ int dg_pass_pp(const dg_graph *src, const dg_pp_opts *o, dg_graph **out, int *tm
  * last stage, -1 on the others. */
 int dg_pass_pp_autodiff(dg_graph *g, const dg_pp_bounds *b, int loss, const dg_autodiff_ops *ops,
                         dg_err *err);
+
+/* Tied parameters (Megatron's embedding group), on the step graph after
+ * the micro-batches' gradients are summed: each stage sends its gradient
+ * of the shared parameter to the other, receives the other's, and both
+ * make the parameter's gradient first stage's + last stage's (the same
+ * bits on both, so both copies take the same update). The copy on the
+ * later stage goes to b->skip: the gradient norm counts it once, on the
+ * earlier stage. */
+int dg_pass_pp_tied(dg_graph *g, dg_pp_bounds *b, const dg_autodiff_ops *ops, dg_err *err);
 
 #endif /* DG_PASS_PP_H */

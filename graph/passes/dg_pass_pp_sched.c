@@ -18,10 +18,12 @@ void dg_pp_schedule_blocks(const dg_pp_opts *o, int n_mb, int *seq) {
 }
 
 /* Node v's block: 2 mb (forward) or 2 mb + 1 (backward); -1 outside any
- * micro-batch. */
-static int block_of(const dg_node *n) {
-    if (n->microbatch < 0) return -1;
-    return 2 * n->microbatch + (n->phase == DG_PHASE_FORWARD ? 0 : 1);
+ * micro-batch. With one micro-batch the step's nodes carry no micro-batch
+ * stamp (dg_pipeline.h), and all of them, before DP, are its. */
+static int block_of(const dg_node *n, int n_mb) {
+    int mb = n_mb == 1 && n->microbatch < 0 ? 0 : n->microbatch;
+    if (mb < 0) return -1;
+    return 2 * mb + (n->phase == DG_PHASE_FORWARD ? 0 : 1);
 }
 
 /* has_pred[v] / has_succ[v]: a data or ordering edge links v to a node of
@@ -45,7 +47,7 @@ static void same_block_links(const dg_graph *g, const int *blk, char *has_pred, 
 int dg_pass_pp_schedule(dg_graph *g, const dg_pp_opts *o, int n_mb, int *n_edges, dg_err *err) {
     int nn = g->n_nodes, added = 0;
     int *blk = dg_malloc(sizeof(int) * (size_t)DG_MAX(nn, 1));
-    for (int v = 0; v < nn; v++) blk[v] = block_of(&g->nodes[v]);
+    for (int v = 0; v < nn; v++) blk[v] = block_of(&g->nodes[v], n_mb);
     char *has_pred = dg_calloc((size_t)DG_MAX(nn, 1), 1), *has_succ = dg_calloc((size_t)DG_MAX(nn, 1), 1);
     same_block_links(g, blk, has_pred, has_succ);
     int *seq = dg_malloc(sizeof(int) * (size_t)DG_MAX(2 * n_mb, 1));
@@ -68,5 +70,18 @@ int dg_pass_pp_schedule(dg_graph *g, const dg_pp_opts *o, int n_mb, int *n_edges
     dg_free(blk);
     if (n_edges) *n_edges = added;
     if (g->status != DG_OK) return dg_err_set(err, DG_EINTERNAL, "pipeline schedule: %s", g->err.msg);
+    return DG_OK;
+}
+
+int dg_pass_pp_fence(dg_graph *g, dg_err *err) {
+    int prev = -1;
+    for (int u = 0; u < g->n_nodes; u++) {
+        if (g->nodes[u].group != DG_AXIS_PP || g->nodes[u].phase != DG_PHASE_OPTIMIZER) continue;
+        for (int v = 0; v < g->n_nodes; v++)
+            if (g->nodes[v].group == DG_AXIS_PP && g->nodes[v].phase != DG_PHASE_OPTIMIZER) dg_graph_add_order(g, v, u);
+        if (prev >= 0) dg_graph_add_order(g, prev, u); /* the same order on every stage: the passes' */
+        prev = u;
+    }
+    if (g->status != DG_OK) return dg_err_set(err, DG_EINTERNAL, "pipeline fence: %s", g->err.msg);
     return DG_OK;
 }

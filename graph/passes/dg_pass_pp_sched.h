@@ -32,4 +32,12 @@ void dg_pp_schedule_blocks(const dg_pp_opts *o, int n_mb, int *seq);
  * micro-batches). *n_edges (may be NULL): how many. */
 int dg_pass_pp_schedule(dg_graph *g, const dg_pp_opts *o, int n_mb, int *n_edges, dg_err *err);
 
+/* The nodes of phase optimizer that talk over the pipeline group (the tied
+ * embedding's gradient exchange, the gradient norm's all-gather) wait for
+ * every p2p node of the micro-batches, and run in the order the passes
+ * made them, on every stage: the comm stream runs in order, and such a
+ * node blocking ahead of a send another stage waits for would deadlock
+ * the pipeline. */
+int dg_pass_pp_fence(dg_graph *g, dg_err *err);
+
 #endif /* DG_PASS_PP_SCHED_H */

@@ -11,7 +11,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 ARCH=($(cat "$(dirname "$0")/../common/moe_arch.flags"))
 common=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 4 --hidden-size 64 --seq-length 32 --micro-batch-size 2
         --global-batch-size 8 --num-experts 0 --train-iters 5 --lr 1e-3 --log-interval 1
-        --lr-decay-style constant --num-attention-heads 4 --eval-iters 0 --untie-embeddings-and-output-weights)
+        --lr-decay-style constant --num-attention-heads 4 --eval-iters 0)
 run() {
     local np=$1
     shift

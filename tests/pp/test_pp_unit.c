@@ -85,7 +85,8 @@ static void test_1f1b_blocks(void **state) {
 
 /* Stage `rank` of `size` of the tiny model (4 layers), through the
  * pipeline up to `stop`. */
-static int g_seq = 32; /* the model's sequence length */
+static int g_seq = 32;  /* the model's sequence length */
+static int g_untie = 1; /* 0: the output layer reads the word embedding */
 static dg_pipeline_result stage_graph(int size, int rank, int n_mb, dg_pp_schedule sched, dg_stage stop,
                                       dg_model_io *io) {
     dg_model_config c;
@@ -93,7 +94,7 @@ static dg_pipeline_result stage_graph(int size, int rank, int n_mb, dg_pp_schedu
     c.seq_length = g_seq;
     c.num_layers = 4;
     c.num_experts = 0;
-    c.untie_embeddings = 1;
+    c.untie_embeddings = g_untie;
     dg_graph *g = dg_graph_new("logical");
     dg_err err = {{0}};
     if (dg_model_build_forward(g, &c, io, &err) != DG_OK) fail_msg("%s", err.msg);
@@ -161,6 +162,27 @@ static void test_stage_graphs(void **state) {
     for (int s = 0; s < 2; s++) dg_pipeline_result_free(&r[s]);
 }
 
+/* Tied embeddings: both ends hold the word embedding, exchange its summed
+ * gradient after the micro-batches (a send and a recv each, phase
+ * optimizer), and only the first stage's copy counts in the norm. */
+static void test_tied(void **state) {
+    (void)state;
+    dg_model_io io;
+    g_untie = 0;
+    for (int s = 0; s < 4; s++) {
+        int end = s == 0 || s == 3;
+        dg_pipeline_result r = stage_graph(4, s, 2, DG_PP_1F1B, DG_STAGE_SCHEDULE, &io);
+        int has = has_param(r.g, "embedding.word_embeddings.weight"), tied = 0;
+        for (int v = 0; v < r.g->n_nodes; v++)
+            tied += r.g->nodes[v].group == DG_AXIS_PP && r.g->nodes[v].phase == DG_PHASE_OPTIMIZER;
+        assert_int_equal(has, end);
+        assert_int_equal(tied, end ? 2 : 0);
+        assert_int_equal(r.pp.n_skip, s == 3);
+        dg_pipeline_result_free(&r);
+    }
+    g_untie = 1;
+}
+
 static size_t planned_peak(int rank, dg_pp_schedule sched) {
     dg_model_io io;
     dg_pipeline_result r = stage_graph(4, rank, 8, sched, DG_STAGE_SCHEDULE, &io);
@@ -193,7 +215,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split),         cmocka_unit_test(test_split_refusals),
         cmocka_unit_test(test_1f1b_blocks),   cmocka_unit_test(test_stage_graphs),
-        cmocka_unit_test(test_1f1b_memory),
+        cmocka_unit_test(test_1f1b_memory),   cmocka_unit_test(test_tied),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
