@@ -33,6 +33,7 @@
 #include "dg_model.h"
 #include "dg_op_basic.h"
 #include "dg_pipeline.h"
+#include "dg_train_pp.h"
 #include "dg_train_config.h"
 #include "dg_verify.h"
 
@@ -158,14 +159,22 @@ static int build(dg_graph **out, dump_cfg *c, dg_err *err) {
     DG_TRY(pick_stage(c, &stage, err));
     const dg_model_config *m = &c->train.model;
     int ep = DG_MAX(m->expert_model_parallel_size, 1), tp = DG_MAX(c->train.tensor_model_parallel_size, 1);
-    int world = c->world_size > 0 ? c->world_size : ep * tp;
+    int pp = DG_MAX(c->train.pipeline_model_parallel_size, 1); /* pipeline stages: the outermost axis */
+    DG_TRY(dg_train_pp_check(&c->train, err));
+    int world = c->world_size > 0 ? c->world_size : ep * tp * pp;
+    if (world % pp != 0)
+        return dg_err_set(err, DG_EINPUT, "--world-size %d: expected a multiple of --pipeline-model-parallel-size %d",
+                          world, pp);
+    int pp_rank = c->rank / (world / pp);
+    world /= pp;
     if (world % (ep * tp) != 0)
         return dg_err_set(err, DG_EINPUT,
                           "--world-size %d: expected a multiple of --tensor-model-parallel-size %d x "
                           "--expert-model-parallel-size %d",
                           world, tp, ep);
-    if (c->rank >= world)
-        return dg_err_set(err, DG_EINPUT, "--rank %d: expected 0..%d (--world-size %d)", c->rank, world - 1, world);
+    if (c->rank >= world * pp)
+        return dg_err_set(err, DG_EINPUT, "--rank %d: expected 0..%d (--world-size %d)", c->rank, world * pp - 1,
+                          world * pp);
     world /= tp; /* the ranks that reduce gradients: the tp ranks of a group hold one model replica */
     dg_graph *logical = dg_graph_new(c->graph);
     dg_model_io io;
@@ -181,6 +190,7 @@ static int build(dg_graph **out, dump_cfg *c, dg_err *err) {
                            .autodiff = dg_ops_autodiff(), .scale = &dg_op_scale, .dp = &dpo,
                            .stop_after = stage, .step_name = c->graph, .tp_size = tp};
     po.ep = (dg_pass_ep_opts){ep, m->moe_token_dispatcher_type, DG_MAX(m->moe_a2a_overlap_chunks, 1), 0};
+    dg_train_pp_opts(&c->train, pp_rank, &po.pp); /* --rank's pipeline stage */
     dg_pipeline_result r;
     if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);
     dg_graph_free(logical);

@@ -45,6 +45,18 @@ refuse 2 "--num-layers-per-virtual-pipeline-stage 3: --num-layers 4 is not a mul
 refuse 2 "--num-virtual-stages-per-pipeline-rank 4: --num-layers 4 is not a multiple" \
     --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 4
 refuse 1 "--decoder-first-pipeline-num-layers needs --pipeline-model-parallel-size > 1" --decoder-first-pipeline-num-layers 1
+# `dagatron dump` shows a stage's graph: --rank picks the stage
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+for r in 0 1; do
+    "$exe" dump --num-experts 0 --num-layers 4 --pipeline-model-parallel-size 2 --rank $r --graph step \
+        --global-batch-size 8 --micro-batch-size 2 -o "$TMP/s$r.json" || fail "dump --rank $r"
+done
+grep -q '"pp/send/' "$TMP/s0.json" || fail "stage 0 sends nothing"
+grep -q '"pp/recv_grad/' "$TMP/s0.json" || fail "stage 0 receives no gradient"
+grep -q '"pp/recv/' "$TMP/s1.json" || fail "stage 1 receives nothing"
+grep -q '"pp/send_grad/' "$TMP/s1.json" || fail "stage 1 sends no gradient back"
+! grep -q '"pp/recv/' "$TMP/s0.json" || fail "stage 0 receives activations"
 # exit status 2 itself, from a single process
 rc=0
 "$exe" train "${common[@]}" --pipeline-model-parallel-size 2 --num-layers 3 >/dev/null 2>&1 || rc=$?
