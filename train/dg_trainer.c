@@ -308,7 +308,8 @@ static int fill_microbatch(trainer *t, int split, int mb, int64_t consumed, dg_e
         t->hooks->on_batch(t->hooks->ctx, t->iteration, mb, t->batch, (int)B, (int)S);
     /* Under PP the first stage holds the tokens, the last the targets
      * and the mask (-1 elsewhere); every stage checks the batch. */
-    int32_t *tok = io->tokens >= 0 ? t->ptrs[io->tokens] : NULL, *tgt = io->targets >= 0 ? t->ptrs[io->targets] : NULL;
+    int32_t *tok = io->tokens >= 0 ? t->ptrs[io->tokens] : NULL;
+    int32_t *tgt = io->targets >= 0 ? t->ptrs[io->targets] : NULL;
     float *mask = io->loss_mask >= 0 ? t->ptrs[io->loss_mask] : NULL;
     for (int64_t b = 0; b < B; b++)
         for (int64_t s = 0; s < S; s++) {

@@ -26,51 +26,16 @@
 #include <string.h>
 
 #include "dg_layout.h"
+#include "dg_train_record.h"
 #include "dg_trainer.h"
 
-#define MAX_ITERS 64
-#define MAX_PARAMS 256
 #define RTOL 1e-5
 
-typedef struct record {
-    int n_iters;
-    double loss[MAX_ITERS], gnorm[MAX_ITERS];
-    int n_params;
-    char name[MAX_PARAMS][DG_NAME_LEN];
-    dg_tensor t[MAX_PARAMS];
-    int64_t numel[MAX_PARAMS];
-    float *values[MAX_PARAMS];
-} record;
-
-static void on_iteration(void *ctx, int it, double lm, double aux, double z, double gnorm, double lr) {
-    record *r = ctx;
-    (void)aux, (void)z, (void)lr;
-    if (it - 1 < MAX_ITERS) {
-        r->loss[it - 1] = lm;
-        r->gnorm[it - 1] = gnorm;
-        r->n_iters = it;
-    }
-}
-
-static void on_final(void *ctx, const dg_tensor *t, const float *v) {
-    record *r = ctx;
-    if (r->n_params >= MAX_PARAMS) return;
-    int i = r->n_params++;
-    snprintf(r->name[i], DG_NAME_LEN, "%s", t->name);
-    r->t[i] = *t;
-    r->numel[i] = dg_tensor_numel(t);
-    r->values[i] = dg_malloc(sizeof(float) * (size_t)DG_MAX(r->numel[i], 1));
-    memcpy(r->values[i], v, sizeof(float) * (size_t)r->numel[i]);
-}
-
-static void record_free(record *r) {
-    for (int i = 0; i < r->n_params; i++) dg_free(r->values[i]);
-    memset(r, 0, sizeof *r);
-}
 
 /* single: every model-parallel size 1 (the reference). schedule: NULL or
  * the --pipeline-schedule to use. */
-static int train(int argc, char **argv, int first, int single, const char *schedule, MPI_Comm comm, record *r,
+static int train(int argc, char **argv, int first, int single, const char *schedule, MPI_Comm comm,
+                 dg_train_record *r,
                  dg_train_config *out) {
     dg_train_config c;
     dg_train_config_defaults(&c);
@@ -85,8 +50,8 @@ static int train(int argc, char **argv, int first, int single, const char *sched
     }
     if (schedule) snprintf(c.pipeline_schedule, sizeof c.pipeline_schedule, "%s", schedule);
     memset(r, 0, sizeof *r);
-    dg_train_hooks hooks = {.ctx = r, .on_iteration = on_iteration};
-    dg_train_final fin = {r, on_final};
+    dg_train_hooks hooks = {.ctx = r, .on_iteration = dg_rec_on_iteration};
+    dg_train_final fin = {r, dg_rec_on_final};
     dg_train_result res;
     int st = dg_train_on(&c, comm, &hooks, &fin, &res, &err);
     if (out) *out = c;
@@ -100,10 +65,10 @@ static int train(int argc, char **argv, int first, int single, const char *sched
 static double rel(double a, double b) { return fabs(a - b) / DG_MAX(fabs(a), 1e-30); }
 
 /* The reference's parameters and losses from rank 0 to every rank. */
-static void bcast_record(record *r, int rank) {
+static void bcast_record(dg_train_record *r, int rank) {
     MPI_Bcast(&r->n_iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    MPI_Bcast(r->loss, MAX_ITERS, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    MPI_Bcast(r->gnorm, MAX_ITERS, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(r->loss, DG_REC_MAX_ITERS, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(r->gnorm, DG_REC_MAX_ITERS, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Bcast(&r->n_params, 1, MPI_INT, 0, MPI_COMM_WORLD);
     for (int i = 0; i < r->n_params; i++) {
         MPI_Bcast(r->name[i], DG_NAME_LEN, MPI_CHAR, 0, MPI_COMM_WORLD);
@@ -129,7 +94,8 @@ static void grid_of(const dg_train_config *c, int rank, int world, int *mesh, in
 
 /* Compare what this rank holds with the reference; mark held[] the
  * reference parameters it holds. Returns 1 on a mismatch. */
-static int compare_params(const record *pp, const record *ref, const int *mesh, const int *coord, int *held,
+static int compare_params(const dg_train_record *pp, const dg_train_record *ref, const int *mesh, const int *coord,
+                          int *held,
                           double *worst) {
     int fail = 0;
     for (int i = 0; i < pp->n_params; i++) {
@@ -167,7 +133,7 @@ int main(int argc, char **argv) {
     int first = 1, schedules = 0, fail = 0;
     if (argc > 1 && !strcmp(argv[1], "--check-schedules")) schedules = 1, first = 2;
 
-    record ref = {0}, pp = {0}, pp2 = {0};
+    dg_train_record ref = {0}, pp = {0}, pp2 = {0};
     if (rank == 0) {
         printf("== reference: 1 rank\n");
         fflush(stdout);
@@ -231,9 +197,9 @@ int main(int argc, char **argv) {
                wmax[0], wmax[1], RTOL, ref.n_params, world);
     dg_free(held);
     dg_free(all);
-    record_free(&ref);
-    record_free(&pp);
-    record_free(&pp2);
+    dg_rec_free(&ref);
+    dg_rec_free(&pp);
+    dg_rec_free(&pp2);
     int any = 0;
     MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0) printf("pp_train_check: %s\n", any ? "FAIL" : "ok");

@@ -155,7 +155,8 @@ static void test_stage_graphs(void **state) {
                 assert_int_equal(m->attrs.i[DG_COLL_PEER], -n->attrs.i[DG_COLL_PEER]);
                 partner++;
             }
-            if (partner != 1) fail_msg("stage %d: node %d '%s' (phase %d): %d partners", s, v, n->name, n->phase, partner);
+            if (partner != 1)
+                fail_msg("stage %d: node %d '%s' (phase %d): %d partners", s, v, n->name, n->phase, partner);
             n_p2p++;
         }
     assert_true(n_p2p >= 4); /* the hidden state forward, its gradient back: a send and a recv each */
