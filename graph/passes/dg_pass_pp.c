@@ -52,12 +52,19 @@ int dg_pp_check(const dg_pp_opts *o, dg_err *err) {
     }
     int middle = p - (f >= 0) - (l >= 0);
     int rest = L - (f >= 0 ? f : 0) - (l >= 0 ? l : 0);
-    if (f == 0 || l == 0 || rest < 0 || (middle == 0 && rest != 0) || (middle > 0 && (rest == 0 || rest % middle)))
+    if (f == 0 || l == 0 || rest < 0 || (middle == 0 && rest != 0) || (middle > 0 && (rest == 0 || rest % middle))) {
+        char given[96];
+        if (f >= 0 && l >= 0)
+            snprintf(given, sizeof given,
+                     "--decoder-first-pipeline-num-layers %d and --decoder-last-pipeline-num-layers %d", f, l);
+        else
+            snprintf(given, sizeof given, "--decoder-%s-pipeline-num-layers %d", f >= 0 ? "first" : "last",
+                     f >= 0 ? f : l);
         return dg_err_set(err, DG_EINPUT,
-                          "--decoder-first-pipeline-num-layers %d / --decoder-last-pipeline-num-layers %d: the "
-                          "other %d stage(s) must split the remaining %d of --num-layers %d evenly, at least one "
-                          "layer each",
-                          f, l, middle, rest, L);
+                          "%s: the other %d stage(s) must split the remaining %d of --num-layers %d evenly, at least "
+                          "one layer each",
+                          given, middle, rest, L);
+    }
     return DG_OK;
 }
 
