@@ -1,6 +1,7 @@
 /* dg_pass_pp_sched.c — see dg_pass_pp_sched.h. */
 #include "dg_pass_pp_sched.h"
 
+#include "dg_op.h"
 #include "dg_pass_mb_order.h"
 
 void dg_pp_schedule_blocks(const dg_pp_opts *o, int n_mb, int *seq) {
@@ -28,13 +29,48 @@ static int block_of(const dg_node *n, int n_mb) {
     return 2 * mb + (n->phase == DG_PHASE_FORWARD ? 0 : 1);
 }
 
+/* ids[0..n) sorted by their tag slot (insertion sort: a block has a few). */
+static void sort_by_slot(const dg_graph *g, int *ids, int n) {
+    for (int i = 1; i < n; i++)
+        for (int k = i; k > 0 && g->nodes[ids[k - 1]].attrs.i[DG_COLL_TAG] > g->nodes[ids[k]].attrs.i[DG_COLL_TAG];
+             k--) {
+            int t = ids[k];
+            ids[k] = ids[k - 1];
+            ids[k - 1] = t;
+        }
+}
+
+/* Within each block, its PP sends in slot order and its recvs in slot
+ * order: the two sides of a boundary then issue them in the same order,
+ * which a backend without tags (NCCL matches p2p by order) needs. Sends
+ * have no successors and recvs no predecessors, so the chains add no
+ * cycle. */
+static int chain_p2p(dg_graph *g, const int *blk) {
+    int nn = g->n_nodes, added = 0;
+    int *ids = dg_malloc(sizeof(int) * (size_t)DG_MAX(nn, 1));
+    int n_blk = 0;
+    for (int v = 0; v < nn; v++) n_blk = DG_MAX(n_blk, blk[v] + 1);
+    for (int b = 0; b < n_blk; b++)
+        for (int kind = 0; kind < 2; kind++) {
+            int n = 0;
+            for (int v = 0; v < nn; v++)
+                if (blk[v] == b && g->nodes[v].group == DG_AXIS_PP &&
+                    g->nodes[v].op->comm == (kind ? DG_COMM_RECV : DG_COMM_SEND))
+                    ids[n++] = v;
+            sort_by_slot(g, ids, n);
+            for (int k = 1; k < n; k++, added++) dg_graph_add_order(g, ids[k - 1], ids[k]);
+        }
+    dg_free(ids);
+    return added;
+}
+
 int dg_pass_pp_schedule(dg_graph *g, const dg_pp_opts *o, int n_mb, int *n_edges, dg_err *err) {
     int nn = g->n_nodes;
     int *blk = dg_malloc(sizeof(int) * (size_t)DG_MAX(nn, 1));
     int *seq = dg_malloc(sizeof(int) * (size_t)DG_MAX(2 * n_mb, 1));
     for (int v = 0; v < nn; v++) blk[v] = block_of(&g->nodes[v], n_mb);
     dg_pp_schedule_blocks(o, n_mb, seq);
-    int added = dg_order_blocks(g, blk, seq, 2 * n_mb);
+    int added = dg_order_blocks(g, blk, seq, 2 * n_mb) + chain_p2p(g, blk);
     dg_free(seq);
     dg_free(blk);
     if (n_edges) *n_edges = added;
