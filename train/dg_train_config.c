@@ -93,7 +93,7 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--decoder-last-pipeline-num-layers", DG_ARG_INT, T(decoder_last_pipeline_num_layers), "layers on the last pipeline stage (uneven split)", 1, 1 << 16, NULL},
     {"--num-layers-per-virtual-pipeline-stage", DG_ARG_INT, T(num_layers_per_virtual_pipeline_stage), "interleaved 1F1B: layers per virtual stage", 1, 1 << 16, NULL},
     {"--num-virtual-stages-per-pipeline-rank", DG_ARG_INT, T(num_virtual_stages_per_pipeline_rank), "interleaved 1F1B: virtual stages per pipeline rank", 1, 1 << 16, NULL},
-    {"--pipeline-schedule", DG_ARG_CHOICE, T(pipeline_schedule), "order of the micro-batches' forwards and backwards under PP (default 1f1b)", NR, "1f1b|all-forward-all-backward"},
+    {"--pipeline-schedule", DG_ARG_CHOICE, T(pipeline_schedule), "order of the micro-batches' forwards and backwards under PP (default 1f1b)", NR, "1f1b|all-forward-all-backward|zero-bubble-h1"},
     /* checkpoints, logging */
     {"--save", DG_ARG_STRING, T(save), "checkpoint directory to write", NR, NULL},
     {"--load", DG_ARG_STRING, T(load), "checkpoint directory to resume from", NR, NULL},

@@ -92,7 +92,7 @@ typedef struct dg_train_config {
     int decoder_last_pipeline_num_layers;  /* --decoder-last-pipeline-num-layers (0: even split) */
     int num_layers_per_virtual_pipeline_stage; /* --num-layers-per-virtual-pipeline-stage (0: none) */
     int num_virtual_stages_per_pipeline_rank;  /* --num-virtual-stages-per-pipeline-rank (0: none) */
-    char pipeline_schedule[DG_ARG_STR_LEN];    /* --pipeline-schedule 1f1b|all-forward-all-backward */
+    char pipeline_schedule[DG_ARG_STR_LEN];    /* --pipeline-schedule 1f1b|all-forward-all-backward|zero-bubble-h1 */
 } dg_train_config;
 
 void dg_train_config_defaults(dg_train_config *c);

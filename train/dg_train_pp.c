@@ -39,8 +39,8 @@ static int check_virtual(const dg_train_config *c, dg_err *err) {
                           "--pipeline-model-parallel-size %d x %d",
                           vs, L, p, vs);
     return dg_err_set(err, DG_EINPUT,
-                      "%s: interleaved 1F1B (virtual pipeline stages) is not supported yet (1f1b and "
-                      "all-forward-all-backward are)",
+                      "%s: interleaved 1F1B (virtual pipeline stages) is not supported yet (1f1b, "
+                      "all-forward-all-backward and zero-bubble-h1 are)",
                       per ? "--num-layers-per-virtual-pipeline-stage" : "--num-virtual-stages-per-pipeline-rank");
 }
 

@@ -6,7 +6,7 @@
 #include "dg_collective.h"
 #include "dg_reemit.h"
 
-static const char *schedule_names[DG_PP_SCHEDULE_COUNT] = {"1f1b", "all-forward-all-backward"};
+static const char *schedule_names[DG_PP_SCHEDULE_COUNT] = {"1f1b", "all-forward-all-backward", "zero-bubble-h1"};
 
 const char *dg_pp_schedule_name(dg_pp_schedule s) {
     return (unsigned)s < DG_PP_SCHEDULE_COUNT ? schedule_names[s] : "?";
@@ -18,8 +18,8 @@ int dg_pp_schedule_parse(const char *name, dg_pp_schedule *out, dg_err *err) {
             *out = (dg_pp_schedule)s;
             return DG_OK;
         }
-    return dg_err_set(err, DG_EINPUT, "--pipeline-schedule: expected 1f1b or all-forward-all-backward, got '%s'",
-                      name);
+    return dg_err_set(err, DG_EINPUT,
+                      "--pipeline-schedule: expected 1f1b, all-forward-all-backward or zero-bubble-h1, got '%s'", name);
 }
 
 /* ---- the split ------------------------------------------------------------------ */

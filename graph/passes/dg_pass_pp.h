@@ -46,10 +46,11 @@
 typedef enum dg_pp_schedule {
     DG_PP_1F1B = 0,    /* warmup forwards, one forward one backward, cooldown (PipeDream-Flush) */
     DG_PP_FWD_BWD = 1, /* every forward, then every backward (GPipe): the memory baseline */
+    DG_PP_ZB_H1 = 2,   /* 1F1B with each backward split: input gradients (B), then weight gradients (W) */
     DG_PP_SCHEDULE_COUNT
 } dg_pp_schedule;
 
-/* "1f1b", "all-forward-all-backward". */
+/* "1f1b", "all-forward-all-backward", "zero-bubble-h1". */
 const char *dg_pp_schedule_name(dg_pp_schedule s);
 /* Name -> schedule; DG_EINPUT naming --pipeline-schedule and the names. */
 int dg_pp_schedule_parse(const char *name, dg_pp_schedule *out, dg_err *err);

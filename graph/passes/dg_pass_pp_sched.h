@@ -18,15 +18,21 @@
  *   all-forward-all-backward (GPipe): every forward, then every backward;
  *       all m micro-batches' activations are live at once. The memory
  *       baseline 1F1B is measured against.
+ *   zero-bubble-h1 (after Qi et al., 2023): 1F1B's order with each
+ *       backward split in two blocks, B — the input gradients, ending in
+ *       the send upstream — then W — the weight gradients and their
+ *       accumulation — so no weight-gradient work delays a gradient
+ *       another stage waits for, and W fills the wait for the next recv.
+ *       The same micro-batches in flight as 1F1B, so about its memory.
  */
 #ifndef DG_PASS_PP_SCHED_H
 #define DG_PASS_PP_SCHED_H
 
 #include "dg_pass_pp.h"
 
-/* The blocks in order for stage o->rank: seq[k] = 2 mb + (1 for B), 2 m
- * entries. */
-void dg_pp_schedule_blocks(const dg_pp_opts *o, int n_mb, int *seq);
+/* The blocks in order for stage o->rank: seq[k] = 2 mb + (1 for B), or
+ * for ZB-H1 3 mb + (1 for B, 2 for W). Returns the count (2 m or 3 m). */
+int dg_pp_schedule_blocks(const dg_pp_opts *o, int n_mb, int *seq);
 
 /* Add the schedule's edges to g (a stage's step graph with n_mb
  * micro-batches). *n_edges (may be NULL): how many. */

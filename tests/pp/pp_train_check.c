@@ -16,9 +16,9 @@
  *    parameter must be held by some rank (a stage that lost its layers
  *    fails).
  * 3. With --check-schedules: the run again under
- *    --pipeline-schedule all-forward-all-backward must give bitwise the same
- *    losses and parameters (a schedule orders work, it never changes what
- *    is added).
+ *    --pipeline-schedule all-forward-all-backward and zero-bubble-h1 must
+ *    give bitwise the same losses and parameters (a schedule orders work,
+ *    it never changes what is added).
  * Prints the figures; exits non-zero on any mismatch. */
 #include <math.h>
 #include <mpi.h>
@@ -133,7 +133,7 @@ int main(int argc, char **argv) {
     int first = 1, schedules = 0, fail = 0;
     if (argc > 1 && !strcmp(argv[1], "--check-schedules")) schedules = 1, first = 2;
 
-    dg_train_record ref = {0}, pp = {0}, pp2 = {0};
+    dg_train_record ref = {0}, pp = {0}, pp2 = {0}, pp3 = {0};
     if (rank == 0) {
         printf("== reference: 1 rank\n");
         fflush(stdout);
@@ -151,6 +151,9 @@ int main(int argc, char **argv) {
         if (rank == 0) printf("== again with --pipeline-schedule all-forward-all-backward\n");
         fflush(stdout);
         fail |= train(argc, argv, first, 0, "all-forward-all-backward", MPI_COMM_WORLD, &pp2, NULL);
+        if (rank == 0) printf("== again with --pipeline-schedule zero-bubble-h1\n");
+        fflush(stdout);
+        fail |= train(argc, argv, first, 0, "zero-bubble-h1", MPI_COMM_WORLD, &pp3, NULL);
     }
     double worst_loss = 0, worst_param = 0;
     if (!fail && pp.n_iters != ref.n_iters) {
@@ -168,7 +171,9 @@ int main(int argc, char **argv) {
             fail = 1;
         }
         if (schedules && (memcmp(&pp.loss[it], &pp2.loss[it], sizeof(double)) ||
-                          memcmp(&pp.gnorm[it], &pp2.gnorm[it], sizeof(double)))) {
+                          memcmp(&pp.gnorm[it], &pp2.gnorm[it], sizeof(double)) ||
+                          memcmp(&pp.loss[it], &pp3.loss[it], sizeof(double)) ||
+                          memcmp(&pp.gnorm[it], &pp3.gnorm[it], sizeof(double)))) {
             fprintf(stderr, "FAIL: rank %d: iteration %d differs between the schedules\n", rank, it + 1);
             fail = 1;
         }
@@ -179,7 +184,9 @@ int main(int argc, char **argv) {
     grid_of(&c, rank, world, mesh, coord);
     if (!fail) fail |= compare_params(&pp, &ref, mesh, coord, held, &worst_param);
     for (int i = 0; schedules && !fail && i < pp.n_params; i++)
-        if (pp2.n_params != pp.n_params || memcmp(pp.values[i], pp2.values[i], sizeof(float) * (size_t)pp.numel[i])) {
+        if (pp2.n_params != pp.n_params || pp3.n_params != pp.n_params ||
+            memcmp(pp.values[i], pp2.values[i], sizeof(float) * (size_t)pp.numel[i]) ||
+            memcmp(pp.values[i], pp3.values[i], sizeof(float) * (size_t)pp.numel[i])) {
             fprintf(stderr, "FAIL: rank %d: parameter %s differs between the schedules\n", rank, pp.name[i]);
             fail = 1;
         }
@@ -200,6 +207,7 @@ int main(int argc, char **argv) {
     dg_rec_free(&ref);
     dg_rec_free(&pp);
     dg_rec_free(&pp2);
+    dg_rec_free(&pp3);
     int any = 0;
     MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0) printf("pp_train_check: %s\n", any ? "FAIL" : "ok");

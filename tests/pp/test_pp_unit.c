@@ -198,6 +198,58 @@ static size_t planned_peak(int rank, dg_pp_schedule sched) {
     return peak;
 }
 
+/* ZB-H1: every stage's micro-batch has a B block (it sends the input
+ * gradient upstream, except on the first stage) and a W block that makes
+ * parameter gradients; the planned peak stays about 1F1B's. */
+static void test_zero_bubble(void **state) {
+    (void)state;
+    dg_pp_opts o = pp(4, 0, 4, -1, -1);
+    o.schedule = DG_PP_ZB_H1;
+    int seq[24];
+    assert_int_equal(dg_pp_schedule_blocks(&o, 8, seq), 24);
+    /* stage 0: F0 F1 F2, then F3 B0 W0 F4 B1 W1 ... */
+    int want[9] = {0, 3, 6, 9, 1, 2, 12, 4, 5};
+    assert_memory_equal(seq, want, sizeof want);
+    for (int s = 0; s < 2; s++) {
+        dg_model_io io;
+        dg_pipeline_result r = stage_graph(2, s, 2, DG_PP_ZB_H1, DG_STAGE_MICROBATCHES, &io);
+        dg_err err = {{0}};
+        o = pp(2, s, 4, -1, -1);
+        o.schedule = DG_PP_ZB_H1;
+        int before = r.g->n_order;
+        assert_int_equal(dg_pass_pp_schedule(r.g, &o, 2, NULL, &err), DG_OK);
+        assert_true(r.g->n_order > before);
+        /* a param-gradient node never precedes its micro-batch's send upstream */
+        int *order = dg_malloc(sizeof(int) * (size_t)r.g->n_nodes);
+        int *pos = dg_malloc(sizeof(int) * (size_t)r.g->n_nodes);
+        assert_int_equal(dg_graph_topo_order(r.g, order, &err), DG_OK);
+        for (int k = 0; k < r.g->n_nodes; k++) pos[order[k]] = k;
+        int checked = 0;
+        for (int v = 0; v < r.g->n_nodes; v++) {
+            const dg_node *n = &r.g->nodes[v];
+            if (n->op != &dg_op_send || n->phase != DG_PHASE_BACKWARD) continue;
+            for (int u = 0; u < r.g->n_nodes; u++)
+                if (r.g->nodes[u].microbatch == n->microbatch && r.g->nodes[u].n_out > 0 &&
+                    !strncmp(r.g->tensors[r.g->nodes[u].out[0]].name, "grad/", 5)) {
+                    if (pos[u] <= pos[v])
+                        fail_msg("stage %d: '%s' (%s, mb %d) before '%s'", s, r.g->nodes[u].name,
+                                 r.g->tensors[r.g->nodes[u].out[0]].name, r.g->nodes[u].microbatch, n->name);
+                    checked++;
+                }
+        }
+        assert_true(s == 0 || checked > 0);
+        dg_free(order);
+        dg_free(pos);
+        dg_pipeline_result_free(&r);
+    }
+    g_seq = 128;
+    size_t a = planned_peak(0, DG_PP_1F1B), z = planned_peak(0, DG_PP_ZB_H1);
+    g_seq = 32;
+    printf("p = 4, m = 8, stage 0: planned activation peak zero-bubble-h1 %.1f KiB vs 1f1b %.1f KiB (%.3f x)\n",
+           z / 1024.0, a / 1024.0, (double)z / (double)a);
+    assert_true((double)z <= 1.1 * (double)a);
+}
+
 static void test_1f1b_memory(void **state) {
     (void)state;
     /* 128 tokens: the activations per micro-batch then outweigh what a
@@ -217,6 +269,7 @@ int main(void) {
         cmocka_unit_test(test_split),         cmocka_unit_test(test_split_refusals),
         cmocka_unit_test(test_1f1b_blocks),   cmocka_unit_test(test_stage_graphs),
         cmocka_unit_test(test_1f1b_memory),   cmocka_unit_test(test_tied),
+        cmocka_unit_test(test_zero_bubble),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
