@@ -35,6 +35,7 @@
 #include "dg_op_basic.h"
 #include "dg_pipeline.h"
 #include "dg_recompute.h"
+#include "dg_train_pp.h"
 #include "dg_train_config.h"
 #include "dg_verify.h"
 
@@ -162,14 +163,22 @@ static int build(dg_graph **out, dump_cfg *c, dg_err *err) {
     int ep = DG_MAX(m->expert_model_parallel_size, 1), tp = DG_MAX(c->train.tensor_model_parallel_size, 1);
     int cp = DG_MAX(c->train.context_parallel_size, 1);
     DG_TRY(dg_train_config_check_cp(&c->train, err));
-    int world = c->world_size > 0 ? c->world_size : ep * tp * cp;
+    int pp = DG_MAX(c->train.pipeline_model_parallel_size, 1); /* pipeline stages: the outermost axis */
+    DG_TRY(dg_train_pp_check(&c->train, err));
+    int world = c->world_size > 0 ? c->world_size : ep * tp * cp * pp;
+    if (world % pp != 0)
+        return dg_err_set(err, DG_EINPUT, "--world-size %d: expected a multiple of --pipeline-model-parallel-size %d",
+                          world, pp);
+    int pp_rank = c->rank / (world / pp);
+    world /= pp;
     if (world % (ep * tp) != 0)
         return dg_err_set(err, DG_EINPUT,
                           "--world-size %d: expected a multiple of --tensor-model-parallel-size %d x "
                           "--expert-model-parallel-size %d",
                           world, tp, ep);
-    if (c->rank >= world)
-        return dg_err_set(err, DG_EINPUT, "--rank %d: expected 0..%d (--world-size %d)", c->rank, world - 1, world);
+    if (c->rank >= world * pp)
+        return dg_err_set(err, DG_EINPUT, "--rank %d: expected 0..%d (--world-size %d)", c->rank, world * pp - 1,
+                          world * pp);
     world /= tp; /* the ranks that reduce gradients: the tp ranks of a group hold one model replica */
     dg_graph *logical = dg_graph_new(c->graph);
     dg_model_io io;
@@ -191,6 +200,7 @@ static int build(dg_graph **out, dump_cfg *c, dg_err *err) {
     po.sequence_parallel = c->train.sequence_parallel;
     po.tp_comm_overlap = c->train.tp_comm_overlap;
     po.cp = dg_train_cp_opts(&c->train);
+    dg_train_pp_opts(&c->train, pp_rank, &po.pp); /* --rank's pipeline stage */
     /* --recompute-*: the regions train would recompute (train/dg_recompute.h) */
     dg_recompute_sel rc = {0};
     dg_recompute_report rcr;

@@ -18,11 +18,16 @@ static int accumulate(dg_graph *g, const dg_autodiff_ops *ops, int *acc, int t, 
 }
 
 int dg_autodiff(dg_graph *g, int loss, const dg_autodiff_ops *ops, int *loss_seed, dg_err *err) {
+    return dg_autodiff_seeded(g, loss, 0, NULL, NULL, ops, loss_seed, err);
+}
+
+int dg_autodiff_seeded(dg_graph *g, int loss, int n_seeds, const int *seed_t, const int *seed_g,
+                       const dg_autodiff_ops *ops, int *loss_seed, dg_err *err) {
     if (g->status != DG_OK) return dg_err_set(err, g->status, "%s", g->err.msg);
-    if (loss < 0 || loss >= g->n_tensors)
+    if ((loss < 0 && n_seeds == 0) || loss >= g->n_tensors)
         return dg_err_set(err, DG_EINPUT, "autodiff: loss tensor %d does not exist", loss);
-    const dg_tensor *L = &g->tensors[loss];
-    if (L->dtype != DG_F32 || dg_tensor_numel(L) != 1)
+    const dg_tensor *L = loss >= 0 ? &g->tensors[loss] : NULL;
+    if (L && (L->dtype != DG_F32 || dg_tensor_numel(L) != 1))
         return dg_err_set(err, DG_EINPUT, "autodiff: loss '%s' must be an f32 scalar", L->name);
 
     int n_fwd = g->n_nodes;
@@ -36,7 +41,8 @@ int dg_autodiff(dg_graph *g, int loss, const dg_autodiff_ops *ops, int *loss_see
     /* 1. Which nodes lie on a path to the loss: walk producers back from it. */
     char *needed = dg_calloc((size_t)DG_MAX(n_fwd, 1), 1);
     char *reaches = dg_calloc((size_t)g->n_tensors, 1); /* tensor influences the loss */
-    reaches[loss] = 1;
+    if (loss >= 0) reaches[loss] = 1;
+    for (int i = 0; i < n_seeds; i++) reaches[seed_t[i]] = 1;
     for (int k = n_fwd - 1; k >= 0; k--) {
         const dg_node *n = &g->nodes[order[k]];
         int hit = 0;
@@ -56,19 +62,27 @@ int dg_autodiff(dg_graph *g, int loss, const dg_autodiff_ops *ops, int *loss_see
     int saved_layer = g->cur_layer, saved_mb = g->cur_microbatch;
     g->cur_phase = DG_PHASE_BACKWARD;
 
-    /* 2. Seed: d loss / d loss = 1. */
-    dg_attrs fa;
-    memset(&fa, 0, sizeof fa);
-    fa.i[0] = L->ndim;
-    for (int i = 0; i < L->ndim; i++) fa.i[1 + i] = L->shape[i];
-    fa.f[0] = 1.0;
-    int seed = dg_graph_add(g, ops->fill, &fa, NULL, 0, NULL, "grad_seed");
-    if (seed < 0) {
-        st = dg_err_set(err, g->status, "autodiff: %s", g->err.msg);
-        goto done;
+    /* 2. Seeds: the given gradients, and d loss / d loss = 1. */
+    for (int i = 0; i < n_seeds; i++)
+        if ((st = accumulate(g, ops, acc, seed_t[i], seed_g[i])) != DG_OK) {
+            st = dg_err_set(err, st, "autodiff: seeding '%s': %s", g->tensors[seed_t[i]].name, g->err.msg);
+            goto done;
+        }
+    if (loss >= 0) {
+        L = &g->tensors[loss]; /* the seeds' adds may have moved the array */
+        dg_attrs fa;
+        memset(&fa, 0, sizeof fa);
+        fa.i[0] = L->ndim;
+        for (int i = 0; i < L->ndim; i++) fa.i[1 + i] = L->shape[i];
+        fa.f[0] = 1.0;
+        int seed = dg_graph_add(g, ops->fill, &fa, NULL, 0, NULL, "grad_seed");
+        if (seed < 0) {
+            st = dg_err_set(err, g->status, "autodiff: %s", g->err.msg);
+            goto done;
+        }
+        acc[loss] = seed;
+        if (loss_seed) *loss_seed = seed;
     }
-    acc[loss] = seed;
-    if (loss_seed) *loss_seed = seed;
 
     /* 3. Reverse topological order: every user of a tensor is visited before
      * its producer, so acc[out] is final when the producer's turn comes. */

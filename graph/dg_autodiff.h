@@ -30,4 +30,11 @@ typedef struct dg_autodiff_ops {
  * tensor (ones), whose value the caller may change to scale the loss. */
 int dg_autodiff(dg_graph *g, int loss, const dg_autodiff_ops *ops, int *loss_seed, dg_err *err);
 
+/* The same from given gradients as well: seed_g[i] (a tensor of g, e.g.
+ * a gradient received from another pipeline stage) is d loss / d
+ * seed_t[i]. loss may be -1 when n_seeds > 0 (a pipeline stage without
+ * the loss). */
+int dg_autodiff_seeded(dg_graph *g, int loss, int n_seeds, const int *seed_t, const int *seed_g,
+                       const dg_autodiff_ops *ops, int *loss_seed, dg_err *err);
+
 #endif /* DG_AUTODIFF_H */

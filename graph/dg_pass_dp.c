@@ -159,6 +159,11 @@ static int order_after_backward(dg_graph *g, const dp_pass *pp, const dg_dp_buck
 }
 
 int dg_pass_dp(dg_graph *g, const dg_dp_opts *opts, dg_dp_buckets *out, dg_err *err) {
+    return dg_pass_dp_skip(g, opts, NULL, 0, out, err);
+}
+
+int dg_pass_dp_skip(dg_graph *g, const dg_dp_opts *opts, const int *norm_skip, int n_norm_skip, dg_dp_buckets *out,
+                    dg_err *err) {
     memset(out, 0, sizeof *out);
     const dg_dp_opts *o = opts;
     dp_pass pp = {opts, g->n_nodes};
@@ -198,6 +203,16 @@ int dg_pass_dp(dg_graph *g, const dg_dp_opts *opts, dg_dp_buckets *out, dg_err *
     int last_pos[3] = {-1, -1, -1};
     for (int i = 0; st == DG_OK && i < np; i++) {
         const dg_tensor *p = &g->tensors[rp[i].param];
+        int skip = 0;
+        for (int k = 0; k < n_norm_skip; k++) skip |= norm_skip[k] == rp[i].param;
+        if (skip) { /* a bucket of its own, which the norm leaves out */
+            dg_dp_bucket *b = &out->b[out->n++];
+            memset(b, 0, sizeof *b);
+            *b = (dg_dp_bucket){.axis = DG_AXIS_DP, .group_size = o->dp_size, .n_params = 1, .norm_skip = 1};
+            b->params[0] = rp[i].param;
+            b->numel = dg_tensor_numel(p);
+            continue;
+        }
         int e = dg_param_is_expert(p), c = e ? 2 : dg_layout_has_model_axis(&p->sharding, p->ndim);
         dg_dp_bucket *b = &open[c];
         b->axis = e ? DG_AXIS_EDP : DG_AXIS_DP;

@@ -104,6 +104,7 @@ typedef struct dg_dp_bucket {
     int master;        /* param_gather: leaf [shard], this rank's master weights; else -1 */
     int gathered;      /* param_gather: the all_gather's output [padded]; else -1 */
     int gather_node;   /* param_gather: the all_gather node; else -1 */
+    int norm_skip;     /* the gradient norm leaves it out (dg_dp_opts.norm_skip) */
 } dg_dp_bucket;
 
 typedef struct dg_dp_buckets {
@@ -116,6 +117,12 @@ typedef struct dg_dp_buckets {
  * dg_dp_buckets_free). Returns DG_OK, or an error when a parameter has no
  * gradient, is not f32, or the builder fails (g->err). */
 int dg_pass_dp(dg_graph *g, const dg_dp_opts *o, dg_dp_buckets *out, dg_err *err);
+/* The same, where the parameters norm_skip[0 .. n_norm_skip) have their
+ * gradient counted by the norm on another pipeline stage (the last
+ * stage's copy of a tied embedding, graph/passes/dg_pass_pp.h): each gets
+ * a bucket of its own, marked norm_skip. */
+int dg_pass_dp_skip(dg_graph *g, const dg_dp_opts *o, const int *norm_skip, int n_norm_skip, dg_dp_buckets *out,
+                    dg_err *err);
 void dg_dp_buckets_free(dg_dp_buckets *b);
 
 #endif /* DG_PASS_DP_H */

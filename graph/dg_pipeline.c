@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "dg_pass_mb_order.h"
+#include "dg_pass_pp_sched.h"
 #include "dg_reemit.h"
 #include "dg_verify.h"
 
@@ -70,6 +71,7 @@ static int instantiate(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_err 
     int n = o->n_microbatches;
     dg_graph *step = dg_graph_new(o->step_name ? o->step_name : "step");
     memcpy(step->mesh, mbg->mesh, sizeof step->mesh);
+    dg_graph_set_stage(step, mbg->cur_stage); /* PP: the nodes the step adds are this stage's */
     int *maps = dg_malloc(sizeof(int) * (size_t)n * (size_t)DG_MAX(mbg->n_tensors, 1));
     int st = DG_OK;
     for (int mb = 0; mb < n && st == DG_OK; mb++) {
@@ -134,22 +136,24 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
     case DG_STAGE_EP: {
         int st = DG_OK;
         dg_pass_ep_place_experts(r->g, &o->ep); /* ETP 1: experts whole over tp */
-        for (int pass = 0; pass < 4 && st == DG_OK; pass++) { /* tp, cp, ep, then 16-bit rounding */
-            if (pass == 1 && o->cp.cp_size <= 1) continue;
-            if (pass == 3 && !o->precision) break;
+        for (int pass = 0; pass < 5 && st == DG_OK; pass++) { /* tp, cp, ep, 16-bit rounding, pp */
+            if ((pass == 1 && o->cp.cp_size <= 1) || (pass == 3 && !o->precision) || (pass == 4 && o->pp.size <= 1))
+                continue;
             dg_graph *out = NULL;
             int *next = dg_malloc(sizeof(int) * (size_t)DG_MAX(r->g->n_tensors, 1));
             st = pass == 0   ? dg_pass_tp_sp(r->g, DG_MAX(o->tp_size, 1), o->sequence_parallel, o->tp_comm_overlap,
                                              &out, next, err)
                  : pass == 1 ? dg_pass_cp(r->g, &o->cp, &out, next, err)
                  : pass == 2 ? dg_pass_ep(r->g, &o->ep, &out, next, err)
-                             : precision_pass(r, o, &out, next, err);
+                 : pass == 3 ? precision_pass(r, o, &out, next, err)
+                             : dg_pass_pp(r->g, &o->pp, &out, next, &r->pp, err);
             st = adopt(r, st, out, next);
         }
         return st;
     }
     case DG_STAGE_AUTODIFF: {
         int loss = dg_pipeline_map(r, 0, o->loss);
+        if (loss < 0 && o->pp.size > 1) return dg_pass_pp_autodiff(g, &r->pp, -1, o->autodiff, err);
         if (loss < 0) return dg_err_set(err, DG_EINTERNAL, "the loss did not survive the parallel passes");
         if (o->n_microbatches > 1) { /* the step's loss is the micro-batches' mean */
             dg_attrs a;
@@ -158,23 +162,32 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
             loss = dg_graph_add(g, o->scale, &a, &loss, 1, NULL, "loss/microbatches");
             if (loss < 0) return dg_err_set(err, g->status, "%s", g->err.msg);
         }
+        if (o->pp.size > 1) return dg_pass_pp_autodiff(g, &r->pp, loss, o->autodiff, err);
         return dg_autodiff(g, loss, o->autodiff, NULL, err);
     }
     case DG_STAGE_RECOMPUTE: return recompute(r, o, err);
     case DG_STAGE_MICROBATCHES: return instantiate(r, o, err);
     case DG_STAGE_SCHEDULE:
-        DG_TRY(dg_pass_mb_order(g, NULL, err));
-        return o->cp.cp_size > 1 ? dg_pass_cp_order(g, err) : DG_OK;
-    case DG_STAGE_DP:
+        if (o->pp.size <= 1) {
+            DG_TRY(dg_pass_mb_order(g, NULL, err));
+            return o->cp.cp_size > 1 ? dg_pass_cp_order(g, err) : DG_OK;
+        }
+        DG_TRY(dg_pass_pp_schedule(g, &o->pp, o->n_microbatches, NULL, err));
+        DG_TRY(dg_pass_pp_tied(g, &r->pp, o->autodiff, err));
+        return dg_pass_pp_fence(g, err);
+    case DG_STAGE_DP: {
         if (!o->dp) return DG_OK;
         g->mesh[DG_AXIS_DP] = o->dp->dp_size; /* the mesh as the DP pass sees it */
         g->mesh[DG_AXIS_EDP] = o->dp->edp_size;
-        return dg_pass_dp(g, o->dp, &r->buckets, err);
+        /* PP: a tied copy whose gradient the norm counts on another stage */
+        return dg_pass_dp_skip(g, o->dp, r->pp.skip, r->pp.n_skip, &r->buckets, err);
+    }
     case DG_STAGE_OPTIMIZER: {
         if (!o->optim || !o->dp) return DG_OK;
         dg_optim_opts oo = *o->optim;
         oo.buckets = &r->buckets;
-        return dg_pass_optim(g, &oo, &r->optim, err);
+        DG_TRY(dg_pass_optim(g, &oo, &r->optim, err));
+        return o->pp.size > 1 ? dg_pass_pp_fence(g, err) : DG_OK;
     }
     default: return dg_err_set(err, DG_EINTERNAL, "pipeline: stage %d", (int)s);
     }
@@ -205,6 +218,7 @@ int dg_pipeline_run(const dg_graph *logical, const dg_pipeline_opts *o, dg_pipel
 void dg_pipeline_result_free(dg_pipeline_result *r) {
     dg_dp_buckets_free(&r->buckets);
     dg_optim_free(&r->optim);
+    dg_pp_bounds_free(&r->pp);
     dg_free(r->tmap);
     if (r->g) dg_graph_free(r->g);
     memset(r, 0, sizeof *r);

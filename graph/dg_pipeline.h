@@ -11,9 +11,10 @@
  *                 (graph/passes/dg_pass_ep.h) makes expert weights local
  *                 slices and lowers each moe_experts node; CP
  *                 (graph/passes/dg_pass_cp.h) runs between them when
- *                 --context-parallel-size > 1; the PP pass goes here next;
- *                 last, with --bf16 / --fp16, the 16-bit rounding pass
- *                 (graph/passes/dg_pass_precision.h)
+ *                 --context-parallel-size > 1; with --bf16 / --fp16 the
+ *                 16-bit rounding pass (graph/passes/dg_pass_precision.h);
+ *                 last PP (graph/passes/dg_pass_pp.h) keeps this rank's
+ *                 pipeline stage and puts send/recv pairs at its boundaries
  *   autodiff      backward of the micro-batch from its loss (scaled by
  *                 1 / micro-batches, so the step's gradient is the mean)
  *   recompute     activation recompute: the backward of the chosen regions
@@ -26,8 +27,9 @@
  *   schedule      ordering edges: micro-batches first to last, each one's
  *                 forward and backward before the next starts
  *                 (graph/passes/dg_pass_mb_order.h), and under CP the
- *                 ring's send/recv kept in id order (dg_pass_cp_order); a
- *                 pipeline schedule goes here next
+ *                 ring's send/recv kept in id order (dg_pass_cp_order);
+ *                 under PP the pipeline schedule instead
+ *                 (graph/passes/dg_pass_pp_sched.h)
  *   dp            data parallelism: bucketed gradient reduction, the
  *                 distributed optimizer's reduce-scatter and parameter
  *                 gathers (dg_pass_dp.h)
@@ -48,6 +50,7 @@
 #include "dg_pass_optim.h"
 #include "dg_pass_precision.h"
 #include "dg_pass_recompute.h"
+#include "dg_pass_pp.h"
 #include "dg_pass_tp.h"
 
 typedef enum dg_stage {
@@ -87,6 +90,7 @@ typedef struct dg_pipeline_opts {
     const dg_pass_precision_opts *precision;
     const dg_recompute_opts *recompute; /* NULL: nothing recomputed */
     dg_pass_cp_opts cp;         /* CP (graph/passes/dg_pass_cp.h), after TP; cp_size 0 or 1: none */
+    dg_pp_opts pp;              /* pipeline parallelism (size <= 1: none; dg_pass_pp.h) */
 } dg_pipeline_opts;
 
 typedef struct dg_pipeline_result {
@@ -100,6 +104,7 @@ typedef struct dg_pipeline_result {
     dg_dp_buckets buckets; /* the DP stage's buckets */
     dg_optim optim;        /* the optimizer stage's tensors (when it ran) */
     dg_recompute_stats recompute; /* the recompute stage's, per micro-batch */
+    dg_pp_bounds pp;       /* PP: this stage's boundaries (in the graph after ep) */
 } dg_pipeline_result;
 
 /* Run the pipeline on `logical` (not modified). Returns DG_OK, or an error

@@ -228,6 +228,11 @@ static void from_rank_major(const char *src, char *dst, int64_t outer, int size,
 static int p2p_tag(const dg_node *n) {
     int mb = n->microbatch < 0 ? 0 : n->microbatch + 1;
     int ph = n->phase == DG_PHASE_BACKWARD ? 1 : 0;
+    /* A pipeline boundary's send/recv carry a slot (attrs.i[8], the PP
+     * pass's DG_COLL_TAG) naming the tensor, so several tensors crossing
+     * the same boundary in the same micro-batch and direction stay apart. */
+    int64_t slot = n->attrs.i[8];
+    if (slot > 0) return (int)(((slot << 12) | ((mb * 2 + ph) & 0xfff)) & 0x7fffffff);
     return (mb * 2 + ph) & 0x7fff;
 }
 

@@ -95,6 +95,11 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--overlap-param-gather", DG_ARG_FLAG, T(overlap_param_gather), "gather updated parameters under the next forward", NR, NULL},
     {"--emulate-link", DG_ARG_LIST, T(emulate_link), "make each collective last its alpha-beta time on a link: GBPS,USEC, or per axis tp=GBPS,USEC ep=... dp=...", NR, NULL},
     {"--ddp-bucket-size", DG_ARG_INT, T(ddp_bucket_size), "gradient bucket size in elements (default max(40M, 1M x DP))", 1, 2147483647, NULL},
+    {"--decoder-first-pipeline-num-layers", DG_ARG_INT, T(decoder_first_pipeline_num_layers), "layers on the first pipeline stage (uneven split)", 1, 1 << 16, NULL},
+    {"--decoder-last-pipeline-num-layers", DG_ARG_INT, T(decoder_last_pipeline_num_layers), "layers on the last pipeline stage (uneven split)", 1, 1 << 16, NULL},
+    {"--num-layers-per-virtual-pipeline-stage", DG_ARG_INT, T(num_layers_per_virtual_pipeline_stage), "interleaved 1F1B: layers per virtual stage", 1, 1 << 16, NULL},
+    {"--num-virtual-stages-per-pipeline-rank", DG_ARG_INT, T(num_virtual_stages_per_pipeline_rank), "interleaved 1F1B: virtual stages per pipeline rank", 1, 1 << 16, NULL},
+    {"--pipeline-schedule", DG_ARG_CHOICE, T(pipeline_schedule), "order of the micro-batches' forwards and backwards under PP (default 1f1b)", NR, "1f1b|all-forward-all-backward|zero-bubble-h1"},
     /* checkpoints, logging */
     {"--save", DG_ARG_STRING, T(save), "checkpoint directory to write", NR, NULL},
     {"--load", DG_ARG_STRING, T(load), "checkpoint directory to resume from", NR, NULL},
@@ -186,6 +191,7 @@ void dg_train_config_defaults(dg_train_config *c) {
     c->expert_model_parallel_size = 1;
     c->pipeline_model_parallel_size = 1;
     dg_train_compat_defaults(&c->compat);
+    snprintf(c->pipeline_schedule, sizeof c->pipeline_schedule, "1f1b");
 }
 
 int dg_train_config_parse(dg_train_config *c, int argc, char **argv, int first, dg_err *err) {

@@ -109,6 +109,12 @@ typedef struct dg_train_config {
     char recompute_modules[DG_ARG_STR_LEN];     /* --recompute-modules ("": Megatron's core_attn) */
     double recompute_memory_budget;             /* --recompute-memory-budget MB (0: none) */
     char cp_comm_type[DG_ARG_STR_LEN]; /* --cp-comm-type p2p|a2a|allgather|a2a+p2p (train/dg_cp.h) */
+    /* pipeline parallelism (graph/passes/dg_pass_pp.h, train/dg_train_pp.h) */
+    int decoder_first_pipeline_num_layers; /* --decoder-first-pipeline-num-layers (0: even split) */
+    int decoder_last_pipeline_num_layers;  /* --decoder-last-pipeline-num-layers (0: even split) */
+    int num_layers_per_virtual_pipeline_stage; /* --num-layers-per-virtual-pipeline-stage (0: none) */
+    int num_virtual_stages_per_pipeline_rank;  /* --num-virtual-stages-per-pipeline-rank (0: none) */
+    char pipeline_schedule[DG_ARG_STR_LEN];    /* --pipeline-schedule 1f1b|all-forward-all-backward|zero-bubble-h1 */
 } dg_train_config;
 
 void dg_train_config_defaults(dg_train_config *c);

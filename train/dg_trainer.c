@@ -32,6 +32,7 @@
 #include "dg_tensorboard.h"
 #include "dg_train_exit.h"
 #include "dg_train_log.h"
+#include "dg_train_pp.h"
 #include "dg_verify.h"
 
 /* Everything one run holds. */
@@ -69,6 +70,9 @@ typedef struct trainer {
     dg_ckpt_async *ckpt_async; /* --async-save: the background checkpoint writer, or NULL */
     dg_loss_scaler scaler;     /* --fp16's loss scale (1.0 otherwise) */
     dg_recompute_report rc;    /* what activation recompute chose and saved */
+    dg_model_io lio;           /* the logical micro-batch's io: which losses the model has */
+    int *param_seed;           /* per parameter: its index among the logical graph's (init stream) */
+    dg_comm *pp_comm;          /* the pipeline group (NULL: no PP): losses live on its last stage */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -112,7 +116,7 @@ static void init_params(trainer *t) {
             continue;
         }
         double std = p->init == DG_INIT_SCALED_NORMAL ? out_std : c->init_method_std;
-        const uint64_t seed = (uint64_t)c->seed * 0x100000001B3ull + (uint64_t)i;
+        const uint64_t seed = (uint64_t)c->seed * 0x100000001B3ull + (uint64_t)t->param_seed[i];
         for (int64_t k = 0; k < n; k++) {
             /* the stream at global element gk: two draws per value */
             uint64_t gk = (uint64_t)dg_shard_global_index(p, t->g->mesh, coord, k);
@@ -138,6 +142,24 @@ static void optimizer_opts(const trainer *t, dg_comm *const groups[DG_AXIS_COUNT
     oo->eps = c->adam_eps;
     oo->weight_decay = c->weight_decay;
     oo->ops = dg_optim_ops_get();
+}
+
+/* Each parameter of the step graph draws its init from the stream of its
+ * index among the logical graph's parameters (by name), so a pipeline
+ * stage, which holds some of them, draws what one rank would. */
+static void param_seeds(trainer *t, const dg_graph *logical, const dg_graph *g) {
+    t->param_seed = dg_malloc(sizeof(int) * (size_t)DG_MAX(g->n_tensors, 1));
+    int n = 0;
+    for (int i = 0; i < g->n_tensors; i++) {
+        if (g->tensors[i].role != DG_ROLE_PARAMETER) continue;
+        int k = 0, seed = n;
+        for (int j = 0; j < logical->n_tensors; j++) {
+            if (logical->tensors[j].role != DG_ROLE_PARAMETER) continue;
+            if (!strcmp(logical->tensors[j].name, g->tensors[i].name)) seed = k;
+            k++;
+        }
+        t->param_seed[n++] = seed;
+    }
 }
 
 /* One logical micro-batch's io, mapped into the step graph. */
@@ -201,8 +223,11 @@ static int setup(trainer *t, dg_err *err) {
     dg_recompute_sel rc = {0};
     if (st == DG_OK) st = choose_recompute(t, logical, &po, &lio, &rc, err);
     po.recompute = &rc.opts;
+    dg_train_pp_opts(c, t->grid ? t->grid->coord.pp : 0, &po.pp);
+    t->lio = lio;
     dg_pipeline_result r;
     if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);
+    if (st == DG_OK) param_seeds(t, logical, r.g);
     dg_recompute_sel_free(&rc);
     dg_graph_free(logical);
     if (st != DG_OK) return st;
@@ -281,6 +306,7 @@ static void teardown(trainer *t) {
     dg_optim_free(&t->optim);
     dg_dp_buckets_free(&t->buckets);
     dg_free(t->params);
+    dg_free(t->param_seed);
     dg_free(t->io);
     dg_free(t->ptrs);
     dg_free(t->batch);
@@ -324,8 +350,11 @@ static int fill_microbatch(trainer *t, int split, int mb, int64_t consumed, dg_e
     DG_TRY(dg_feed_microbatch(&t->feed, split, consumed, t->data_rank, t->data_size, (int)B, t->batch, err));
     if (t->hooks && t->hooks->on_batch && split == DG_SPLIT_TRAIN)
         t->hooks->on_batch(t->hooks->ctx, t->iteration, mb, t->batch, (int)B, (int)S);
-    int32_t *tok = t->ptrs[io->tokens], *tgt = t->ptrs[io->targets];
-    float *mask = t->ptrs[io->loss_mask];
+    /* Under PP the first stage holds the tokens, the last the targets
+     * and the mask (-1 elsewhere); every stage checks the batch. */
+    int32_t *tok = io->tokens >= 0 ? t->ptrs[io->tokens] : NULL;
+    int32_t *tgt = io->targets >= 0 ? t->ptrs[io->targets] : NULL;
+    float *mask = io->loss_mask >= 0 ? t->ptrs[io->loss_mask] : NULL;
     for (int64_t b = 0; b < B; b++)
         for (int64_t s = 0; s < L; s++) {
             int64_t p = cp > 1 ? dg_cp_position(s, L / 2, r, cp) : s;
@@ -334,9 +363,9 @@ static int fill_microbatch(trainer *t, int split, int mb, int64_t consumed, dg_e
                 return dg_err_set(err, DG_EINPUT,
                                   "data: token id %d is outside the vocabulary [0, %d) (check --vocab-size / --tokenizer-type)",
                                   x < 0 || x >= m->vocab_size ? x : y, m->vocab_size);
-            tok[b * L + s] = x;
-            tgt[b * L + s] = y;
-            mask[b * L + s] = 1.0f;
+            if (tok) tok[b * L + s] = x;
+            if (tgt) tgt[b * L + s] = y;
+            if (mask) mask[b * L + s] = 1.0f;
         }
     if (io->rng_key >= 0) { /* dropout's key (kernels/cpu/dg_cpu_dropout.h); off in evaluation */
         int32_t *key = t->ptrs[io->rng_key];
@@ -373,8 +402,8 @@ static int run_step(trainer *t, int split, int64_t consumed, losses *l, dg_err *
     int E = m->num_experts;
     for (int mb = 0; mb < t->n_mb; mb++) {
         const dg_model_io *io = &t->io[mb];
-        l->lm += *(float *)t->ptrs[io->lm_loss];
-        l->total += *(float *)t->ptrs[io->loss];
+        if (io->lm_loss >= 0) l->lm += *(float *)t->ptrs[io->lm_loss]; /* PP: the last stage's */
+        if (io->loss >= 0) l->total += *(float *)t->ptrs[io->loss];
         if (io->aux_loss >= 0) l->aux += *(float *)t->ptrs[io->aux_loss];
         if (io->z_loss >= 0) l->z += *(float *)t->ptrs[io->z_loss];
         for (int layer = 0; split == DG_SPLIT_TRAIN && layer < m->num_layers && layer < DG_MODEL_MAX_TRACKED; layer++) {
@@ -390,6 +419,7 @@ static int run_step(trainer *t, int split, int64_t consumed, losses *l, dg_err *
 static int average_losses(trainer *t, losses *l, int n, dg_err *err) {
     double v[4] = {l->lm, l->aux, l->z, l->total};
     DG_TRY(dg_dist_sum(t->data_comm, v, 4, err));
+    if (t->pp_comm) DG_TRY(dg_dist_sum(t->pp_comm, v, 4, err)); /* only the last stage's are not 0 */
     double inv = 1.0 / ((double)n * t->data_size);
     *l = (losses){v[0] * inv, v[1] * inv, v[2] * inv, v[3] * inv};
     return DG_OK;
@@ -423,9 +453,10 @@ static int log_expert_tokens(trainer *t, dg_err *err) {
     double *v = dg_malloc(sizeof(double) * (size_t)n);
     for (int i = 0; i < n; i++) v[i] = (double)t->expert_tokens[i];
     int st = dg_dist_sum(t->data_comm, v, n, err);
+    if (st == DG_OK && t->pp_comm) st = dg_dist_sum(t->pp_comm, v, n, err); /* each layer on its stage */
     /* printed with --moe-per-layer-logging; the window restarts either way */
     for (int layer = 0; st == DG_OK && t->log && t->c->compat.moe_per_layer_logging && layer < m->num_layers && layer < DG_MODEL_MAX_TRACKED; layer++) {
-        if (t->io[0].tokens_per_expert[layer] < 0) continue;
+        if (t->lio.tokens_per_expert[layer] < 0) continue;
         printf("   layer %2d tokens per expert:", layer);
         for (int e = 0; e < m->num_experts; e++) printf(" %.0f", v[(int64_t)layer * E + e]);
         printf("\n");
@@ -455,10 +486,10 @@ static void log_line(const trainer *t, int it, int64_t consumed, double ms, cons
         .iteration = it, .train_iters = c->train_iters, .consumed_samples = consumed, .ms_per_iteration = ms,
         .log_throughput = c->compat.log_throughput, .tflops_per_gpu = flops / (ms * 1e-3) / 1e12,
         .learning_rate = lr, .global_batch_size = c->global_batch_size, .lm_loss = l->lm,
-        .has_load_balancing_loss = moe_loss_logged(t, t->io[0].aux_loss, l->aux, m->moe_aux_loss_coeff) >= 0,
-        .has_z_loss = moe_loss_logged(t, t->io[0].z_loss, l->z, m->moe_z_loss_coeff) >= 0,
-        .load_balancing_loss = moe_loss_logged(t, t->io[0].aux_loss, l->aux, m->moe_aux_loss_coeff),
-        .z_loss = moe_loss_logged(t, t->io[0].z_loss, l->z, m->moe_z_loss_coeff),
+        .has_load_balancing_loss = moe_loss_logged(t, t->lio.aux_loss, l->aux, m->moe_aux_loss_coeff) >= 0,
+        .has_z_loss = moe_loss_logged(t, t->lio.z_loss, l->z, m->moe_z_loss_coeff) >= 0,
+        .load_balancing_loss = moe_loss_logged(t, t->lio.aux_loss, l->aux, m->moe_aux_loss_coeff),
+        .z_loss = moe_loss_logged(t, t->lio.z_loss, l->z, m->moe_z_loss_coeff),
         .loss_scale = t->scaler.scale, .grad_norm = gnorm, .skipped_iterations = skipped, .nan_iterations = nans,
         .tokens_per_second = tokens / (ms * 1e-3), .mfu_percent = 100.0 * flops / (ms * 1e-3) / t->peak_flops,
         .peak_memory_mb = dg_train_log_peak_rss_mb(), .has_recompute = t->rc.active,
@@ -512,7 +543,8 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
     if (comm == MPI_COMM_NULL) {
         if (c->tensor_model_parallel_size * c->context_parallel_size * c->expert_model_parallel_size *
                 c->pipeline_model_parallel_size != 1)
-            return dg_train_config_check_tp(c, err) != DG_OK || dg_train_config_check_cp(c, err) != DG_OK
+            return dg_train_config_check_tp(c, err) != DG_OK || dg_train_config_check_cp(c, err) != DG_OK ||
+                   dg_train_pp_check(c, err) != DG_OK
                        ? DG_EINPUT
                        : dg_err_set(err, DG_EINPUT, "model parallelism needs MPI (run under mpirun)");
         return DG_OK;
@@ -522,6 +554,7 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
                         c->expert_tensor_parallel_size};
     int st = dg_train_config_check_tp(c, err); /* the same on every rank: rank 0 reports it */
     if (st == DG_OK) st = dg_train_config_check_cp(c, err);
+    if (st == DG_OK) st = dg_train_pp_check(c, err);
     if (st != DG_OK) {
         int rank = 0;
         MPI_Comm_rank(comm, &rank);
@@ -539,9 +572,11 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
         t->failure_agreed = 1;
         return st;
     }
-    const char *todo = sz.pp > 1 ? "--pipeline-model-parallel-size" : NULL;
-    if (todo)
-        return dg_err_set(err, DG_EINPUT, "%s > 1: not supported yet (data, tensor and expert parallelism are)", todo);
+    if (sz.cp > 1 && sz.pp > 1)
+        return dg_err_set(err, DG_EINPUT,
+                          "--context-parallel-size %d with --pipeline-model-parallel-size %d: not supported yet "
+                          "(each works alone)", sz.cp, sz.pp);
+    t->pp_comm = sz.pp > 1 ? t->grid->group[DG_AXIS_PP] : NULL;
     if (c->emulate_link[0]) { /* the step's comms behind emulated links (dg_comm_emulate.h) */
         dg_link_spec links;
         DG_TRY(dg_link_spec_parse(c->emulate_link, "--emulate-link", &links, err));
@@ -790,8 +825,8 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
             hooks->on_iteration(hooks->ctx, it, l.lm, l.aux, l.z, gnorm, lr);
         if (t.tb && it % c->tensorboard_log_interval == 0) {
             dg_tb_iteration tbi = {it, k.consumed, lr, c->global_batch_size, l.lm,
-                                   moe_loss_logged(&t, t.io[0].aux_loss, l.aux, c->model.moe_aux_loss_coeff),
-                                   moe_loss_logged(&t, t.io[0].z_loss, l.z, c->model.moe_z_loss_coeff),
+                                   moe_loss_logged(&t, t.lio.aux_loss, l.aux, c->model.moe_aux_loss_coeff),
+                                   moe_loss_logged(&t, t.lio.z_loss, l.z, c->model.moe_z_loss_coeff),
                                    t.scaler.scale, gnorm};
             st = dg_tb_log_iteration(t.tb, &tbi, err);
         }

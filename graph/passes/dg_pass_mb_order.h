@@ -27,4 +27,11 @@
  * DG_EINTERNAL when the builder fails (g->err). */
 int dg_pass_mb_order(dg_graph *g, int *n_edges, dg_err *err);
 
+/* The general form, which pipeline schedules use too: blk[v] is node v's
+ * block (-1: none); for k >= 1, edges from every node that ends block
+ * seq[k-1] (no successor in it) to every node that starts seq[k] (no
+ * predecessor in it). Returns how many were added (g->status says whether
+ * the builder failed). */
+int dg_order_blocks(dg_graph *g, const int *blk, const int *seq, int n_seq);
+
 #endif /* DG_PASS_MB_ORDER_H */

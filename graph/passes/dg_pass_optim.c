@@ -57,6 +57,7 @@ static unsigned norm_mask(const optim_pass *s, const dg_dp_bucket *b) {
 
 /* 1a. Bucket i's partial sums of squares. */
 static int bucket_partials(optim_pass *s, const dg_dp_bucket *b, int i) {
+    if (b->norm_skip) return DG_OK; /* counted on another pipeline stage */
     unsigned mask = norm_mask(s, b);
     dg_attrs a;
     memset(&a, 0, sizeof a);
@@ -207,8 +208,13 @@ static int check_in_place(optim_pass *s, int clip_node) {
     int *stack = dg_malloc(sizeof(int) * (size_t)g->n_nodes), top = 0;
     anc[clip_node] = 1;
     stack[top++] = clip_node;
+    /* before: data edges and ordering edges (a pipeline stage's forward
+     * reaches the loss on another rank; its schedule orders it first) */
+    dg_order_adj pred;
+    dg_order_adj_build(g, 1, &pred);
     while (top > 0) {
-        const dg_node *n = &g->nodes[stack[--top]];
+        int v = stack[--top];
+        const dg_node *n = &g->nodes[v];
         for (int i = 0; i < n->n_in; i++) {
             int p = g->tensors[n->in[i]].producer;
             if (p >= 0 && !anc[p]) {
@@ -216,7 +222,13 @@ static int check_in_place(optim_pass *s, int clip_node) {
                 stack[top++] = p;
             }
         }
+        for (int k = pred.offsets[v]; k < pred.offsets[v + 1]; k++)
+            if (!anc[pred.nodes[k]]) {
+                anc[pred.nodes[k]] = 1;
+                stack[top++] = pred.nodes[k];
+            }
     }
+    dg_order_adj_free(&pred);
     dg_uses u;
     dg_uses_build(g, &u);
     int st = DG_OK;
@@ -241,6 +253,15 @@ static int run(optim_pass *s) {
     dg_graph *g = s->g;
     for (int i = 0; i < bk->n; i++) DG_TRY(bucket_partials(s, &bk->b[i], i));
     int total = norm_total(s);
+    /* Pipeline stages hold different parameters: the stages' totals add up
+     * (every stage gathers once, whatever its buckets, so the collectives
+     * match across the PP group). */
+    int pp = group_size(s->o, DG_AXIS_PP);
+    if (total >= 0 && pp > 1) {
+        int all = dg_all_gather(g, total, DG_AXIS_PP, pp, 0);
+        if (all >= 0) snprintf(dg_N(g, dg_Tc(g, all)->producer)->name, DG_NAME_LEN, "optim/norm/pp/all_gather");
+        total = all >= 0 ? sum_all(s, &all, 1, "optim/norm/pp/ranks_sum") : -1;
+    }
     if (total < 0) return builder_failed(s);
     s->out->hparams = dg_input_new(g, "optim/hparams", DG_F64, 1, DG_SHAPE(DG_OPTIM_NHPARAMS));
     s->out->group_rank = dg_input_new(g, "optim/group_rank", DG_I32, 1, DG_SHAPE(DG_AXIS_COUNT));

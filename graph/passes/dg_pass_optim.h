@@ -26,7 +26,9 @@
  *    parallel group the runtime maps DG_AXIS_DP to (CP x EP x DP); a set of
  *    several axes (a tp-split weight in a reduce-scattered bucket: {TP,
  *    DP}) is gathered and summed over each axis in turn, lowest first.
- *    Groups of one rank need no collective.
+ *    Groups of one rank need no collective. Under PP (group_size of
+ *    DG_AXIS_PP > 1) the total is then all-gathered over the pipeline
+ *    group and summed in stage order: the stages hold different weights.
  * 2. optim_clip: the norm, Megatron's clip coefficient and the ok flag
  *    (finite norm and `apply`), from the total and the hparams input.
  * 3. AdamW: one optim_adamw node per parameter, on the parameter itself
@@ -45,7 +47,7 @@
  *    again when the step ends, as after Megatron's optimizer step.
  *
  * In-place updates (dg_op_optim.h) are checked here: every node that reads
- * an updated leaf, other than the updates themselves, must be an ancestor
+ * an updated leaf, other than the updates themselves, must be an ancestor (data or ordering edges)
  * of the clip node, so it has run before any update starts.
  *
  * graph/ defines no compute op, so the six ops are handed in

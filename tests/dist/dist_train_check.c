@@ -21,47 +21,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dg_train_record.h"
 #include "dg_trainer.h"
 
-#define MAX_ITERS 64
-#define MAX_PARAMS 256
 #define RTOL 1e-5
 
-typedef struct record {
-    int n_iters;
-    double loss[MAX_ITERS], gnorm[MAX_ITERS];
-    int n_params;
-    char name[MAX_PARAMS][DG_NAME_LEN];
-    int64_t numel[MAX_PARAMS];
-    float *values[MAX_PARAMS];
-} record;
 
-static void on_iteration(void *ctx, int it, double lm, double aux, double z, double gnorm, double lr) {
-    record *r = ctx;
-    (void)aux, (void)z, (void)lr;
-    if (it - 1 < MAX_ITERS) {
-        r->loss[it - 1] = lm;
-        r->gnorm[it - 1] = gnorm;
-        r->n_iters = it;
-    }
-}
-
-static void on_final(void *ctx, const dg_tensor *t, const float *v) {
-    record *r = ctx;
-    if (r->n_params >= MAX_PARAMS) return;
-    int i = r->n_params++;
-    snprintf(r->name[i], DG_NAME_LEN, "%s", t->name);
-    r->numel[i] = dg_tensor_numel(t);
-    r->values[i] = dg_malloc(sizeof(float) * (size_t)r->numel[i]);
-    memcpy(r->values[i], v, sizeof(float) * (size_t)r->numel[i]);
-}
-
-static void record_free(record *r) {
-    for (int i = 0; i < r->n_params; i++) dg_free(r->values[i]);
-    memset(r, 0, sizeof *r);
-}
-
-static int train(int argc, char **argv, int flip_overlap, MPI_Comm comm, record *r, dg_train_result *res) {
+static int train(int argc, char **argv, int flip_overlap, MPI_Comm comm, dg_train_record *r, dg_train_result *res) {
     dg_train_config c;
     dg_train_config_defaults(&c);
     dg_err err = {{0}};
@@ -74,8 +40,8 @@ static int train(int argc, char **argv, int flip_overlap, MPI_Comm comm, record 
         if (c.use_distributed_optimizer) c.overlap_param_gather = !c.overlap_param_gather;
     }
     memset(r, 0, sizeof *r);
-    dg_train_hooks hooks = {.ctx = r, .on_iteration = on_iteration};
-    dg_train_final fin = {r, on_final};
+    dg_train_hooks hooks = {.ctx = r, .on_iteration = dg_rec_on_iteration};
+    dg_train_final fin = {r, dg_rec_on_final};
     if (dg_train_on(&c, comm, &hooks, &fin, res, &err) != DG_OK) {
         dg_err_print(&err);
         return 1;
@@ -94,7 +60,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) distopt |= !strcmp(argv[i], "--use-distributed-optimizer");
 
     /* 1. the single-rank reference, on rank 0 */
-    record ref = {0}, dp = {0}, dp2 = {0};
+    dg_train_record ref = {0}, dp = {0}, dp2 = {0};
     dg_train_result rres = {0}, dres = {0}, dres2 = {0};
     if (rank == 0) {
         printf("== reference: 1 rank\n");
@@ -180,9 +146,9 @@ int main(int argc, char **argv) {
             fail = 1;
         }
     }
-    record_free(&ref);
-    record_free(&dp);
-    record_free(&dp2);
+    dg_rec_free(&ref);
+    dg_rec_free(&dp);
+    dg_rec_free(&dp2);
     int any = 0;
     MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0) printf("dist_train_check: %s\n", any ? "FAIL" : "ok");

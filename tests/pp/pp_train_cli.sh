@@ -1,0 +1,64 @@
+#!/bin/bash
+# `dagatron train` under pipeline parallelism (issue 13): the log line of a
+# PP=2 run prints the single-rank run's lm loss and grad norm (the loss
+# lives on the last stage; world rank 0, on the first, prints it after the
+# pipeline group's sum), within 1e-5 relative, for 5 iterations; and sizes
+# that do not fit, or what PP does not support yet, exit 2 with one line
+# (acceptance 4).
+set -euo pipefail
+exe=$1
+fail() { echo "FAIL: $*" >&2; exit 1; }
+ARCH=($(cat "$(dirname "$0")/../common/moe_arch.flags"))
+common=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 4 --hidden-size 64 --seq-length 32 --micro-batch-size 2
+        --global-batch-size 8 --num-experts 0 --train-iters 5 --lr 1e-3 --log-interval 1
+        --lr-decay-style constant --num-attention-heads 4 --eval-iters 0)
+run() {
+    local np=$1
+    shift
+    $DG_MPIRUN -np "$np" "$exe" train "${common[@]}" "$@" 2>&1 |
+        grep -oE "lm loss: [0-9.E+-]+|grad norm: [0-9.]+" | paste -sd' '
+}
+ref=$(run 1)
+echo "np 1: $ref"
+[ -n "$ref" ] || fail "the single-rank run logged nothing"
+got=$(run 2 --pipeline-model-parallel-size 2)
+echo "np 2, pp 2: $got"
+[ -n "$got" ] || fail "the PP run logged nothing"
+awk -v a="$got" -v b="$ref" -f "$(dirname "$0")/../common/logs_close.awk" || fail "pp 2 logs differ from the single rank's"
+
+# refuse NP EXPECTED_TEXT FLAGS...: exit 2, one line on stderr naming it
+refuse() {
+    local np=$1 want=$2
+    shift 2
+    local out rc=0
+    out=$($DG_MPIRUN -np "$np" "$exe" train "${common[@]}" "$@" 2>&1 >/dev/null) || rc=$?
+    out=$(printf '%s\n' "$out" | grep -v '^-\+$' | grep -vi 'mpirun\|process\|job\|exit code\|Primary\|non-zero\|^ *$' || true)
+    echo "refused ($rc): $out"
+    [ "$rc" -ne 0 ] || fail "$*: accepted"
+    printf '%s' "$out" | grep -qF -- "$want" || fail "$*: expected '$want' in: $out"
+    [ "$(printf '%s\n' "$out" | grep -c .)" -eq 1 ] || fail "$*: expected one line, got: $out"
+}
+refuse 2 "--num-layers 3 is not divisible by --pipeline-model-parallel-size 2" --pipeline-model-parallel-size 2 --num-layers 3
+refuse 2 "--decoder-first-pipeline-num-layers 4" --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 4
+refuse 2 "--num-layers-per-virtual-pipeline-stage 3: --num-layers 4 is not a multiple" \
+    --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 3
+refuse 2 "--num-virtual-stages-per-pipeline-rank 4: --num-layers 4 is not a multiple" \
+    --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 4
+refuse 1 "--decoder-first-pipeline-num-layers needs --pipeline-model-parallel-size > 1" --decoder-first-pipeline-num-layers 1
+# `dagatron dump` shows a stage's graph: --rank picks the stage
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+for r in 0 1; do
+    "$exe" dump --num-experts 0 --num-layers 4 --pipeline-model-parallel-size 2 --rank $r --graph step \
+        --global-batch-size 8 --micro-batch-size 2 -o "$TMP/s$r.json" || fail "dump --rank $r"
+done
+grep -q '"pp/send/' "$TMP/s0.json" || fail "stage 0 sends nothing"
+grep -q '"pp/recv_grad/' "$TMP/s0.json" || fail "stage 0 receives no gradient"
+grep -q '"pp/recv/' "$TMP/s1.json" || fail "stage 1 receives nothing"
+grep -q '"pp/send_grad/' "$TMP/s1.json" || fail "stage 1 sends no gradient back"
+! grep -q '"pp/recv/' "$TMP/s0.json" || fail "stage 0 receives activations"
+# exit status 2 itself, from a single process
+rc=0
+"$exe" train "${common[@]}" --pipeline-model-parallel-size 2 --num-layers 3 >/dev/null 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || fail "layers not divisible: exit $rc, want 2"
+echo "OK"

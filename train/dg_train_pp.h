@@ -1,0 +1,24 @@
+/* dg_train_pp.h — what the training loop needs to know about pipeline
+ * parallelism: the flags' checks (found before any work, the same on every
+ * rank) and the PP pass's options for this rank's stage.
+ *
+ * Under --pipeline-model-parallel-size p > 1 the step pipeline's PP pass
+ * (graph/passes/dg_pass_pp.h) gives each rank its stage's graph; the
+ * schedule (--pipeline-schedule, graph/passes/dg_pass_pp_sched.h) orders
+ * its micro-batches. Not built yet, and refused with one line:
+ * checkpoints (--save / --load) and interleaved 1F1B (virtual stages; their
+ * sizes are checked first).
+ */
+#ifndef DG_TRAIN_PP_H
+#define DG_TRAIN_PP_H
+
+#include "dg_pass_pp.h"
+#include "dg_train_config.h"
+
+/* DG_OK, or DG_EINPUT with one line naming the flag. */
+int dg_train_pp_check(const dg_train_config *c, dg_err *err);
+
+/* The PP pass's options for pipeline stage `stage`. */
+void dg_train_pp_opts(const dg_train_config *c, int stage, dg_pp_opts *o);
+
+#endif /* DG_TRAIN_PP_H */
