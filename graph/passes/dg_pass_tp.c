@@ -132,19 +132,29 @@ static int fit_inputs(dg_graph *dst, const dg_node *n, int *in, tp_pass *s) {
         const dg_sharding *x = &dst->tensors[in[0]].sharding;
         if (dg_tp_seq_lowers(n) && x->split[DG_TP_SEQ_DIM] == DG_AXIS_TP) return DG_OK; /* tp_lower's */
     }
+    /* A partial sum is all-reduced at its first reader, as Megatron does,
+     * even where the rule would carry it (partial + partial is partial):
+     * the residual stream stays whole, so what crosses a pipeline stage or
+     * meets a column-parallel linear is never a partial sum. */
+    for (int k = 0; k < n->n_in; k++) {
+        const dg_tensor *x = &dst->tensors[in[k]];
+        if (x->sharding.partial != DG_AXIS_TP) continue;
+        grow(s, dst->n_tensors);
+        if (s->reduced_of[in[k]] < 0) {
+            int p = x->producer; /* read before the add may move the tensor array */
+            int y = s->reduced_of[in[k]] = dg_all_reduce(dst, in[k], DG_AXIS_TP, s->tp);
+            /* the reduction belongs to its input's layer (the embedding's
+             * outside the layers), not the first reader's */
+            if (y >= 0 && p >= 0) dst->nodes[dst->tensors[y].producer].layer = dst->nodes[p].layer;
+        }
+        if ((in[k] = s->reduced_of[in[k]]) < 0) return dst->status;
+    }
     if (column_parallel(dst, n, in) && !gathered_over_tp(dst, in[0])) {
         grow(s, dst->n_tensors);
         if (s->copy_of[in[0]] < 0) s->copy_of[in[0]] = dg_copy_to_group(dst, in[0], DG_AXIS_TP, s->tp);
         if ((in[0] = s->copy_of[in[0]]) < 0) return dst->status;
     }
     if (rule_takes(dst, n, in)) return DG_OK;
-    for (int k = 0; k < n->n_in; k++) { /* partial sums first: the cheaper fix */
-        const dg_tensor *x = &dst->tensors[in[k]];
-        if (x->sharding.partial != DG_AXIS_TP) continue;
-        grow(s, dst->n_tensors);
-        if (s->reduced_of[in[k]] < 0) s->reduced_of[in[k]] = dg_all_reduce(dst, in[k], DG_AXIS_TP, s->tp);
-        if ((in[k] = s->reduced_of[in[k]]) < 0) return dst->status;
-    }
     for (int k = 0; k < n->n_in && !rule_takes(dst, n, in); k++) {
         const dg_tensor *x = &dst->tensors[in[k]];
         for (int d = 0; d < x->ndim; d++)

@@ -100,7 +100,7 @@ static dg_pipeline_result stage_graph(int size, int rank, int n_mb, dg_pp_schedu
     if (dg_model_build_forward(g, &c, io, &err) != DG_OK) fail_msg("%s", err.msg);
     dg_pipeline_opts po = {.loss = io->loss, .n_microbatches = n_mb, .autodiff = dg_ops_autodiff(),
                            .scale = &dg_op_scale, .stop_after = stop, .step_name = "step"};
-    po.ep = (dg_pass_ep_opts){1, 0, 1, 0};
+    po.ep = (dg_pass_ep_opts){1, 0, 1, 0, 0};
     po.pp = pp(size, rank, 4, -1, -1);
     po.pp.schedule = sched;
     dg_pipeline_result r;
