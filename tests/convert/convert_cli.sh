@@ -9,7 +9,10 @@
 #     parameters equal the original's (compare_params.py), its loss on the
 #     batch is the original's to the bit, and its export the first export
 #     byte for byte; `train --load` continues from it.
-#  3. bf16 export imports, and re-exports to the same bytes.
+#  3. bf16 export imports, and re-exports to the same bytes; a config.json
+#     without the "dagatron" block (as Transformers writes it) and GPT-2 names
+#     without "transformer." import to the same parameters; a GPT2BPETokenizer
+#     checkpoint exports vocab.json + merges.txt, and its import generates.
 #  4. A corrupted shard (bad header length, truncated data, a wrong shape, a
 #     missing shard) is one line naming the file, exit 2, and no checkpoint.
 #  5. A model HF cannot express (sigmoid router) is refused: one line, exit 2.
@@ -78,6 +81,30 @@ grep -q "loaded checkpoint from $TMP/back_moe at iteration 0" "$TMP/cont.log" &&
   cmp -s "$TMP/hf_bf/model-00001-of-00001.safetensors" "$TMP/hf_bf2/model-00001-of-00001.safetensors" &&
   grep -q '"dtype":"BF16"' "$TMP/hf_bf/model-00001-of-00001.safetensors" &&
   echo "ok: bf16 export imports and re-exports the same bytes" || { echo "FAIL: bf16 round trip"; fail=1; }
+
+# plain Transformers files: no "dagatron" block, GPT-2 names without the prefix
+rm -rf "$TMP/plain"; cp -r "$TMP/hf_moe" "$TMP/plain"
+"$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); del c["dagatron"]; json.dump(c, open(sys.argv[1], "w"))' \
+  "$TMP/plain/config.json"
+"$BIN" convert --from hf "$TMP/plain" --save "$TMP/back_plain" 2>/dev/null && "$PY" "$HERE/compare_params.py" "$TMP/moe" "$TMP/back_plain" ||
+  { echo "FAIL: import without the dagatron block"; fail=1; }
+rm -rf "$TMP/noprefix"; cp -r "$TMP/hf_gpt" "$TMP/noprefix"
+"$PY" "$HERE/corrupt_shard.py" strip_prefix "$TMP/noprefix/model-00001-of-00001.safetensors"
+"$BIN" convert --from hf "$TMP/noprefix" --save "$TMP/back_noprefix" 2>/dev/null &&
+  "$PY" "$HERE/compare_params.py" "$TMP/gpt" "$TMP/back_noprefix" || { echo "FAIL: GPT-2 names without prefix"; fail=1; }
+
+# tokenizer files
+"$BIN" tokenizer train --vocab-size 300 --output-dir "$TMP/tok" --input "$HERE/../tokenizer/corpus.jsonl" >/dev/null 2>&1
+train "$TMP/tck.log" "$BIN" train --tokenizer-type GPT2BPETokenizer --vocab-file "$TMP/tok/vocab.json" \
+  --merge-file "$TMP/tok/merges.txt" --num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16 \
+  --micro-batch-size 1 --global-batch-size 1 --train-iters 1 --eval-iters 0 --save "$TMP/tck"
+"$BIN" convert --load "$TMP/tck" --to hf "$TMP/hf_tck" 2>/dev/null && cmp -s "$TMP/tok/vocab.json" "$TMP/hf_tck/vocab.json" &&
+  cmp -s "$TMP/tok/merges.txt" "$TMP/hf_tck/merges.txt" && echo "ok: vocab.json and merges.txt exported" ||
+  { echo "FAIL: tokenizer files not exported"; fail=1; }
+"$BIN" convert --from hf "$TMP/hf_tck" --save "$TMP/back_tck" 2>/dev/null &&
+  grep -q '"GPT2BPETokenizer"' "$TMP/back_tck/iter_0000000/metadata.json" &&
+  "$BIN" generate --load "$TMP/back_tck" --prompt "the" --max-new-tokens 3 --greedy >/dev/null 2>&1 &&
+  echo "ok: the imported GPT2BPETokenizer checkpoint generates" || { echo "FAIL: tokenizer import"; fail=1; }
 
 # 4. corrupted shards
 corrupt() { # NAME HOW: copy hf_gpt, break it, import: one line naming the file, exit 2, no checkpoint

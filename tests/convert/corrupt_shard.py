@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""corrupt_shard.py HOW FILE — break a safetensors file for the import tests.
+"""corrupt_shard.py HOW FILE — edit a safetensors file for the import tests.
 header: a header length past the end of the file; truncate: the last 100
 bytes cut off; shape: the first 2-D tensor's shape transposed (same bytes,
-same header length); missing: the file removed."""
+same header length); missing: the file removed; strip_prefix (not a
+corruption): names without GPT-2's "transformer." prefix, as Transformers'
+own GPT-2 files have them."""
 import json
 import os
 import struct
@@ -22,6 +24,12 @@ elif how == "shape":
     text = json.dumps(h, separators=(",", ":")).encode()
     assert len(text) <= n
     raw = raw[:8] + text + b" " * (n - len(text)) + raw[8 + n:]
+elif how == "strip_prefix":
+    h = json.loads(raw[8:8 + n])
+    h = {(k[12:] if k.startswith("transformer.") else k): e for k, e in h.items()}
+    text = json.dumps(h, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    raw = struct.pack("<Q", len(text)) + text + raw[8 + n:]
 elif how == "missing":
     os.remove(path)
     sys.exit(0)
