@@ -98,13 +98,16 @@ static const char *bare(const char *n) { return strncmp(n, "transformer.", 12) ?
 static int locate(const importer *x, const dg_hf_tensor *t, const dg_st_file **f, const dg_st_entry **e, dg_err *err) {
     for (int i = 0; i < x->n_files; i++) {
         const dg_st_file *fi = &x->files[i];
-        for (int k = 0; k < fi->n; k++)
-            if (!strcmp(fi->e[k].name, t->name) || !strcmp(bare(fi->e[k].name), bare(t->name))) {
-                *f = fi;
-                *e = &fi->e[k];
-                return DG_OK;
-            }
+        for (int k = 0; k < fi->n; k++) {
+            if (strcmp(bare(fi->e[k].name), bare(t->name))) continue;
+            if (*e)
+                return dg_err_set(err, DG_EINPUT, "%s: tensor '%s' is stored twice (also in %s)", fi->path, t->name,
+                                  (*f)->path);
+            *f = fi;
+            *e = &fi->e[k];
+        }
     }
+    if (*e) return DG_OK;
     return dg_err_set(err, DG_EINPUT, "%s: no file holds '%s', which config.json's %s needs", x->dir, t->name,
                       dg_hf_arch_class(x->arch));
 }
