@@ -14,7 +14,8 @@
 #     without "transformer." import to the same parameters; a GPT2BPETokenizer
 #     checkpoint exports vocab.json + merges.txt, and its import generates.
 #  4. A corrupted shard (bad header length, truncated data, a wrong shape, a
-#     missing shard) is one line naming the file, exit 2, and no checkpoint.
+#     missing shard, a tensor in two shards) is one line naming the file,
+#     exit 2, and no checkpoint.
 #  5. A model HF cannot express (sigmoid router) is refused: one line, exit 2.
 # Usage: convert_cli.sh DAGATRON CKPT_LOSS
 set -u
@@ -120,6 +121,12 @@ corrupt header header
 corrupt truncated truncate
 corrupt shape shape
 corrupt missing missing
+rm -rf "$TMP/bad_dup"; cp -r "$TMP/hf_moe" "$TMP/bad_dup"; cp "$TMP/bad_dup/model-00001-of-00005.safetensors" "$TMP/bad_dup/extra.safetensors"
+"$PY" -c 'import json,sys; p=sys.argv[1]; i=json.load(open(p)); i["weight_map"]["extra"]="extra.safetensors"; json.dump(i, open(p, "w"))' \
+  "$TMP/bad_dup/model.safetensors.index.json"
+"$BIN" convert --from hf "$TMP/bad_dup" --save "$TMP/bad_ck_dup" >/dev/null 2>"$TMP/err"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "stored twice" "$TMP/err" && [ ! -e "$TMP/bad_ck_dup" ] &&
+  echo "ok: a tensor in two shards -> $(cat "$TMP/err")" || { echo "FAIL: duplicate tensor rc=$rc:"; cat "$TMP/err"; fail=1; }
 
 # 5. no HF equivalent
 train "$TMP/sig.log" "$BIN" train "${MOE[@]}" --moe-router-score-function sigmoid --train-iters 1 --save "$TMP/sig"
