@@ -4,7 +4,8 @@
 #     (a sharded checkpoint) -> HF: a PyTorch model written with HF's names
 #     and formulas (hf_reference.py, no `transformers`) computes dagatron's
 #     loss on a batch within 1e-5; the same for Megatron's default dense GPT
-#     (GPT2LMHeadModel) and a dense SwiGLU/RoPE model (LlamaForCausalLM).
+#     (GPT2LMHeadModel) and a dense SwiGLU/RoPE model saved under TP=2
+#     (LlamaForCausalLM).
 #  2. dagatron -> HF -> dagatron is bitwise: the re-imported checkpoint's
 #     parameters equal the original's (compare_params.py), its loss on the
 #     batch is the original's to the bit, and its export the first export
@@ -52,7 +53,7 @@ train "$TMP/gpt.log" "$BIN" train "${SMALL[@]}" --train-iters 2 --save "$TMP/gpt
 grep -q '"GPT2LMHeadModel"' "$TMP/hf_gpt/config.json" || { echo "FAIL: not GPT2LMHeadModel"; fail=1; }
 check_ref "$TMP/gpt" "$TMP/hf_gpt"
 
-train "$TMP/llama.log" "$BIN" train "${SMALL[@]}" --swiglu --normalization RMSNorm --position-embedding-type rope \
+train "$TMP/llama.log" $DG_MPIRUN -np 2 --bind-to none "$BIN" train "${SMALL[@]}" --tensor-model-parallel-size 2 --swiglu --normalization RMSNorm --position-embedding-type rope \
   --disable-bias-linear --num-query-groups 2 --group-query-attention --train-iters 2 --save "$TMP/llama"
 "$BIN" convert --load "$TMP/llama" --to hf "$TMP/hf_llama" || { echo "FAIL: export llama"; fail=1; }
 grep -q '"LlamaForCausalLM"' "$TMP/hf_llama/config.json" || { echo "FAIL: not LlamaForCausalLM"; fail=1; }
