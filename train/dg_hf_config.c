@@ -52,7 +52,8 @@ static void gpt2_keys(cJSON *o, const dg_model_config *c) {
     cJSON_AddTrueToObject(o, "scale_attn_weights");
 }
 
-char *dg_hf_config_write(const dg_model_config *c, dg_hf_arch a, const dg_ckpt_tokenizer *tok, dg_err *err) {
+char *dg_hf_config_write(const dg_model_config *c, dg_hf_arch a, dg_dtype dtype, const dg_ckpt_tokenizer *tok,
+                         dg_err *err) {
     dg_ckpt_config rec;
     memset(&rec, 0, sizeof rec);
     if (dg_model_to_record(c, &rec, err) != DG_OK) return NULL;
@@ -64,7 +65,7 @@ char *dg_hf_config_write(const dg_model_config *c, dg_hf_arch a, const dg_ckpt_t
     if (a == DG_HF_GPT2) gpt2_keys(o, c);
     else llama_keys(o, c, a);
     cJSON_AddBoolToObject(o, "tie_word_embeddings", !c->untie_embeddings);
-    cJSON_AddStringToObject(o, "torch_dtype", "float32");
+    cJSON_AddStringToObject(o, "torch_dtype", dtype == DG_BF16 ? "bfloat16" : "float32");
     cJSON *dg = cJSON_AddObjectToObject(o, "dagatron");
     cJSON *model = cJSON_AddObjectToObject(dg, "model");
     for (int i = 0; i < rec.n; i++) num(model, rec.key[i], rec.value[i]);
@@ -211,12 +212,12 @@ int dg_hf_config_read(const char *text, const char *path, dg_model_config *c, dg
     int st = DG_OK, found = 0;
     for (int i = 0; i <= DG_HF_GPT2 && cJSON_IsString(mt); i++)
         if (!strcmp(mt->valuestring, dg_hf_arch_model_type((dg_hf_arch)i))) *a = (dg_hf_arch)i, found = 1;
+    /* Mistral is Llama's layout; its sliding window is refused like Llama's */
+    if (!found && cJSON_IsString(mt) && !strcmp(mt->valuestring, "mistral")) *a = DG_HF_LLAMA, found = 1;
     if (!found)
         st = dg_err_set(err, DG_EINPUT, "%s: \"model_type\" %s%s%s is not one dagatron imports (mixtral, llama, mistral, gpt2)",
                         path, cJSON_IsString(mt) ? "'" : "", cJSON_IsString(mt) ? mt->valuestring : "missing",
                         cJSON_IsString(mt) ? "'" : "");
-    /* Mistral is Llama's layout; its sliding window is refused like Llama's */
-    if (!found && cJSON_IsString(mt) && !strcmp(mt->valuestring, "mistral")) *a = DG_HF_LLAMA, found = 1, st = DG_OK;
     if (st == DG_OK) {
         /* defaults for what neither side says: Megatron's */
         dg_model_config_tiny(c);

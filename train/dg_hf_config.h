@@ -15,9 +15,11 @@
 #include "dg_hf_map.h"
 #include "dg_model.h"
 
-/* config.json's text (dg_malloc'd) for model c of HF architecture a, with
- * the tokenizer tok (may be NULL). */
-char *dg_hf_config_write(const dg_model_config *c, dg_hf_arch a, const dg_ckpt_tokenizer *tok, dg_err *err);
+/* config.json's text (dg_malloc'd) for model c of HF architecture a whose
+ * tensors are stored as dtype (torch_dtype), with the tokenizer tok (may be
+ * NULL). */
+char *dg_hf_config_write(const dg_model_config *c, dg_hf_arch a, dg_dtype dtype, const dg_ckpt_tokenizer *tok,
+                         dg_err *err);
 
 /* Parse config.json's text (path for messages) into *c and *a; *tok gets the
  * "dagatron" block's tokenizer type and vocabulary size when present (else

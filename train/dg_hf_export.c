@@ -147,7 +147,7 @@ static int run(exporter *x, const char *ckpt_dir, dg_err *err) {
     if (st == DG_OK) plan_shards(x);
     for (int s = 0; st == DG_OK && s < x->n_shards; s++) st = write_shard(x, s, err);
     if (st == DG_OK) st = write_index(x, err);
-    char *cfg = st == DG_OK ? dg_hf_config_write(&c, x->map.arch, &man.meta.tokenizer, err) : NULL;
+    char *cfg = st == DG_OK ? dg_hf_config_write(&c, x->map.arch, x->o->dtype, &man.meta.tokenizer, err) : NULL;
     if (st == DG_OK && !cfg) st = DG_EINTERNAL;
     if (cfg) st = write_text(x->dir, "config.json", cfg, err);
     dg_free(cfg);

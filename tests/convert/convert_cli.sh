@@ -82,6 +82,7 @@ grep -q "loaded checkpoint from $TMP/back_moe at iteration 0" "$TMP/cont.log" &&
 "$BIN" convert --load "$TMP/back_bf" --to hf "$TMP/hf_bf2" --hf-dtype bf16 2>/dev/null &&
   cmp -s "$TMP/hf_bf/model-00001-of-00001.safetensors" "$TMP/hf_bf2/model-00001-of-00001.safetensors" &&
   grep -q '"dtype":"BF16"' "$TMP/hf_bf/model-00001-of-00001.safetensors" &&
+  grep -q '"torch_dtype":.*"bfloat16"' "$TMP/hf_bf/config.json" &&
   echo "ok: bf16 export imports and re-exports the same bytes" || { echo "FAIL: bf16 round trip"; fail=1; }
 
 # plain Transformers files: no "dagatron" block, GPT-2 names without the prefix
