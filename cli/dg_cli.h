@@ -15,5 +15,6 @@ int dg_cmd_preprocess(int argc, char **argv);
 int dg_cmd_tokenizer(int argc, char **argv);
 int dg_cmd_topo(int argc, char **argv);
 int dg_cmd_cuda(int argc, char **argv);
+int dg_cmd_convert(int argc, char **argv);
 
 #endif /* DG_CLI_H */

@@ -25,8 +25,14 @@ for i in $(seq 1 "$TRIALS"); do
   # wait until the run has saved at least once, then kill at a random moment
   for _ in $(seq 1 600); do grep -q "checkpoint at iteration" "$TMP/run$i.log" && break; sleep 0.05; done
   sleep "0.$((RANDOM % 10))$((RANDOM % 10))"
-  kill -9 -- -"$pid" 2>/dev/null # the whole job: mpirun and its ranks
+  # the whole job: mpirun and its ranks. OpenMPI puts each rank in its own
+  # process group, so killing mpirun's group left the ranks running (and
+  # saving, and pruning under the check below) until they noticed; they
+  # all stay in setsid's session, so kill the session and wait until it is
+  # empty.
+  pkill -9 -s "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
+  for _ in $(seq 1 200); do pgrep -s "$pid" >/dev/null || break; sleep 0.05; done
   if it=$("$PY" "$HERE/ckpt_verify.py" "$TMP/ck" 2>&1); then
     echo "ok: trial $i: killed; the tracker names iteration $it, complete"
   else

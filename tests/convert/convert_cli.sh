@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# convert_cli.sh — `dagatron convert` (issue 17, acceptance 3).
+#  1. MoE (tests/common/moe_arch.flags, GQA) saved by 2 ranks under EP=2
+#     (a sharded checkpoint) -> HF: a PyTorch model written with HF's names
+#     and formulas (hf_reference.py, no `transformers`) computes dagatron's
+#     loss on a batch within 1e-5; the same for Megatron's default dense GPT
+#     (GPT2LMHeadModel) and a dense SwiGLU/RoPE model saved under TP=2
+#     (LlamaForCausalLM).
+#  2. dagatron -> HF -> dagatron is bitwise: the re-imported checkpoint's
+#     parameters equal the original's (compare_params.py), its loss on the
+#     batch is the original's to the bit, and its export the first export
+#     byte for byte; `train --load` continues from it.
+#  3. bf16 export imports, and re-exports to the same bytes; a config.json
+#     without the "dagatron" block (as Transformers writes it) and GPT-2 names
+#     without "transformer." import to the same parameters; a GPT2BPETokenizer
+#     checkpoint exports vocab.json + merges.txt, and its import generates.
+#  4. A corrupted shard (bad header length, truncated data, a wrong shape, a
+#     missing shard, a tensor in two shards) is one line naming the file,
+#     exit 2, and no checkpoint.
+#  5. A model HF cannot express (sigmoid router) is refused: one line, exit 2.
+# Usage: convert_cli.sh DAGATRON CKPT_LOSS
+set -u
+BIN=$1 LOSS=$2
+HERE=$(dirname "$0")
+PY=${DG_REF_PYTHON:-/usr/bin/python3}
+TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
+fail=0
+ARCH=($(cat "$HERE/../common/moe_arch.flags"))
+SMALL=(--mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32
+       --micro-batch-size 2 --global-batch-size 4 --lr 3e-3 --eval-iters 0 --log-interval 1)
+MOE=("${ARCH[@]}" "${SMALL[@]}" --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 48 --num-query-groups 2
+     --group-query-attention --untie-embeddings-and-output-weights)
+train() { local log=$1; shift; "$@" >"$log" 2>&1 || { echo "FAIL: $* exited $?"; tail -3 "$log"; fail=1; }; }
+check_ref() { # CKPT HFDIR
+  "$LOSS" "$1" "$TMP/batch.json" >/dev/null || { echo "FAIL: ckpt_loss $1"; fail=1; return; }
+  "$PY" "$HERE/hf_reference.py" "$2" "$TMP/batch.json" || fail=1
+}
+
+# 1. exports and the HF-named reference
+train "$TMP/moe.log" $DG_MPIRUN -np 2 --bind-to none "$BIN" train "${MOE[@]}" --expert-model-parallel-size 2 \
+  --train-iters 3 --save "$TMP/moe"
+grep -q "model_optim_rng_rank00001.bin" <(ls "$TMP/moe/iter_0000003") || { echo "FAIL: the EP=2 save is not sharded"; fail=1; }
+"$BIN" convert --load "$TMP/moe" --to hf "$TMP/hf_moe" --max-shard-size 100000 || { echo "FAIL: export moe"; fail=1; }
+n_shards=$(ls "$TMP/hf_moe"/model-*-of-*.safetensors | wc -l)
+[ "$n_shards" -gt 1 ] && echo "ok: MoE export in $n_shards shards with an index" || { echo "FAIL: one shard"; fail=1; }
+grep -q '"MixtralForCausalLM"' "$TMP/hf_moe/config.json" || { echo "FAIL: not MixtralForCausalLM"; fail=1; }
+grep -q '"model.layers.1.block_sparse_moe.experts.3.w3.weight"' "$TMP/hf_moe/model.safetensors.index.json" ||
+  { echo "FAIL: no expert w3 in the index"; fail=1; }
+check_ref "$TMP/moe" "$TMP/hf_moe"
+
+train "$TMP/gpt.log" "$BIN" train "${SMALL[@]}" --train-iters 2 --save "$TMP/gpt"
+"$BIN" convert --load "$TMP/gpt" --to hf "$TMP/hf_gpt" || { echo "FAIL: export gpt"; fail=1; }
+grep -q '"GPT2LMHeadModel"' "$TMP/hf_gpt/config.json" || { echo "FAIL: not GPT2LMHeadModel"; fail=1; }
+check_ref "$TMP/gpt" "$TMP/hf_gpt"
+
+train "$TMP/llama.log" $DG_MPIRUN -np 2 --bind-to none "$BIN" train "${SMALL[@]}" --tensor-model-parallel-size 2 --swiglu --normalization RMSNorm --position-embedding-type rope \
+  --disable-bias-linear --num-query-groups 2 --group-query-attention --train-iters 2 --save "$TMP/llama"
+"$BIN" convert --load "$TMP/llama" --to hf "$TMP/hf_llama" || { echo "FAIL: export llama"; fail=1; }
+grep -q '"LlamaForCausalLM"' "$TMP/hf_llama/config.json" || { echo "FAIL: not LlamaForCausalLM"; fail=1; }
+check_ref "$TMP/llama" "$TMP/hf_llama"
+
+# 2. dagatron -> HF -> dagatron, bitwise
+for m in moe gpt llama; do
+  "$BIN" convert --from hf "$TMP/hf_$m" --save "$TMP/back_$m" 2>/dev/null || { echo "FAIL: import $m"; fail=1; continue; }
+  "$PY" "$HERE/compare_params.py" "$TMP/$m" "$TMP/back_$m" || fail=1
+  "$BIN" convert --load "$TMP/back_$m" --to hf "$TMP/hf2_$m" --max-shard-size 100000 2>/dev/null
+  [ "$m" = moe ] || "$BIN" convert --load "$TMP/back_$m" --to hf "$TMP/hf2_$m" 2>/dev/null
+  same=1
+  for f in "$TMP/hf_$m"/*.safetensors; do cmp -s "$f" "$TMP/hf2_$m/$(basename "$f")" || same=0; done
+  [ $same = 1 ] && echo "ok: $m: the re-imported checkpoint exports the same bytes" || { echo "FAIL: $m re-export differs"; fail=1; }
+done
+"$LOSS" "$TMP/moe" "$TMP/a.json" >/dev/null && "$LOSS" "$TMP/back_moe" "$TMP/b.json" >/dev/null &&
+  cmp -s "$TMP/a.json" "$TMP/b.json" && echo "ok: the re-imported MoE checkpoint's loss is the original's, bit for bit" ||
+  { echo "FAIL: re-imported loss differs"; fail=1; }
+train "$TMP/cont.log" "$BIN" train "${MOE[@]}" --train-iters 2 --load "$TMP/back_moe" --no-load-optim
+grep -q "loaded checkpoint from $TMP/back_moe at iteration 0" "$TMP/cont.log" &&
+  echo "ok: train --load continues from the import" || { echo "FAIL: train did not load the import"; fail=1; }
+
+# 3. bf16
+"$BIN" convert --load "$TMP/moe" --to hf "$TMP/hf_bf" --hf-dtype bf16 2>/dev/null &&
+"$BIN" convert --from hf "$TMP/hf_bf" --save "$TMP/back_bf" 2>/dev/null &&
+"$BIN" convert --load "$TMP/back_bf" --to hf "$TMP/hf_bf2" --hf-dtype bf16 2>/dev/null &&
+  cmp -s "$TMP/hf_bf/model-00001-of-00001.safetensors" "$TMP/hf_bf2/model-00001-of-00001.safetensors" &&
+  grep -q '"dtype":"BF16"' "$TMP/hf_bf/model-00001-of-00001.safetensors" &&
+  grep -q '"torch_dtype":.*"bfloat16"' "$TMP/hf_bf/config.json" &&
+  echo "ok: bf16 export imports and re-exports the same bytes" || { echo "FAIL: bf16 round trip"; fail=1; }
+
+# plain Transformers files: no "dagatron" block, GPT-2 names without the prefix
+rm -rf "$TMP/plain"; cp -r "$TMP/hf_moe" "$TMP/plain"
+"$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); del c["dagatron"]; json.dump(c, open(sys.argv[1], "w"))' \
+  "$TMP/plain/config.json"
+"$BIN" convert --from hf "$TMP/plain" --save "$TMP/back_plain" 2>/dev/null && "$PY" "$HERE/compare_params.py" "$TMP/moe" "$TMP/back_plain" ||
+  { echo "FAIL: import without the dagatron block"; fail=1; }
+rm -rf "$TMP/noprefix"; cp -r "$TMP/hf_gpt" "$TMP/noprefix"
+"$PY" "$HERE/corrupt_shard.py" strip_prefix "$TMP/noprefix/model-00001-of-00001.safetensors"
+"$BIN" convert --from hf "$TMP/noprefix" --save "$TMP/back_noprefix" 2>/dev/null &&
+  "$PY" "$HERE/compare_params.py" "$TMP/gpt" "$TMP/back_noprefix" || { echo "FAIL: GPT-2 names without prefix"; fail=1; }
+
+# tokenizer files
+"$BIN" tokenizer train --vocab-size 300 --output-dir "$TMP/tok" --input "$HERE/../tokenizer/corpus.jsonl" >/dev/null 2>&1
+train "$TMP/tck.log" "$BIN" train --tokenizer-type GPT2BPETokenizer --vocab-file "$TMP/tok/vocab.json" \
+  --merge-file "$TMP/tok/merges.txt" --num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16 \
+  --micro-batch-size 1 --global-batch-size 1 --train-iters 1 --eval-iters 0 --save "$TMP/tck"
+"$BIN" convert --load "$TMP/tck" --to hf "$TMP/hf_tck" 2>/dev/null && cmp -s "$TMP/tok/vocab.json" "$TMP/hf_tck/vocab.json" &&
+  cmp -s "$TMP/tok/merges.txt" "$TMP/hf_tck/merges.txt" && echo "ok: vocab.json and merges.txt exported" ||
+  { echo "FAIL: tokenizer files not exported"; fail=1; }
+"$BIN" convert --from hf "$TMP/hf_tck" --save "$TMP/back_tck" 2>/dev/null &&
+  grep -q '"GPT2BPETokenizer"' "$TMP/back_tck/iter_0000000/metadata.json" &&
+  "$BIN" generate --load "$TMP/back_tck" --prompt "the" --max-new-tokens 3 --greedy >/dev/null 2>&1 &&
+  echo "ok: the imported GPT2BPETokenizer checkpoint generates" || { echo "FAIL: tokenizer import"; fail=1; }
+
+# 4. corrupted shards
+corrupt() { # NAME HOW: copy hf_gpt, break it, import: one line naming the file, exit 2, no checkpoint
+  local d="$TMP/bad_$1" f; rm -rf "$d"; cp -r "$TMP/hf_gpt" "$d"; f="$d/model-00001-of-00001.safetensors"
+  "$PY" "$HERE/corrupt_shard.py" "$2" "$f"
+  "$BIN" convert --from hf "$d" --save "$TMP/bad_ck_$1" >/dev/null 2>"$TMP/err"; local rc=$?
+  local want=$f; [ "$2" = missing ] && want=$f
+  if [ $rc -eq 2 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -qF "$want" "$TMP/err" && [ ! -e "$TMP/bad_ck_$1" ]; then
+    echo "ok: $1 -> $(cat "$TMP/err")"
+  else echo "FAIL: $1: rc=$rc, checkpoint $(ls "$TMP/bad_ck_$1" 2>/dev/null | head -1):"; cat "$TMP/err"; fail=1; fi
+}
+corrupt header header
+corrupt truncated truncate
+corrupt shape shape
+corrupt missing missing
+rm -rf "$TMP/bad_dup"; cp -r "$TMP/hf_moe" "$TMP/bad_dup"; cp "$TMP/bad_dup/model-00001-of-00005.safetensors" "$TMP/bad_dup/extra.safetensors"
+"$PY" -c 'import json,sys; p=sys.argv[1]; i=json.load(open(p)); i["weight_map"]["extra"]="extra.safetensors"; json.dump(i, open(p, "w"))' \
+  "$TMP/bad_dup/model.safetensors.index.json"
+"$BIN" convert --from hf "$TMP/bad_dup" --save "$TMP/bad_ck_dup" >/dev/null 2>"$TMP/err"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "stored twice" "$TMP/err" && [ ! -e "$TMP/bad_ck_dup" ] &&
+  echo "ok: a tensor in two shards -> $(cat "$TMP/err")" || { echo "FAIL: duplicate tensor rc=$rc:"; cat "$TMP/err"; fail=1; }
+
+# 5. no HF equivalent
+train "$TMP/sig.log" "$BIN" train "${MOE[@]}" --moe-router-score-function sigmoid --train-iters 1 --save "$TMP/sig"
+"$BIN" convert --load "$TMP/sig" --to hf "$TMP/hf_sig" >/dev/null 2>"$TMP/err"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "softmax" "$TMP/err" && echo "ok: sigmoid router -> $(cat "$TMP/err")" ||
+  { echo "FAIL: sigmoid router export rc=$rc:"; cat "$TMP/err"; fail=1; }
+"$BIN" convert --load "$TMP/moe" --to gguf "$TMP/x" >/dev/null 2>"$TMP/err"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && echo "ok: --to gguf -> $(cat "$TMP/err")" || { echo "FAIL: --to gguf rc=$rc"; fail=1; }
+
+[ $fail = 0 ] && echo "PASS" || echo "FAILED"
+exit $fail

@@ -1,0 +1,202 @@
+#!/usr/bin/python3
+"""A Hugging Face-named reference: load `dagatron convert --to hf` output by
+its HF names and compute the language-model loss on dagatron's batch.
+
+Usage: hf_reference.py HF_DIR BATCH.json
+
+No `transformers` package is used (Debian has none): the safetensors files
+are read by hand (struct + json, as the format is specified), and the model
+classes config.json names -- MixtralForCausalLM, LlamaForCausalLM,
+GPT2LMHeadModel -- are written out in plain torch from their definitions in
+Transformers (rotate_half RoPE, repeat_kv GQA, Mixtral's softmax router with
+top-k renormalisation, GPT-2's Conv1D [in, out] weights and tanh GeLU).
+BATCH.json is ckpt_loss's output: tokens, targets, loss mask and dagatron's
+lm loss. Exits 1 unless the two losses agree within 1e-5 (relative).
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+
+LOSS_RTOL = 1e-5
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n].decode("utf-8"))
+    data = raw[8 + n:]
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        b, end = e["data_offsets"]
+        buf = data[b:end]
+        if e["dtype"] == "F32":
+            a = np.frombuffer(buf, dtype="<f4")
+        elif e["dtype"] == "BF16":
+            a = (np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            raise SystemExit("%s: dtype %s not handled" % (path, e["dtype"]))
+        out[name] = torch.from_numpy(a.copy().reshape(e["shape"]))
+    return out
+
+
+def load_dir(d):
+    index = os.path.join(d, "model.safetensors.index.json")
+    files = sorted(set(json.load(open(index))["weight_map"].values())) if os.path.exists(index) \
+        else ["model.safetensors"]
+    W = {}
+    for f in files:
+        W.update(read_safetensors(os.path.join(d, f)))
+    return W
+
+
+# ---- Llama / Mixtral (transformers' modeling_llama / modeling_mixtral) -------
+
+def rms_norm(x, w, eps):
+    var = x.pow(2).mean(-1, keepdim=True)
+    return w * (x * torch.rsqrt(var + eps))
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rope_cos_sin(S, D, theta):
+    inv_freq = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
+    freqs = torch.outer(torch.arange(S).float(), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def causal_attention(q, k, v, D):
+    # q [B, Hq, S, D], k/v [B, Hkv, S, D]: repeat_kv then scaled dot product
+    rep = q.shape[1] // k.shape[1]
+    k = k[:, :, None].expand(-1, -1, rep, -1, -1).reshape(q.shape[0], -1, k.shape[2], D)
+    v = v[:, :, None].expand(-1, -1, rep, -1, -1).reshape(q.shape[0], -1, v.shape[2], D)
+    s = q @ k.transpose(2, 3) / math.sqrt(D)
+    S = q.shape[2]
+    s = s + torch.triu(torch.full((S, S), float("-inf")), 1)
+    return torch.softmax(s, dim=-1) @ v
+
+
+def llama_attn(x, W, pre, cfg, cos, sin):
+    B, S, H = x.shape
+    Hq, Hkv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    D = cfg.get("head_dim") or H // Hq
+    q = (x @ W[pre + "q_proj.weight"].t()).view(B, S, Hq, D).transpose(1, 2)
+    k = (x @ W[pre + "k_proj.weight"].t()).view(B, S, Hkv, D).transpose(1, 2)
+    v = (x @ W[pre + "v_proj.weight"].t()).view(B, S, Hkv, D).transpose(1, 2)
+    q = q * cos + rotate_half(q) * sin
+    k = k * cos + rotate_half(k) * sin
+    a = causal_attention(q, k, v, D).transpose(1, 2).reshape(B, S, Hq * D)
+    return a @ W[pre + "o_proj.weight"].t()
+
+
+def mixtral_moe(x, W, pre, cfg):
+    B, S, H = x.shape
+    h = x.view(-1, H)
+    logits = h @ W[pre + "gate.weight"].t()
+    weights = torch.softmax(logits, dim=1, dtype=torch.float)
+    weights, selected = torch.topk(weights, cfg["num_experts_per_tok"], dim=-1)
+    weights = weights / weights.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(h)
+    for e in range(cfg["num_local_experts"]):
+        idx, top = torch.where(selected == e)
+        if idx.numel() == 0:
+            continue
+        ex = "%sexperts.%d." % (pre, e)
+        cur = h[idx]
+        y = (torch.nn.functional.silu(cur @ W[ex + "w1.weight"].t()) * (cur @ W[ex + "w3.weight"].t())) \
+            @ W[ex + "w2.weight"].t()
+        out.index_add_(0, idx, y * weights[idx, top, None])
+    return out.view(B, S, H)
+
+
+def llama_mlp(x, W, pre):
+    return (torch.nn.functional.silu(x @ W[pre + "gate_proj.weight"].t()) * (x @ W[pre + "up_proj.weight"].t())) \
+        @ W[pre + "down_proj.weight"].t()
+
+
+def llama_logits(W, cfg, tokens):
+    B, S = tokens.shape
+    eps = cfg["rms_norm_eps"]
+    H, Hq = cfg["hidden_size"], cfg["num_attention_heads"]
+    cos, sin = rope_cos_sin(S, cfg.get("head_dim") or H // Hq, cfg.get("rope_theta", 10000.0))
+    x = W["model.embed_tokens.weight"][tokens]
+    for l in range(cfg["num_hidden_layers"]):
+        pre = "model.layers.%d." % l
+        x = x + llama_attn(rms_norm(x, W[pre + "input_layernorm.weight"], eps), W, pre + "self_attn.", cfg, cos, sin)
+        h = rms_norm(x, W[pre + "post_attention_layernorm.weight"], eps)
+        if cfg["model_type"] == "mixtral":
+            x = x + mixtral_moe(h, W, pre + "block_sparse_moe.", cfg)
+        else:
+            x = x + llama_mlp(h, W, pre + "mlp.")
+    x = rms_norm(x, W["model.norm.weight"], eps)
+    head = W["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings", False) else W["lm_head.weight"]
+    return x @ head.t()
+
+
+# ---- GPT-2 (transformers' modeling_gpt2) -------------------------------------
+
+def conv1d(x, W, name):
+    # GPT-2's Conv1D: weight [in, out], y = x W + b
+    return x @ W[name + ".weight"] + W[name + ".bias"]
+
+
+def gpt2_logits(W, cfg, tokens):
+    B, S = tokens.shape
+    H, nh, eps = cfg["n_embd"], cfg["n_head"], cfg["layer_norm_epsilon"]
+    D = H // nh
+    p = "transformer." if "transformer.wte.weight" in W else ""
+    ln = lambda x, n: torch.nn.functional.layer_norm(x, (H,), W[n + ".weight"], W[n + ".bias"], eps)
+    x = W[p + "wte.weight"][tokens] + W[p + "wpe.weight"][torch.arange(S)][None]
+    for l in range(cfg["n_layer"]):
+        pre = "%sh.%d." % (p, l)
+        qkv = conv1d(ln(x, pre + "ln_1"), W, pre + "attn.c_attn")
+        q, k, v = (t.view(B, S, nh, D).transpose(1, 2) for t in qkv.split(H, dim=2))
+        a = causal_attention(q, k, v, D).transpose(1, 2).reshape(B, S, H)
+        x = x + conv1d(a, W, pre + "attn.c_proj")
+        h = torch.nn.functional.gelu(conv1d(ln(x, pre + "ln_2"), W, pre + "mlp.c_fc"), approximate="tanh")
+        x = x + conv1d(h, W, pre + "mlp.c_proj")
+    x = ln(x, p + "ln_f")
+    head = W[p + "wte.weight"] if cfg.get("tie_word_embeddings", True) else W["lm_head.weight"]
+    return x @ head.t()
+
+
+def main():
+    if len(sys.argv) != 3:
+        raise SystemExit(__doc__)
+    d = sys.argv[1]
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    batch = json.load(open(sys.argv[2]))
+    W = load_dir(d)
+    tokens = torch.tensor(batch["tokens"], dtype=torch.long)
+    targets = torch.tensor(batch["targets"], dtype=torch.long)
+    mask = torch.tensor(batch["loss_mask"], dtype=torch.float32)
+    with torch.no_grad():
+        if cfg["model_type"] == "gpt2":
+            logits = gpt2_logits(W, cfg, tokens)
+        else:
+            logits = llama_logits(W, cfg, tokens)
+        ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                               reduction="none")
+        loss = float((ce * mask.reshape(-1)).sum() / mask.sum())
+    ref = batch["lm_loss"]
+    rel = abs(loss - ref) / max(abs(ref), 1e-30)
+    ok = rel <= LOSS_RTOL
+    print("%s: %s (%d tensors) lm loss %.9g, dagatron %.9g, relative difference %.2e %s"
+          % ("ok" if ok else "FAIL", cfg["architectures"][0], len(W), loss, ref, rel,
+             "<= 1e-5" if ok else "> 1e-5"))
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

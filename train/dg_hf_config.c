@@ -1,0 +1,246 @@
+/* dg_hf_config.c — config.json written and read (see dg_hf_config.h). */
+#include "dg_hf_config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "dg_model_record.h"
+
+static void num(cJSON *o, const char *k, double v) { cJSON_AddNumberToObject(o, k, v); }
+
+static void llama_keys(cJSON *o, const dg_model_config *c, dg_hf_arch a) {
+    num(o, "hidden_size", c->hidden_size);
+    num(o, "intermediate_size", a == DG_HF_MIXTRAL ? c->moe_ffn_hidden_size : c->ffn_hidden_size);
+    num(o, "num_hidden_layers", c->num_layers);
+    num(o, "num_attention_heads", c->num_attention_heads);
+    num(o, "num_key_value_heads", c->num_query_groups);
+    num(o, "head_dim", c->hidden_size / c->num_attention_heads);
+    cJSON_AddStringToObject(o, "hidden_act", "silu");
+    num(o, "max_position_embeddings", c->seq_length);
+    num(o, "rms_norm_eps", c->norm_epsilon);
+    num(o, "rope_theta", c->rope_base);
+    cJSON_AddNullToObject(o, "rope_scaling");
+    num(o, "attention_dropout", 0);
+    if (a == DG_HF_LLAMA) {
+        cJSON_AddFalseToObject(o, "attention_bias");
+        cJSON_AddFalseToObject(o, "mlp_bias");
+        return;
+    }
+    num(o, "num_local_experts", c->num_experts);
+    num(o, "num_experts_per_tok", c->moe_router_topk);
+    num(o, "router_aux_loss_coef", c->moe_aux_loss_coeff);
+    num(o, "router_jitter_noise", 0);
+    cJSON_AddFalseToObject(o, "output_router_logits");
+    cJSON_AddNullToObject(o, "sliding_window");
+}
+
+static void gpt2_keys(cJSON *o, const dg_model_config *c) {
+    num(o, "n_embd", c->hidden_size);
+    num(o, "n_layer", c->num_layers);
+    num(o, "n_head", c->num_attention_heads);
+    num(o, "n_inner", c->ffn_hidden_size);
+    num(o, "n_positions", c->max_position_embeddings > 0 ? c->max_position_embeddings : c->seq_length);
+    num(o, "n_ctx", c->seq_length);
+    cJSON_AddStringToObject(o, "activation_function", "gelu_new");
+    num(o, "layer_norm_epsilon", c->norm_epsilon);
+    num(o, "resid_pdrop", c->hidden_dropout);
+    num(o, "embd_pdrop", c->hidden_dropout);
+    num(o, "attn_pdrop", 0);
+    cJSON_AddTrueToObject(o, "scale_attn_weights");
+}
+
+char *dg_hf_config_write(const dg_model_config *c, dg_hf_arch a, dg_dtype dtype, const dg_ckpt_tokenizer *tok,
+                         dg_err *err) {
+    dg_ckpt_config rec;
+    memset(&rec, 0, sizeof rec);
+    if (dg_model_to_record(c, &rec, err) != DG_OK) return NULL;
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString(dg_hf_arch_class(a)));
+    cJSON_AddStringToObject(o, "model_type", dg_hf_arch_model_type(a));
+    num(o, "vocab_size", c->vocab_size);
+    if (a == DG_HF_GPT2) gpt2_keys(o, c);
+    else llama_keys(o, c, a);
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", !c->untie_embeddings);
+    cJSON_AddStringToObject(o, "torch_dtype", dtype == DG_BF16 ? "bfloat16" : "float32");
+    cJSON *dg = cJSON_AddObjectToObject(o, "dagatron");
+    cJSON *model = cJSON_AddObjectToObject(dg, "model");
+    for (int i = 0; i < rec.n; i++) num(model, rec.key[i], rec.value[i]);
+    if (tok) {
+        cJSON *t = cJSON_AddObjectToObject(dg, "tokenizer");
+        cJSON_AddStringToObject(t, "type", tok->type);
+        num(t, "vocab_size", (double)tok->vocab_size);
+    }
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    char *out = dg_strdup(s);
+    cJSON_free(s);
+    return out;
+}
+
+/* ---- reading ------------------------------------------------------------------- */
+
+typedef struct reader {
+    const cJSON *o;
+    const char *path;
+    dg_err *err;
+    int st;
+} reader;
+
+/* Key k as an int into *out (kept when absent and !need). */
+static void get_int(reader *r, const char *k, int need, int *out) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->o, k);
+    if (r->st != DG_OK || (!j && !need) || cJSON_IsNull(j)) {
+        if (r->st == DG_OK && need) r->st = dg_err_set(r->err, DG_EINPUT, "%s: \"%s\" is missing", r->path, k);
+        return;
+    }
+    if (!cJSON_IsNumber(j) || floor(j->valuedouble) != j->valuedouble || fabs(j->valuedouble) > 2147483647.0) {
+        r->st = dg_err_set(r->err, DG_EINPUT, "%s: \"%s\" must be an integer", r->path, k);
+        return;
+    }
+    *out = (int)j->valuedouble;
+}
+
+static void get_num(reader *r, const char *k, double *out) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->o, k);
+    if (r->st != DG_OK || !j || cJSON_IsNull(j)) return;
+    if (!cJSON_IsNumber(j)) r->st = dg_err_set(r->err, DG_EINPUT, "%s: \"%s\" must be a number", r->path, k);
+    else *out = j->valuedouble;
+}
+
+/* Refuse key k unless it is absent, null, false or equal to ok_str. */
+static void refuse(reader *r, const char *k, const char *ok_str, const char *why) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->o, k);
+    if (r->st != DG_OK || !j || cJSON_IsNull(j) || cJSON_IsFalse(j)) return;
+    if (ok_str && cJSON_IsString(j) && !strcmp(j->valuestring, ok_str)) return;
+    r->st = dg_err_set(r->err, DG_EINPUT, "%s: \"%s\" is not supported (%s)", r->path, k, why);
+}
+
+static void read_llama(reader *r, dg_model_config *c, dg_hf_arch a) {
+    get_int(r, "hidden_size", 1, &c->hidden_size);
+    get_int(r, "num_hidden_layers", 1, &c->num_layers);
+    get_int(r, "num_attention_heads", 1, &c->num_attention_heads);
+    c->num_query_groups = c->num_attention_heads;
+    get_int(r, "num_key_value_heads", 0, &c->num_query_groups);
+    get_int(r, "intermediate_size", 1, a == DG_HF_MIXTRAL ? &c->moe_ffn_hidden_size : &c->ffn_hidden_size);
+    get_num(r, "rms_norm_eps", &c->norm_epsilon);
+    get_num(r, "rope_theta", &c->rope_base);
+    int head_dim = 0;
+    get_int(r, "head_dim", 0, &head_dim);
+    if (r->st == DG_OK && head_dim && c->num_attention_heads > 0 && head_dim * c->num_attention_heads != c->hidden_size)
+        r->st = dg_err_set(r->err, DG_EINPUT, "%s: \"head_dim\" %d x %d heads is not hidden_size %d", r->path, head_dim,
+                           c->num_attention_heads, c->hidden_size);
+    refuse(r, "hidden_act", "silu", "dagatron's SwiGLU is silu");
+    refuse(r, "rope_scaling", NULL, "dagatron's RoPE is unscaled");
+    refuse(r, "attention_bias", NULL, "dagatron's Llama has no biases");
+    refuse(r, "mlp_bias", NULL, "dagatron's Llama has no biases");
+    refuse(r, "sliding_window", NULL, "dagatron's attention is full causal");
+    c->position_embedding = DG_MODEL_POS_ROPE;
+    c->normalization_layernorm = 0;
+    c->mlp_gelu = 0;
+    c->add_bias_linear = 0;
+    if (c->rotary_percent != 0 && c->rotary_percent != 1.0) c->rotary_percent = 1.0;
+    if (a != DG_HF_MIXTRAL) {
+        c->num_experts = 0;
+        return;
+    }
+    get_int(r, "num_local_experts", 1, &c->num_experts);
+    get_int(r, "num_experts_per_tok", 1, &c->moe_router_topk);
+    c->moe_layer_freq = 1;
+    c->score_function_sigmoid = 0;
+    c->router_pre_softmax = 0;
+    c->moe_router_num_groups = 0;
+    if (c->moe_router_topk_scaling_factor != 1.0) c->moe_router_topk_scaling_factor = 0;
+    c->moe_shared_expert_size = 0;
+}
+
+static void read_gpt2(reader *r, dg_model_config *c) {
+    get_int(r, "n_embd", 1, &c->hidden_size);
+    get_int(r, "n_layer", 1, &c->num_layers);
+    get_int(r, "n_head", 1, &c->num_attention_heads);
+    c->num_query_groups = c->num_attention_heads;
+    c->ffn_hidden_size = 4 * c->hidden_size;
+    get_int(r, "n_inner", 0, &c->ffn_hidden_size);
+    get_int(r, "n_positions", 1, &c->max_position_embeddings);
+    get_num(r, "layer_norm_epsilon", &c->norm_epsilon);
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(r->o, "activation_function");
+    if (r->st == DG_OK && act && !(cJSON_IsString(act) && (!strcmp(act->valuestring, "gelu_new") ||
+                                                           !strcmp(act->valuestring, "gelu_pytorch_tanh"))))
+        r->st = dg_err_set(r->err, DG_EINPUT, "%s: \"activation_function\" must be gelu_new (dagatron's GeLU is tanh)",
+                           r->path);
+    c->position_embedding = DG_MODEL_POS_LEARNED;
+    c->normalization_layernorm = 1;
+    c->mlp_gelu = 1;
+    c->add_bias_linear = 1;
+    c->num_experts = 0;
+    if (c->seq_length <= 0 || c->seq_length > c->max_position_embeddings) c->seq_length = c->max_position_embeddings;
+}
+
+/* The "dagatron" block: the config record and the tokenizer, when present. */
+static int read_block(const cJSON *root, const char *path, dg_model_config *c, dg_ckpt_tokenizer *tok, dg_err *err) {
+    const cJSON *dg = cJSON_GetObjectItemCaseSensitive(root, "dagatron");
+    if (!cJSON_IsObject(dg)) return DG_OK;
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(dg, "model");
+    if (cJSON_IsObject(model)) {
+        dg_ckpt_config rec;
+        memset(&rec, 0, sizeof rec);
+        for (const cJSON *j = model->child; j; j = j->next)
+            if (!cJSON_IsNumber(j) || dg_ckpt_config_set(&rec, j->string, j->valuedouble, err) != DG_OK)
+                return dg_err_set(err, DG_EINPUT, "%s: \"dagatron\".\"model\".\"%s\" is not a number", path, j->string);
+        DG_TRY(dg_model_from_record(&rec, c, path, err));
+    }
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(dg, "tokenizer");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
+    const cJSON *vs = cJSON_GetObjectItemCaseSensitive(t, "vocab_size");
+    if (cJSON_IsString(type)) snprintf(tok->type, sizeof tok->type, "%s", type->valuestring);
+    if (cJSON_IsNumber(vs)) tok->vocab_size = (int64_t)vs->valuedouble;
+    return DG_OK;
+}
+
+int dg_hf_config_read(const char *text, const char *path, dg_model_config *c, dg_hf_arch *a, dg_ckpt_tokenizer *tok,
+                      dg_err *err) {
+    memset(tok, 0, sizeof *tok);
+    cJSON *root = cJSON_Parse(text);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return dg_err_set(err, DG_EINPUT, "%s: not a JSON object", path);
+    }
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    int st = DG_OK, found = 0;
+    for (int i = 0; i <= DG_HF_GPT2 && cJSON_IsString(mt); i++)
+        if (!strcmp(mt->valuestring, dg_hf_arch_model_type((dg_hf_arch)i))) *a = (dg_hf_arch)i, found = 1;
+    /* Mistral is Llama's layout; its sliding window is refused like Llama's */
+    if (!found && cJSON_IsString(mt) && !strcmp(mt->valuestring, "mistral")) *a = DG_HF_LLAMA, found = 1;
+    if (!found)
+        st = dg_err_set(err, DG_EINPUT, "%s: \"model_type\" %s%s%s is not one dagatron imports (mixtral, llama, mistral, gpt2)",
+                        path, cJSON_IsString(mt) ? "'" : "", cJSON_IsString(mt) ? mt->valuestring : "missing",
+                        cJSON_IsString(mt) ? "'" : "");
+    if (st == DG_OK) {
+        /* defaults for what neither side says: Megatron's */
+        dg_model_config_tiny(c);
+        c->micro_batch_size = 1;
+        c->moe_aux_loss_coeff = c->moe_z_loss_coeff = 0;
+        c->seq_length = 0;
+        c->norm_epsilon = *a == DG_HF_GPT2 ? 1e-5 : 1e-6;
+        c->untie_embeddings = *a != DG_HF_GPT2;
+        st = read_block(root, path, c, tok, err);
+    }
+    reader r = {root, path, err, st};
+    get_int(&r, "vocab_size", 1, &c->vocab_size);
+    if (*a == DG_HF_GPT2) read_gpt2(&r, c);
+    else read_llama(&r, c, *a);
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+    if (r.st == DG_OK && cJSON_IsBool(tie)) c->untie_embeddings = !cJSON_IsTrue(tie);
+    if (r.st == DG_OK && c->seq_length <= 0) {
+        int maxpos = 4096;
+        get_int(&r, "max_position_embeddings", 0, &maxpos);
+        c->seq_length = DG_MIN(maxpos, 4096);
+    }
+    cJSON_Delete(root);
+    if (r.st == DG_OK && dg_model_config_check(c, err) != DG_OK)
+        return dg_err_set(err, DG_EINPUT, "%s: %s", path, err->msg);
+    return r.st;
+}

@@ -1,0 +1,32 @@
+/* dg_hf_config.h — a model config as Hugging Face's config.json, and back.
+ *
+ * Export writes the HF class's own keys (hidden_size, num_key_value_heads,
+ * rope_theta, num_local_experts ... or GPT-2's n_embd, n_layer ...) and,
+ * under "dagatron", the whole config record and the tokenizer's type, so
+ * dagatron -> HF -> dagatron restores training settings HF has no key for
+ * (sequence length, loss coefficients, ...). Import reads the HF keys, which
+ * win over the "dagatron" block, so a config.json edited by hand or written
+ * by Transformers imports as what it says.
+ */
+#ifndef DG_HF_CONFIG_H
+#define DG_HF_CONFIG_H
+
+#include "dg_checkpoint.h"
+#include "dg_hf_map.h"
+#include "dg_model.h"
+
+/* config.json's text (dg_malloc'd) for model c of HF architecture a whose
+ * tensors are stored as dtype (torch_dtype), with the tokenizer tok (may be
+ * NULL). */
+char *dg_hf_config_write(const dg_model_config *c, dg_hf_arch a, dg_dtype dtype, const dg_ckpt_tokenizer *tok,
+                         dg_err *err);
+
+/* Parse config.json's text (path for messages) into *c and *a; *tok gets the
+ * "dagatron" block's tokenizer type and vocabulary size when present (else
+ * zeroed). DG_EINPUT naming path and the key for anything dagatron cannot
+ * build (an unknown model_type, an activation other than silu/gelu_new,
+ * RoPE scaling, biases a Llama has not ...). */
+int dg_hf_config_read(const char *text, const char *path, dg_model_config *c, dg_hf_arch *a, dg_ckpt_tokenizer *tok,
+                      dg_err *err);
+
+#endif /* DG_HF_CONFIG_H */

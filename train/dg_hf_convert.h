@@ -1,0 +1,39 @@
+/* dg_hf_convert.h — `dagatron convert`: checkpoints to and from Hugging
+ * Face Transformers' safetensors format (docs/hf_interop.md).
+ *
+ * Export reads a checkpoint's parameters as global tensors (whatever layout
+ * saved them: the loader assembles the slices) and writes into DIR:
+ *   model-0000i-of-0000N.safetensors   the tensors by HF names (dg_hf_map.h)
+ *   model.safetensors.index.json       {"metadata": {"total_size"}, "weight_map"}
+ *   config.json                        the HF class's config (dg_hf_config.h)
+ *   vocab.json, merges.txt             a GPT2BPETokenizer's files, when the
+ *                                      checkpoint's tokenizer has them
+ * Optimizer state is not exported (HF checkpoints hold weights only).
+ *
+ * Import reads such a directory (fp32, bf16 or fp16 tensors; one
+ * model.safetensors or shards named by an index) and saves a dagatron
+ * checkpoint of iteration 0 holding the parameters (fp32) and the config
+ * record, to continue training with --load (--no-load-optim or --finetune:
+ * there are no optimizer moments). fp32 tensors round-trip bit for bit.
+ * Every file is checked (header, dtypes, shapes, offsets, that the config's
+ * model has each tensor and the files no unknown one) before the
+ * checkpoint is written: a bad file is one DG_EINPUT line naming it.
+ */
+#ifndef DG_HF_CONVERT_H
+#define DG_HF_CONVERT_H
+
+#include <stdint.h>
+
+#include "dg_base.h"
+#include "dg_graph.h"
+
+typedef struct dg_hf_export_opts {
+    int64_t iteration;       /* DG_CKPT_LATEST or an iteration */
+    int64_t max_shard_bytes; /* start a new shard beyond this (<= 0: 5 GB, Transformers' default) */
+    dg_dtype dtype;          /* DG_F32 (exact) or DG_BF16 (rounded to nearest even) */
+} dg_hf_export_opts;
+
+int dg_hf_export(const char *ckpt_dir, const dg_hf_export_opts *o, const char *hf_dir, dg_err *err);
+int dg_hf_import(const char *hf_dir, const char *ckpt_dir, dg_err *err);
+
+#endif /* DG_HF_CONVERT_H */

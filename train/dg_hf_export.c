@@ -1,0 +1,171 @@
+/* dg_hf_export.c — a checkpoint's parameters as Hugging Face safetensors
+ * shards, index, config.json and tokenizer files (see dg_hf_convert.h). */
+#include "dg_hf_convert.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "dg_checkpoint.h"
+#include "dg_ckpt_fs.h"
+#include "dg_hf_config.h"
+#include "dg_hf_map.h"
+#include "dg_hf_params.h"
+#include "dg_model_record.h"
+#include "dg_safetensors.h"
+#include "dg_tokenizer.h"
+
+#define PATH_LEN 4096
+
+/* fp32 -> bf16, round to nearest even (NaN stays NaN). */
+static uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(u >> 16 | 0x40);
+    return (uint16_t)((u + 0x7fffu + (u >> 16 & 1)) >> 16);
+}
+
+typedef struct exporter {
+    const dg_hf_export_opts *o;
+    const char *dir;
+    dg_hf_map map;
+    dg_hf_params params;
+    int *shard;  /* map index -> shard number (0-based) */
+    int n_shards;
+} exporter;
+
+static int64_t stored_bytes(const exporter *x, const dg_hf_tensor *t) {
+    return dg_hf_tensor_numel(t) * (int64_t)dg_dtype_size(x->o->dtype);
+}
+
+static void shard_name(char *buf, size_t len, int i, int n) {
+    snprintf(buf, len, "model-%05d-of-%05d.safetensors", i + 1, n);
+}
+
+/* Shards of at most max bytes (a bigger tensor alone), in map order. */
+static void plan_shards(exporter *x) {
+    int64_t max = x->o->max_shard_bytes > 0 ? x->o->max_shard_bytes : 5000000000LL, used = 0;
+    x->shard = dg_calloc((size_t)DG_MAX(x->map.n, 1), sizeof *x->shard);
+    x->n_shards = 1;
+    for (int i = 0; i < x->map.n; i++) {
+        int64_t b = stored_bytes(x, &x->map.t[i]);
+        if (used > 0 && used + b > max) x->n_shards++, used = 0;
+        x->shard[i] = x->n_shards - 1;
+        used += b;
+    }
+}
+
+static int write_shard(exporter *x, int s, dg_err *err) {
+    int n = 0;
+    for (int i = 0; i < x->map.n; i++) n += x->shard[i] == s;
+    dg_st_tensor *t = dg_calloc((size_t)n, sizeof *t);
+    int k = 0;
+    for (int i = 0; i < x->map.n; i++) {
+        if (x->shard[i] != s) continue;
+        const dg_hf_tensor *h = &x->map.t[i];
+        int64_t numel = dg_hf_tensor_numel(h), shape[2];
+        float *f = dg_malloc((size_t)numel * sizeof *f);
+        dg_hf_gather(&x->params, h, f);
+        if (x->o->dtype == DG_BF16) {
+            uint16_t *b = dg_malloc((size_t)numel * sizeof *b);
+            for (int64_t e = 0; e < numel; e++) b[e] = to_bf16(f[e]);
+            dg_free(f);
+            f = (float *)b;
+        }
+        dg_hf_tensor_shape(h, shape);
+        t[k] = (dg_st_tensor){h->name, x->o->dtype, h->ndim, {shape[0], shape[1]}, f};
+        if (h->ndim == 1) t[k].shape[0] = numel;
+        k++;
+    }
+    char name[64], path[PATH_LEN];
+    shard_name(name, sizeof name, s, x->n_shards);
+    snprintf(path, sizeof path, "%s/%s", x->dir, name);
+    int st = dg_st_write(path, t, n, err);
+    for (int i = 0; i < n; i++) dg_free((void *)t[i].data);
+    dg_free(t);
+    return st;
+}
+
+static int write_text(const char *dir, const char *file, const char *text, dg_err *err) {
+    char path[PATH_LEN];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    return dg_ckpt_write_file(path, text, strlen(text), err);
+}
+
+static int write_index(exporter *x, dg_err *err) {
+    cJSON *o = cJSON_CreateObject();
+    int64_t total = 0;
+    for (int i = 0; i < x->map.n; i++) total += stored_bytes(x, &x->map.t[i]);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(o, "metadata"), "total_size", (double)total);
+    cJSON *wm = cJSON_AddObjectToObject(o, "weight_map");
+    char name[64];
+    for (int i = 0; i < x->map.n; i++) {
+        shard_name(name, sizeof name, x->shard[i], x->n_shards);
+        cJSON_AddStringToObject(wm, x->map.t[i].name, name);
+    }
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    int st = write_text(x->dir, "model.safetensors.index.json", s, err);
+    cJSON_free(s);
+    return st;
+}
+
+/* Copy the file `from` (named by the checkpoint) to <dir>/<to>. */
+static int copy_file(const char *from, const char *dir, const char *to, const char *where, dg_err *err) {
+    char *buf;
+    size_t n;
+    dg_err e = {{0}};
+    if (dg_ckpt_read_file(from, &buf, &n, &e) != DG_OK)
+        return dg_err_set(err, DG_EINPUT, "%s: cannot copy the tokenizer's file: %s", where, e.msg);
+    char path[PATH_LEN];
+    snprintf(path, sizeof path, "%s/%s", dir, to);
+    int st = dg_ckpt_write_file(path, buf, n, err);
+    dg_free(buf);
+    return st;
+}
+
+static int write_tokenizer(const exporter *x, const dg_ckpt_manifest *man, dg_err *err) {
+    const dg_ckpt_tokenizer *t = &man->meta.tokenizer;
+    if (strcmp(t->type, DG_TOK_GPT2BPE_NAME) || !t->vocab_file[0] || !t->merge_file[0]) return DG_OK;
+    DG_TRY(copy_file(t->vocab_file, x->dir, "vocab.json", man->path, err));
+    return copy_file(t->merge_file, x->dir, "merges.txt", man->path, err);
+}
+
+static int run(exporter *x, const char *ckpt_dir, dg_err *err) {
+    dg_ckpt_manifest man;
+    DG_TRY(dg_ckpt_read_manifest(ckpt_dir, x->o->iteration, &man, err));
+    dg_model_config c;
+    int st = dg_model_from_record(&man.meta.config, &c, man.path, err);
+    if (st == DG_OK) st = dg_hf_map_build(&c, &x->map, man.path, err);
+    if (st == DG_OK) st = dg_hf_params_alloc(&c, &x->params, err);
+    if (st == DG_OK) st = dg_hf_params_check(&x->params, &x->map, err);
+    dg_ckpt_expect same = dg_model_expect(&c);
+    if (st == DG_OK)
+        st = dg_ckpt_load(ckpt_dir, man.meta.iteration, &same, NULL, x->params.t, x->params.n, err);
+    if (st == DG_OK) st = dg_ckpt_mkdirs(x->dir, err);
+    if (st == DG_OK) plan_shards(x);
+    for (int s = 0; st == DG_OK && s < x->n_shards; s++) st = write_shard(x, s, err);
+    if (st == DG_OK) st = write_index(x, err);
+    char *cfg = st == DG_OK ? dg_hf_config_write(&c, x->map.arch, x->o->dtype, &man.meta.tokenizer, err) : NULL;
+    if (st == DG_OK && !cfg) st = DG_EINTERNAL;
+    if (cfg) st = write_text(x->dir, "config.json", cfg, err);
+    dg_free(cfg);
+    if (st == DG_OK) st = write_tokenizer(x, &man, err);
+    dg_ckpt_manifest_free(&man);
+    return st;
+}
+
+int dg_hf_export(const char *ckpt_dir, const dg_hf_export_opts *o, const char *hf_dir, dg_err *err) {
+    if (o->dtype != DG_F32 && o->dtype != DG_BF16)
+        return dg_err_set(err, DG_EINTERNAL, "hf export: dtype %s (expected f32 or bf16)", dg_dtype_name(o->dtype));
+    exporter x;
+    memset(&x, 0, sizeof x);
+    x.o = o;
+    x.dir = hf_dir;
+    int st = run(&x, ckpt_dir, err);
+    dg_free(x.shard);
+    dg_hf_params_free(&x.params);
+    dg_hf_map_free(&x.map);
+    return st;
+}

@@ -1,0 +1,222 @@
+/* dg_hf_import.c — a Hugging Face safetensors directory as a dagatron
+ * checkpoint (see dg_hf_convert.h). */
+#include "dg_hf_convert.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "dg_checkpoint.h"
+#include "dg_ckpt_fs.h"
+#include "dg_hf_config.h"
+#include "dg_hf_map.h"
+#include "dg_hf_params.h"
+#include "dg_model_record.h"
+#include "dg_safetensors.h"
+#include "dg_tokenizer.h"
+
+#define PATH_LEN 4096
+#define INDEX_NAME "model.safetensors.index.json"
+
+static float from_bf16(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static float from_f16(uint16_t h) {
+    uint32_t s = (uint32_t)(h >> 15) << 31, e = h >> 10 & 0x1f, m = h & 0x3ff, u;
+    if (e == 0x1f) u = s | 0x7f800000u | m << 13;                   /* inf, NaN */
+    else if (e) u = s | (e + 112) << 23 | m << 13;                  /* normal */
+    else if (!m) u = s;                                             /* zero */
+    else {                                                          /* subnormal: normalize */
+        e = 113;
+        while (!(m & 0x400)) m <<= 1, e--;
+        u = s | e << 23 | (m & 0x3ff) << 13;
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+typedef struct importer {
+    const char *dir;
+    dg_model_config c;
+    dg_hf_arch arch;
+    dg_ckpt_tokenizer tok;
+    dg_hf_map map;
+    dg_hf_params params;
+    int n_files;
+    dg_st_file *files;
+    cJSON *weight_map; /* the index's, or NULL for one model.safetensors */
+} importer;
+
+static int open_file(importer *x, const char *name, dg_err *err) {
+    char path[PATH_LEN];
+    snprintf(path, sizeof path, "%s/%s", x->dir, name);
+    for (int i = 0; i < x->n_files; i++)
+        if (!strcmp(x->files[i].path, path)) return DG_OK;
+    if (strchr(name, '/'))
+        return dg_err_set(err, DG_EINPUT, "%s/%s: shard '%s' must be a file of the directory", x->dir, INDEX_NAME, name);
+    x->files = dg_realloc(x->files, (size_t)(x->n_files + 1) * sizeof *x->files);
+    DG_TRY(dg_st_open(path, &x->files[x->n_files], err));
+    x->n_files++;
+    return DG_OK;
+}
+
+/* The index's weight_map and every shard it names, or model.safetensors. */
+static int open_files(importer *x, cJSON **index_root, dg_err *err) {
+    char path[PATH_LEN];
+    snprintf(path, sizeof path, "%s/%s", x->dir, INDEX_NAME);
+    if (access(path, F_OK) != 0) return open_file(x, "model.safetensors", err);
+    char *text;
+    size_t n;
+    DG_TRY(dg_ckpt_read_file(path, &text, &n, err));
+    *index_root = cJSON_Parse(text);
+    dg_free(text);
+    x->weight_map = cJSON_GetObjectItemCaseSensitive(*index_root, "weight_map");
+    if (!cJSON_IsObject(x->weight_map))
+        return dg_err_set(err, DG_EINPUT, "%s: no \"weight_map\" object (not a safetensors index?)", path);
+    for (const cJSON *j = x->weight_map->child; j; j = j->next) {
+        if (!cJSON_IsString(j))
+            return dg_err_set(err, DG_EINPUT, "%s: \"weight_map\".\"%s\" is not a file name", path, j->string);
+        DG_TRY(open_file(x, j->valuestring, err));
+    }
+    return DG_OK;
+}
+
+/* The stored HF name n without GPT-2's "transformer." prefix, which
+ * Transformers' own GPT-2 files omit. */
+static const char *bare(const char *n) { return strncmp(n, "transformer.", 12) ? n : n + 12; }
+
+/* The file and entry holding HF tensor t. */
+static int locate(const importer *x, const dg_hf_tensor *t, const dg_st_file **f, const dg_st_entry **e, dg_err *err) {
+    for (int i = 0; i < x->n_files; i++) {
+        const dg_st_file *fi = &x->files[i];
+        for (int k = 0; k < fi->n; k++) {
+            if (strcmp(bare(fi->e[k].name), bare(t->name))) continue;
+            if (*e)
+                return dg_err_set(err, DG_EINPUT, "%s: tensor '%s' is stored twice (also in %s)", fi->path, t->name,
+                                  (*f)->path);
+            *f = fi;
+            *e = &fi->e[k];
+        }
+    }
+    if (*e) return DG_OK;
+    return dg_err_set(err, DG_EINPUT, "%s: no file holds '%s', which config.json's %s needs", x->dir, t->name,
+                      dg_hf_arch_class(x->arch));
+}
+
+/* A stored tensor the model does not have: refused, except GPT-2's
+ * attention-mask buffers and a tied model's copy of lm_head. */
+static int check_unknown(const importer *x, dg_err *err) {
+    for (int i = 0; i < x->n_files; i++)
+        for (int k = 0; k < x->files[i].n; k++) {
+            const char *n = x->files[i].e[k].name;
+            int known = 0;
+            for (int j = 0; j < x->map.n && !known; j++) known = !strcmp(bare(n), bare(x->map.t[j].name));
+            size_t len = strlen(n);
+            if (known || (!x->c.untie_embeddings && !strcmp(n, "lm_head.weight")) ||
+                (x->arch == DG_HF_GPT2 && ((len > 10 && !strcmp(n + len - 10, ".attn.bias")) ||
+                                           (len > 17 && !strcmp(n + len - 17, ".attn.masked_bias")))))
+                continue;
+            return dg_err_set(err, DG_EINPUT, "%s: tensor '%s' is not a parameter of config.json's %s", x->files[i].path,
+                              n, dg_hf_arch_class(x->arch));
+        }
+    return DG_OK;
+}
+
+static int read_tensor(importer *x, const dg_hf_tensor *t, dg_err *err) {
+    const dg_st_file *f = NULL;
+    const dg_st_entry *e = NULL;
+    DG_TRY(locate(x, t, &f, &e, err));
+    int64_t shape[2], numel = dg_hf_tensor_numel(t);
+    dg_hf_tensor_shape(t, shape);
+    if (t->ndim == 1) shape[0] = numel;
+    if (e->ndim != t->ndim || e->shape[0] != shape[0] || (t->ndim == 2 && e->shape[1] != shape[1]))
+        return dg_err_set(err, DG_EINPUT, "%s: tensor '%s' has shape [%lld%s%lld], config.json's model needs [%lld%s%lld]",
+                          f->path, e->name, (long long)e->shape[0], e->ndim > 1 ? ", " : "",
+                          e->ndim > 1 ? (long long)e->shape[1] : 0LL, (long long)shape[0], t->ndim > 1 ? ", " : "",
+                          t->ndim > 1 ? (long long)shape[1] : 0LL);
+    void *raw = dg_malloc((size_t)e->nbytes);
+    float *v = e->dtype == DG_F32 ? raw : dg_malloc((size_t)numel * sizeof *v);
+    int st = dg_st_read(f, e, raw, err);
+    for (int64_t i = 0; st == DG_OK && e->dtype != DG_F32 && i < numel; i++) {
+        uint16_t h = ((const uint16_t *)raw)[i];
+        v[i] = e->dtype == DG_BF16 ? from_bf16(h) : from_f16(h);
+    }
+    if (st == DG_OK) dg_hf_scatter(&x->params, t, v);
+    if (v != raw) dg_free(v);
+    dg_free(raw);
+    return st;
+}
+
+/* path made absolute into out (DG_CKPT_STR_LEN bytes): the checkpoint
+ * outlives the working directory it was made in. */
+static int absolute(const char *path, char out[DG_CKPT_STR_LEN], dg_err *err) {
+    char abs[PATH_MAX];
+    if (!realpath(path, abs)) return dg_err_set(err, DG_EINPUT, "%s: cannot resolve", path);
+    if (strlen(abs) >= DG_CKPT_STR_LEN)
+        return dg_err_set(err, DG_EINPUT, "%s: path longer than %d bytes", abs, DG_CKPT_STR_LEN - 1);
+    memcpy(out, abs, strlen(abs) + 1);
+    return DG_OK;
+}
+
+/* The tokenizer the checkpoint will name: the "dagatron" block's type, a
+ * GPT-2 BPE's vocab.json and merges.txt in the directory, else none
+ * (NullTokenizer over the model's vocabulary). */
+static int tokenizer_of(importer *x, dg_ckpt_tokenizer *t, dg_err *err) {
+    *t = x->tok;
+    char vocab[PATH_LEN], merges[PATH_LEN];
+    snprintf(vocab, sizeof vocab, "%s/vocab.json", x->dir);
+    snprintf(merges, sizeof merges, "%s/merges.txt", x->dir);
+    int have_bpe = access(vocab, R_OK) == 0 && access(merges, R_OK) == 0;
+    if (!t->type[0]) snprintf(t->type, sizeof t->type, "%s", have_bpe ? DG_TOK_GPT2BPE_NAME : DG_TOK_NULL_NAME);
+    if (!strcmp(t->type, DG_TOK_NULL_NAME) && t->vocab_size <= 0) t->vocab_size = x->c.vocab_size;
+    if (strcmp(t->type, DG_TOK_GPT2BPE_NAME)) return DG_OK;
+    if (!have_bpe)
+        return dg_err_set(err, DG_EINPUT, "%s: config.json names a GPT2BPETokenizer, the directory lacks vocab.json "
+                          "or merges.txt", x->dir);
+    DG_TRY(absolute(vocab, t->vocab_file, err));
+    return absolute(merges, t->merge_file, err);
+}
+
+static int run(importer *x, const char *ckpt_dir, cJSON **index_root, dg_err *err) {
+    char path[PATH_LEN], *text;
+    size_t n;
+    snprintf(path, sizeof path, "%s/config.json", x->dir);
+    DG_TRY(dg_ckpt_read_file(path, &text, &n, err));
+    int st = dg_hf_config_read(text, path, &x->c, &x->arch, &x->tok, err);
+    dg_free(text);
+    if (st == DG_OK) st = dg_hf_map_build(&x->c, &x->map, path, err);
+    if (st == DG_OK) st = dg_hf_params_alloc(&x->c, &x->params, err);
+    if (st == DG_OK) st = dg_hf_params_check(&x->params, &x->map, err);
+    if (st == DG_OK) st = open_files(x, index_root, err);
+    if (st == DG_OK) st = check_unknown(x, err);
+    for (int i = 0; i < x->map.n && st == DG_OK; i++) st = read_tensor(x, &x->map.t[i], err);
+    dg_ckpt_meta m;
+    dg_ckpt_meta_init(&m);
+    if (st == DG_OK) st = tokenizer_of(x, &m.tokenizer, err);
+    if (st == DG_OK) st = dg_model_to_record(&x->c, &m.config, err);
+    if (st == DG_OK) st = dg_ckpt_save(ckpt_dir, &m, x->params.t, x->params.n, NULL, err);
+    return st;
+}
+
+int dg_hf_import(const char *hf_dir, const char *ckpt_dir, dg_err *err) {
+    importer x;
+    memset(&x, 0, sizeof x);
+    x.dir = hf_dir;
+    cJSON *index_root = NULL;
+    int st = run(&x, ckpt_dir, &index_root, err);
+    cJSON_Delete(index_root);
+    for (int i = 0; i < x.n_files; i++) dg_st_close(&x.files[i]);
+    dg_free(x.files);
+    dg_hf_params_free(&x.params);
+    dg_hf_map_free(&x.map);
+    return st;
+}

@@ -1,0 +1,185 @@
+/* dg_hf_map.c — dagatron's parameter names and layouts as Hugging Face's
+ * (see dg_hf_map.h and docs/hf_interop.md). */
+#include "dg_hf_map.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const k_class[] = {"MixtralForCausalLM", "LlamaForCausalLM", "GPT2LMHeadModel"};
+static const char *const k_type[] = {"mixtral", "llama", "gpt2"};
+
+const char *dg_hf_arch_class(dg_hf_arch a) { return k_class[a]; }
+const char *dg_hf_arch_model_type(dg_hf_arch a) { return k_type[a]; }
+
+/* Why a RoPE/RMSNorm/SwiGLU model (Llama, Mixtral) cannot be c, or NULL. */
+static const char *not_llama_like(const dg_model_config *c) {
+    if (c->position_embedding != DG_MODEL_POS_ROPE) return "it needs RoPE (--position-embedding-type rope)";
+    if (c->normalization_layernorm) return "it needs RMSNorm (--normalization RMSNorm)";
+    if (c->mlp_gelu) return "it needs SwiGLU (--swiglu)";
+    if (c->add_bias_linear) return "it has no linear biases (--disable-bias-linear)";
+    if (c->rotary_percent > 0 && c->rotary_percent != 1.0) return "it rotates whole heads (--rotary-percent 1)";
+    return NULL;
+}
+
+static const char *not_mixtral(const dg_model_config *c) {
+    const char *why = not_llama_like(c);
+    if (why) return why;
+    for (int l = 0; l < c->num_layers; l++)
+        if (!dg_model_layer_is_moe(c, l)) return "every layer must be MoE (--moe-layer-freq 1)";
+    if (c->score_function_sigmoid) return "its router is softmax (--moe-router-score-function softmax)";
+    if (c->router_pre_softmax) return "its router takes the softmax of the top-k logits (no --moe-router-pre-softmax)";
+    if (c->moe_router_num_groups > 0) return "its router is not group-limited (--moe-router-num-groups)";
+    if (c->moe_router_topk_scaling_factor != 0 && c->moe_router_topk_scaling_factor != 1.0)
+        return "its router does not scale (--moe-router-topk-scaling-factor)";
+    if (c->moe_shared_expert_size > 0) return "it has no shared experts (--moe-shared-expert-intermediate-size)";
+    return NULL;
+}
+
+static const char *not_gpt2(const dg_model_config *c) {
+    if (c->position_embedding != DG_MODEL_POS_LEARNED) return "it needs learned absolute positions";
+    if (!c->normalization_layernorm) return "it needs LayerNorm";
+    if (!c->mlp_gelu) return "it needs a GeLU MLP";
+    if (!c->add_bias_linear) return "it needs linear biases";
+    if (c->num_query_groups != c->num_attention_heads) return "it has no grouped-query attention";
+    return NULL;
+}
+
+int dg_hf_arch_of(const dg_model_config *c, dg_hf_arch *arch, const char *where, dg_err *err) {
+    const char *why;
+    if (c->num_experts > 0) {
+        *arch = DG_HF_MIXTRAL;
+        why = not_mixtral(c);
+    } else if (c->position_embedding == DG_MODEL_POS_ROPE) {
+        *arch = DG_HF_LLAMA;
+        why = not_llama_like(c);
+    } else {
+        *arch = DG_HF_GPT2;
+        why = not_gpt2(c);
+    }
+    if (why)
+        return dg_err_set(err, DG_EINPUT, "%s: the model has no Hugging Face equivalent: as %s, %s", where,
+                          k_class[*arch], why);
+    return DG_OK;
+}
+
+/* ---- building the table ------------------------------------------------------ */
+
+static dg_hf_tensor *add(dg_hf_map *m, int ndim, int64_t cols, int transpose, const char *fmt, ...) {
+    if (m->n == m->cap) {
+        m->cap = m->cap ? 2 * m->cap : 64;
+        m->t = dg_realloc(m->t, (size_t)m->cap * sizeof *m->t);
+    }
+    dg_hf_tensor *t = &m->t[m->n++];
+    memset(t, 0, sizeof *t);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    va_end(ap);
+    t->ndim = ndim;
+    t->cols = ndim == 1 ? 1 : cols;
+    t->transpose = transpose;
+    return t;
+}
+
+/* Append rows [row0, row0 + rows) of dagatron's `pre``name` (expert e). */
+static void piece(dg_hf_tensor *t, const char *pre, const char *name, int64_t e, int64_t row0, int64_t rows) {
+    dg_hf_piece *p = &t->piece[t->n_pieces++];
+    snprintf(p->dg, sizeof p->dg, "%s%s", pre, name);
+    p->expert = e;
+    p->row0 = row0;
+    p->rows = rows;
+    t->rows += rows;
+}
+
+/* An HF tensor that is a whole dagatron tensor of `rows` rows. */
+static void same(dg_hf_map *m, int ndim, int64_t rows, int64_t cols, const char *dg, const char *hf) {
+    piece(add(m, ndim, cols, 0, "%s", hf), "", dg, -1, 0, rows);
+}
+
+static void llama_layer(dg_hf_map *m, const dg_model_config *c, int l) {
+    int64_t H = c->hidden_size, D = H / c->num_attention_heads, Q = c->num_attention_heads * D,
+            KV = c->num_query_groups * D;
+    char pre[64], hf[64];
+    snprintf(pre, sizeof pre, "decoder.layers.%d.", l);
+    snprintf(hf, sizeof hf, "model.layers.%d.", l);
+    piece(add(m, 1, 0, 0, "%sinput_layernorm.weight", hf), pre, "input_layernorm.weight", -1, 0, H);
+    piece(add(m, 2, H, 0, "%sself_attn.q_proj.weight", hf), pre, "self_attention.linear_q.weight", -1, 0, Q);
+    piece(add(m, 2, H, 0, "%sself_attn.k_proj.weight", hf), pre, "self_attention.linear_k.weight", -1, 0, KV);
+    piece(add(m, 2, H, 0, "%sself_attn.v_proj.weight", hf), pre, "self_attention.linear_v.weight", -1, 0, KV);
+    piece(add(m, 2, Q, 0, "%sself_attn.o_proj.weight", hf), pre, "self_attention.linear_proj.weight", -1, 0, H);
+    piece(add(m, 1, 0, 0, "%spost_attention_layernorm.weight", hf), pre, "pre_mlp_layernorm.weight", -1, 0, H);
+    if (m->arch == DG_HF_LLAMA) {
+        int64_t F = c->ffn_hidden_size;
+        piece(add(m, 2, H, 0, "%smlp.gate_proj.weight", hf), pre, "mlp.linear_fc1.weight", -1, 0, F);
+        piece(add(m, 2, H, 0, "%smlp.up_proj.weight", hf), pre, "mlp.linear_fc1.weight", -1, F, F);
+        piece(add(m, 2, F, 0, "%smlp.down_proj.weight", hf), pre, "mlp.linear_fc2.weight", -1, 0, H);
+        return;
+    }
+    int64_t F = c->moe_ffn_hidden_size, E = c->num_experts;
+    piece(add(m, 2, H, 0, "%sblock_sparse_moe.gate.weight", hf), pre, "mlp.router.weight", -1, 0, E);
+    for (int64_t e = 0; e < E; e++) {
+        const char *ex = "block_sparse_moe.experts";
+        piece(add(m, 2, H, 0, "%s%s.%lld.w1.weight", hf, ex, (long long)e), pre, "mlp.experts.linear_fc1.weight", e, 0, F);
+        piece(add(m, 2, F, 0, "%s%s.%lld.w2.weight", hf, ex, (long long)e), pre, "mlp.experts.linear_fc2.weight", e, 0, H);
+        piece(add(m, 2, H, 0, "%s%s.%lld.w3.weight", hf, ex, (long long)e), pre, "mlp.experts.linear_fc1.weight", e, F, F);
+    }
+}
+
+/* GPT-2's Conv1D stores [in, out]: dagatron's [out, in] transposed; c_attn
+ * is Q, K and V stacked (out = 3H) before the transposition. */
+static void gpt2_layer(dg_hf_map *m, const dg_model_config *c, int l) {
+    int64_t H = c->hidden_size, F = c->ffn_hidden_size;
+    char pre[64], hf[64];
+    snprintf(pre, sizeof pre, "decoder.layers.%d.", l);
+    snprintf(hf, sizeof hf, "transformer.h.%d.", l);
+    piece(add(m, 1, 0, 0, "%sln_1.weight", hf), pre, "input_layernorm.weight", -1, 0, H);
+    piece(add(m, 1, 0, 0, "%sln_1.bias", hf), pre, "input_layernorm.bias", -1, 0, H);
+    static const char *const qkv[] = {"q", "k", "v"};
+    dg_hf_tensor *w = add(m, 2, H, 1, "%sattn.c_attn.weight", hf);
+    dg_hf_tensor *b = add(m, 1, 0, 0, "%sattn.c_attn.bias", hf);
+    for (int i = 0; i < 3; i++) {
+        char n[64];
+        snprintf(n, sizeof n, "self_attention.linear_%s.weight", qkv[i]);
+        piece(w, pre, n, -1, 0, H);
+        snprintf(n, sizeof n, "self_attention.linear_%s.bias", qkv[i]);
+        piece(b, pre, n, -1, 0, H);
+    }
+    piece(add(m, 2, H, 1, "%sattn.c_proj.weight", hf), pre, "self_attention.linear_proj.weight", -1, 0, H);
+    piece(add(m, 1, 0, 0, "%sattn.c_proj.bias", hf), pre, "self_attention.linear_proj.bias", -1, 0, H);
+    piece(add(m, 1, 0, 0, "%sln_2.weight", hf), pre, "pre_mlp_layernorm.weight", -1, 0, H);
+    piece(add(m, 1, 0, 0, "%sln_2.bias", hf), pre, "pre_mlp_layernorm.bias", -1, 0, H);
+    piece(add(m, 2, H, 1, "%smlp.c_fc.weight", hf), pre, "mlp.linear_fc1.weight", -1, 0, F);
+    piece(add(m, 1, 0, 0, "%smlp.c_fc.bias", hf), pre, "mlp.linear_fc1.bias", -1, 0, F);
+    piece(add(m, 2, F, 1, "%smlp.c_proj.weight", hf), pre, "mlp.linear_fc2.weight", -1, 0, H);
+    piece(add(m, 1, 0, 0, "%smlp.c_proj.bias", hf), pre, "mlp.linear_fc2.bias", -1, 0, H);
+}
+
+int dg_hf_map_build(const dg_model_config *c, dg_hf_map *m, const char *where, dg_err *err) {
+    memset(m, 0, sizeof *m);
+    DG_TRY(dg_hf_arch_of(c, &m->arch, where, err));
+    int64_t V = c->vocab_size, H = c->hidden_size;
+    const int gpt2 = m->arch == DG_HF_GPT2;
+    same(m, 2, V, H, "embedding.word_embeddings.weight", gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight");
+    if (gpt2) {
+        int64_t P = c->max_position_embeddings > 0 ? c->max_position_embeddings : c->seq_length;
+        same(m, 2, P, H, "embedding.position_embeddings.weight", "transformer.wpe.weight");
+    }
+    for (int l = 0; l < c->num_layers; l++) gpt2 ? gpt2_layer(m, c, l) : llama_layer(m, c, l);
+    same(m, 1, H, 1, "decoder.final_layernorm.weight", gpt2 ? "transformer.ln_f.weight" : "model.norm.weight");
+    if (gpt2) same(m, 1, H, 1, "decoder.final_layernorm.bias", "transformer.ln_f.bias");
+    if (c->untie_embeddings) same(m, 2, V, H, "output_layer.weight", "lm_head.weight");
+    return DG_OK;
+}
+
+void dg_hf_map_free(dg_hf_map *m) {
+    dg_free(m->t);
+    memset(m, 0, sizeof *m);
+}
+
+int64_t dg_hf_tensor_numel(const dg_hf_tensor *t) { return t->rows * t->cols; }
+
+void dg_hf_tensor_shape(const dg_hf_tensor *t, int64_t shape[2]) {
+    shape[0] = t->transpose ? t->cols : t->rows;
+    shape[1] = t->transpose ? t->rows : t->cols;
+}

@@ -1,0 +1,78 @@
+/* dg_hf_map.h — how dagatron's parameters are Hugging Face Transformers'
+ * tensors (docs/hf_interop.md).
+ *
+ * Three HF architectures are named, chosen from the model config:
+ *   MixtralForCausalLM  MoE (every layer), SwiGLU experts, RMSNorm, RoPE, no biases,
+ *                       Mixtral's router (softmax over the top-k logits)
+ *   LlamaForCausalLM    dense, SwiGLU, RMSNorm, RoPE, no biases
+ *   GPT2LMHeadModel     Megatron's default dense GPT: GeLU (tanh), LayerNorm,
+ *                       learned absolute positions, biases, MHA
+ * Anything else (a router or layer mix HF's class would compute otherwise,
+ * partial RoPE, shared experts ...) is refused with the reason.
+ *
+ * An HF tensor is a stack of row ranges of dagatron tensors (dagatron's
+ * linear weights are [out, in], as HF's nn.Linear), optionally transposed
+ * (GPT-2's Conv1D stores [in, out]):
+ *   q_proj = linear_q                         (dagatron keeps Q, K, V apart)
+ *   gate_proj / up_proj = linear_fc1 rows [0, F) / [F, 2F)   (SwiGLU: silu(gate) * up)
+ *   experts.E.w1 / w3 = experts.linear_fc1[E] rows [0, F) / [F, 2F); w2 = experts.linear_fc2[E]
+ *   c_attn = [linear_q; linear_k; linear_v]^T, c_fc = linear_fc1^T ...
+ * RoPE needs no permutation: dagatron rotates the two halves of each head
+ * (rotate_half), as HF's Llama and Mixtral do.
+ */
+#ifndef DG_HF_MAP_H
+#define DG_HF_MAP_H
+
+#include <stdint.h>
+
+#include "dg_checkpoint.h"
+#include "dg_model.h"
+
+typedef enum dg_hf_arch { DG_HF_MIXTRAL = 0, DG_HF_LLAMA, DG_HF_GPT2 } dg_hf_arch;
+
+#define DG_HF_NAME_LEN 160
+#define DG_HF_MAX_PIECES 3
+
+/* Rows [row0, row0 + rows) of dagatron parameter `dg` (of expert `expert`
+ * of a 3-D experts tensor; -1 for a 1-D or 2-D one). */
+typedef struct dg_hf_piece {
+    char dg[DG_CKPT_NAME_LEN];
+    int64_t expert;
+    int64_t row0, rows;
+} dg_hf_piece;
+
+/* One HF tensor: its pieces stacked along rows make a [rows, cols] matrix
+ * (a vector when ndim is 1), stored transposed when `transpose`. */
+typedef struct dg_hf_tensor {
+    char name[DG_HF_NAME_LEN];
+    int ndim;         /* 1 or 2 */
+    int64_t rows, cols;
+    int transpose;
+    int n_pieces;
+    dg_hf_piece piece[DG_HF_MAX_PIECES];
+} dg_hf_tensor;
+
+typedef struct dg_hf_map {
+    dg_hf_arch arch;
+    int n, cap;
+    dg_hf_tensor *t;
+} dg_hf_map;
+
+/* The HF architecture of c, or DG_EINPUT with one line saying why it has
+ * none ("where" starts the line). */
+int dg_hf_arch_of(const dg_model_config *c, dg_hf_arch *arch, const char *where, dg_err *err);
+
+/* "MixtralForCausalLM" ... and config.json's "model_type" ("mixtral" ...). */
+const char *dg_hf_arch_class(dg_hf_arch a);
+const char *dg_hf_arch_model_type(dg_hf_arch a);
+
+/* Every HF tensor of c's model, in HF's order (embeddings, layers, final
+ * norm, head). */
+int dg_hf_map_build(const dg_model_config *c, dg_hf_map *m, const char *where, dg_err *err);
+void dg_hf_map_free(dg_hf_map *m);
+
+/* The HF tensor's element count and its stored shape (transposition applied). */
+int64_t dg_hf_tensor_numel(const dg_hf_tensor *t);
+void dg_hf_tensor_shape(const dg_hf_tensor *t, int64_t shape[2]);
+
+#endif /* DG_HF_MAP_H */
