@@ -1,5 +1,5 @@
 # train_equiv.sh — sourced by the `dagatron train` equivalence tests
-# (tests/ep, tests/tp, tests/etp): a parallel layout against the single-rank
+# (tests/ep, tests/tp, tests/etp, tests/cp): a parallel layout against the single-rank
 # run on the same global batch. Before sourcing, the caller sets
 #   exe      the dagatron executable
 #   args     (array) the flags every run shares

@@ -10,40 +10,17 @@
 # resumed from the single-rank checkpoint continues as the single rank does.
 set -euo pipefail
 exe=$1
-fail() { echo "FAIL: $*" >&2; exit 1; }
 # The architecture of the TP tests (SwiGLU, RMSNorm, RoPE, no biases, no
 # dropout: a rank's dropout mask would depend on its local token order), dense.
 ARCH=($(cat "$(dirname "$0")/../common/moe_arch.flags"))
-common=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --seq-length 32 --micro-batch-size 2
-        --global-batch-size 8 --num-experts 0 --train-iters 5 --lr 1e-3 --log-interval 1
-        --lr-decay-style constant)
+args=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --seq-length 32 --micro-batch-size 2
+      --global-batch-size 8 --num-experts 0 --train-iters 5 --lr 1e-3 --log-interval 1
+      --lr-decay-style constant)
 mha=(--num-attention-heads 4)
 gqa=(--num-attention-heads 8 --group-query-attention --num-query-groups 2)
 learned=(--num-attention-heads 4 --position-embedding-type learned_absolute)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-# run CKPT_DIR NP FLAGS...: lm loss and grad norm of every logged iteration
-run() {
-    local ck=$1 np=$2
-    shift 2
-    $DG_MPIRUN -np "$np" "$exe" train "${common[@]}" --save "$ck" "$@" 2>&1 |
-        grep -oE "lm loss: [0-9.E+-]+|grad norm: [0-9.]+" | paste -sd' '
-}
-n_check=0
-# check NP REF_LOG REF_CKPT FLAGS...
-check() {
-    local np=$1 want=$2 ref=$3
-    shift 3
-    local got
-    n_check=$((n_check + 1))
-    got=$(run "$TMP/ck$n_check" "$np" "$@")
-    echo "np $np $*: $got"
-    [ -n "$got" ] || fail "np $np $*: no log lines"
-    awk -v a="$got" -v b="$want" -f "$(dirname "$0")/../common/logs_close.awk" ||
-        fail "np $np $*: differs from the single-rank run"
-    "${DG_REF_PYTHON:-/usr/bin/python3}" "$(dirname "$0")/../ep/ckpt_params_close.py" "$TMP/ck$n_check" "$ref" 1e-5 ||
-        fail "np $np $*: final parameters differ from the single-rank run"
-}
+FIELDS="lm loss: [0-9.E+-]+|grad norm: [0-9.]+"
+. "$(dirname "$0")/../common/train_equiv.sh" # fail, TMP, run, check
 ref=$(run "$TMP/ref" 1 "${mha[@]}")
 echo "np 1 (single rank): $ref"
 [ -n "$ref" ] || fail "the single-rank run logged nothing"
