@@ -19,6 +19,7 @@ static const dg_command dg_commands[] = {
     {"tokenizer", dg_cmd_tokenizer, "train a byte-level BPE tokenizer (vocab.json + merges.txt)"},
     {"topo", dg_cmd_topo, "print the hwloc topology and where each thread is placed"},
     {"convert", dg_cmd_convert, "checkpoints to and from Hugging Face safetensors (--to hf DIR, --from hf DIR)"},
+    {"trace-svg", dg_cmd_trace_svg, "draw a merged --trace as the pipeline schedule (SVG) with its bubble"},
     {"cuda", dg_cmd_cuda, "report whether the CUDA backend is built and a GPU is usable"},
 };
 

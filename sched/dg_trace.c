@@ -16,6 +16,7 @@ typedef struct trace_ev {
 
 struct dg_trace {
     int rank;
+    char name[96]; /* the process's name in the file */
     double origin; /* dg_now() at creation: ts 0 */
     trace_ev *ev;
     int n, cap;
@@ -24,6 +25,7 @@ struct dg_trace {
 dg_trace *dg_trace_new(int rank) {
     dg_trace *tr = dg_calloc(1, sizeof *tr);
     tr->rank = rank;
+    snprintf(tr->name, sizeof tr->name, "rank %d", rank);
     tr->origin = dg_now();
     return tr;
 }
@@ -76,12 +78,17 @@ static void put_str(FILE *f, const char *s) {
 /* Integer nanoseconds as microseconds with exactly three decimals. */
 static void put_us(FILE *f, int64_t ns) { fprintf(f, "%lld.%03lld", (long long)(ns / 1000), (long long)(ns % 1000)); }
 
-int dg_trace_write(const dg_trace *tr, const char *path, dg_err *err) {
-    FILE *f = fopen(path, "w");
-    if (!f) return dg_err_set(err, DG_EINPUT, "--trace %s: cannot open for writing: %s", path, strerror(errno));
-    fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
+void dg_trace_set_name(dg_trace *tr, const char *name) { snprintf(tr->name, sizeof tr->name, "%s", name); }
+
+double dg_trace_origin(const dg_trace *tr) { return tr->origin; }
+
+void dg_trace_put_events(const dg_trace *tr, FILE *f, int64_t shift_ns) {
     fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, \"ts\": 0, \"dur\": 0, "
-               "\"args\": {\"name\": \"rank %d\"}}",
+               "\"args\": {\"name\": ",
+            tr->rank);
+    put_str(f, tr->name);
+    fprintf(f, "}},\n{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, \"ts\": 0, "
+               "\"dur\": 0, \"args\": {\"sort_index\": %d}}",
             tr->rank, tr->rank);
     for (int s = 0; s < DG_STREAM_COUNT; s++)
         fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"ts\": 0, "
@@ -92,7 +99,7 @@ int dg_trace_write(const dg_trace *tr, const char *path, dg_err *err) {
         fprintf(f, ",\n{\"name\": ");
         put_str(f, e->name);
         fprintf(f, ", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": ", dg_phase_name(e->phase));
-        put_us(f, e->t0_ns);
+        put_us(f, e->t0_ns + shift_ns);
         fprintf(f, ", \"dur\": ");
         put_us(f, e->t1_ns - e->t0_ns);
         fprintf(f, ", \"pid\": %d, \"tid\": %d, \"args\": {\"node\": %d, \"op\": ", tr->rank, e->tid, e->node);
@@ -100,6 +107,13 @@ int dg_trace_write(const dg_trace *tr, const char *path, dg_err *err) {
         fprintf(f, ", \"layer\": %d, \"microbatch\": %d, \"phase\": \"%s\", \"step\": %d}}", e->layer,
                 e->microbatch, dg_phase_name(e->phase), e->step);
     }
+}
+
+int dg_trace_write(const dg_trace *tr, const char *path, dg_err *err) {
+    FILE *f = fopen(path, "w");
+    if (!f) return dg_err_set(err, DG_EINPUT, "--trace %s: cannot open for writing: %s", path, strerror(errno));
+    fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
+    dg_trace_put_events(tr, f, 0);
     fprintf(f, "\n]}\n");
     int bad = ferror(f);
     if (fclose(f) != 0 || bad)

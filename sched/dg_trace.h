@@ -13,7 +13,9 @@
  *      "microbatch": -1, "phase": "forward", "step": 0}},
  *     ...]}
  *
- * pid = rank, tid = stream (0 compute, 1 comm). Times are microseconds from
+ * pid = rank, tid = stream (0 compute, 1 comm). Under MPI every rank records
+ * its own events and dg_trace_write_merged() (dg_trace_merge.c) gathers them
+ * into one file, one process per rank, named by its grid coordinates. Times are microseconds from
  * the recorder's creation, printed from integer nanoseconds so that events
  * of one stream, which ran one after the other, never overlap in the file.
  * Metadata events carry ts/dur 0 so that every event has the same fields.
@@ -39,5 +41,22 @@ int dg_trace_n_events(const dg_trace *tr);
 
 /* Write the JSON file. Returns DG_OK, or DG_EINPUT naming the path. */
 int dg_trace_write(const dg_trace *tr, const char *path, dg_err *err);
+
+/* The process's name in the file ("rank 3 (pp 1, tp 1)"); "rank R" unless set. */
+void dg_trace_set_name(dg_trace *tr, const char *name);
+
+/* dg_now() at creation: the time events are counted from. */
+double dg_trace_origin(const dg_trace *tr);
+
+/* This recorder's metadata and events, comma-separated, without the
+ * enclosing array, every ts moved by shift_ns: one rank's part of a file. */
+void dg_trace_put_events(const dg_trace *tr, FILE *f, int64_t shift_ns);
+
+struct dg_comm;
+/* Collective over `world`: every rank sends its part (times moved onto the
+ * earliest rank's origin: CLOCK_MONOTONIC is one clock on one host) and
+ * world rank 0 writes one file with them all. DG_EINPUT naming the path on
+ * rank 0 when it cannot be written; DG_OK elsewhere. */
+int dg_trace_write_merged(const dg_trace *tr, struct dg_comm *world, const char *path, dg_err *err);
 
 #endif /* DG_TRACE_H */

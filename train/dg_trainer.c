@@ -31,6 +31,7 @@
 #include "dg_sched.h"
 #include "dg_tensorboard.h"
 #include "dg_train_exit.h"
+#include "dg_train_trace.h"
 #include "dg_train_log.h"
 #include "dg_train_pp.h"
 #include "dg_verify.h"
@@ -795,6 +796,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         dg_sched_stats stats;
         if (tracing) {
             tr = dg_trace_new(t.grid ? t.grid->rank : 0);
+            if (t.grid) dg_train_trace_name(tr, t.grid);
             dg_runtime_set_trace(t.rt, tr);
             t.stats = &stats;
         }
@@ -802,9 +804,12 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         if (tracing) {
             dg_runtime_set_trace(t.rt, NULL);
             t.stats = NULL;
-            /* The trace is written by rank 0 alone: agree before the
-             * collectives that follow. */
-            if (st == DG_OK) st = agree(&t, t.log ? dg_trace_write(tr, c->trace, err) : DG_OK, err);
+            /* Rank 0 gathers every rank's events and writes the file
+             * alone: agree before the collectives that follow. */
+            if (st == DG_OK)
+                st = agree(&t, t.grid ? dg_trace_write_merged(tr, t.grid->world_comm, c->trace, err)
+                                      : dg_trace_write(tr, c->trace, err),
+                           err);
             if (st == DG_OK && t.log) {
                 printf(" trace of iteration %d written to %s\n", it, c->trace);
                 dg_sched_stats_print(&stats, stdout, "   ");

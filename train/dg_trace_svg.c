@@ -1,0 +1,224 @@
+/* dg_trace_svg.c — a merged trace drawn as a pipeline schedule (see
+ * dg_trace_svg.h). */
+#include "dg_trace_svg.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct block {
+    double t0, t1; /* microseconds */
+    int mb;
+    char phase; /* 'F', 'B', 'R' (recompute) */
+} block;
+
+typedef struct row {
+    int pid, pp;
+    char name[96];
+    block *b;
+    int n, cap;
+    double busy; /* union of the compute tasks' intervals */
+} row;
+
+struct dg_sched_picture {
+    row *rows;
+    int n_rows, n_mb, n_stages;
+    double t0, t1; /* the window */
+};
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t n = 0, cap = 0, got;
+    do {
+        if (n + 65536 > cap) buf = dg_realloc(buf, cap = 2 * cap + 65536);
+        got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+    } while (got > 0);
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+static row *row_of(dg_sched_picture *p, int pid) {
+    for (int i = 0; i < p->n_rows; i++)
+        if (p->rows[i].pid == pid) return &p->rows[i];
+    p->rows = dg_realloc(p->rows, sizeof *p->rows * (size_t)(p->n_rows + 1));
+    row *r = &p->rows[p->n_rows++];
+    memset(r, 0, sizeof *r);
+    r->pid = pid;
+    snprintf(r->name, sizeof r->name, "rank %d", pid);
+    return r;
+}
+
+static int by_pid(const void *a, const void *b) { return ((const row *)a)->pid - ((const row *)b)->pid; }
+static int by_t0(const void *a, const void *b) {
+    double d = ((const block *)a)->t0 - ((const block *)b)->t0;
+    return d < 0 ? -1 : d > 0;
+}
+
+static double num(const cJSON *o, const char *k, double dflt) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+/* A process_name event: the row's name and its pipeline stage. */
+static void take_name(dg_sched_picture *p, const cJSON *e) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, "args");
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(a, "name");
+    if (!cJSON_IsString(nm)) return;
+    row *r = row_of(p, (int)num(e, "pid", 0));
+    snprintf(r->name, sizeof r->name, "%s", nm->valuestring);
+    const char *s = strstr(r->name, "(pp ");
+    r->pp = s ? atoi(s + 4) : r->pid;
+}
+
+/* A compute task of one micro-batch: appended to its row as a block. */
+static void take_task(dg_sched_picture *p, const cJSON *e) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, "args");
+    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(a, "phase");
+    int mb = (int)num(a, "microbatch", -1);
+    if (num(e, "tid", -1) != 0 || mb < 0 || !cJSON_IsString(ph)) return;
+    char c = !strcmp(ph->valuestring, "forward") ? 'F' : !strcmp(ph->valuestring, "backward") ? 'B'
+             : !strcmp(ph->valuestring, "recompute")                                           ? 'R'
+                                                                                               : 0;
+    if (!c) return;
+    row *r = row_of(p, (int)num(e, "pid", 0));
+    if (r->n == r->cap) r->b = dg_realloc(r->b, sizeof *r->b * (size_t)(r->cap = 2 * r->cap + 64));
+    double t0 = num(e, "ts", 0);
+    r->b[r->n++] = (block){t0, t0 + num(e, "dur", 0), mb, c};
+    p->n_mb = DG_MAX(p->n_mb, mb + 1);
+}
+
+/* Sort a row's tasks, total their union and merge runs of one micro-batch
+ * and phase into blocks. */
+static void close_row(dg_sched_picture *p, row *r) {
+    qsort(r->b, (size_t)r->n, sizeof *r->b, by_t0);
+    double end = -1e300;
+    int k = 0;
+    for (int i = 0; i < r->n; i++) {
+        block b = r->b[i];
+        r->busy += DG_MAX(0.0, b.t1 - DG_MAX(b.t0, end));
+        end = DG_MAX(end, b.t1);
+        p->t0 = DG_MIN(p->t0, b.t0);
+        p->t1 = DG_MAX(p->t1, b.t1);
+        if (k && r->b[k - 1].mb == b.mb && r->b[k - 1].phase == b.phase)
+            r->b[k - 1].t1 = DG_MAX(r->b[k - 1].t1, b.t1);
+        else
+            r->b[k++] = b;
+    }
+    r->n = k;
+}
+
+int dg_sched_picture_load(const char *path, dg_sched_picture **out, dg_err *err) {
+    char *text = slurp(path);
+    if (!text) return dg_err_set(err, DG_EINPUT, "--trace %s: cannot read: %s", path, strerror(errno));
+    cJSON *root = cJSON_Parse(text);
+    dg_free(text);
+    const cJSON *ev = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
+    if (!cJSON_IsArray(ev)) {
+        cJSON_Delete(root);
+        return dg_err_set(err, DG_EINPUT, "--trace %s: not a Chrome trace (no traceEvents array)", path);
+    }
+    dg_sched_picture *p = dg_calloc(1, sizeof *p);
+    p->t0 = 1e300;
+    p->t1 = -1e300;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ev) {
+        const cJSON *ph = cJSON_GetObjectItemCaseSensitive(e, "ph");
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name");
+        if (!cJSON_IsString(ph)) continue;
+        if (!strcmp(ph->valuestring, "M") && cJSON_IsString(nm) && !strcmp(nm->valuestring, "process_name"))
+            take_name(p, e);
+        else if (!strcmp(ph->valuestring, "X"))
+            take_task(p, e);
+    }
+    cJSON_Delete(root);
+    qsort(p->rows, (size_t)p->n_rows, sizeof *p->rows, by_pid);
+    int stages_seen[4096] = {0};
+    for (int i = 0; i < p->n_rows; i++) {
+        close_row(p, &p->rows[i]);
+        int s = p->rows[i].pp;
+        if (s >= 0 && s < 4096 && !stages_seen[s]++) p->n_stages++;
+    }
+    if (p->n_mb == 0) {
+        dg_sched_picture_free(p);
+        return dg_err_set(err, DG_EINPUT, "--trace %s: no micro-batch tasks on a compute stream", path);
+    }
+    *out = p;
+    return DG_OK;
+}
+
+void dg_sched_picture_free(dg_sched_picture *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n_rows; i++) dg_free(p->rows[i].b);
+    dg_free(p->rows);
+    dg_free(p);
+}
+
+enum { LABEL_W = 190, PLOT_W = 1000, ROW_H = 36, TOP = 40, PAD = 4 };
+
+/* Micro-batch mb's hue; forward light, backward dark, recompute grey-ish. */
+static void put_fill(FILE *f, const block *b, int n_mb) {
+    int hue = (int)(360.0 * b->mb / (n_mb > 0 ? n_mb : 1));
+    int light = b->phase == 'F' ? 72 : b->phase == 'B' ? 42 : 60;
+    int sat = b->phase == 'R' ? 25 : 70;
+    fprintf(f, "hsl(%d,%d%%,%d%%)", hue, sat, light);
+}
+
+static void put_row(FILE *f, const dg_sched_picture *p, int i, double scale) {
+    const row *r = &p->rows[i];
+    int y = TOP + i * ROW_H;
+    fprintf(f, "<text x=\"4\" y=\"%d\" font-size=\"12\">%s</text>\n", y + ROW_H / 2 + 4, r->name);
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f4f4f4\"/>\n", LABEL_W, y + PAD / 2,
+            PLOT_W, ROW_H - PAD);
+    for (int k = 0; k < r->n; k++) {
+        const block *b = &r->b[k];
+        double x = LABEL_W + (b->t0 - p->t0) * scale, w = DG_MAX((b->t1 - b->t0) * scale, 0.5);
+        const char *phase = b->phase == 'F' ? "forward" : b->phase == 'B' ? "backward" : "recompute";
+        fprintf(f,
+                "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" stroke=\"#333\" stroke-width=\"0.5\" "
+                "data-rank=\"%d\" data-mb=\"%d\" data-phase=\"%s\" fill=\"",
+                x, y + PAD / 2, w, ROW_H - PAD, r->pid, b->mb, phase);
+        put_fill(f, b, p->n_mb);
+        fprintf(f, "\"><title>%s: %c%d, %.1f us</title></rect>\n", r->name, b->phase, b->mb, b->t1 - b->t0);
+        if (w >= 18)
+            fprintf(f, "<text x=\"%.2f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%c%d</text>\n", x + w / 2,
+                    y + ROW_H / 2 + 4, b->phase, b->mb);
+    }
+}
+
+int dg_sched_picture_svg(const dg_sched_picture *p, const char *path, dg_err *err) {
+    FILE *f = fopen(path, "w");
+    if (!f) return dg_err_set(err, DG_EINPUT, "-o %s: cannot open for writing: %s", path, strerror(errno));
+    double span = p->t1 > p->t0 ? p->t1 - p->t0 : 1.0, scale = PLOT_W / span;
+    int h = TOP + p->n_rows * ROW_H + 30;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\">\n",
+            LABEL_W + PLOT_W + 10, h);
+    fprintf(f, "<text x=\"4\" y=\"20\" font-size=\"14\">pipeline schedule: %d ranks, %d stages, %d micro-batches; "
+               "F forward (light), B backward (dark), colour = micro-batch</text>\n",
+            p->n_rows, p->n_stages, p->n_mb);
+    for (int i = 0; i < p->n_rows; i++) put_row(f, p, i, scale);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">0 us</text>\n", LABEL_W, h - 10);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"end\">%.0f us</text>\n", LABEL_W + PLOT_W,
+            h - 10, span);
+    fprintf(f, "</svg>\n");
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) return dg_err_set(err, DG_EINPUT, "-o %s: write failed: %s", path, strerror(errno));
+    return DG_OK;
+}
+
+void dg_sched_picture_bubble(const dg_sched_picture *p, FILE *f) {
+    double span = p->t1 - p->t0, sum = 0;
+    for (int i = 0; i < p->n_rows; i++) {
+        double b = span > 0 ? 1.0 - p->rows[i].busy / span : 0;
+        sum += b;
+        fprintf(f, "  %s: bubble %.3f (compute busy %.0f of %.0f us)\n", p->rows[i].name, b, p->rows[i].busy, span);
+    }
+    int ps = p->n_stages, m = p->n_mb;
+    fprintf(f, "bubble fraction: measured %.3f (mean over %d ranks); theory (p-1)/(m+p-1) = %d/%d = %.3f "
+               "(p %d, m %d)\n",
+            sum / p->n_rows, p->n_rows, ps - 1, m + ps - 1, (double)(ps - 1) / (m + ps - 1), ps, m);
+}

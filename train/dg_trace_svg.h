@@ -1,0 +1,39 @@
+/* dg_trace_svg.h — the pipeline schedule as the papers draw it, from a
+ * merged trace (`dagatron train --trace` under mpirun).
+ *
+ * One row per rank (the trace's processes, in pid order, named "rank r
+ * (pp s, tp t)"), time running right; on each row the compute stream's
+ * forward and backward blocks, a block being a run of consecutive tasks of
+ * one micro-batch and phase, coloured by micro-batch (forward light,
+ * backward dark), labelled F3 / B3 where there is room. Each block is a
+ * <rect> with data-rank, data-mb and data-phase attributes so that tests can
+ * read the picture back (xml.etree). Plain SVG text, no dependency.
+ *
+ * The bubble: the window is the first pipeline task's start to the last
+ * one's end over all ranks (optimizer and other micro-batch-less tasks left
+ * out); a rank's bubble is the part of the window its compute stream is idle.
+ * The 1F1B / all-forward-all-backward theory is (p-1)/(m+p-1) for p stages
+ * and m micro-batches, forward and backward of one micro-batch costing the
+ * same on every stage.
+ */
+#ifndef DG_TRACE_SVG_H
+#define DG_TRACE_SVG_H
+
+#include <stdio.h>
+
+#include "dg_base.h"
+
+typedef struct dg_sched_picture dg_sched_picture;
+
+/* Read a Chrome trace written by --trace. DG_EINPUT naming the file when it
+ * cannot be read, is not a trace, or has no micro-batch tasks. */
+int dg_sched_picture_load(const char *path, dg_sched_picture **out, dg_err *err);
+void dg_sched_picture_free(dg_sched_picture *p);
+
+/* Write the SVG. DG_EINPUT naming the path when it cannot be written. */
+int dg_sched_picture_svg(const dg_sched_picture *p, const char *path, dg_err *err);
+
+/* Per rank: the measured bubble fraction; then the mean beside the theory. */
+void dg_sched_picture_bubble(const dg_sched_picture *p, FILE *f);
+
+#endif /* DG_TRACE_SVG_H */
