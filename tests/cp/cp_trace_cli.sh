@@ -1,6 +1,6 @@
 #!/bin/bash
 # Context parallelism's overlap (issue 14, acceptance 3): the trace of a
-# CP=2 step (`dagatron train --trace`, rank 0) shows the ring's K/V
+# CP=2 step (`dagatron train --trace`, rank 0's events) shows the ring's K/V
 # send/recv tasks on the comm stream overlapping block attention
 # (cp_attn_block and its backward) on the compute stream. Prints the ring's
 # hidden fraction (its comm time under block attention over its comm time)
@@ -27,7 +27,7 @@ ev = json.load(open(sys.argv[1]))
 ev = ev["traceEvents"] if isinstance(ev, dict) else ev
 def spans(tid, ops):
     return [(e["ts"], e["ts"] + e["dur"]) for e in ev
-            if e.get("ph") == "X" and e.get("tid") == tid and e.get("args", {}).get("op") in ops]
+            if e.get("ph") == "X" and e.get("pid") == 0 and e.get("tid") == tid and e.get("args", {}).get("op") in ops]
 comm = spans(1, ("send", "recv"))
 blocks = sorted(spans(0, ("cp_attn_block", "cp_attn_block_bwd")))
 if not comm or not blocks:

@@ -17,7 +17,8 @@ import json
 import sys
 
 mode, path = sys.argv[1], sys.argv[2]
-events = [e for e in json.load(open(path))["traceEvents"] if e.get("ph") == "X"]
+# rank 0's events (the file holds every rank's, one pid each)
+events = [e for e in json.load(open(path))["traceEvents"] if e.get("ph") == "X" and e.get("pid") == 0]
 fail = []
 
 
