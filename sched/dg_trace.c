@@ -9,6 +9,7 @@
 typedef struct trace_ev {
     int64_t t0_ns, t1_ns;
     int node, tid, step, layer, microbatch;
+    int wgrad; /* a backward node making only parameters' gradients: a W task */
     dg_phase phase;
     const char *op; /* static: the op's name */
     char name[DG_NAME_LEN];
@@ -41,6 +42,24 @@ static int64_t to_ns(const dg_trace *tr, double t) {
     return d > 0 ? (int64_t)d : 0;
 }
 
+/* A weight-gradient task: a backward node whose outputs are all parameters'
+ * gradients ("grad/..."), or that only sums such nodes' results (the
+ * accumulation over micro-batches). Depth-capped: accumulation chains are
+ * as long as the micro-batches. */
+static int is_wgrad(const dg_graph *g, int v, int depth) {
+    const dg_node *n = &g->nodes[v];
+    if (n->phase != DG_PHASE_BACKWARD || n->n_out == 0 || depth > 64) return 0;
+    int named = 1;
+    for (int j = 0; j < n->n_out; j++) named &= !strncmp(g->tensors[n->out[j]].name, "grad/", 5);
+    if (named) return 1;
+    if (n->n_in == 0) return 0;
+    for (int k = 0; k < n->n_in; k++) {
+        int p = g->tensors[n->in[k]].producer;
+        if (p < 0 || !is_wgrad(g, p, depth + 1)) return 0;
+    }
+    return 1;
+}
+
 void dg_trace_add(dg_trace *tr, const dg_graph *g, int node, int tid, int step, double t0,
                   double t1) {
     if (tr->n == tr->cap) {
@@ -57,6 +76,7 @@ void dg_trace_add(dg_trace *tr, const dg_graph *g, int node, int tid, int step, 
     e->layer = n->layer;
     e->microbatch = n->microbatch;
     e->phase = n->phase;
+    e->wgrad = is_wgrad(g, node, 0);
     e->op = n->op ? n->op->name : "?";
     snprintf(e->name, sizeof e->name, "%s", n->name);
 }
@@ -104,8 +124,8 @@ void dg_trace_put_events(const dg_trace *tr, FILE *f, int64_t shift_ns) {
         put_us(f, e->t1_ns - e->t0_ns);
         fprintf(f, ", \"pid\": %d, \"tid\": %d, \"args\": {\"node\": %d, \"op\": ", tr->rank, e->tid, e->node);
         put_str(f, e->op);
-        fprintf(f, ", \"layer\": %d, \"microbatch\": %d, \"phase\": \"%s\", \"step\": %d}}", e->layer,
-                e->microbatch, dg_phase_name(e->phase), e->step);
+        fprintf(f, ", \"layer\": %d, \"microbatch\": %d, \"phase\": \"%s\", \"step\": %d, \"wgrad\": %d}}",
+                e->layer, e->microbatch, dg_phase_name(e->phase), e->step, e->wgrad);
     }
 }
 

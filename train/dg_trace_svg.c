@@ -10,7 +10,7 @@
 typedef struct block {
     double t0, t1; /* microseconds */
     int mb;
-    char phase; /* 'F', 'B', 'R' (recompute) */
+    char phase; /* 'F', 'B', 'W', 'R' (recompute); 'w' while loading: a weight-gradient task */
 } block;
 
 typedef struct row {
@@ -85,6 +85,7 @@ static void take_task(dg_sched_picture *p, const cJSON *e) {
              : !strcmp(ph->valuestring, "recompute")                                           ? 'R'
                                                                                                : 0;
     if (!c) return;
+    if (c == 'B' && num(a, "wgrad", 0) == 1) c = 'w';
     row *r = row_of(p, (int)num(e, "pid", 0));
     if (r->n == r->cap) r->b = dg_realloc(r->b, sizeof *r->b * (size_t)(r->cap = 2 * r->cap + 64));
     double t0 = num(e, "ts", 0);
@@ -92,10 +93,24 @@ static void take_task(dg_sched_picture *p, const cJSON *e) {
     p->n_mb = DG_MAX(p->n_mb, mb + 1);
 }
 
+/* A micro-batch's W: its weight-gradient tasks that ran after its last
+ * input-gradient task (zero-bubble-h1 defers them there); the earlier ones
+ * stay in B. */
+static void name_w(const dg_sched_picture *p, row *r) {
+    double *b_end = dg_malloc(sizeof(double) * (size_t)p->n_mb);
+    for (int mb = 0; mb < p->n_mb; mb++) b_end[mb] = -1e300;
+    for (int i = 0; i < r->n; i++)
+        if (r->b[i].phase == 'B') b_end[r->b[i].mb] = DG_MAX(b_end[r->b[i].mb], r->b[i].t1);
+    for (int i = 0; i < r->n; i++)
+        if (r->b[i].phase == 'w') r->b[i].phase = r->b[i].t0 >= b_end[r->b[i].mb] ? 'W' : 'B';
+    dg_free(b_end);
+}
+
 /* Sort a row's tasks, total their union and merge runs of one micro-batch
  * and phase into blocks. */
 static void close_row(dg_sched_picture *p, row *r) {
     qsort(r->b, (size_t)r->n, sizeof *r->b, by_t0);
+    name_w(p, r);
     double end = -1e300;
     int k = 0;
     for (int i = 0; i < r->n; i++) {
@@ -160,10 +175,10 @@ void dg_sched_picture_free(dg_sched_picture *p) {
 
 enum { LABEL_W = 190, PLOT_W = 1000, ROW_H = 36, TOP = 40, PAD = 4 };
 
-/* Micro-batch mb's hue; forward light, backward dark, recompute grey-ish. */
+/* Micro-batch mb's hue; forward light, backward dark, W darkest, recompute grey-ish. */
 static void put_fill(FILE *f, const block *b, int n_mb) {
     int hue = (int)(360.0 * b->mb / (n_mb > 0 ? n_mb : 1));
-    int light = b->phase == 'F' ? 72 : b->phase == 'B' ? 42 : 60;
+    int light = b->phase == 'F' ? 72 : b->phase == 'B' ? 42 : b->phase == 'W' ? 25 : 60;
     int sat = b->phase == 'R' ? 25 : 70;
     fprintf(f, "hsl(%d,%d%%,%d%%)", hue, sat, light);
 }
@@ -177,7 +192,10 @@ static void put_row(FILE *f, const dg_sched_picture *p, int i, double scale) {
     for (int k = 0; k < r->n; k++) {
         const block *b = &r->b[k];
         double x = LABEL_W + (b->t0 - p->t0) * scale, w = DG_MAX((b->t1 - b->t0) * scale, 0.5);
-        const char *phase = b->phase == 'F' ? "forward" : b->phase == 'B' ? "backward" : "recompute";
+        const char *phase = b->phase == 'F'   ? "forward"
+                            : b->phase == 'B' ? "backward"
+                            : b->phase == 'W' ? "weight-grad"
+                                              : "recompute";
         fprintf(f,
                 "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" stroke=\"#333\" stroke-width=\"0.5\" "
                 "data-rank=\"%d\" data-mb=\"%d\" data-phase=\"%s\" fill=\"",
@@ -198,7 +216,7 @@ int dg_sched_picture_svg(const dg_sched_picture *p, const char *path, dg_err *er
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\">\n",
             LABEL_W + PLOT_W + 10, h);
     fprintf(f, "<text x=\"4\" y=\"20\" font-size=\"14\">pipeline schedule: %d ranks, %d stages, %d micro-batches; "
-               "F forward (light), B backward (dark), colour = micro-batch</text>\n",
+               "F forward (light), B backward (dark), W weight gradients (darkest), colour = micro-batch</text>\n",
             p->n_rows, p->n_stages, p->n_mb);
     for (int i = 0; i < p->n_rows; i++) put_row(f, p, i, scale);
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">0 us</text>\n", LABEL_W, h - 10);

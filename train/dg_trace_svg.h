@@ -5,7 +5,8 @@
  * (pp s, tp t)"), time running right; on each row the compute stream's
  * forward and backward blocks, a block being a run of consecutive tasks of
  * one micro-batch and phase, coloured by micro-batch (forward light,
- * backward dark), labelled F3 / B3 where there is room. Each block is a
+ * backward dark, W — the weight gradients zero-bubble-h1 runs after B — darkest),
+ * labelled F3 / B3 / W3 where there is room. Each block is a
  * <rect> with data-rank, data-mb and data-phase attributes so that tests can
  * read the picture back (xml.etree). Plain SVG text, no dependency.
  *

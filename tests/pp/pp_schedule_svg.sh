@@ -5,7 +5,8 @@
 # `dagatron trace-svg` draws it as the papers do: ranks x time, each
 # micro-batch's F and B blocks. Checked with xml.etree for PP=2 under each
 # schedule (m=4) and PP=4 under 1F1B (m=8): every rank has a row and every
-# micro-batch an F and a B block on it; all-forward-all-backward ends every
+# micro-batch an F and a B block on it (and a W under zero-bubble-h1, which
+# defers the weight gradients); all-forward-all-backward ends every
 # forward before the first backward on each rank; 1F1B starts the first
 # backward on stage 0 before the last forward; the bubble line is printed.
 set -euo pipefail
@@ -55,6 +56,8 @@ for r in range(np_):
         for ph in ("forward", "backward"):
             if (r, mb, ph) not in blocks:
                 sys.exit("%s: rank %d has no %s block of micro-batch %d" % (sched, r, ph, mb))
+    if sched == "zero-bubble-h1" and any((r, mb, "weight-grad") not in blocks for mb in range(m)):
+        sys.exit("zero-bubble-h1: rank %d lacks a W block of some micro-batch" % r)
     f_end = max(b for mb in range(m) for a, b in blocks[(r, mb, "forward")])
     b_start = min(a for mb in range(m) for a, b in blocks[(r, mb, "backward")])
     if sched == "all-forward-all-backward" and b_start < f_end - 1e-6:
