@@ -19,7 +19,10 @@
  * Loading asks for this rank's boxes under its own layout and reads the
  * stored boxes that overlap them, so a checkpoint saved under any TP, EP, DP
  * or distributed-optimizer layout loads under any other (PP stages and CP
- * need nothing more: a tensor's boxes are keyed by global offsets). The
+ * need nothing more: a tensor's boxes are keyed by global offsets; a
+ * pipeline stage holds and writes only its layers' tensors, and the tied
+ * word embedding, held by the first and the last stage, is written by the
+ * first, r->skip). The
  * files must be visible to every rank (one machine, or a shared file
  * system).
  *
@@ -60,6 +63,10 @@ typedef struct dg_ckpt_run {
     void *at_ctx;
     dg_comm *tp;        /* the TP group: places TP slices (NULL: none) */
     struct dg_ckpt_async *async; /* --async-save: the background writer (NULL: saves are synchronous) */
+    /* Per tensor: 1 for a parameter another pipeline stage holds too and
+     * writes (the tied embedding's later copy, dg_train_pp_ckpt_skip):
+     * saves leave it and its moments out, loads read it. NULL: none. */
+    const char *skip;
 } dg_ckpt_run;
 
 /* Save iteration k->iteration of the run into c->save (collective; every

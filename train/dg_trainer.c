@@ -73,6 +73,7 @@ typedef struct trainer {
     dg_model_io lio;           /* the logical micro-batch's io: which losses the model has */
     int *param_seed;           /* per parameter: its index among the logical graph's (init stream) */
     dg_comm *pp_comm;          /* the pipeline group (NULL: no PP): losses live on its last stage */
+    char *ckpt_skip;           /* per tensor: another stage writes it to checkpoints (dg_train_pp_ckpt_skip) */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -228,6 +229,7 @@ static int setup(trainer *t, dg_err *err) {
     dg_pipeline_result r;
     if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);
     if (st == DG_OK) param_seeds(t, logical, r.g);
+    if (st == DG_OK) t->ckpt_skip = dg_train_pp_ckpt_skip(r.g, &r.pp); /* the tied embedding's later copy */
     dg_recompute_sel_free(&rc);
     dg_graph_free(logical);
     if (st != DG_OK) return st;
@@ -307,6 +309,7 @@ static void teardown(trainer *t) {
     dg_dp_buckets_free(&t->buckets);
     dg_free(t->params);
     dg_free(t->param_seed);
+    dg_free(t->ckpt_skip);
     dg_free(t->io);
     dg_free(t->ptrs);
     dg_free(t->batch);
@@ -657,7 +660,8 @@ static dg_ckpt_run ckpt_run_of(const trainer *t) {
     int hook = t->hooks && t->hooks->on_save_stage;
     return (dg_ckpt_run){t->c, t->feed.vocab, t->log, t->grid ? t->grid->world_comm : NULL,
                          t->grid ? t->grid->group[DG_AXIS_EP] : NULL, hook ? save_stage : NULL,
-                         hook ? (void *)t : NULL, t->grid ? t->grid->group[DG_AXIS_TP] : NULL, t->ckpt_async};
+                         hook ? (void *)t : NULL, t->grid ? t->grid->group[DG_AXIS_TP] : NULL, t->ckpt_async,
+                         t->ckpt_skip};
 }
 
 /* --save can take a checkpoint of this run (the writer checks: it alone
