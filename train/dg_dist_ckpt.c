@@ -237,16 +237,13 @@ int dg_dist_ckpt_load(const dg_ckpt_run *r, dg_dist *d, const int *params, int n
     return st;
 }
 
-uint64_t dg_dist_ckpt_bytes(const dg_ckpt_run *r, const dg_dist *d, const int *params, int n_params) {
-    place pl = place_of(r);
+uint64_t dg_dist_ckpt_bytes(const dg_graph *model) {
     /* a generous manifest entry per tensor, and the JSON around them */
     uint64_t bytes = 65536;
-    for (int i = 0; i < n_params; i++) {
-        const dg_tensor *p = &d->g->tensors[params[i]];
-        int64_t global[DG_MAX_DIMS];
-        dg_shard_global_shape(p, pl.mesh, global);
-        uint64_t b = dg_dtype_size(p->dtype);
-        for (int k = 0; k < p->ndim; k++) b *= (uint64_t)global[k];
+    for (int i = 0; i < model->n_tensors; i++) {
+        const dg_tensor *p = &model->tensors[i];
+        if (p->role != DG_ROLE_PARAMETER) continue;
+        uint64_t b = dg_dtype_size(p->dtype) * (uint64_t)dg_tensor_numel(p);
         bytes += 3 * (b + 64 + 1024); /* the parameter and its two moments, 64-byte aligned */
     }
     return bytes;

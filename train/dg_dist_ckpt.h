@@ -87,9 +87,10 @@ int dg_dist_ckpt_wait(const dg_ckpt_run *r, dg_err *err);
 int dg_dist_ckpt_load(const dg_ckpt_run *r, dg_dist *d, const int *params, int n_params,
                       void *const *ptrs, dg_train_counters *k, dg_err *err);
 
-/* Bytes one checkpoint of this run takes on disk (every parameter and both
- * AdamW moments, expert tensors at their global size, plus the manifest),
- * rounded up: what --save must have free before the run starts. */
-uint64_t dg_dist_ckpt_bytes(const dg_ckpt_run *r, const dg_dist *d, const int *params, int n_params);
+/* Bytes one checkpoint of this run takes on disk (every parameter of
+ * `model`, the one-rank model graph, and both AdamW moments, plus the
+ * manifest), rounded up: what --save must have free before the run starts.
+ * From the whole model, as no rank holds all of it under PP, TP or EP. */
+uint64_t dg_dist_ckpt_bytes(const dg_graph *model);
 
 #endif /* DG_DIST_CKPT_H */

@@ -74,6 +74,7 @@ typedef struct trainer {
     int *param_seed;           /* per parameter: its index among the logical graph's (init stream) */
     dg_comm *pp_comm;          /* the pipeline group (NULL: no PP): losses live on its last stage */
     char *ckpt_skip;           /* per tensor: another stage writes it to checkpoints (dg_train_pp_ckpt_skip) */
+    uint64_t ckpt_bytes;       /* what one checkpoint takes on disk (dg_dist_ckpt_bytes) */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -230,6 +231,7 @@ static int setup(trainer *t, dg_err *err) {
     if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);
     if (st == DG_OK) param_seeds(t, logical, r.g);
     if (st == DG_OK) t->ckpt_skip = dg_train_pp_ckpt_skip(r.g, &r.pp); /* the tied embedding's later copy */
+    t->ckpt_bytes = dg_dist_ckpt_bytes(logical); /* the whole model: a stage holds only its layers */
     dg_recompute_sel_free(&rc);
     dg_graph_free(logical);
     if (st != DG_OK) return st;
@@ -668,8 +670,7 @@ static dg_ckpt_run ckpt_run_of(const trainer *t) {
  * writes), found before iteration 1 rather than at the first save. */
 static int check_save(const trainer *t, dg_err *err) {
     if (!t->c->save[0] || !t->log) return DG_OK;
-    dg_ckpt_run r = ckpt_run_of(t);
-    return dg_ckpt_check_save_dir(t->c->save, dg_dist_ckpt_bytes(&r, &t->dist, t->params, t->n_params), err);
+    return dg_ckpt_check_save_dir(t->c->save, t->ckpt_bytes, err);
 }
 
 static int save_ckpt(trainer *t, const dg_train_counters *k, dg_err *err) {
