@@ -14,29 +14,17 @@
 #  4. PP=2 x DP=2 with the distributed optimizer saves, PP=2 resumes: within
 #     1e-6 relative of PP=2's straight run (without the tied embedding's
 #     later copy left out, the two stages' optimizer shards overlap).
-#  5. PP=2 x EP=2 (MoE, --async-save) -> one rank and PP=2 x TP=2 -> TP=2: the
-#     saving layout trains 4 iterations, saving at 3; the loading one resumes
-#     at 3 and logs iteration 4's lm loss within 1e-6 of the saving run's.
 # And each PP save's stored boxes tile every tensor once (ckpt_tiles.py).
+# PP x EP and PP x TP saves load under other layouts in reshard_cli.sh.
 # Usage: pp_cli.sh DAGATRON
 set -u
-BIN=$1
-PY=${DG_REF_PYTHON:-/usr/bin/python3}
-HERE=$(dirname "$0")
-TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
-fail=0
-ARCH=($(cat "$HERE/../common/moe_arch.flags"))
+source "$(dirname "$0")/cli_common.sh" "$1"
 # --lr-decay-iters pins the schedule (it otherwise follows --train-iters), so
 # a 3-iteration run takes the first 3 steps of the 5-iteration one
 BASE=("${ARCH[@]}" --mock-data --vocab-size 100 --make-vocab-size-divisible-by 32 --num-layers 4 --hidden-size 64
       --num-attention-heads 4 --num-experts 0 --seq-length 32 --micro-batch-size 2 --global-batch-size 8
       --log-interval 1 --lr 1e-3 --lr-decay-style cosine --lr-decay-iters 5 --eval-iters 0 --compute-threads 1)
 PP2=(--pipeline-model-parallel-size 2)
-run() { # NP LOG FLAGS...
-  local np=$1 log=$2; shift 2
-  $DG_MPIRUN -np "$np" --bind-to none "$BIN" train "${BASE[@]}" "$@" >"$log" 2>&1 ||
-    { echo "FAIL: np $np $*: exited $?"; tail -5 "$log"; fail=1; return 1; }
-}
 # the lm loss and grad norm of iterations FIRST..LAST, one line
 fields() { # log first last
   grep -oE "iteration +[0-9]+/.*" "$1" | awk -v a="$2" -v b="$3" '{ split($0, f, /[ \/]+/); i = f[2] + 0 }
@@ -87,21 +75,4 @@ case_ "one rank -> PP=2" 1 "" 2 "${PP2[*]}" "$TMP/pp.log" 1e-6
 case_ "PP=2 -> PP=2" 2 "${PP2[*]}" 2 "${PP2[*]}" "$TMP/pp.log" 0
 case_ "PP=2 x DP=2 distributed optimizer -> PP=2" 4 "${PP2[*]} --use-distributed-optimizer" 2 "${PP2[*]}" \
   "$TMP/pp.log" 1e-6
-# reshard NAME NP_A "FLAGS_A" NP_B "FLAGS_B"
-reshard() {
-  local name=$1 npa=$2 fa=$3 npb=$4 fb=$5
-  n=$((n + 1))
-  local a="$TMP/a$n"
-  run "$npa" "$a.log" $fa --num-layers 2 --train-iters 4 --save "$a" --save-interval 3 || return
-  "$PY" "$HERE/ckpt_tiles.py" "$a" "$npa" || { echo "FAIL: $name: the saved checkpoint"; fail=1; }
-  printf 3 >"$a/latest_checkpointed_iteration.txt"
-  run "$npb" "$a.resume.log" $fb --num-layers 2 --train-iters 4 --load "$a" || return
-  local want got
-  want=$(fields "$a.log" 4 4 | grep -oE "lm loss: [0-9.E+-]+"); got=$(fields "$a.resume.log" 4 4 | grep -oE "lm loss: [0-9.E+-]+")
-  if close_ "$got" "$want" 1e-6; then echo "ok: $name: iteration 4 '$got', the saving run's '$want'"
-  else echo "FAIL: $name: iteration 4 '$got' after loading, the saving run logged '$want'"; fail=1; fi
-}
-MOE="--num-experts 4 --moe-router-topk 2"
-reshard "PP=2 x EP=2 (async save) -> one rank" 4 "${PP2[*]} $MOE --expert-model-parallel-size 2 --async-save" 1 "$MOE"
-reshard "PP=2 x TP=2 -> TP=2" 4 "${PP2[*]} --tensor-model-parallel-size 2" 2 "--tensor-model-parallel-size 2"
 exit $fail
