@@ -17,12 +17,12 @@
  * holder; one metadata.json lists every box. No tensor is gathered.
  *
  * Loading asks for this rank's boxes under its own layout and reads the
- * stored boxes that overlap them, so a checkpoint saved under any TP, EP, DP
- * or distributed-optimizer layout loads under any other (PP stages and CP
- * need nothing more: a tensor's boxes are keyed by global offsets; a
- * pipeline stage holds and writes only its layers' tensors, and the tied
- * word embedding, held by the first and the last stage, is written by the
- * first, r->skip). The
+ * stored boxes that overlap them, so a checkpoint saved under any TP, EP,
+ * PP, DP or distributed-optimizer layout loads under any other (a tensor's
+ * boxes are keyed by global offsets, so CP needs nothing more; a pipeline
+ * stage holds and writes only its layers' tensors, and the tied word
+ * embedding, held by the first and the last stage, is written by the
+ * first: r->skip). The
  * files must be visible to every rank (one machine, or a shared file
  * system).
  *
