@@ -52,15 +52,18 @@ static int find_bucket(const dg_dist *d, int id, int *b, int64_t *off, dg_err *e
     return dg_err_set(err, DG_EINTERNAL, "checkpoint: parameter '%s' is in no bucket", d->g->tensors[id].name);
 }
 
-/* What this rank holds, as pieces: each parameter (its local slice), then,
+/* What this rank holds, as pieces: each parameter (its local slice; none
+ * of those skip marks, when skip is not NULL), then,
  * with `optim`, AdamW's moments over the elements of it this rank owns:
  * all of them, or its distributed-optimizer shard. Moments live in m[b] /
  * v[b] indexed from the bucket's owned start (mo_whole: indexed from the
  * bucket's element 0, the load's whole-bucket scratch). */
 static int build(const dg_ckpt_run *r, const dg_dist *d, const int *params, int n_params, void *const *ptrs,
-                 int optim, float *const *m, float *const *v, int mo_whole, dg_ckpt_pieces *out, dg_err *err) {
+                 int optim, float *const *m, float *const *v, int mo_whole, const char *skip, dg_ckpt_pieces *out,
+                 dg_err *err) {
     place pl = place_of(r);
     for (int i = 0; i < n_params; i++) {
+        if (skip && skip[params[i]]) continue;
         const dg_tensor *p = &d->g->tensors[params[i]];
         DG_TRY(check_axes(p, d->g, err));
         int64_t numel = dg_tensor_numel(p);
@@ -150,7 +153,7 @@ int dg_dist_ckpt_save(const dg_ckpt_run *r, const dg_dist *d, const int *params,
         v[i] = d->b[i].v;
     }
     dg_ckpt_pieces l = {0};
-    int st = build(r, d, params, n_params, ptrs, 1, m, v, 0, &l, err);
+    int st = build(r, d, params, n_params, ptrs, 1, m, v, 0, r->skip, &l, err);
     dg_free(m);
     dg_free(v);
     int *n_keys = dg_calloc((size_t)size, sizeof *n_keys), stride = 0;
@@ -209,7 +212,7 @@ int dg_dist_ckpt_load(const dg_ckpt_run *r, dg_dist *d, const int *params, int n
     }
     dg_ckpt_pieces l = {0};
     dg_ckpt_manifest man = {0};
-    int st = build(r, d, params, n_params, ptrs, optim, m, v, 1, &l, err);
+    int st = build(r, d, params, n_params, ptrs, optim, m, v, 1, NULL, &l, err);
     dg_ckpt_expect same_arch = dg_model_expect(&c->model);
     if (st == DG_OK) st = dg_ckpt_read_manifest(c->load, DG_CKPT_LATEST, &man, err);
     if (st == DG_OK) st = same_arch.check(&man.meta.config, same_arch.ctx, man.path, err);
@@ -234,16 +237,13 @@ int dg_dist_ckpt_load(const dg_ckpt_run *r, dg_dist *d, const int *params, int n
     return st;
 }
 
-uint64_t dg_dist_ckpt_bytes(const dg_ckpt_run *r, const dg_dist *d, const int *params, int n_params) {
-    place pl = place_of(r);
+uint64_t dg_dist_ckpt_bytes(const dg_graph *model) {
     /* a generous manifest entry per tensor, and the JSON around them */
     uint64_t bytes = 65536;
-    for (int i = 0; i < n_params; i++) {
-        const dg_tensor *p = &d->g->tensors[params[i]];
-        int64_t global[DG_MAX_DIMS];
-        dg_shard_global_shape(p, pl.mesh, global);
-        uint64_t b = dg_dtype_size(p->dtype);
-        for (int k = 0; k < p->ndim; k++) b *= (uint64_t)global[k];
+    for (int i = 0; i < model->n_tensors; i++) {
+        const dg_tensor *p = &model->tensors[i];
+        if (p->role != DG_ROLE_PARAMETER) continue;
+        uint64_t b = dg_dtype_size(p->dtype) * (uint64_t)dg_tensor_numel(p);
         bytes += 3 * (b + 64 + 1024); /* the parameter and its two moments, 64-byte aligned */
     }
     return bytes;

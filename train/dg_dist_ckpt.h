@@ -17,9 +17,12 @@
  * holder; one metadata.json lists every box. No tensor is gathered.
  *
  * Loading asks for this rank's boxes under its own layout and reads the
- * stored boxes that overlap them, so a checkpoint saved under any TP, EP, DP
- * or distributed-optimizer layout loads under any other (PP stages and CP
- * need nothing more: a tensor's boxes are keyed by global offsets). The
+ * stored boxes that overlap them, so a checkpoint saved under any TP, EP,
+ * PP, DP or distributed-optimizer layout loads under any other (a tensor's
+ * boxes are keyed by global offsets, so CP needs nothing more; a pipeline
+ * stage holds and writes only its layers' tensors, and the tied word
+ * embedding, held by the first and the last stage, is written by the
+ * first: r->skip). The
  * files must be visible to every rank (one machine, or a shared file
  * system).
  *
@@ -60,6 +63,10 @@ typedef struct dg_ckpt_run {
     void *at_ctx;
     dg_comm *tp;        /* the TP group: places TP slices (NULL: none) */
     struct dg_ckpt_async *async; /* --async-save: the background writer (NULL: saves are synchronous) */
+    /* Per tensor: 1 for a parameter another pipeline stage holds too and
+     * writes (the tied embedding's later copy, dg_train_pp_ckpt_skip):
+     * saves leave it and its moments out, loads read it. NULL: none. */
+    const char *skip;
 } dg_ckpt_run;
 
 /* Save iteration k->iteration of the run into c->save (collective; every
@@ -80,9 +87,10 @@ int dg_dist_ckpt_wait(const dg_ckpt_run *r, dg_err *err);
 int dg_dist_ckpt_load(const dg_ckpt_run *r, dg_dist *d, const int *params, int n_params,
                       void *const *ptrs, dg_train_counters *k, dg_err *err);
 
-/* Bytes one checkpoint of this run takes on disk (every parameter and both
- * AdamW moments, expert tensors at their global size, plus the manifest),
- * rounded up: what --save must have free before the run starts. */
-uint64_t dg_dist_ckpt_bytes(const dg_ckpt_run *r, const dg_dist *d, const int *params, int n_params);
+/* Bytes one checkpoint of this run takes on disk (every parameter of
+ * `model`, the one-rank model graph, and both AdamW moments, plus the
+ * manifest), rounded up: what --save must have free before the run starts.
+ * From the whole model, as no rank holds all of it under PP, TP or EP. */
+uint64_t dg_dist_ckpt_bytes(const dg_graph *model);
 
 #endif /* DG_DIST_CKPT_H */

@@ -54,9 +54,16 @@ int dg_train_pp_check(const dg_train_config *c, dg_err *err) {
     if (p <= 1) return DG_OK;
     dg_pp_opts o;
     dg_train_pp_opts(c, 0, &o);
-    DG_TRY(dg_pp_check(&o, err));
-    if (c->save[0] || c->load[0])
-        return dg_err_set(err, DG_EINPUT, "--pipeline-model-parallel-size %d: %s is not supported yet under "
-                          "pipeline parallelism", p, c->save[0] ? "--save" : "--load");
-    return DG_OK;
+    return dg_pp_check(&o, err);
+}
+
+char *dg_train_pp_ckpt_skip(const dg_graph *g, const dg_pp_bounds *b) {
+    char *skip = dg_calloc((size_t)DG_MAX(g->n_tensors, 1), 1);
+    for (int i = 0; i < b->n_shared; i++) {
+        if (b->shared[i].peer > 0) continue; /* the other copy is on a later stage: this one is written */
+        for (int t = 0; t < g->n_tensors; t++)
+            if (g->tensors[t].role == DG_ROLE_PARAMETER && !strcmp(g->tensors[t].name, b->shared[i].name))
+                skip[t] = 1;
+    }
+    return skip;
 }

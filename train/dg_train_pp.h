@@ -6,8 +6,13 @@
  * (graph/passes/dg_pass_pp.h) gives each rank its stage's graph; the
  * schedule (--pipeline-schedule, graph/passes/dg_pass_pp_sched.h) orders
  * its micro-batches. Not built yet, and refused with one line:
- * checkpoints (--save / --load) and interleaved 1F1B (virtual stages; their
- * sizes are checked first).
+ * interleaved 1F1B (virtual stages; their sizes are checked first).
+ *
+ * Checkpoints (train/dg_dist_ckpt.h) need one thing from PP: a stage holds
+ * only its layers' parameters, which the sharded format takes as it is
+ * (boxes keyed by global offsets), but the tied word embedding is held by
+ * the first and the last stage, bit for bit alike (dg_pass_pp_tied): the
+ * later stage's copy is left to the earlier one to write, and both load it.
  */
 #ifndef DG_TRAIN_PP_H
 #define DG_TRAIN_PP_H
@@ -20,5 +25,11 @@ int dg_train_pp_check(const dg_train_config *c, dg_err *err);
 
 /* The PP pass's options for pipeline stage `stage`. */
 void dg_train_pp_opts(const dg_train_config *c, int stage, dg_pp_opts *o);
+
+/* Per tensor of stage graph g (n_tensors flags, dg_free): 1 for a
+ * parameter an earlier stage also holds (the tied embedding's copy on the
+ * last stage, b: this stage's boundaries), which this stage's checkpoint
+ * save leaves to that stage. */
+char *dg_train_pp_ckpt_skip(const dg_graph *g, const dg_pp_bounds *b);
 
 #endif /* DG_TRAIN_PP_H */

@@ -74,6 +74,8 @@ typedef struct trainer {
     dg_model_io lio;           /* the logical micro-batch's io: which losses the model has */
     int *param_seed;           /* per parameter: its index among the logical graph's (init stream) */
     dg_comm *pp_comm;          /* the pipeline group (NULL: no PP): losses live on its last stage */
+    char *ckpt_skip;           /* per tensor: another stage writes it to checkpoints (dg_train_pp_ckpt_skip) */
+    uint64_t ckpt_bytes;       /* what one checkpoint takes on disk (dg_dist_ckpt_bytes) */
 } trainer;
 
 /* ---- initialisation ---------------------------------------------------------- */
@@ -229,6 +231,8 @@ static int setup(trainer *t, dg_err *err) {
     dg_pipeline_result r;
     if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);
     if (st == DG_OK) param_seeds(t, logical, r.g);
+    if (st == DG_OK) t->ckpt_skip = dg_train_pp_ckpt_skip(r.g, &r.pp); /* the tied embedding's later copy */
+    t->ckpt_bytes = dg_dist_ckpt_bytes(logical); /* the whole model: a stage holds only its layers */
     dg_recompute_sel_free(&rc);
     dg_graph_free(logical);
     if (st != DG_OK) return st;
@@ -308,6 +312,7 @@ static void teardown(trainer *t) {
     dg_dp_buckets_free(&t->buckets);
     dg_free(t->params);
     dg_free(t->param_seed);
+    dg_free(t->ckpt_skip);
     dg_free(t->io);
     dg_free(t->ptrs);
     dg_free(t->batch);
@@ -658,15 +663,15 @@ static dg_ckpt_run ckpt_run_of(const trainer *t) {
     int hook = t->hooks && t->hooks->on_save_stage;
     return (dg_ckpt_run){t->c, t->feed.vocab, t->log, t->grid ? t->grid->world_comm : NULL,
                          t->grid ? t->grid->group[DG_AXIS_EP] : NULL, hook ? save_stage : NULL,
-                         hook ? (void *)t : NULL, t->grid ? t->grid->group[DG_AXIS_TP] : NULL, t->ckpt_async};
+                         hook ? (void *)t : NULL, t->grid ? t->grid->group[DG_AXIS_TP] : NULL, t->ckpt_async,
+                         t->ckpt_skip};
 }
 
 /* --save can take a checkpoint of this run (the writer checks: it alone
  * writes), found before iteration 1 rather than at the first save. */
 static int check_save(const trainer *t, dg_err *err) {
     if (!t->c->save[0] || !t->log) return DG_OK;
-    dg_ckpt_run r = ckpt_run_of(t);
-    return dg_ckpt_check_save_dir(t->c->save, dg_dist_ckpt_bytes(&r, &t->dist, t->params, t->n_params), err);
+    return dg_ckpt_check_save_dir(t->c->save, t->ckpt_bytes, err);
 }
 
 static int save_ckpt(trainer *t, const dg_train_counters *k, dg_err *err) {

@@ -2,18 +2,13 @@
 # reshard_cli.sh — issue 17, acceptance 1: a checkpoint saved under one
 # layout loads under another, and the next iteration's lm loss equals the
 # original run's own next iteration within 1e-6 (relative; the log prints 7
-# significant digits). Each case: the original layout trains 6 iterations,
+# significant digits), PP included. Each case: the original layout trains 6 iterations,
 # saving at 5 and 6; its tracker is put back on 5; the new layout resumes
 # from iteration 5 and logs iteration 6. Also: every rank wrote a file and
 # each tensor's stored slices tile it once (replicas written once).
 # Usage: reshard_cli.sh DAGATRON
 set -u
-BIN=$1
-PY=${DG_REF_PYTHON:-/usr/bin/python3}
-HERE=$(dirname "$0")
-TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
-fail=0
-ARCH=($(cat "$HERE/../common/moe_arch.flags"))
+source "$(dirname "$0")/cli_common.sh" "$1"
 # --make-vocab-size-divisible-by 32: the vocabulary pads to 32 x tp (Megatron's
 # rule), 128 rows at tp 1, 2 and 4, so the layouts hold the same model
 BASE=("${ARCH[@]}" --mock-data --vocab-size 100 --make-vocab-size-divisible-by 32 --num-layers 2 --hidden-size 64 --seq-length 32
@@ -22,11 +17,6 @@ BASE=("${ARCH[@]}" --mock-data --vocab-size 100 --make-vocab-size-divisible-by 3
 MOE=(--num-attention-heads 4 --group-query-attention --num-query-groups 2 --num-experts 4 --moe-router-topk 2)
 DENSE=(--num-attention-heads 4 --num-experts 0)
 n=0
-run() { # NP LOG FLAGS...
-  local np=$1 log=$2; shift 2
-  $DG_MPIRUN -np "$np" --bind-to none "$BIN" train "${BASE[@]}" "$@" >"$log" 2>&1 ||
-    { echo "FAIL: np $np $*: exited $?"; tail -5 "$log"; fail=1; return 1; }
-}
 loss_at() { grep -oE "iteration +$2/.*lm loss: [0-9.E+-]+" "$1" | grep -oE "lm loss: [0-9.E+-]+" | awk '{print $3}'; }
 # case NAME NP_A NP_B MIN_FILES "FLAGS_A" "FLAGS_B"
 case_() {
@@ -54,5 +44,11 @@ case_ "DP=2 distributed optimizer -> DP=4 distributed optimizer" 2 4 2 \
 case_ "DP=2 distributed optimizer -> one rank" 2 1 2 "${MOE[*]} --use-distributed-optimizer" "${MOE[*]}"
 case_ "TP=2 -> TP=4" 2 4 2 "${DENSE[*]} --tensor-model-parallel-size 2" "${DENSE[*]} --tensor-model-parallel-size 4"
 case_ "TP=4 -> TP=2 x DP=2 (async save)" 4 4 4 "${DENSE[*]} --tensor-model-parallel-size 4 --async-save" \
+  "${DENSE[*]} --tensor-model-parallel-size 2"
+# pipeline parallelism: a stage writes its layers' tensors, the tied
+# embedding once (tests/checkpoint/pp_cli.sh has more)
+case_ "PP=2 x EP=2 (async save) -> one rank" 4 1 4 \
+  "${MOE[*]} --pipeline-model-parallel-size 2 --expert-model-parallel-size 2 --async-save" "${MOE[*]}"
+case_ "PP=2 x TP=2 -> TP=2" 4 2 4 "${DENSE[*]} --pipeline-model-parallel-size 2 --tensor-model-parallel-size 2" \
   "${DENSE[*]} --tensor-model-parallel-size 2"
 exit $fail
