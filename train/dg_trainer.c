@@ -24,6 +24,7 @@
 #include "dg_op_basic.h"
 #include "dg_op_optim.h"
 #include "dg_op_round16.h"
+#include "dg_param_init.h"
 #include "dg_pass_tp.h"
 #include "dg_pipeline.h"
 #include "dg_rank_bytes.h"
@@ -78,57 +79,6 @@ typedef struct trainer {
     uint64_t ckpt_bytes;       /* what one checkpoint takes on disk (dg_dist_ckpt_bytes) */
 } trainer;
 
-/* ---- initialisation ---------------------------------------------------------- */
-
-typedef struct init_rng {
-    uint64_t s;
-} init_rng;
-
-static double init_normal(init_rng *r) {
-    /* splitmix64 + Box-Muller: deterministic on every platform */
-    uint64_t a = dg_splitmix64(&r->s), b = dg_splitmix64(&r->s);
-    double u1 = ((a >> 11) + 1.0) * 0x1.0p-53, u2 = (b >> 11) * 0x1.0p-53;
-    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
-}
-
-/* Megatron's init, as the model builder annotated each parameter
- * (dg_tensor.init): N(0, std), N(0, std / sqrt(2 L)) for the projections
- * into the residual stream, ones, zeros. Each parameter draws from a stream
- * seeded by (seed, its index), so adding a parameter does not reshuffle the
- * others. A parameter split over the mesh (expert weights over EP) is the
- * slice of the global tensor this rank holds: each value is drawn at its
- * global index (dg_shard_global_index; splitmix64's state is a counter, so
- * getting there is one multiply-add), and any layout initialises the same
- * global model. */
-static void init_params(trainer *t) {
-    const dg_train_config *c = t->c;
-    double out_std = c->init_method_std / sqrt(2.0 * c->model.num_layers);
-    int coord[DG_AXIS_COUNT] = {0};
-    if (t->grid) {
-        const dg_grid_coord *gc = &t->grid->coord;
-        coord[DG_AXIS_TP] = gc->tp, coord[DG_AXIS_CP] = gc->cp, coord[DG_AXIS_EP] = gc->ep;
-        coord[DG_AXIS_DP] = gc->dp, coord[DG_AXIS_PP] = gc->pp;
-    }
-    for (int i = 0; i < t->n_params; i++) {
-        const dg_tensor *p = &t->g->tensors[t->params[i]];
-        float *w = dg_runtime_ptr(t->rt, p->id);
-        int64_t n = dg_tensor_numel(p);
-        if (p->init == DG_INIT_ONES || p->init == DG_INIT_ZEROS) {
-            float v = p->init == DG_INIT_ONES ? 1.0f : 0.0f;
-            for (int64_t k = 0; k < n; k++) w[k] = v;
-            continue;
-        }
-        double std = p->init == DG_INIT_SCALED_NORMAL ? out_std : c->init_method_std;
-        const uint64_t seed = (uint64_t)c->seed * 0x100000001B3ull + (uint64_t)t->param_seed[i];
-        for (int64_t k = 0; k < n; k++) {
-            /* the stream at global element gk: two draws per value */
-            uint64_t gk = (uint64_t)dg_shard_global_index(p, t->g->mesh, coord, k);
-            init_rng r = {seed + 2u * gk * 0x9E3779B97F4A7C15ull};
-            w[k] = (float)(std * init_normal(&r));
-        }
-    }
-}
-
 /* ---- setup ---------------------------------------------------------------------- */
 
 /* The optimizer stage's options (graph/passes/dg_pass_optim.h): the
@@ -145,24 +95,6 @@ static void optimizer_opts(const trainer *t, dg_comm *const groups[DG_AXIS_COUNT
     oo->eps = c->adam_eps;
     oo->weight_decay = c->weight_decay;
     oo->ops = dg_optim_ops_get();
-}
-
-/* Each parameter of the step graph draws its init from the stream of its
- * index among the logical graph's parameters (by name), so a pipeline
- * stage, which holds some of them, draws what one rank would. */
-static void param_seeds(trainer *t, const dg_graph *logical, const dg_graph *g) {
-    t->param_seed = dg_malloc(sizeof(int) * (size_t)DG_MAX(g->n_tensors, 1));
-    int n = 0;
-    for (int i = 0; i < g->n_tensors; i++) {
-        if (g->tensors[i].role != DG_ROLE_PARAMETER) continue;
-        int k = 0, seed = n;
-        for (int j = 0; j < logical->n_tensors; j++) {
-            if (logical->tensors[j].role != DG_ROLE_PARAMETER) continue;
-            if (!strcmp(logical->tensors[j].name, g->tensors[i].name)) seed = k;
-            k++;
-        }
-        t->param_seed[n++] = seed;
-    }
 }
 
 /* One logical micro-batch's io, mapped into the step graph. */
@@ -230,7 +162,7 @@ static int setup(trainer *t, dg_err *err) {
     t->lio = lio;
     dg_pipeline_result r;
     if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);
-    if (st == DG_OK) param_seeds(t, logical, r.g);
+    if (st == DG_OK) t->param_seed = dg_param_init_seeds(logical, r.g);
     if (st == DG_OK) t->ckpt_skip = dg_train_pp_ckpt_skip(r.g, &r.pp); /* the tied embedding's later copy */
     t->ckpt_bytes = dg_dist_ckpt_bytes(logical); /* the whole model: a stage holds only its layers */
     dg_recompute_sel_free(&rc);
@@ -294,7 +226,13 @@ static int setup(trainer *t, dg_err *err) {
     t->params = dg_malloc(sizeof(int) * (size_t)t->g->n_tensors);
     for (int i = 0; i < t->g->n_tensors; i++)
         if (t->g->tensors[i].role == DG_ROLE_PARAMETER) t->params[t->n_params++] = i;
-    init_params(t);
+    dg_param_init_opts pio = {c->init_method_std, c->model.num_layers, (uint64_t)c->seed, {0}};
+    if (t->grid) {
+        const dg_grid_coord *gc = &t->grid->coord;
+        pio.coord[DG_AXIS_TP] = gc->tp, pio.coord[DG_AXIS_CP] = gc->cp, pio.coord[DG_AXIS_EP] = gc->ep;
+        pio.coord[DG_AXIS_DP] = gc->dp, pio.coord[DG_AXIS_PP] = gc->pp;
+    }
+    dg_param_init(t->g, t->params, t->param_seed, t->n_params, t->ptrs, &pio); /* Megatron's init */
     /* After init: the master weights start as a copy of the parameters. */
     dg_dist_init(&t->dist, t->g, &t->buckets, &t->optim, t->grid ? groups : NULL, t->ptrs);
     t->expert_tokens = dg_calloc((size_t)c->model.num_layers * (size_t)DG_MAX(c->model.num_experts, 1),
