@@ -1,5 +1,6 @@
 /* dg_trainer.c — see dg_trainer.h. */
 #include "dg_trainer.h"
+#include "dg_trainer_internal.h"
 
 #include <math.h>
 #include <string.h>
@@ -37,47 +38,8 @@
 #include "dg_train_pp.h"
 #include "dg_verify.h"
 
-/* Everything one run holds. */
-typedef struct trainer {
-    dg_train_config *c;
-    dg_graph *g;
-    dg_model_io *io;   /* [num_microbatches]: each micro-batch's inputs and losses */
-    int n_mb;          /* micro-batches in the step graph */
-    int loss;          /* the step's loss: the micro-batches' mean */
-    dg_sched_plan *plan;
-    dg_runtime *rt;
-    const dg_team *team;
-    dg_feed feed;
-    int n_params;
-    int *params;       /* tensor ids of the parameters, in graph order */
-    dg_grid *grid;     /* NULL: no MPI (a world of one) */
-    dg_dp_buckets buckets; /* the DP pass's gradient buckets */
-    dg_optim optim;    /* the optimizer pass's tensors */
-    dg_dist dist;      /* the optimizer state per bucket, and the step's inputs */
-    void **ptrs;       /* per tensor: its buffer in the runtime */
-    dg_comm *data_comm; /* the data shards (NULL: one) */
-    int data_rank, data_size, grad_shards; /* grad_shards: CP x EP x DP */
-    int log;           /* this rank prints (world rank 0) */
-    int32_t *batch;    /* [mbs][S + 1] */
-    double peak_flops; /* measured sgemm peak x compute threads */
-    const dg_train_hooks *hooks;
-    int iteration;             /* where the loop is, for the hooks */
-    int64_t *expert_tokens;    /* [layers][E]: routed tokens over the log window */
-    int64_t eval_consumed;     /* validation samples read so far */
-    dg_sched_stats *stats;     /* non-NULL: the step being traced records here */
-    dg_train_result *res;      /* step statistics add up here */
-    int failure_agreed;        /* the failure being returned is known to every rank */
-    int ranks_on_node;         /* ranks sharing this node's memory */
-    dg_tb *tb;                 /* --tensorboard-dir: the event file (logging rank), or NULL */
-    dg_ckpt_async *ckpt_async; /* --async-save: the background checkpoint writer, or NULL */
-    dg_loss_scaler scaler;     /* --fp16's loss scale (1.0 otherwise) */
-    dg_recompute_report rc;    /* what activation recompute chose and saved */
-    dg_model_io lio;           /* the logical micro-batch's io: which losses the model has */
-    int *param_seed;           /* per parameter: its index among the logical graph's (init stream) */
-    dg_comm *pp_comm;          /* the pipeline group (NULL: no PP): losses live on its last stage */
-    char *ckpt_skip;           /* per tensor: another stage writes it to checkpoints (dg_train_pp_ckpt_skip) */
-    uint64_t ckpt_bytes;       /* what one checkpoint takes on disk (dg_dist_ckpt_bytes) */
-} trainer;
+typedef dg_trainer_state trainer; /* shorter, inside this file */
+typedef dg_trainer_losses losses;
 
 /* ---- setup ---------------------------------------------------------------------- */
 
@@ -278,10 +240,6 @@ static int agree(trainer *t, int st, dg_err *err) {
 
 /* ---- one step ---------------------------------------------------------------------- */
 
-typedef struct losses {
-    double lm, aux, z, total;
-} losses;
-
 /* Fill micro-batch mb's inputs with this rank's share of the samples that
  * start after `consumed` samples of a split (all data shards together). */
 static int fill_microbatch(trainer *t, int split, int mb, int64_t consumed, dg_err *err) {
@@ -388,61 +346,6 @@ static int run_eval(trainer *t, int split, int it, const char *prefix, dg_err *e
     fflush(stdout);
     if (t->tb && split == DG_SPLIT_VALID) DG_TRY(dg_tb_scalar(t->tb, "lm loss validation", it, l.lm, err));
     return DG_OK;
-}
-
-/* Routed tokens per expert over the log window, summed over the data shards. */
-static int log_expert_tokens(trainer *t, dg_err *err) {
-    const dg_model_config *m = &t->c->model;
-    int E = DG_MAX(m->num_experts, 1), n = m->num_layers * E;
-    double *v = dg_malloc(sizeof(double) * (size_t)n);
-    for (int i = 0; i < n; i++) v[i] = (double)t->expert_tokens[i];
-    int st = dg_dist_sum(t->data_comm, v, n, err);
-    if (st == DG_OK && t->pp_comm) st = dg_dist_sum(t->pp_comm, v, n, err); /* each layer on its stage */
-    /* printed with --moe-per-layer-logging; the window restarts either way */
-    for (int layer = 0; st == DG_OK && t->log && t->c->compat.moe_per_layer_logging && layer < m->num_layers && layer < DG_MODEL_MAX_TRACKED; layer++) {
-        if (t->lio.tokens_per_expert[layer] < 0) continue;
-        printf("   layer %2d tokens per expert:", layer);
-        for (int e = 0; e < m->num_experts; e++) printf(" %.0f", v[(int64_t)layer * E + e]);
-        printf("\n");
-    }
-    dg_free(v);
-    memset(t->expert_tokens, 0, sizeof(int64_t) * (size_t)n);
-    return st;
-}
-
-/* ---- logging ------------------------------------------------------------------------- */
-
-/* A MoE loss as the log shows it (dg_train_log_moe_loss), or -1 when the
- * graph has none (a dense model). */
-static double moe_loss_logged(const trainer *t, int tensor, double raw, double coeff) {
-    return tensor < 0 ? -1 : dg_train_log_moe_loss(&t->c->model, raw, coeff);
-}
-
-static void log_line(const trainer *t, int it, int64_t consumed, double ms, const losses *l,
-                     double lr, double gnorm, int64_t skipped, int64_t nans) {
-    const dg_train_config *c = t->c;
-    const dg_model_config *m = &c->model;
-    int world = t->grid ? t->grid->world : 1;
-    double tokens = (double)c->global_batch_size * m->seq_length;
-    /* Megatron's throughput and MFU are per rank: the batch's FLOPs over all ranks. */
-    double flops = dg_model_flops(m, c->global_batch_size) / world;
-    dg_train_log_fields f = {
-        .iteration = it, .train_iters = c->train_iters, .consumed_samples = consumed, .ms_per_iteration = ms,
-        .log_throughput = c->compat.log_throughput, .tflops_per_gpu = flops / (ms * 1e-3) / 1e12,
-        .learning_rate = lr, .global_batch_size = c->global_batch_size, .lm_loss = l->lm,
-        .has_load_balancing_loss = moe_loss_logged(t, t->lio.aux_loss, l->aux, m->moe_aux_loss_coeff) >= 0,
-        .has_z_loss = moe_loss_logged(t, t->lio.z_loss, l->z, m->moe_z_loss_coeff) >= 0,
-        .load_balancing_loss = moe_loss_logged(t, t->lio.aux_loss, l->aux, m->moe_aux_loss_coeff),
-        .z_loss = moe_loss_logged(t, t->lio.z_loss, l->z, m->moe_z_loss_coeff),
-        .loss_scale = t->scaler.scale, .grad_norm = gnorm, .skipped_iterations = skipped, .nan_iterations = nans,
-        .tokens_per_second = tokens / (ms * 1e-3), .mfu_percent = 100.0 * flops / (ms * 1e-3) / t->peak_flops,
-        .peak_memory_mb = dg_train_log_peak_rss_mb(), .has_recompute = t->rc.active,
-        .activation_planned_mb = (double)t->rc.with.peak / 1048576.0,
-        .activation_saved_mb = ((double)t->rc.none.peak - (double)t->rc.with.peak) / 1048576.0};
-    char line[2048];
-    dg_train_log_iteration(line, sizeof line, &f);
-    printf("%s\n", line);
-    fflush(stdout);
 }
 
 /* ---- the optimizer's side of a step ---------------------------------------------------------- */
@@ -561,35 +464,6 @@ static int check_memory_flags(trainer *t, int data_open, dg_err *err) {
     return dg_mem_need_check(&need, t->ranks_on_node, err);
 }
 
-static void print_startup(const trainer *t) {
-    const dg_train_config *c = t->c;
-    printf("dagatron train: %s; model: %d layers, hidden %d, %d heads (%d query groups), %d experts top-%d, "
-           "vocabulary %d (padded), %d parameter tensors; graph: %d nodes, %d tensors; "
-           "%d compute threads, sgemm peak %.1f GFLOP/s\n",
-           t->feed.source, c->model.num_layers, c->model.hidden_size, c->model.num_attention_heads,
-           c->model.num_query_groups, c->model.num_experts, c->model.moe_router_topk,
-           c->model.vocab_size, t->n_params, t->g->n_nodes, t->g->n_tensors,
-           dg_runtime_threads(t->rt), t->peak_flops / 1e9);
-    char grid[256];
-    dg_grid_sizes one = {1, 1, 1, 1, 1, 1};
-    dg_grid_describe(t->grid ? &t->grid->sizes : &one, t->grid ? t->grid->world : 1, grid, sizeof grid);
-    int64_t elems = 0;
-    for (int i = 0; i < t->buckets.n; i++) elems += t->buckets.b[i].numel;
-    printf("dagatron train: %s; global batch %d = micro batch %d x data-parallel %d x %d micro-batches; "
-           "%d gradient buckets (%lld elements, %s, overlap %s%s); "
-           "optimizer state: %zu bytes per rank (%sexp_avg + exp_avg_sq%s)\n",
-           grid, c->global_batch_size, c->model.micro_batch_size, t->data_size, c->num_microbatches,
-           t->buckets.n, (long long)elems, c->use_distributed_optimizer ? "reduce-scatter" : "all-reduce",
-           c->overlap_grad_reduce ? "on" : "off",
-           c->overlap_param_gather ? ", parameters gathered under the next forward" : "",
-           dg_dist_state_bytes(&t->dist), c->use_distributed_optimizer ? "fp32 master weights + " : "",
-           c->use_distributed_optimizer ? ", distributed" : "");
-    dg_sched_plan_print(t->plan, stdout); /* tasks, edges, the activation arena's planned peak */
-    dg_recompute_report_print(&t->rc, stdout); /* what recompute covers, costs and saves */
-    dg_cp_print_attention_memory(t->g, c, stdout);
-    fflush(stdout);
-}
-
 /* The hooks' on_save_stage, told which iteration is being saved. */
 static void save_stage(void *ctx, dg_ckpt_stage stage, int index) {
     const trainer *t = ctx;
@@ -694,7 +568,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     res->n_buckets = t.buckets.n;
     res->data_size = t.data_size;
     if (t.log) {
-        print_startup(&t);
+        dg_trainer_print_startup(&t);
         if (c->compat.notes[0])
             printf(" note: accepted without effect here (docs/megatron_compat.md): %s\n", c->compat.notes);
         if (c->wandb_project[0]) printf(" W&B logging is not available in dagatron: --wandb-* ignored (--tensorboard-dir writes TensorBoard event files)\n");
@@ -773,8 +647,8 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
             hooks->on_iteration(hooks->ctx, it, l.lm, l.aux, l.z, gnorm, lr);
         if (t.tb && it % c->tensorboard_log_interval == 0) {
             dg_tb_iteration tbi = {it, k.consumed, lr, c->global_batch_size, l.lm,
-                                   moe_loss_logged(&t, t.lio.aux_loss, l.aux, c->model.moe_aux_loss_coeff),
-                                   moe_loss_logged(&t, t.lio.z_loss, l.z, c->model.moe_z_loss_coeff),
+                                   dg_trainer_moe_loss_logged(&t, t.lio.aux_loss, l.aux, c->model.moe_aux_loss_coeff),
+                                   dg_trainer_moe_loss_logged(&t, t.lio.z_loss, l.z, c->model.moe_z_loss_coeff),
                                    t.scaler.scale, gnorm};
             st = dg_tb_log_iteration(t.tb, &tbi, err);
         }
@@ -798,9 +672,9 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
             double adv = window_adv > 0 ? window_adv : 1;
             losses avg = {window.lm / adv, window.aux / adv, window.z / adv, 0};
             if (t.log)
-                log_line(&t, it, k.consumed, window_ms / window_n, &avg, lr, gnorm, window_skipped,
+                dg_trainer_log_line(&t, it, k.consumed, window_ms / window_n, &avg, lr, gnorm, window_skipped,
                          window_nans);
-            st = log_expert_tokens(&t, err);
+            st = dg_trainer_log_expert_tokens(&t, err);
             memset(&window, 0, sizeof window);
             window_ms = 0.0;
             window_n = window_adv = window_skipped = window_nans = 0;
