@@ -2,10 +2,11 @@
  * dg_trace_svg.h). */
 #include "dg_trace_svg.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "dg_trace_read.h"
 
 typedef struct block {
     double t0, t1; /* microseconds */
@@ -27,21 +28,6 @@ struct dg_sched_picture {
     double t0, t1; /* the window */
 };
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t n = 0, cap = 0, got;
-    do {
-        if (n + 65536 > cap) buf = dg_realloc(buf, cap = 2 * cap + 65536);
-        got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-    } while (got > 0);
-    fclose(f);
-    buf[n] = 0;
-    return buf;
-}
-
 static row *row_of(dg_sched_picture *p, int pid) {
     for (int i = 0; i < p->n_rows; i++)
         if (p->rows[i].pid == pid) return &p->rows[i];
@@ -59,37 +45,18 @@ static int by_t0(const void *a, const void *b) {
     return d < 0 ? -1 : d > 0;
 }
 
-static double num(const cJSON *o, const char *k, double dflt) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
-}
-
-/* A process_name event: the row's name and its pipeline stage. */
-static void take_name(dg_sched_picture *p, const cJSON *e) {
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, "args");
-    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(a, "name");
-    if (!cJSON_IsString(nm)) return;
-    row *r = row_of(p, (int)num(e, "pid", 0));
-    snprintf(r->name, sizeof r->name, "%s", nm->valuestring);
-    const char *s = strstr(r->name, "(pp ");
-    r->pp = s ? atoi(s + 4) : r->pid;
-}
-
 /* A compute task of one micro-batch: appended to its row as a block. */
-static void take_task(dg_sched_picture *p, const cJSON *e) {
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, "args");
-    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(a, "phase");
-    int mb = (int)num(a, "microbatch", -1);
-    if (num(e, "tid", -1) != 0 || mb < 0 || !cJSON_IsString(ph)) return;
-    char c = !strcmp(ph->valuestring, "forward") ? 'F' : !strcmp(ph->valuestring, "backward") ? 'B'
-             : !strcmp(ph->valuestring, "recompute")                                           ? 'R'
-                                                                                               : 0;
+static void take_task(dg_sched_picture *p, const dg_trace_event *e) {
+    int mb = e->microbatch;
+    if (e->tid != 0 || mb < 0) return;
+    char c = !strcmp(e->phase, "forward") ? 'F' : !strcmp(e->phase, "backward") ? 'B'
+             : !strcmp(e->phase, "recompute")                                  ? 'R'
+                                                                               : 0;
     if (!c) return;
-    if (c == 'B' && num(a, "wgrad", 0) == 1) c = 'w';
-    row *r = row_of(p, (int)num(e, "pid", 0));
+    if (c == 'B' && e->wgrad == 1) c = 'w';
+    row *r = row_of(p, e->pid);
     if (r->n == r->cap) r->b = dg_realloc(r->b, sizeof *r->b * (size_t)(r->cap = 2 * r->cap + 64));
-    double t0 = num(e, "ts", 0);
-    r->b[r->n++] = (block){t0, t0 + num(e, "dur", 0), mb, c};
+    r->b[r->n++] = (block){e->ts, e->ts + e->dur, mb, c};
     p->n_mb = DG_MAX(p->n_mb, mb + 1);
 }
 
@@ -128,29 +95,21 @@ static void close_row(dg_sched_picture *p, row *r) {
 }
 
 int dg_sched_picture_load(const char *path, dg_sched_picture **out, dg_err *err) {
-    char *text = slurp(path);
-    if (!text) return dg_err_set(err, DG_EINPUT, "--trace %s: cannot read: %s", path, strerror(errno));
-    cJSON *root = cJSON_Parse(text);
-    dg_free(text);
-    const cJSON *ev = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
-    if (!cJSON_IsArray(ev)) {
-        cJSON_Delete(root);
-        return dg_err_set(err, DG_EINPUT, "--trace %s: not a Chrome trace (no traceEvents array)", path);
-    }
+    dg_trace_file tf;
+    DG_TRY(dg_trace_read(path, &tf, err));
     dg_sched_picture *p = dg_calloc(1, sizeof *p);
     p->t0 = 1e300;
     p->t1 = -1e300;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, ev) {
-        const cJSON *ph = cJSON_GetObjectItemCaseSensitive(e, "ph");
-        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name");
-        if (!cJSON_IsString(ph)) continue;
-        if (!strcmp(ph->valuestring, "M") && cJSON_IsString(nm) && !strcmp(nm->valuestring, "process_name"))
-            take_name(p, e);
-        else if (!strcmp(ph->valuestring, "X"))
-            take_task(p, e);
+    /* Rows in the order the processes are named, then their tasks. */
+    for (int i = 0; i < tf.n_label; i++) {
+        if (tf.label[i].tid != -1) continue;
+        row *r = row_of(p, tf.label[i].pid);
+        snprintf(r->name, sizeof r->name, "%s", tf.label[i].name);
+        const char *s = strstr(r->name, "(pp ");
+        r->pp = s ? atoi(s + 4) : r->pid;
     }
-    cJSON_Delete(root);
+    for (int i = 0; i < tf.n_ev; i++) take_task(p, &tf.ev[i]);
+    dg_trace_file_free(&tf);
     qsort(p->rows, (size_t)p->n_rows, sizeof *p->rows, by_pid);
     int stages_seen[4096] = {0};
     for (int i = 0; i < p->n_rows; i++) {
