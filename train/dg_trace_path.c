@@ -3,6 +3,7 @@
 #include "dg_trace_stats.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,18 +89,20 @@ typedef struct path_ctx {
     int *by_node; /* event indices sorted by (step, node, pid) */
 } path_ctx;
 
+static int cmp_int(int a, int b) { return (a > b) - (a < b); } /* no overflow at INT_MIN */
+
 /* qsort_r comparators (glibc's argument order) over indices into arg's events. */
 static int by_stream_time(const void *a, const void *b, void *arg) {
     const dg_trace_file *t = arg;
     const dg_trace_event *x = &t->ev[*(const int *)a], *y = &t->ev[*(const int *)b];
-    if (x->pid != y->pid) return x->pid - y->pid;
-    if (x->tid != y->tid) return x->tid - y->tid;
+    if (x->pid != y->pid) return cmp_int(x->pid, y->pid);
+    if (x->tid != y->tid) return cmp_int(x->tid, y->tid);
     return x->ts < y->ts ? -1 : x->ts > y->ts;
 }
 static int key_cmp(const dg_trace_event *x, int step, int node, int pid) {
-    if (x->step != step) return x->step - step;
-    if (x->node != node) return x->node - node;
-    return x->pid - pid;
+    if (x->step != step) return cmp_int(x->step, step);
+    if (x->node != node) return cmp_int(x->node, node);
+    return cmp_int(x->pid, pid);
 }
 static int by_node_key(const void *a, const void *b, void *arg) {
     const dg_trace_file *t = arg;
@@ -153,7 +156,7 @@ static int predecessor(const path_ctx *c, const unsigned char *seen, int i) {
     int best = -1;
     offer_deps(c, seen, i, end, &best);
     if (e->tid == DG_TRACE_COMM && e->node >= 0) /* a collective's peers on other ranks */
-        for (int pos = lower(c, e->step, e->node, -2147483647); pos < c->t->n_ev; pos++) {
+        for (int pos = lower(c, e->step, e->node, INT_MIN); pos < c->t->n_ev; pos++) {
             int j = c->by_node[pos];
             if (c->t->ev[j].step != e->step || c->t->ev[j].node != e->node) break;
             if (j != i && c->t->ev[j].tid == DG_TRACE_COMM) offer_deps(c, seen, j, end, &best);
