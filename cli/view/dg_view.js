@@ -51,6 +51,10 @@
     return out;
   }
 
+  // (not Math.max(...a): a spread of 100k arguments overflows the stack)
+  const maxOf = (a, f) => a.reduce((m, x) => Math.max(m, f(x)), -Infinity);
+  const minOf = (a, f) => a.reduce((m, x) => Math.min(m, f(x)), Infinity);
+
   // ---- ranks, streams, figures ----
   const procName = new Map(data.procs.map((p) => [p.pid, p.name]));
   const pids = [...new Set(data.procs.map((p) => p.pid).concat(events.map((e) => e.pid)))].sort((a, b) => a - b);
@@ -69,13 +73,13 @@
     const comp = iv(0), comm = iv(COMM);
     const exposed = minus(comm, comp);
     const tc = total(comp), tm = total(comm);
-    const span = mine.length ? Math.max(...mine.map((e) => e.end)) - Math.min(...mine.map((e) => e.ts)) : 0;
+    const span = mine.length ? maxOf(mine, (e) => e.end) - minOf(mine, (e) => e.ts) : 0;
     stats.set(pid, { tc, tm, exposed, exposedUs: total(exposed), span,
       nc: mine.filter((e) => e.tid === 0).length, nm: mine.filter((e) => e.tid === COMM).length,
       h: tm > 0 ? (tc + tm - span) / tm : 0, overlapped: tm > 0 ? 1 - total(exposed) / tm : 0 });
   }
-  const t0 = events.length ? Math.min(...events.map((e) => e.ts)) : 0;
-  const t1 = events.length ? Math.max(...events.map((e) => e.end)) : 1;
+  const t0 = events.length ? minOf(events, (e) => e.ts) : 0;
+  const t1 = events.length ? maxOf(events, (e) => e.end) : 1;
   let v0 = t0, v1 = t1 > t0 ? t1 : t0 + 1; // the window shown, microseconds
 
   // ---- the timeline ----
@@ -124,14 +128,15 @@
   }
 
   function laneWidth() { return Math.max(100, rowsEl.clientWidth - LABEL_W); }
-  function place(el, a, b, minW) {
-    const w = laneWidth(), s = w / (v1 - v0);
+  // s: pixels per microsecond, worked out once per draw (reading the width
+  // after each box moved would lay the page out once per box)
+  function place(el, a, b, minW, s) {
     if (b < v0 || a > v1) { el.style.display = "none"; return; }
     el.style.display = "";
     el.style.left = ((a - v0) * s).toFixed(1) + "px";
     el.style.width = Math.max(minW, (b - a) * s).toFixed(1) + "px";
   }
-  function drawAxis() {
+  function drawAxis(w) {
     const axis = document.getElementById("axis");
     axis.textContent = "";
     const span = v1 - v0, step = Math.pow(10, Math.floor(Math.log10(span / 5)));
@@ -140,18 +145,19 @@
     for (let x = Math.ceil((v0 - t0) / nice) * nice; x <= v1 - t0; x += nice) {
       const t = document.createElement("div");
       t.className = "tick";
-      t.style.left = ((x + t0 - v0) / span * laneWidth()).toFixed(1) + "px";
+      t.style.left = ((x + t0 - v0) / span * w).toFixed(1) + "px";
       t.textContent = x.toFixed(nice < 1 ? 1 : 0) + " us";
       axis.appendChild(t);
     }
   }
   function draw() {
-    for (const e of events) place(boxes[e.i], e.ts, e.end, 1);
+    const w = laneWidth(), s = w / (v1 - v0);
+    for (const e of events) place(boxes[e.i], e.ts, e.end, 1, s);
     for (const x of bands) {
-      place(x.el, x.a, x.b, 1);
+      place(x.el, x.a, x.b, 1, s);
       if (x.el.style.display !== "none") x.el.style.display = null;
     }
-    drawAxis();
+    drawAxis(w);
     document.getElementById("window").textContent =
       `window ${(v0 - t0).toFixed(1)} .. ${(v1 - t0).toFixed(1)} us of ${(t1 - t0).toFixed(1)} us`;
   }
