@@ -116,7 +116,7 @@
       row.dataset.nExposed = ex.length;
       for (const [a, b] of ex) {
         const d = document.createElement("div");
-        d.className = "exposed";
+        d.className = "xband";
         d.title = `exposed comm ${(b - a).toFixed(3)} us`;
         lane.appendChild(d);
         bands.push({ el: d, a, b });
