@@ -328,7 +328,8 @@
 
   draw();
   const m = /#(node|event)=(\d+)/.exec(location.hash);
-  if (m) select(m[1] === "node" ? Number(m[2]) : events[Number(m[2])].node, false);
+  if (m && (m[1] === "node" || Number(m[2]) < events.length))
+    select(m[1] === "node" ? Number(m[2]) : events[Number(m[2])].node, false);
   document.body.dataset.ready = "1";
   document.body.dataset.nEvents = events.length;
   document.body.dataset.nBoxes = document.querySelectorAll(".ev").length;
