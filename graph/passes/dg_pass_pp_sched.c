@@ -5,6 +5,7 @@
 
 #include "dg_op.h"
 #include "dg_pass_mb_order.h"
+#include "dg_pass_pp_interleave.h"
 
 int dg_pp_schedule_blocks(const dg_pp_opts *o, int n_mb, int *seq) {
     int k = 0;
@@ -98,7 +99,7 @@ static void sort_by_slot(const dg_graph *g, int *ids, int n) {
  * which a backend without tags (NCCL matches p2p by order) needs. Sends
  * have no successors and recvs no predecessors, so the chains add no
  * cycle. */
-static int chain_p2p(dg_graph *g, const int *blk) {
+int dg_pp_chain_p2p(dg_graph *g, const int *blk) {
     int nn = g->n_nodes, added = 0;
     int *ids = dg_malloc(sizeof(int) * (size_t)DG_MAX(nn, 1));
     int n_blk = 0;
@@ -118,6 +119,7 @@ static int chain_p2p(dg_graph *g, const int *blk) {
 }
 
 int dg_pass_pp_schedule(dg_graph *g, const dg_pp_opts *o, int n_mb, int *n_edges, dg_err *err) {
+    if (dg_pp_chunks(o) > 1) return dg_pass_pp_interleave(g, o, n_mb, n_edges, err);
     int nn = g->n_nodes, per = o->schedule == DG_PP_ZB_H1 ? 3 : 2;
     int *blk = dg_malloc(sizeof(int) * (size_t)DG_MAX(nn, 1));
     int *seq = dg_malloc(sizeof(int) * (size_t)DG_MAX(per * n_mb, 1));
@@ -130,7 +132,7 @@ int dg_pass_pp_schedule(dg_graph *g, const dg_pp_opts *o, int n_mb, int *n_edges
     int n_seq = 0, n_all = dg_pp_schedule_blocks(o, n_mb, seq);
     for (int k = 0; k < n_all; k++)
         if (size[seq[k]] > 0) seq[n_seq++] = seq[k];
-    int added = dg_order_blocks(g, blk, seq, n_seq) + chain_p2p(g, blk);
+    int added = dg_order_blocks(g, blk, seq, n_seq) + dg_pp_chain_p2p(g, blk);
     dg_free(size);
     dg_free(seq);
     dg_free(blk);

@@ -22,7 +22,7 @@
 #include "dg_sched.h"
 
 static dg_pp_opts pp(int size, int rank, int layers, int first, int last) {
-    dg_pp_opts o = {size, rank, layers, first, last, DG_PP_1F1B};
+    dg_pp_opts o = {size, rank, layers, first, last, DG_PP_1F1B, 0};
     return o;
 }
 
