@@ -63,23 +63,15 @@ int dg_pass_pp_interleave(dg_graph *g, const dg_pp_opts *o, int n_mb, int *n_edg
     int nn = g->n_nodes, v = dg_pp_chunks(o), n_blk = 2 * n_mb * v;
     int *blk = dg_malloc(sizeof(int) * (size_t)DG_MAX(nn, 1)), *chunk = dg_malloc(sizeof(int) * (size_t)DG_MAX(nn, 1));
     int *seq = dg_malloc(sizeof(int) * (size_t)DG_MAX(n_blk, 1));
-    int *size = dg_calloc((size_t)DG_MAX(n_blk, 1), sizeof(int));
     stamp_chunks(g, o, chunk);
     for (int u = 0; u < nn; u++) {
         dg_node *n = &g->nodes[u];
         /* one micro-batch: the step's nodes carry no stamp (dg_pipeline.h) */
         int mb = n_mb == 1 && n->microbatch < 0 && n->phase != DG_PHASE_OPTIMIZER ? 0 : n->microbatch;
-        int c = chunk[u];
-        blk[u] = mb < 0 ? -1 : 2 * (mb * v + c) + (n->phase == DG_PHASE_FORWARD ? 0 : 1);
-        if (mb >= 0) n->stage = c * o->size + o->rank;
-        if (blk[u] >= 0) size[blk[u]]++;
+        blk[u] = mb < 0 ? -1 : 2 * (mb * v + chunk[u]) + (n->phase == DG_PHASE_FORWARD ? 0 : 1);
+        if (mb >= 0) n->stage = chunk[u] * o->size + o->rank;
     }
-    /* an empty block would break the chain of edges: leave it out */
-    int n_seq = 0, n_all = dg_pp_interleave_blocks(o, n_mb, seq);
-    for (int k = 0; k < n_all; k++)
-        if (size[seq[k]] > 0) seq[n_seq++] = seq[k];
-    int added = dg_order_blocks(g, blk, seq, n_seq) + dg_pp_chain_p2p(g, blk);
-    dg_free(size);
+    int added = dg_pp_order_blocks(g, blk, seq, dg_pp_interleave_blocks(o, n_mb, seq), n_blk);
     dg_free(seq);
     dg_free(blk);
     dg_free(chunk);

@@ -41,9 +41,12 @@ int dg_pp_schedule_blocks(const dg_pp_opts *o, int n_mb, int *seq);
  * micro-batches). *n_edges (may be NULL): how many. */
 int dg_pass_pp_schedule(dg_graph *g, const dg_pp_opts *o, int n_mb, int *n_edges, dg_err *err);
 
-/* Within each block (blk[v]: node v's, -1 none), its PP sends in tag
- * slot order and its recvs in slot order; returns the edges added. */
-int dg_pp_chain_p2p(dg_graph *g, const int *blk);
+/* The edges of a schedule: blk[v] is node v's block (0 .. n_ids-1; -1
+ * none), seq[0..n_seq) the blocks in order (empty ones are dropped from
+ * it, in place). Chains the blocks (dg_order_blocks) and, within each, its
+ * PP sends and its recvs in tag slot order (the two sides of a boundary
+ * then issue them in the same order). Returns the edges added. */
+int dg_pp_order_blocks(dg_graph *g, const int *blk, int *seq, int n_seq, int n_ids);
 
 /* The nodes of phase optimizer that talk over the pipeline group (the tied
  * embedding's gradient exchange, the gradient norm's all-gather) wait for

@@ -24,6 +24,7 @@
 #include "dg_pass_pp_interleave.h"
 #include "dg_pipeline.h"
 #include "dg_sched.h"
+#include "pp_test_graph.h"
 
 static dg_pp_opts vpp(int p, int rank, int layers, int v, dg_pp_schedule s) {
     dg_pp_opts o = {p, rank, layers, -1, -1, s, v};
@@ -122,33 +123,6 @@ static void test_refusals(void **state) {
     assert_int_equal(dg_pp_interleave_check(&o, 4, "x", &err), DG_OK);
 }
 
-/* Rank `rank` of the tiny model with `layers` layers at p, v chunks, n_mb
- * micro-batches, through the pipeline up to `stop`. */
-static dg_pipeline_result rank_graph(const dg_pp_opts *pp, int n_mb, int seq_len, dg_stage stop, dg_model_io *io) {
-    dg_model_config c;
-    dg_model_config_tiny(&c);
-    c.seq_length = seq_len;
-    c.num_layers = pp->num_layers;
-    c.num_experts = 0;
-    dg_graph *g = dg_graph_new("logical");
-    dg_err err = {{0}};
-    if (dg_model_build_forward(g, &c, io, &err) != DG_OK) fail_msg("%s", err.msg);
-    dg_pipeline_opts po = {.loss = io->loss, .n_microbatches = n_mb, .autodiff = dg_ops_autodiff(),
-                           .scale = &dg_op_scale, .stop_after = stop, .step_name = "step"};
-    po.ep = (dg_pass_ep_opts){1, 0, 1, 0, 0};
-    po.pp = *pp;
-    dg_pipeline_result r;
-    if (dg_pipeline_run(g, &po, &r, &err) != DG_OK) fail_msg("%s", err.msg);
-    dg_graph_free(g);
-    return r;
-}
-
-static int has_param(const dg_graph *g, const char *name) {
-    for (int t = 0; t < g->n_tensors; t++)
-        if (g->tensors[t].role == DG_ROLE_PARAMETER && !strcmp(g->tensors[t].name, name)) return 1;
-    return 0;
-}
-
 /* p2p node n of rank s has exactly one partner on the other rank: the
  * same slot and micro-batch and phase, the other direction, the peer
  * offset its negative mod 2, the same shape. */
@@ -175,18 +149,18 @@ static void test_rank_graphs(void **state) {
     dg_pipeline_result r[2];
     for (int s = 0; s < 2; s++) {
         dg_pp_opts o = vpp(2, s, 4, 2, DG_PP_1F1B);
-        r[s] = rank_graph(&o, 2, 32, DG_STAGE_SCHEDULE, &io);
+        r[s] = pp_test_rank_graph(&o, 2, 32, 1, DG_STAGE_SCHEDULE, &io);
     }
     const char *fc2 = "decoder.layers.%d.mlp.linear_fc2.weight";
     for (int l = 0; l < 4; l++) {
         char name[64];
         snprintf(name, sizeof name, fc2, l);
-        assert_int_equal(has_param(r[0].g, name), l % 2 == 0); /* chunks 0 and 2 on rank 0 */
-        assert_int_equal(has_param(r[1].g, name), l % 2 == 1);
+        assert_int_equal(pp_test_has_param(r[0].g, name), l % 2 == 0); /* chunks 0 and 2 on rank 0 */
+        assert_int_equal(pp_test_has_param(r[1].g, name), l % 2 == 1);
     }
-    assert_true(has_param(r[0].g, "embedding.word_embeddings.weight"));
-    assert_true(has_param(r[1].g, "output_layer.weight"));
-    assert_false(has_param(r[0].g, "output_layer.weight"));
+    assert_true(pp_test_has_param(r[0].g, "embedding.word_embeddings.weight"));
+    assert_true(pp_test_has_param(r[1].g, "output_layer.weight"));
+    assert_false(pp_test_has_param(r[0].g, "output_layer.weight"));
     int n_p2p = 0, wrap = 0;
     for (int s = 0; s < 2; s++)
         for (int v = 0; v < r[s].g->n_nodes; v++) {
@@ -210,16 +184,8 @@ static void test_rank_graphs(void **state) {
 
 static size_t planned_peak(const dg_pp_opts *o, int n_mb) {
     dg_model_io io;
-    dg_pipeline_result r = rank_graph(o, n_mb, 128, DG_STAGE_SCHEDULE, &io);
-    dg_err err = {{0}};
-    dg_sched_opts so;
-    memset(&so, 0, sizeof so);
-    dg_sched_plan *p = dg_sched_plan_new(r.g, &so, &err);
-    if (!p) fail_msg("%s", err.msg);
-    size_t peak = p->mem.arena_bytes;
-    dg_sched_plan_free(p);
-    dg_pipeline_result_free(&r);
-    return peak;
+    dg_pipeline_result r = pp_test_rank_graph(o, n_mb, 128, 1, DG_STAGE_SCHEDULE, &io);
+    return pp_test_planned_peak(&r);
 }
 
 /* p = 4, v = 2, m = 8, 8 layers: rank 0 holds about (v - 1) p + 2 (p - 1)
