@@ -2,7 +2,8 @@
  * without MPI: Megatron's block order (warmup, one forward one backward,
  * cooldown over the virtual micro-batches); that every rank's order runs
  * to the end when each rank runs its blocks in order and a block waits for
- * the block it receives from (no deadlock, for a range of p, v, m); the
+ * the block it receives from (no deadlock, for a range of p, v, m), and
+ * that each pair of ranks sends and receives in one order; the
  * stage graphs of the real model at p = 2, v = 2 (rank 0 holds the
  * embedding and layers 0 and 2, rank 1 layers 1 and 3 and the loss; every
  * node stamped with its virtual stage; every send matched by a recv of the
@@ -94,6 +95,30 @@ static int runs_through(int p, int v, int m, dg_pp_schedule s) {
     return ok;
 }
 
+/* Every pair of ranks sees its messages in one order: the activations and
+ * gradients rank a sends to rank b, in a's block order, are those b
+ * receives from a, in b's block order (a backend matching p2p by order,
+ * NCCL, needs it). A message is coded (1 for a gradient, mb, sender's
+ * virtual stage). */
+static int same_message_order(int p, int v, int m, dg_pp_schedule s) {
+    static int sent[8][8][512], recd[8][8][512];
+    int ns[8][8] = {{0}}, nr[8][8] = {{0}}, seq[256], ok = 1;
+    for (int r = 0; r < p; r++) {
+        dg_pp_opts o = vpp(p, r, p * v, v, s);
+        int n = dg_pp_interleave_blocks(&o, m, seq), up = (r + p - 1) % p, down = (r + 1) % p;
+        for (int k = 0; k < n; k++) {
+            int bw = seq[k] % 2, mb = seq[k] / 2 / v, g = (seq[k] / 2 % v) * p + r;
+            int from = bw ? g + 1 : g - 1, to = bw ? g - 1 : g + 1; /* virtual stages */
+            if (from >= 0 && from < p * v) recd[bw ? down : up][r][nr[bw ? down : up][r]++] = (bw * 64 + mb) * 64 + from;
+            if (to >= 0 && to < p * v) sent[r][bw ? up : down][ns[r][bw ? up : down]++] = (bw * 64 + mb) * 64 + g;
+        }
+    }
+    for (int a = 0; a < p; a++)
+        for (int b = 0; b < p; b++)
+            ok &= ns[a][b] == nr[a][b] && !memcmp(sent[a][b], recd[a][b], sizeof(int) * (size_t)ns[a][b]);
+    return ok;
+}
+
 static void test_no_deadlock(void **state) {
     (void)state;
     int cases[][3] = {{2, 2, 2}, {2, 2, 4}, {2, 2, 8}, {2, 3, 4}, {3, 2, 6}, {4, 2, 4}, {4, 2, 8}, {4, 3, 16}, {2, 4, 6}};
@@ -102,6 +127,9 @@ static void test_no_deadlock(void **state) {
             fail_msg("p %d v %d m %d: the interleaved order deadlocks", cases[i][0], cases[i][1], cases[i][2]);
         if (!runs_through(cases[i][0], cases[i][1], cases[i][2], DG_PP_FWD_BWD))
             fail_msg("p %d v %d m %d: every forward first deadlocks", cases[i][0], cases[i][1], cases[i][2]);
+        if (!same_message_order(cases[i][0], cases[i][1], cases[i][2], DG_PP_1F1B))
+            fail_msg("p %d v %d m %d: a pair of ranks sends and receives in different orders", cases[i][0],
+                     cases[i][1], cases[i][2]);
     }
 }
 
