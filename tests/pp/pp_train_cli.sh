@@ -73,6 +73,28 @@ grep -q '"pp/recv_grad/' "$TMP/s0.json" || fail "stage 0 receives no gradient"
 grep -q '"pp/recv/' "$TMP/s1.json" || fail "stage 1 receives nothing"
 grep -q '"pp/send_grad/' "$TMP/s1.json" || fail "stage 1 sends no gradient back"
 ! grep -q '"pp/recv/' "$TMP/s0.json" || fail "stage 0 receives activations"
+# interleaved (2 virtual stages): rank r holds layers r and r + 2, every
+# node stamped with its virtual stage (1 layer a chunk: the layer), and
+# rank 0 receives chunk 1's input from rank 1
+for r in 0 1; do
+    "$exe" dump --num-experts 0 --num-layers 4 --pipeline-model-parallel-size 2 --rank $r --graph step \
+        --num-virtual-stages-per-pipeline-rank 2 --global-batch-size 8 --micro-batch-size 2 -o "$TMP/v$r.json" ||
+        fail "dump --rank $r with virtual stages"
+    "${DG_REF_PYTHON:-/usr/bin/python3}" - "$TMP/v$r.json" "$r" <<'PY' || fail "rank $r's interleaved graph"
+import json, sys
+g, r = json.load(open(sys.argv[1])), int(sys.argv[2])
+nodes = [n for n in g["nodes"] if n["microbatch"] >= 0]
+layers = sorted({n["layer"] for n in nodes if n["layer"] >= 0})
+if layers != [r, r + 2]:
+    sys.exit("rank %d holds layers %s, want %s" % (r, layers, [r, r + 2]))
+bad = [n["name"] for n in nodes if n["stage"] % 2 != r or (n["layer"] >= 0 and n["stage"] != n["layer"])]
+if bad:
+    sys.exit("rank %d: nodes with the wrong virtual stage: %s" % (r, bad[:5]))
+if r == 0 and not any(n["name"].startswith("pp/recv/") and n["stage"] == 2 for n in nodes):
+    sys.exit("rank 0 receives nothing for its chunk 1")
+print("rank %d: layers %s, virtual stages %s" % (r, layers, sorted({n["stage"] for n in nodes})))
+PY
+done
 # exit status 2 itself, from a single process
 rc=0
 "$exe" train "${common[@]}" --pipeline-model-parallel-size 2 --num-layers 3 >/dev/null 2>&1 || rc=$?
