@@ -11,6 +11,7 @@ typedef struct trace_ev {
     int node, tid, step, layer, microbatch;
     int wgrad; /* a backward node making only parameters' gradients: a W task */
     dg_phase phase;
+    int stage; /* the node's pipeline stage; the virtual stage under interleaved 1F1B */
     const char *op; /* static: the op's name */
     char name[DG_NAME_LEN];
     int after_at, n_after; /* its dependencies: tr->after[after_at .. + n_after) */
@@ -101,6 +102,7 @@ void dg_trace_add(dg_trace *tr, const dg_graph *g, int node, int tid, int step, 
     e->microbatch = n->microbatch;
     e->phase = n->phase;
     e->wgrad = is_wgrad(g, node, 0);
+    e->stage = n->stage;
     e->op = n->op ? n->op->name : "?";
     snprintf(e->name, sizeof e->name, "%s", n->name);
     record_after(tr, g, node, e);
@@ -149,8 +151,8 @@ void dg_trace_put_events(const dg_trace *tr, FILE *f, int64_t shift_ns) {
         put_us(f, e->t1_ns - e->t0_ns);
         fprintf(f, ", \"pid\": %d, \"tid\": %d, \"args\": {\"node\": %d, \"op\": ", tr->rank, e->tid, e->node);
         put_str(f, e->op);
-        fprintf(f, ", \"layer\": %d, \"microbatch\": %d, \"phase\": \"%s\", \"step\": %d, \"wgrad\": %d, \"after\": [",
-                e->layer, e->microbatch, dg_phase_name(e->phase), e->step, e->wgrad);
+        fprintf(f, ", \"layer\": %d, \"microbatch\": %d, \"phase\": \"%s\", \"step\": %d, \"wgrad\": %d, \"stage\": %d, \"after\": [",
+                e->layer, e->microbatch, dg_phase_name(e->phase), e->step, e->wgrad, e->stage);
         for (int k = 0; k < e->n_after; k++) fprintf(f, "%s%d", k ? ", " : "", tr->after[e->after_at + k]);
         fputs("]}}", f);
     }

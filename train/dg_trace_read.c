@@ -76,6 +76,7 @@ static void take_event(dg_trace_file *t, const cJSON *e, int *cap, int *cap_afte
     v->microbatch = (int)num(a, "microbatch", -1);
     v->step = (int)num(a, "step", -1);
     v->wgrad = (int)num(a, "wgrad", 0);
+    v->stage = (int)num(a, "stage", 0);
     str(e, "name", v->name, sizeof v->name);
     str(a, "op", v->op, sizeof v->op);
     str(a, "phase", v->phase, sizeof v->phase);

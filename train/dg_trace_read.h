@@ -20,6 +20,7 @@ typedef struct dg_trace_event {
     double ts, dur; /* microseconds */
     int pid, tid;   /* rank, stream (0 compute, 1 comm) */
     int node, layer, microbatch, step, wgrad;
+    int stage; /* the node's (virtual) pipeline stage, 0 if absent */
     char name[DG_TRACE_STR_LEN];  /* the graph node's name */
     char op[DG_TRACE_STR_LEN];    /* the op's name, "" if absent */
     char phase[DG_TRACE_STR_LEN]; /* forward / backward / recompute / optimizer ..., "" if absent */

@@ -12,6 +12,7 @@ typedef struct block {
     double t0, t1; /* microseconds */
     int mb;
     char phase; /* 'F', 'B', 'W', 'R' (recompute); 'w' while loading: a weight-gradient task */
+    int vstage; /* the task's (virtual) pipeline stage; its chunk is vstage / n_stages */
 } block;
 
 typedef struct row {
@@ -26,7 +27,12 @@ struct dg_sched_picture {
     row *rows;
     int n_rows, n_mb, n_stages;
     double t0, t1; /* the window */
+    int max_vstage; /* > n_stages - 1: interleaved 1F1B, max_vstage / n_stages + 1 chunks a rank */
 };
+
+/* Model chunks a rank (virtual stages; 1 without interleaving), and block b's. */
+static int n_chunks(const dg_sched_picture *p) { return p->max_vstage / DG_MAX(p->n_stages, 1) + 1; }
+static int chunk_of(const dg_sched_picture *p, const block *b) { return b->vstage / DG_MAX(p->n_stages, 1); }
 
 static row *row_of(dg_sched_picture *p, int pid) {
     for (int i = 0; i < p->n_rows; i++)
@@ -56,8 +62,10 @@ static void take_task(dg_sched_picture *p, const dg_trace_event *e) {
     if (c == 'B' && e->wgrad == 1) c = 'w';
     row *r = row_of(p, e->pid);
     if (r->n == r->cap) r->b = dg_realloc(r->b, sizeof *r->b * (size_t)(r->cap = 2 * r->cap + 64));
-    r->b[r->n++] = (block){e->ts, e->ts + e->dur, mb, c};
+    int vs = e->stage;
+    r->b[r->n++] = (block){e->ts, e->ts + e->dur, mb, c, vs};
     p->n_mb = DG_MAX(p->n_mb, mb + 1);
+    p->max_vstage = DG_MAX(p->max_vstage, vs);
 }
 
 /* A micro-batch's W: its weight-gradient tasks that ran after its last
@@ -86,7 +94,7 @@ static void close_row(dg_sched_picture *p, row *r) {
         end = DG_MAX(end, b.t1);
         p->t0 = DG_MIN(p->t0, b.t0);
         p->t1 = DG_MAX(p->t1, b.t1);
-        if (k && r->b[k - 1].mb == b.mb && r->b[k - 1].phase == b.phase)
+        if (k && r->b[k - 1].mb == b.mb && r->b[k - 1].phase == b.phase && r->b[k - 1].vstage == b.vstage)
             r->b[k - 1].t1 = DG_MAX(r->b[k - 1].t1, b.t1);
         else
             r->b[k++] = b;
@@ -134,10 +142,11 @@ void dg_sched_picture_free(dg_sched_picture *p) {
 
 enum { LABEL_W = 190, PLOT_W = 1000, ROW_H = 36, TOP = 40, PAD = 4 };
 
-/* Micro-batch mb's hue; forward light, backward dark, W darkest, recompute grey-ish. */
-static void put_fill(FILE *f, const block *b, int n_mb) {
+/* Micro-batch mb's hue; forward light, backward dark, W darkest, recompute
+ * grey-ish; a later model chunk (interleaved 1F1B) a shade darker. */
+static void put_fill(FILE *f, const block *b, int n_mb, int chunk) {
     int hue = (int)(360.0 * b->mb / (n_mb > 0 ? n_mb : 1));
-    int light = b->phase == 'F' ? 72 : b->phase == 'B' ? 42 : b->phase == 'W' ? 25 : 60;
+    int light = (b->phase == 'F' ? 72 : b->phase == 'B' ? 42 : b->phase == 'W' ? 25 : 60) - 8 * (chunk % 2);
     int sat = b->phase == 'R' ? 25 : 70;
     fprintf(f, "hsl(%d,%d%%,%d%%)", hue, sat, light);
 }
@@ -155,15 +164,20 @@ static void put_row(FILE *f, const dg_sched_picture *p, int i, double scale) {
                             : b->phase == 'B' ? "backward"
                             : b->phase == 'W' ? "weight-grad"
                                               : "recompute";
+        /* interleaved: F3.1 is micro-batch 3's forward of the rank's chunk 1 */
+        int ch = chunk_of(p, b);
+        char label[32];
+        if (n_chunks(p) > 1) snprintf(label, sizeof label, "%c%d.%d", b->phase, b->mb, ch);
+        else snprintf(label, sizeof label, "%c%d", b->phase, b->mb);
         fprintf(f,
                 "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" stroke=\"#333\" stroke-width=\"0.5\" "
-                "data-rank=\"%d\" data-mb=\"%d\" data-phase=\"%s\" fill=\"",
-                x, y + PAD / 2, w, ROW_H - PAD, r->pid, b->mb, phase);
-        put_fill(f, b, p->n_mb);
-        fprintf(f, "\"><title>%s: %c%d, %.1f us</title></rect>\n", r->name, b->phase, b->mb, b->t1 - b->t0);
+                "data-rank=\"%d\" data-mb=\"%d\" data-phase=\"%s\" data-chunk=\"%d\" fill=\"",
+                x, y + PAD / 2, w, ROW_H - PAD, r->pid, b->mb, phase, ch);
+        put_fill(f, b, p->n_mb, ch);
+        fprintf(f, "\"><title>%s: %s, %.1f us</title></rect>\n", r->name, label, b->t1 - b->t0);
         if (w >= 18)
-            fprintf(f, "<text x=\"%.2f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%c%d</text>\n", x + w / 2,
-                    y + ROW_H / 2 + 4, b->phase, b->mb);
+            fprintf(f, "<text x=\"%.2f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%s</text>\n", x + w / 2,
+                    y + ROW_H / 2 + 4, label);
     }
 }
 
@@ -194,7 +208,14 @@ void dg_sched_picture_bubble(const dg_sched_picture *p, FILE *f) {
         sum += b;
         fprintf(f, "  %s: bubble %.3f (compute busy %.0f of %.0f us)\n", p->rows[i].name, b, p->rows[i].busy, span);
     }
-    int ps = p->n_stages, m = p->n_mb;
+    int ps = p->n_stages, m = p->n_mb, v = n_chunks(p);
+    if (v > 1) { /* Narayanan et al. 2021: the bubble is (1/v)(p-1)/m of the ideal time */
+        fprintf(f, "bubble fraction: measured %.3f (mean over %d ranks); theory interleaved (p-1)/(v m+p-1) = %d/%d "
+                   "= %.3f (p %d, v %d, m %d; 1f1b's (p-1)/(m+p-1) = %.3f)\n",
+                sum / p->n_rows, p->n_rows, ps - 1, v * m + ps - 1, (double)(ps - 1) / (v * m + ps - 1), ps, v, m,
+                (double)(ps - 1) / (m + ps - 1));
+        return;
+    }
     fprintf(f, "bubble fraction: measured %.3f (mean over %d ranks); theory (p-1)/(m+p-1) = %d/%d = %.3f "
                "(p %d, m %d)\n",
             sum / p->n_rows, p->n_rows, ps - 1, m + ps - 1, (double)(ps - 1) / (m + ps - 1), ps, m);

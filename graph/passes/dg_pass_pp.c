@@ -37,10 +37,29 @@ int dg_pp_stage_layers(const dg_pp_opts *o, int s, int *first) {
     return s == 0 && f >= 0 ? f : s == p - 1 && l >= 0 ? l : each;
 }
 
+int dg_pp_chunks(const dg_pp_opts *o) { return o->size > 1 && o->virtual_stages > 1 ? o->virtual_stages : 1; }
+
+int dg_pp_vstage_of_layer(const dg_pp_opts *o, int l) {
+    int v = dg_pp_chunks(o);
+    if (v == 1) return dg_pp_stage_of_layer(o, l);
+    int per = o->num_layers / (o->size * v);
+    return DG_MIN(l / DG_MAX(per, 1), o->size * v - 1);
+}
+
 int dg_pp_check(const dg_pp_opts *o, dg_err *err) {
     int p = o->size, L = o->num_layers;
     if (p <= 1) return DG_OK;
-    int f = o->first_layers, l = o->last_layers;
+    int f = o->first_layers, l = o->last_layers, v = dg_pp_chunks(o);
+    if (v > 1 && (f >= 0 || l >= 0))
+        return dg_err_set(err, DG_EINPUT,
+                          "--decoder-%s-pipeline-num-layers %d: uneven stages do not combine with virtual pipeline "
+                          "stages (interleaved 1F1B) here",
+                          f >= 0 ? "first" : "last", f >= 0 ? f : l);
+    if (v > 1 && L % (p * v) != 0)
+        return dg_err_set(err, DG_EINPUT,
+                          "--num-layers %d is not divisible into --pipeline-model-parallel-size %d x %d virtual "
+                          "stages",
+                          L, p, v);
     if (f < 0 && l < 0) {
         if (L % p != 0)
             return dg_err_set(err, DG_EINPUT,
@@ -86,17 +105,17 @@ void dg_pp_bounds_free(dg_pp_bounds *b) {
 
 /* ---- 1. stages --------------------------------------------------------------------- */
 
-/* stage[v] for src's nodes (ids are a topological order: the builder and
- * re-emission make a node's producers first). A node outside the layers
- * goes to the last stage when it reads anything computed in a layer or
- * after one (post[t]), else to the first. */
+/* stage[v] for src's nodes, the virtual stage (ids are a topological
+ * order: the builder and re-emission make a node's producers first). A
+ * node outside the layers goes to the last stage when it reads anything
+ * computed in a layer or after one (post[t]), else to the first. */
 static void stamp_stages(const dg_graph *src, const dg_pp_opts *o, int *stage) {
     char *post = dg_calloc((size_t)DG_MAX(src->n_tensors, 1), 1);
     for (int v = 0; v < src->n_nodes; v++) {
         const dg_node *n = &src->nodes[v];
         int after = 0;
         for (int k = 0; k < n->n_in; k++) after |= post[n->in[k]];
-        stage[v] = n->layer >= 0 ? dg_pp_stage_of_layer(o, n->layer) : after ? o->size - 1 : 0;
+        stage[v] = n->layer >= 0 ? dg_pp_vstage_of_layer(o, n->layer) : after ? o->size * dg_pp_chunks(o) - 1 : 0;
         if (n->layer >= 0 || after)
             for (int j = 0; j < n->n_out; j++) post[n->out[j]] = 1;
     }
@@ -109,7 +128,7 @@ typedef struct cut {
     const dg_graph *src;
     const dg_pp_opts *o;
     dg_graph *g;
-    int *stage; /* per src node */
+    int *stage; /* per src node: its virtual stage (the stage without virtual stages) */
     int *tmap;
     dg_pp_bounds *b;
     int cap_in, cap_out;
@@ -125,20 +144,27 @@ static void push(dg_pp_bound **v, int *n, int *cap, dg_pp_bound x) {
 
 static void tag(dg_graph *g, int node, int slot) { g->nodes[node].attrs.i[DG_COLL_TAG] = slot; }
 
+/* The rank of a virtual stage, and how far ahead rank b is of rank a
+ * (mod p: a later chunk on the last rank goes on on rank 0). */
+static int rank_of(const cut *c, int vstage) { return vstage % c->o->size; }
+static int ahead(const cut *c, int a, int b) { return ((b - a) % c->o->size + c->o->size) % c->o->size; }
+
 /* src tensor t in the stage graph: a leaf on first use, or the recv of a
  * tensor another stage makes. */
-static int map_input(cut *c, int t, int layer) {
+static int map_input(cut *c, int t, int layer, int vstage) {
     if (c->tmap[t] >= 0) return c->tmap[t];
     const dg_tensor *x = &c->src->tensors[t];
     if (x->producer < 0) {
         c->tmap[t] = dg_reemit_leaf_default(c->g, c->src, t, NULL);
         return c->tmap[t];
     }
-    int from = c->stage[x->producer], peer = c->o->rank - from;
-    int saved = c->g->cur_layer;
+    int peer = ahead(c, rank_of(c, c->stage[x->producer]), c->o->rank);
+    int saved = c->g->cur_layer, saved_stage = c->g->cur_stage;
     dg_graph_set_layer(c->g, layer);
+    dg_graph_set_stage(c->g, vstage);
     int r = dg_recv(c->g, DG_AXIS_PP, c->o->size, -peer, x->dtype, x->ndim, x->shape);
     dg_graph_set_layer(c->g, saved);
+    dg_graph_set_stage(c->g, saved_stage);
     if (r < 0) return -1;
     dg_tensor *y = &c->g->tensors[r];
     y->requires_grad = x->requires_grad;
@@ -151,15 +177,15 @@ static int map_input(cut *c, int t, int layer) {
     return r;
 }
 
-static int copy_node(cut *c, const dg_node *n) {
+static int copy_node(cut *c, const dg_node *n, int vstage) {
     int in[DG_MAX_INPUTS], out[DG_MAX_OUTPUTS];
     for (int k = 0; k < n->n_in; k++)
-        if ((in[k] = map_input(c, n->in[k], n->layer)) < 0) return -1;
+        if ((in[k] = map_input(c, n->in[k], n->layer, vstage)) < 0) return -1;
     dg_graph *g = c->g;
     dg_graph_set_phase(g, n->phase);
     dg_graph_set_layer(g, n->layer);
     dg_graph_set_microbatch(g, n->microbatch);
-    dg_graph_set_stage(g, c->o->rank);
+    dg_graph_set_stage(g, vstage);
     int first = dg_graph_add(g, n->op, &n->attrs, in, n->n_in, out, n->name);
     if (first < 0 && n->n_out > 0) return -1;
     dg_node *m = &g->nodes[g->n_nodes - 1];
@@ -177,8 +203,8 @@ static int copy_node(cut *c, const dg_node *n) {
     return 0;
 }
 
-/* Sends at the end of the stage: each tensor made here and read on a later
- * stage, once per reading stage. */
+/* Sends at the end of the producer's (virtual) stage: each tensor made
+ * here and read on another rank, once per reading rank, nearest first. */
 static int add_sends(cut *c) {
     const dg_graph *src = c->src;
     int p = c->o->size, s = c->o->rank;
@@ -186,23 +212,26 @@ static int add_sends(cut *c) {
     for (int v = 0; v < src->n_nodes; v++)
         for (int k = 0; k < src->nodes[v].n_in; k++) {
             int t = src->nodes[v].in[k], pr = src->tensors[t].producer;
-            if (pr >= 0 && c->stage[pr] == s && c->stage[v] > s) to[(size_t)t * (size_t)p + (size_t)c->stage[v]] = 1;
+            if (pr >= 0 && rank_of(c, c->stage[pr]) == s && rank_of(c, c->stage[v]) != s)
+                to[(size_t)t * (size_t)p + (size_t)rank_of(c, c->stage[v])] = 1;
         }
     int st = 0;
     for (int t = 0; t < src->n_tensors && st == 0; t++)
-        for (int b = s + 1; b < p && st == 0; b++) {
-            if (!to[(size_t)t * (size_t)p + (size_t)b]) continue;
-            const dg_node *pn = &src->nodes[src->tensors[t].producer];
-            dg_graph_set_layer(c->g, pn->layer);
-            int node = dg_send(c->g, c->tmap[t], DG_AXIS_PP, p, b - s);
+        for (int d = 1; d < p && st == 0; d++) {
+            if (!to[(size_t)t * (size_t)p + (size_t)((s + d) % p)]) continue;
+            int pr = src->tensors[t].producer;
+            dg_graph_set_layer(c->g, src->nodes[pr].layer);
+            dg_graph_set_stage(c->g, c->stage[pr]);
+            int node = dg_send(c->g, c->tmap[t], DG_AXIS_PP, p, d);
             if (node < 0) {
                 st = -1;
                 break;
             }
             tag(c->g, node, t + 1);
             snprintf(c->g->nodes[node].name, DG_NAME_LEN, "pp/send/%.*s", DG_NAME_LEN - 9, src->tensors[t].name);
-            push(&c->b->out, &c->b->n_out, &c->cap_out, (dg_pp_bound){c->tmap[t], b - s, t + 1});
+            push(&c->b->out, &c->b->n_out, &c->cap_out, (dg_pp_bound){c->tmap[t], d, t + 1});
         }
+    dg_graph_set_stage(c->g, s);
     dg_free(to);
     return st;
 }
@@ -217,8 +246,8 @@ static int find_shared(cut *c, dg_err *err) {
         int other = -1, n_other = 0;
         for (int v = 0; v < src->n_nodes; v++)
             for (int k = 0; k < src->nodes[v].n_in; k++)
-                if (src->nodes[v].in[k] == t && c->stage[v] != s && c->stage[v] != other) {
-                    other = c->stage[v];
+                if (src->nodes[v].in[k] == t && rank_of(c, c->stage[v]) != s && rank_of(c, c->stage[v]) != other) {
+                    other = rank_of(c, c->stage[v]);
                     n_other++;
                 }
         if (n_other == 0) continue;
@@ -253,11 +282,11 @@ int dg_pass_pp(const dg_graph *src, const dg_pp_opts *o, dg_graph **out, int *tm
      * builder's order among themselves. */
     char *read = dg_calloc((size_t)DG_MAX(src->n_tensors, 1), 1);
     for (int v = 0; v < src->n_nodes; v++)
-        if (c.stage[v] == o->rank)
+        if (rank_of(&c, c.stage[v]) == o->rank)
             for (int k = 0; k < src->nodes[v].n_in; k++) read[src->nodes[v].in[k]] = 1;
     int st = 0;
     for (int t = 0; t < src->n_tensors && st == 0; t++)
-        if (read[t] && src->tensors[t].producer < 0) st = map_input(&c, t, -1) < 0 ? -1 : 0;
+        if (read[t] && src->tensors[t].producer < 0) st = map_input(&c, t, -1, o->rank) < 0 ? -1 : 0;
     dg_free(read);
     if (st == 0 && find_shared(&c, err) != DG_OK) {
         dg_free(c.stage);
@@ -266,11 +295,12 @@ int dg_pass_pp(const dg_graph *src, const dg_pp_opts *o, dg_graph **out, int *tm
         return DG_EINPUT;
     }
     for (int v = 0; v < src->n_nodes && st == 0; v++)
-        if (c.stage[v] == o->rank) st = copy_node(&c, &src->nodes[v]);
+        if (rank_of(&c, c.stage[v]) == o->rank) st = copy_node(&c, &src->nodes[v], c.stage[v]);
     if (st == 0) st = add_sends(&c);
     dg_graph_set_phase(c.g, DG_PHASE_FORWARD);
     dg_graph_set_layer(c.g, -1);
     dg_graph_set_microbatch(c.g, -1);
+    dg_graph_set_stage(c.g, o->rank);
     dg_free(c.stage);
     if (st != 0 || c.g->status != DG_OK) {
         dg_err_set(err, DG_EINTERNAL, "pp: stage %d: %s", o->rank, c.g->err.msg);
