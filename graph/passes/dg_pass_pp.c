@@ -129,6 +129,7 @@ typedef struct cut {
     const dg_pp_opts *o;
     dg_graph *g;
     int *stage; /* per src node: its virtual stage (the stage without virtual stages) */
+    unsigned char *on; /* [src node][rank]: the node runs on that rank (place_param_fns) */
     int *tmap;
     dg_pp_bounds *b;
     int cap_in, cap_out;
@@ -148,6 +149,63 @@ static void tag(dg_graph *g, int node, int slot) { g->nodes[node].attrs.i[DG_COL
  * (mod p: a later chunk on the last rank goes on on rank 0). */
 static int rank_of(const cut *c, int vstage) { return vstage % c->o->size; }
 static int ahead(const cut *c, int a, int b) { return ((b - a) % c->o->size + c->o->size) % c->o->size; }
+
+static int runs_on(const cut *c, int v, int r) { return c->on[(size_t)v * (size_t)c->o->size + (size_t)r]; }
+
+/* Which ranks run each node. A node of the layers, or after them, runs on
+ * its stage's rank. A node outside the layers whose inputs are only leaves
+ * or such nodes' outputs — the 16-bit rounding of a weight is one — is a
+ * function of the parameters: it runs on every rank that reads its outputs
+ * (at the earliest of their stages there), so a weight never crosses a
+ * stage boundary, and the tied embedding's rounded copy is made on both of
+ * the stages that read it. Ids are a topological order, so one backward
+ * sweep sees every reader first. */
+static void place_param_fns(cut *c) {
+    const dg_graph *src = c->src;
+    int p = c->o->size, nn = src->n_nodes;
+    char *fn = dg_calloc((size_t)DG_MAX(nn, 1), 1);
+    for (int v = 0; v < nn; v++) {
+        const dg_node *n = &src->nodes[v];
+        fn[v] = n->layer < 0 && c->stage[v] == 0;
+        for (int k = 0; k < n->n_in && fn[v]; k++) {
+            int pr = src->tensors[n->in[k]].producer;
+            fn[v] = pr < 0 || fn[pr];
+        }
+        if (!fn[v]) c->on[(size_t)v * (size_t)p + (size_t)rank_of(c, c->stage[v])] = 1;
+    }
+    /* readers of each tensor, as lists: head[t] -> node, next[edge] */
+    int n_edge = 0;
+    for (int v = 0; v < nn; v++) n_edge += src->nodes[v].n_in;
+    int *head = dg_malloc(sizeof(int) * (size_t)DG_MAX(src->n_tensors, 1));
+    int *next = dg_malloc(sizeof(int) * (size_t)DG_MAX(n_edge, 1));
+    int *who = dg_malloc(sizeof(int) * (size_t)DG_MAX(n_edge, 1));
+    for (int t = 0; t < src->n_tensors; t++) head[t] = -1;
+    for (int v = 0, e = 0; v < nn; v++)
+        for (int k = 0; k < src->nodes[v].n_in; k++, e++) {
+            int t = src->nodes[v].in[k];
+            who[e] = v;
+            next[e] = head[t];
+            head[t] = e;
+        }
+    for (int v = nn - 1; v >= 0; v--) {
+        if (!fn[v]) continue;
+        int first = -1, any = 0;
+        for (int j = 0; j < src->nodes[v].n_out; j++)
+            for (int e = head[src->nodes[v].out[j]]; e >= 0; e = next[e])
+                for (int r = 0; r < p; r++)
+                    if (runs_on(c, who[e], r)) {
+                        c->on[(size_t)v * (size_t)p + (size_t)r] = 1;
+                        any = 1;
+                        if (r == c->o->rank && (first < 0 || c->stage[who[e]] < first)) first = c->stage[who[e]];
+                    }
+        if (!any) c->on[(size_t)v * (size_t)p] = 1; /* read by no one: the first stage, as before */
+        if (first >= 0) c->stage[v] = first;
+    }
+    dg_free(head);
+    dg_free(next);
+    dg_free(who);
+    dg_free(fn);
+}
 
 /* src tensor t in the stage graph: a leaf on first use, or the recv of a
  * tensor another stage makes. */
@@ -212,8 +270,9 @@ static int add_sends(cut *c) {
     for (int v = 0; v < src->n_nodes; v++)
         for (int k = 0; k < src->nodes[v].n_in; k++) {
             int t = src->nodes[v].in[k], pr = src->tensors[t].producer;
-            if (pr >= 0 && rank_of(c, c->stage[pr]) == s && rank_of(c, c->stage[v]) != s)
-                to[(size_t)t * (size_t)p + (size_t)rank_of(c, c->stage[v])] = 1;
+            if (pr >= 0 && runs_on(c, pr, s) && !runs_on(c, v, s))
+                for (int r = 0; r < p; r++)
+                    if (runs_on(c, v, r) && !runs_on(c, pr, r)) to[(size_t)t * (size_t)p + (size_t)r] = 1;
         }
     int st = 0;
     for (int t = 0; t < src->n_tensors && st == 0; t++)
@@ -246,10 +305,12 @@ static int find_shared(cut *c, dg_err *err) {
         int other = -1, n_other = 0;
         for (int v = 0; v < src->n_nodes; v++)
             for (int k = 0; k < src->nodes[v].n_in; k++)
-                if (src->nodes[v].in[k] == t && rank_of(c, c->stage[v]) != s && rank_of(c, c->stage[v]) != other) {
-                    other = rank_of(c, c->stage[v]);
-                    n_other++;
-                }
+                if (src->nodes[v].in[k] == t)
+                    for (int r = 0; r < c->o->size; r++)
+                        if (r != s && r != other && runs_on(c, v, r)) {
+                            other = r;
+                            n_other++;
+                        }
         if (n_other == 0) continue;
         if (n_other > 1)
             return dg_err_set(err, DG_EINPUT, "pp: parameter '%s' is read on more than two pipeline stages",
@@ -272,17 +333,19 @@ int dg_pass_pp(const dg_graph *src, const dg_pp_opts *o, dg_graph **out, int *tm
     DG_TRY(dg_pp_check(o, err));
     if (o->rank < 0 || o->rank >= o->size)
         return dg_err_set(err, DG_EINTERNAL, "pp: stage %d of %d", o->rank, o->size);
-    cut c = {src, o, dg_graph_new(src->name), dg_malloc(sizeof(int) * (size_t)DG_MAX(src->n_nodes, 1)), tmap, b, 0, 0};
+    cut c = {src, o, dg_graph_new(src->name), dg_malloc(sizeof(int) * (size_t)DG_MAX(src->n_nodes, 1)),
+             dg_calloc((size_t)DG_MAX(src->n_nodes, 1) * (size_t)o->size, 1), tmap, b, 0, 0};
     memcpy(c.g->mesh, src->mesh, sizeof c.g->mesh);
     c.g->mesh[DG_AXIS_PP] = o->size;
     dg_graph_set_stage(c.g, o->rank); /* every node made here and later (autodiff, DP, optimizer) */
     for (int t = 0; t < src->n_tensors; t++) tmap[t] = -1;
     stamp_stages(src, o, c.stage);
+    place_param_fns(&c);
     /* Leaves first, in src's order, as dg_reemit does: parameters keep the
      * builder's order among themselves. */
     char *read = dg_calloc((size_t)DG_MAX(src->n_tensors, 1), 1);
     for (int v = 0; v < src->n_nodes; v++)
-        if (rank_of(&c, c.stage[v]) == o->rank)
+        if (runs_on(&c, v, o->rank))
             for (int k = 0; k < src->nodes[v].n_in; k++) read[src->nodes[v].in[k]] = 1;
     int st = 0;
     for (int t = 0; t < src->n_tensors && st == 0; t++)
@@ -290,18 +353,20 @@ int dg_pass_pp(const dg_graph *src, const dg_pp_opts *o, dg_graph **out, int *tm
     dg_free(read);
     if (st == 0 && find_shared(&c, err) != DG_OK) {
         dg_free(c.stage);
+        dg_free(c.on);
         dg_graph_free(c.g);
         dg_pp_bounds_free(b);
         return DG_EINPUT;
     }
     for (int v = 0; v < src->n_nodes && st == 0; v++)
-        if (rank_of(&c, c.stage[v]) == o->rank) st = copy_node(&c, &src->nodes[v], c.stage[v]);
+        if (runs_on(&c, v, o->rank)) st = copy_node(&c, &src->nodes[v], c.stage[v]);
     if (st == 0) st = add_sends(&c);
     dg_graph_set_phase(c.g, DG_PHASE_FORWARD);
     dg_graph_set_layer(c.g, -1);
     dg_graph_set_microbatch(c.g, -1);
     dg_graph_set_stage(c.g, o->rank);
     dg_free(c.stage);
+    dg_free(c.on);
     if (st != 0 || c.g->status != DG_OK) {
         dg_err_set(err, DG_EINTERNAL, "pp: stage %d: %s", o->rank, c.g->err.msg);
         dg_graph_free(c.g);

@@ -32,6 +32,22 @@ echo "np 2, pp 2, 2 virtual stages: $got"
 awk -v a="$got" -v b="$ref" -f "$(dirname "$0")/../common/logs_close.awk" ||
     fail "interleaved pp 2 logs differ from the single rank's"
 
+# --bf16: the 16-bit copy of a weight is made on each stage that reads it
+# (the tied embedding's on the first and the last), never sent between
+# stages; PP=2 matches one rank's bf16 run, PP=2 x TP=2 matches TP=2's (TP
+# alone changes the 16-bit rounding's sums) — PP x TP x bf16 was refused
+# at a recv's layout rule before.
+ref16=$(run 1 --bf16 --make-vocab-size-divisible-by 32)
+got=$(run 2 --bf16 --make-vocab-size-divisible-by 32 --pipeline-model-parallel-size 2)
+echo "np 2, pp 2, bf16: $got"
+[ -n "$got" ] || fail "the bf16 PP run logged nothing"
+awk -v a="$got" -v b="$ref16" -f "$(dirname "$0")/../common/logs_close.awk" || fail "bf16 pp 2 logs differ from one rank's"
+tp16=$(run 2 --bf16 --make-vocab-size-divisible-by 32 --tensor-model-parallel-size 2)
+got=$(run 4 --bf16 --make-vocab-size-divisible-by 32 --pipeline-model-parallel-size 2 --tensor-model-parallel-size 2)
+echo "np 4, pp 2 x tp 2, bf16: $got"
+[ -n "$got" ] || fail "the bf16 PP x TP run logged nothing"
+awk -v a="$got" -v b="$tp16" -f "$(dirname "$0")/../common/logs_close.awk" || fail "bf16 pp 2 x tp 2 logs differ from tp 2's"
+
 # refuse NP EXPECTED_TEXT FLAGS...: exit 2, one line on stderr naming it
 refuse() {
     local np=$1 want=$2
