@@ -220,13 +220,13 @@ static int map_input(cut *c, int t, int layer, int vstage) {
     int saved = c->g->cur_layer, saved_stage = c->g->cur_stage;
     dg_graph_set_layer(c->g, layer);
     dg_graph_set_stage(c->g, vstage);
-    int r = dg_recv(c->g, DG_AXIS_PP, c->o->size, -peer, x->dtype, x->ndim, x->shape);
+    int r = dg_recv_laid_out(c->g, DG_AXIS_PP, c->o->size, -peer, x->dtype, x->ndim, x->shape,
+                             &x->sharding);
     dg_graph_set_layer(c->g, saved);
     dg_graph_set_stage(c->g, saved_stage);
     if (r < 0) return -1;
     dg_tensor *y = &c->g->tensors[r];
     y->requires_grad = x->requires_grad;
-    y->sharding = x->sharding;
     snprintf(y->name, sizeof y->name, "%.*s", DG_NAME_LEN - 1, x->name);
     tag(c->g, y->producer, t + 1);
     snprintf(c->g->nodes[y->producer].name, DG_NAME_LEN, "pp/recv/%.*s", DG_NAME_LEN - 9, x->name);
@@ -402,10 +402,10 @@ int dg_pass_pp_autodiff(dg_graph *g, const dg_pp_bounds *b, int loss, const dg_a
         dg_sharding lay = y->sharding;
         int t = b->out[i].t, layer = y->layer;
         dg_graph_set_layer(g, g->nodes[y->producer].layer);
-        int r = dg_recv(g, DG_AXIS_PP, g->mesh[DG_AXIS_PP], b->out[i].peer, DG_F32, y->ndim, shape);
+        int r = dg_recv_laid_out(g, DG_AXIS_PP, g->mesh[DG_AXIS_PP], b->out[i].peer, DG_F32, y->ndim, shape,
+                                 &lay);
         (void)layer;
         if (r < 0) break;
-        g->tensors[r].sharding = lay;
         tag(g, g->tensors[r].producer, b->out[i].slot);
         snprintf(g->nodes[g->tensors[r].producer].name, DG_NAME_LEN, "pp/recv_grad/%.*s", DG_NAME_LEN - 14,
                  g->tensors[t].name);
@@ -455,7 +455,9 @@ int dg_pass_pp_tied(dg_graph *g, dg_pp_bounds *b, const dg_autodiff_ops *ops, dg
         int mine = g->tensors[p].grad >= 0 ? g->tensors[p].grad : zeros_like(g, ops, p);
         int send = mine < 0 ? -1 : dg_send(g, mine, DG_AXIS_PP, g->mesh[DG_AXIS_PP], sh->peer);
         const dg_tensor *x = &g->tensors[p];
-        int theirs = send < 0 ? -1 : dg_recv(g, DG_AXIS_PP, g->mesh[DG_AXIS_PP], sh->peer, DG_F32, x->ndim, x->shape);
+        int theirs = send < 0 ? -1
+                                  : dg_recv_laid_out(g, DG_AXIS_PP, g->mesh[DG_AXIS_PP], sh->peer, DG_F32, x->ndim,
+                                                     x->shape, &x->sharding);
         if (theirs < 0) break;
         int recv = g->tensors[theirs].producer;
         tag(g, send, sh->slot);

@@ -48,6 +48,17 @@ echo "np 4, pp 2 x tp 2, bf16: $got"
 [ -n "$got" ] || fail "the bf16 PP x TP run logged nothing"
 awk -v a="$got" -v b="$tp16" -f "$(dirname "$0")/../common/logs_close.awk" || fail "bf16 pp 2 x tp 2 logs differ from tp 2's"
 
+# --sequence-parallel with PP: the residual stream crosses the boundary
+# split over tp on the sequence dim; the recv declares that layout (it was
+# refused at the recv's layout rule before). PP=2 x TP=2 with SP against
+# one rank (the vocabulary padded alike at tp 1 and 2).
+ref32=$(run 1 --make-vocab-size-divisible-by 32)
+got=$(run 4 --make-vocab-size-divisible-by 32 --pipeline-model-parallel-size 2 --tensor-model-parallel-size 2 \
+    --sequence-parallel)
+echo "np 4, pp 2 x tp 2, sp: $got"
+[ -n "$got" ] || fail "the SP PP x TP run logged nothing"
+awk -v a="$got" -v b="$ref32" -f "$(dirname "$0")/../common/logs_close.awk" || fail "sp pp 2 x tp 2 logs differ from one rank's"
+
 # refuse NP EXPECTED_TEXT FLAGS...: exit 2, one line on stderr naming it
 refuse() {
     local np=$1 want=$2
