@@ -27,8 +27,12 @@
  *     came (the comm thread's hand-off to compute), dispatch gaps under
  *     100 us between tasks (the executor's own overhead);
  *   planned: the schedule's slot model (graph/passes/dg_pp_sim.h) run with
- *     this run's mean block costs — what the ordering alone would give
- *     without communication or per-task overheads;
+ *     this run's block costs averaged over the ranks — what the ordering
+ *     alone gives, without communication, per-task overheads or unequal
+ *     stages; unequal: the same with each rank's own costs on its stage
+ *     (what unequal stages, or ranks running at unequal speeds, add);
+ *     what remains between unequal and measured is speeds changing during
+ *     the step, communication and overheads (split per rank below);
  *   theory: 1F1B's (p-1)/(m+p-1);
  *   act. MiB: each rank's planned activation peak (the memory planner's
  *     arena), for comparing schedules at the same memory.
@@ -58,7 +62,7 @@ static const char *const defaults[] = {
     "--compute-threads", "1"};
 
 typedef struct measured {
-    double bubble, planned, loss;
+    double bubble, planned, planned_own, loss;
     int p, m;
     dg_sched_row_stats rank[MAX_RANKS];
     int n_ranks;
@@ -73,18 +77,21 @@ static void add_words(const char *row, int *argc, char **argv) {
         argv[(*argc)++] = w;
 }
 
-/* The slot model with this run's mean block costs (per micro-batch). */
-static double planned(const char *sched_name, const measured *x) {
+/* The slot model with this run's block costs per micro-batch: the mean
+ * over ranks on every stage (own = 0), or each rank's own on its stage. */
+static double planned(const char *sched_name, const measured *x, int own) {
     dg_pp_schedule s;
     dg_err err = {{0}};
-    if (dg_pp_schedule_parse(sched_name, &s, &err) != DG_OK) return -1;
-    double f = 0, b = 0, w = 0;
-    for (int r = 0; r < x->n_ranks; r++) f += x->rank[r].f_us, b += x->rank[r].b_us, w += x->rank[r].w_us;
-    double k = 1.0 / (x->n_ranks * x->m);
-    dg_pp_sim_cost c = {f * k, b * k, w * k};
-    if (s != DG_PP_ZB_H1) c.b += c.w, c.w = 0; /* W inside B: the model adds them */
-    dg_pp_sim_result r;
-    return dg_pp_sim(x->p, x->m, s, c, &r, &err) == DG_OK ? r.bubble : -1;
+    if (dg_pp_schedule_parse(sched_name, &s, &err) != DG_OK || x->n_ranks != x->p) return -1;
+    dg_pp_sim_cost c[MAX_RANKS], mean = {0, 0, 0};
+    for (int r = 0; r < x->n_ranks; r++) {
+        c[r] = (dg_pp_sim_cost){x->rank[r].f_us / x->m, x->rank[r].b_us / x->m, x->rank[r].w_us / x->m};
+        if (s != DG_PP_ZB_H1) c[r].b += c[r].w, c[r].w = 0; /* W inside B: the model adds them */
+        mean.f += c[r].f / x->n_ranks, mean.b += c[r].b / x->n_ranks, mean.w += c[r].w / x->n_ranks;
+    }
+    for (int r = 0; !own && r < x->n_ranks; r++) c[r] = mean;
+    dg_pp_sim_result res;
+    return dg_pp_sim_stages(x->p, x->m, s, c, &res, &err) == DG_OK ? res.bubble : -1;
 }
 
 /* One run of a row: train, then rank 0 reads the trace. 0 or an exit code. */
@@ -129,7 +136,8 @@ static int run_row(int argc, char **argv, const char *trace, int rank, int world
         dg_sched_picture_row(pic, i, &x->rank[i]);
         x->bubble += x->rank[i].bubble / x->n_ranks;
     }
-    x->planned = planned(c.pipeline_schedule, x);
+    x->planned = planned(c.pipeline_schedule, x, 0);
+    x->planned_own = planned(c.pipeline_schedule, x, 1);
     dg_sched_picture_free(pic);
     return 0;
 }
@@ -140,8 +148,8 @@ static int by_bubble(const void *a, const void *b) {
 }
 
 static void print_row(const char *label, const measured *x) {
-    printf("%-44s %8.3f %8.3f %7.3f %10.1f  ", label, x->bubble, x->planned, (double)(x->p - 1) / (x->m + x->p - 1),
-           x->rank[0].span_us / 1e3);
+    printf("%-44s %8.3f %8.3f %8.3f %7.3f %10.1f  ", label, x->bubble, x->planned_own, x->planned,
+           (double)(x->p - 1) / (x->m + x->p - 1), x->rank[0].span_us / 1e3);
     for (int i = 0; i < x->n_ranks; i++) printf(" %6.2f", x->act[i] / 1048576.0);
     printf("\n");
     for (int i = 0; i < x->n_ranks; i++) {
@@ -199,7 +207,8 @@ int main(int argc, char **argv) {
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (rank == 0 && !rc) {
         printf("pipeline bubble, %d ranks: measured = mean over ranks of idle / window (median of %d runs); "
-               "planned = the schedule's slot model with these block costs; theory = (p-1)/(m+p-1)\n",
+               "planned = the schedule's slot model with the ranks' mean block costs, unequal = with each rank's "
+               "own; theory = (p-1)/(m+p-1)\n",
                world, rounds);
         double load = 0;
         FILE *la = fopen("/proc/loadavg", "r");
@@ -210,7 +219,7 @@ int main(int argc, char **argv) {
             printf("note: load average %.1f on %ld cores: other processes take the ranks' cores in turns, so the "
                    "ranks run at unequal, changing speeds and wait on each other (\"waiting on a peer\")\n",
                    load, cores);
-        printf("%-44s %8s %8s %7s %10s   %s\n", "row", "measured", "planned", "theory", "window ms",
+        printf("%-44s %8s %8s %8s %7s %10s   %s\n", "row", "measured", "unequal", "planned", "theory", "window ms",
                "planned activation peak per rank, MiB");
         for (int j = 0; j < n_rows; j++) {
             qsort(runs[j], (size_t)rounds, sizeof(measured), by_bubble);

@@ -5,6 +5,7 @@
 
 typedef struct sim {
     int p, m, per;
+    const dg_pp_sim_cost *cost; /* [p] */
     int **seq, *len, *next;
     double *free_at;
     double *end; /* [p][per * m]: a block's end, < 0 until it ran */
@@ -23,13 +24,14 @@ static int ready(sim *s, int stage, int block, double *at) {
     return e >= 0;
 }
 
-static double cost_of(const sim *s, int block, dg_pp_sim_cost c) {
+static double cost_of(const sim *s, int stage, int block) {
+    dg_pp_sim_cost c = s->cost[stage];
     int kind = block % s->per;
     return kind == 0 ? c.f : kind == 2 ? c.w : s->per == 3 ? c.b : c.b + c.w;
 }
 
 /* Run every stage's next block while one can start; 1 when all ran. */
-static int run(sim *s, dg_pp_sim_cost c) {
+static int run(sim *s) {
     for (int progress = 1; progress;) {
         progress = 0;
         for (int st = 0; st < s->p; st++) {
@@ -37,7 +39,7 @@ static int run(sim *s, dg_pp_sim_cost c) {
             while (s->next[st] < s->len[st] && ready(s, st, s->seq[st][s->next[st]], &at)) {
                 int b = s->seq[st][s->next[st]++];
                 double t0 = DG_MAX(at, s->free_at[st]);
-                s->free_at[st] = *end_of(s, st, b) = t0 + cost_of(s, b, c);
+                s->free_at[st] = *end_of(s, st, b) = t0 + cost_of(s, st, b);
                 progress = 1;
             }
         }
@@ -60,7 +62,17 @@ static int held(const sim *s, int st) {
 
 int dg_pp_sim(int p, int m, dg_pp_schedule sched, dg_pp_sim_cost c, dg_pp_sim_result *r, dg_err *err) {
     if (p < 1 || m < 1) return dg_err_set(err, DG_EINPUT, "pipeline model: %d stages, %d micro-batches", p, m);
-    sim s = {.p = p, .m = m, .per = sched == DG_PP_ZB_H1 ? 3 : 2};
+    dg_pp_sim_cost *all = dg_malloc(sizeof *all * (size_t)p);
+    for (int st = 0; st < p; st++) all[st] = c;
+    int rc = dg_pp_sim_stages(p, m, sched, all, r, err);
+    dg_free(all);
+    return rc;
+}
+
+int dg_pp_sim_stages(int p, int m, dg_pp_schedule sched, const dg_pp_sim_cost *c, dg_pp_sim_result *r,
+                     dg_err *err) {
+    if (p < 1 || m < 1) return dg_err_set(err, DG_EINPUT, "pipeline model: %d stages, %d micro-batches", p, m);
+    sim s = {.p = p, .m = m, .per = sched == DG_PP_ZB_H1 ? 3 : 2, .cost = c};
     int nb = s.per * m;
     s.seq = dg_malloc(sizeof(int *) * (size_t)p);
     s.len = dg_malloc(sizeof(int) * (size_t)p);
@@ -73,12 +85,13 @@ int dg_pp_sim(int p, int m, dg_pp_schedule sched, dg_pp_sim_cost c, dg_pp_sim_re
         s.seq[st] = dg_malloc(sizeof(int) * (size_t)nb);
         s.len[st] = dg_pp_schedule_blocks(&o, m, s.seq[st]);
     }
-    int ok = run(&s, c);
+    int ok = run(&s);
     *r = (dg_pp_sim_result){0};
-    double busy = m * (c.f + c.b + c.w);
+    double busy = 0;
     for (int st = 0; st < p; st++) {
         r->span = DG_MAX(r->span, s.free_at[st]);
         r->max_held = DG_MAX(r->max_held, held(&s, st));
+        busy += m * (c[st].f + c[st].b + c[st].w) / p;
     }
     r->held_first = held(&s, 0);
     r->bubble = r->span > 0 ? 1.0 - busy / r->span : 0;

@@ -37,4 +37,10 @@ typedef struct dg_pp_sim_result {
  * schedule's bug, never a user's). */
 int dg_pp_sim(int p, int m, dg_pp_schedule s, dg_pp_sim_cost c, dg_pp_sim_result *r, dg_err *err);
 
+/* The same with stage st's blocks costing c[st] (c has p entries): what
+ * unequal stages do to the bubble, each stage's idle time counted against
+ * the span (the mean of 1 - stage's busy / span). */
+int dg_pp_sim_stages(int p, int m, dg_pp_schedule s, const dg_pp_sim_cost *c, dg_pp_sim_result *r,
+                     dg_err *err);
+
 #endif /* DG_PP_SIM_H */
