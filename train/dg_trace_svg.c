@@ -274,9 +274,16 @@ void dg_sched_picture_bubble(const dg_sched_picture *p, FILE *f) {
                 p->rows[i].handoff, p->rows[i].dispatch);
     }
     int ps = p->n_stages, m = p->n_mb;
+    int n_w = 0; /* W blocks: a zero-bubble schedule ran */
+    for (int i = 0; i < p->n_rows; i++)
+        for (int k = 0; k < p->rows[i].n; k++) n_w += p->rows[i].b[k].phase == 'W';
     fprintf(f, "bubble fraction: measured %.3f (mean over %d ranks); theory (p-1)/(m+p-1) = %d/%d = %.3f "
-               "(p %d, m %d)\n",
+               "(p %d, m %d)",
             sum / p->n_rows, p->n_rows, ps - 1, m + ps - 1, (double)(ps - 1) / (m + ps - 1), ps, m);
+    if (n_w >= p->n_rows * m)
+        fprintf(f, "; zero-bubble-h1 with F = B = W: (p-1)/(3m+p-1) = %d/%d = %.3f", ps - 1, 3 * m + ps - 1,
+                (double)(ps - 1) / (3 * m + ps - 1));
+    fprintf(f, "\n");
 }
 
 int dg_sched_picture_rows(const dg_sched_picture *p) { return p->n_rows; }

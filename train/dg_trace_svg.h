@@ -17,7 +17,8 @@
  * gaps between tasks (dg_sched_row_stats).
  * The 1F1B / all-forward-all-backward theory is (p-1)/(m+p-1) for p stages
  * and m micro-batches, forward and backward of one micro-batch costing the
- * same on every stage.
+ * same on every stage; when every rank ran a W block per micro-batch
+ * (zero-bubble-h1) also ZB-H1's (p-1)/(3m+p-1), F, B and W costing the same.
  */
 #ifndef DG_TRACE_SVG_H
 #define DG_TRACE_SVG_H
