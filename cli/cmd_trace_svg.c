@@ -10,10 +10,13 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: dagatron trace-svg --trace FILE -o SVG\n"
                "  Draw the pipeline schedule recorded by `mpirun ... dagatron train --trace FILE`:\n"
-               "  one row per rank, each micro-batch's forward (F) and backward (B) blocks on the\n"
-               "  compute stream, coloured by micro-batch; print each rank's measured bubble\n"
-               "  fraction and the 1F1B theory (p-1)/(m+p-1); with virtual stages (interleaved 1F1B)\n"
-               "  blocks carry the rank's model chunk (F3.1) and the theory is (p-1)/(v m+p-1).\n");
+               "  one row per rank, each micro-batch's forward (F), backward (B) and deferred\n"
+               "  weight-gradient (W) blocks on the compute stream, coloured by micro-batch; print\n"
+               "  each rank's measured bubble fraction with its idle time split (waiting on a peer,\n"
+               "  after the data came, dispatch gaps), and the theory: 1F1B's (p-1)/(m+p-1), and\n"
+               "  ZB-H1's (p-1)/(3m+p-1) when the trace has W blocks; with virtual stages\n"
+               "  (interleaved 1F1B) blocks carry the rank's model chunk (F3.1) and the theory is\n"
+               "  (p-1)/(v m+p-1).\n");
 }
 
 int dg_cmd_trace_svg(int argc, char **argv) {

@@ -61,7 +61,10 @@ struct dg_comm;
 /* Collective over `world`: every rank sends its part (times moved onto the
  * earliest rank's origin: CLOCK_MONOTONIC is one clock on one host) and
  * world rank 0 writes one file with them all. DG_EINPUT naming the path on
- * rank 0 when it cannot be written; DG_OK elsewhere. */
+ * rank 0 when it cannot be written; DG_OK elsewhere. A rank that cannot
+ * print its part (open_memstream fails; tr NULL: it recorded nothing) still
+ * joins the first gather, and then every rank returns DG_EINTERNAL without
+ * entering the others: none is left waiting. */
 int dg_trace_write_merged(const dg_trace *tr, struct dg_comm *world, const char *path, dg_err *err);
 
 #endif /* DG_TRACE_H */

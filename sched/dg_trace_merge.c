@@ -36,21 +36,39 @@ static int write_parts(const char *path, const char *parts, const int64_t *len, 
     return DG_OK;
 }
 
+/* The gathers below are collectives: a rank that failed to make its part
+ * and returned would leave the others waiting in them for ever. So every
+ * rank first says whether it can print its part, in the same gather as its
+ * clock origin, and all stop together when one cannot. */
 int dg_trace_write_merged(const dg_trace *tr, dg_comm *world, const char *path, dg_err *err) {
-    if (!world || world->size == 1) return dg_trace_write(tr, path, err);
+    if (!world || world->size == 1) {
+        if (!tr) return dg_err_set(err, DG_EINTERNAL, "trace merge: this rank recorded no trace");
+        return dg_trace_write(tr, path, err);
+    }
     int n = world->size;
-    double origin = dg_trace_origin(tr);
-    double *origins = dg_malloc(sizeof(double) * (size_t)n);
-    int st = gather_bytes(world, &origin, origins, (int64_t)sizeof origin, err);
-    double base = origin;
-    for (int r = 0; st == DG_OK && r < n; r++) base = DG_MIN(base, origins[r]);
-    dg_free(origins);
     char *mine = NULL;
     size_t mine_len = 0;
-    FILE *mem = open_memstream(&mine, &mine_len);
-    if (!mem) return dg_err_set(err, DG_EINTERNAL, "trace merge: open_memstream failed");
-    dg_trace_put_events(tr, mem, (int64_t)((origin - base) * 1e9));
-    fclose(mem);
+    FILE *mem = tr ? open_memstream(&mine, &mine_len) : NULL;
+    double my[2] = {tr ? dg_trace_origin(tr) : 0, mem != NULL}; /* origin, can print */
+    double *all = dg_malloc(sizeof my * (size_t)n);
+    int st = gather_bytes(world, my, all, (int64_t)sizeof my, err), failed = -1;
+    double base = my[0];
+    for (int r = 0; st == DG_OK && r < n; r++) {
+        if (all[2 * r + 1] == 0 && failed < 0) failed = r;
+        if (all[2 * r + 1] != 0) base = DG_MIN(base, all[2 * r]);
+    }
+    dg_free(all);
+    if (st == DG_OK && failed >= 0) {
+        if (mem) fclose(mem);
+        free(mine); /* open_memstream's buffer comes from malloc */
+        if (!mem) return dg_err_set(err, DG_EINTERNAL, "trace merge: cannot print this rank's part (%s)",
+                                    tr ? "open_memstream failed" : "no trace recorded");
+        return dg_err_set(err, DG_EINTERNAL, "trace merge: rank %d could not print its part", failed);
+    }
+    if (mem) {
+        if (st == DG_OK) dg_trace_put_events(tr, mem, (int64_t)((my[0] - base) * 1e9));
+        fclose(mem);
+    }
     int64_t my_len = (int64_t)mine_len, *len = dg_malloc(sizeof(int64_t) * (size_t)n);
     if (st == DG_OK) st = gather_bytes(world, &my_len, len, (int64_t)sizeof my_len, err);
     int64_t stride = 1;
@@ -63,7 +81,7 @@ int dg_trace_write_merged(const dg_trace *tr, dg_comm *world, const char *path, 
         st = gather_bytes(world, padded, parts, stride, err);
     }
     if (st == DG_OK && world->rank == 0) st = write_parts(path, parts, len, stride, n, err);
-    free(mine); /* open_memstream's buffer comes from malloc */
+    free(mine);
     dg_free(padded);
     dg_free(parts);
     dg_free(len);

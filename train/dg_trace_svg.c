@@ -20,8 +20,16 @@ typedef struct row {
     char name[96];
     block *b;
     int n, cap;
-    double busy; /* union of the compute tasks' intervals */
+    double busy;     /* union of the compute tasks' intervals */
+    double phase[4]; /* task time by phase: F, B, W, R (recompute) */
+    double *comm_end; /* the comm stream's task ends */
+    int n_comm, cap_comm;
+    double dispatch, handoff; /* idle: gaps under DISPATCH_GAP_US; after the last comm end in a longer gap */
 } row;
+
+/* A gap between two compute tasks shorter than this is the executor's own
+ * dispatch (picking the next task, waking its thread), not a wait. */
+#define DISPATCH_GAP_US 100.0
 
 struct dg_sched_picture {
     row *rows;
@@ -54,6 +62,13 @@ static int by_t0(const void *a, const void *b) {
 /* A compute task of one micro-batch: appended to its row as a block. */
 static void take_task(dg_sched_picture *p, const dg_trace_event *e) {
     int mb = e->microbatch;
+    if (e->tid == 1) { /* comm: when its operations ended */
+        row *r = row_of(p, e->pid);
+        if (r->n_comm == r->cap_comm)
+            r->comm_end = dg_realloc(r->comm_end, sizeof(double) * (size_t)(r->cap_comm = 2 * r->cap_comm + 16));
+        r->comm_end[r->n_comm++] = e->ts + e->dur;
+        return;
+    }
     if (e->tid != 0 || mb < 0) return;
     char c = !strcmp(e->phase, "forward") ? 'F' : !strcmp(e->phase, "backward") ? 'B'
              : !strcmp(e->phase, "recompute")                                  ? 'R'
@@ -81,6 +96,23 @@ static void name_w(const dg_sched_picture *p, row *r) {
     dg_free(b_end);
 }
 
+static int phase_index(char c) { return c == 'F' ? 0 : c == 'B' ? 1 : c == 'W' ? 2 : 3; }
+
+/* The idle time from `from` to `to` between two compute tasks: dispatch
+ * when short; else the part after the last comm operation that ended in
+ * it (the data had come, the compute stream had not resumed). */
+static void take_gap(row *r, double from, double to) {
+    if (to <= from) return;
+    if (to - from < DISPATCH_GAP_US) {
+        r->dispatch += to - from;
+        return;
+    }
+    double last = -1;
+    for (int k = 0; k < r->n_comm; k++)
+        if (r->comm_end[k] >= from && r->comm_end[k] <= to) last = DG_MAX(last, r->comm_end[k]);
+    if (last >= 0) r->handoff += to - last;
+}
+
 /* Sort a row's tasks, total their union and merge runs of one micro-batch
  * and phase into blocks. */
 static void close_row(dg_sched_picture *p, row *r) {
@@ -90,6 +122,8 @@ static void close_row(dg_sched_picture *p, row *r) {
     int k = 0;
     for (int i = 0; i < r->n; i++) {
         block b = r->b[i];
+        r->phase[phase_index(b.phase)] += b.t1 - b.t0;
+        if (i) take_gap(r, end, b.t0);
         r->busy += DG_MAX(0.0, b.t1 - DG_MAX(b.t0, end));
         end = DG_MAX(end, b.t1);
         p->t0 = DG_MIN(p->t0, b.t0);
@@ -135,7 +169,7 @@ int dg_sched_picture_load(const char *path, dg_sched_picture **out, dg_err *err)
 
 void dg_sched_picture_free(dg_sched_picture *p) {
     if (!p) return;
-    for (int i = 0; i < p->n_rows; i++) dg_free(p->rows[i].b);
+    for (int i = 0; i < p->n_rows; i++) dg_free(p->rows[i].b), dg_free(p->rows[i].comm_end);
     dg_free(p->rows);
     dg_free(p);
 }
@@ -206,7 +240,11 @@ void dg_sched_picture_bubble(const dg_sched_picture *p, FILE *f) {
     for (int i = 0; i < p->n_rows; i++) {
         double b = span > 0 ? 1.0 - p->rows[i].busy / span : 0;
         sum += b;
-        fprintf(f, "  %s: bubble %.3f (compute busy %.0f of %.0f us)\n", p->rows[i].name, b, p->rows[i].busy, span);
+        fprintf(f, "  %s: bubble %.3f (compute busy %.0f of %.0f us; idle: %.0f us waiting on a peer, %.0f us after the "
+                   "data came, %.0f us dispatch gaps)\n",
+                p->rows[i].name, b, p->rows[i].busy, span, DG_MAX(0.0, span - p->rows[i].busy - p->rows[i].dispatch -
+                                                                   p->rows[i].handoff),
+                p->rows[i].handoff, p->rows[i].dispatch);
     }
     int ps = p->n_stages, m = p->n_mb, v = n_chunks(p);
     if (v > 1) { /* Narayanan et al. 2021: the bubble is (1/v)(p-1)/m of the ideal time */
@@ -216,7 +254,28 @@ void dg_sched_picture_bubble(const dg_sched_picture *p, FILE *f) {
                 (double)(ps - 1) / (m + ps - 1));
         return;
     }
+    int n_w = 0; /* W blocks: a zero-bubble schedule ran */
+    for (int i = 0; i < p->n_rows; i++)
+        for (int k = 0; k < p->rows[i].n; k++) n_w += p->rows[i].b[k].phase == 'W';
     fprintf(f, "bubble fraction: measured %.3f (mean over %d ranks); theory (p-1)/(m+p-1) = %d/%d = %.3f "
-               "(p %d, m %d)\n",
+               "(p %d, m %d)",
             sum / p->n_rows, p->n_rows, ps - 1, m + ps - 1, (double)(ps - 1) / (m + ps - 1), ps, m);
+    if (n_w >= p->n_rows * m)
+        fprintf(f, "; zero-bubble-h1 with F = B = W: (p-1)/(3m+p-1) = %d/%d = %.3f", ps - 1, 3 * m + ps - 1,
+                (double)(ps - 1) / (3 * m + ps - 1));
+    fprintf(f, "\n");
+}
+
+int dg_sched_picture_rows(const dg_sched_picture *p) { return p->n_rows; }
+int dg_sched_picture_microbatches(const dg_sched_picture *p) { return p->n_mb; }
+int dg_sched_picture_stages(const dg_sched_picture *p) { return p->n_stages; }
+
+void dg_sched_picture_row(const dg_sched_picture *p, int i, dg_sched_row_stats *s) {
+    const row *r = &p->rows[i];
+    double span = p->t1 - p->t0;
+    *s = (dg_sched_row_stats){.name = r->name, .span_us = span, .busy_us = r->busy,
+                              .bubble = span > 0 ? 1.0 - r->busy / span : 0,
+                              .f_us = r->phase[0], .b_us = r->phase[1], .w_us = r->phase[2], .r_us = r->phase[3],
+                              .dispatch_us = r->dispatch, .handoff_us = r->handoff,
+                              .wait_us = DG_MAX(0.0, span - r->busy - r->dispatch - r->handoff)};
 }

@@ -15,12 +15,16 @@
  *
  * The bubble: the window is the first pipeline task's start to the last
  * one's end over all ranks (optimizer and other micro-batch-less tasks left
- * out); a rank's bubble is the part of the window its compute stream is idle.
+ * out); a rank's bubble is the part of the window its compute stream is idle,
+ * split into waiting on a peer, hand-off after the data came and dispatch
+ * gaps between tasks (dg_sched_row_stats).
  * The 1F1B / all-forward-all-backward theory is (p-1)/(m+p-1) for p stages
  * and m micro-batches, forward and backward of one micro-batch costing the
- * same on every stage. With v chunks a rank (interleaved) it is
- * (p-1)/(v m+p-1): Narayanan et al. (2021) give the bubble as (1/v)(p-1)/m
- * of the ideal time, which is this fraction of the whole.
+ * same on every stage; when every rank ran a W block per micro-batch
+ * (zero-bubble-h1) also ZB-H1's (p-1)/(3m+p-1), F, B and W costing the same.
+ * With v chunks a rank (interleaved) it is (p-1)/(v m+p-1): Narayanan et al.
+ * (2021) give the bubble as (1/v)(p-1)/m of the ideal time, which is this
+ * fraction of the whole.
  */
 #ifndef DG_TRACE_SVG_H
 #define DG_TRACE_SVG_H
@@ -41,5 +45,24 @@ int dg_sched_picture_svg(const dg_sched_picture *p, const char *path, dg_err *er
 
 /* Per rank: the measured bubble fraction; then the mean beside the theory. */
 void dg_sched_picture_bubble(const dg_sched_picture *p, FILE *f);
+
+/* The figures behind the picture, for benchmarks: rows (ranks, in pid
+ * order), micro-batches, pipeline stages; and each row's. */
+int dg_sched_picture_rows(const dg_sched_picture *p);
+int dg_sched_picture_microbatches(const dg_sched_picture *p);
+int dg_sched_picture_stages(const dg_sched_picture *p);
+
+typedef struct dg_sched_row_stats {
+    const char *name;       /* "rank r (pp s, ...)", owned by the picture */
+    double span_us;         /* the window (every row's alike) */
+    double busy_us, bubble; /* compute busy in the window; 1 - busy / span */
+    double f_us, b_us, w_us, r_us; /* task time by block kind: F, B, W (deferred weight gradients), recompute */
+    /* The idle time, split: waiting on a peer (no comm operation ended
+     * since the last task, or before and after the micro-batches);
+     * hand-off (after the last comm operation in a gap ended: the data was
+     * there); dispatch (gaps under 100 us between tasks: the executor). */
+    double wait_us, handoff_us, dispatch_us;
+} dg_sched_row_stats;
+void dg_sched_picture_row(const dg_sched_picture *p, int i, dg_sched_row_stats *s);
 
 #endif /* DG_TRACE_SVG_H */

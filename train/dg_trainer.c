@@ -567,6 +567,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     }
     res->n_buckets = t.buckets.n;
     res->data_size = t.data_size;
+    res->activation_planned_bytes = t.plan->mem.arena_bytes;
     if (t.log) {
         dg_trainer_print_startup(&t);
         if (c->compat.notes[0])

@@ -68,6 +68,7 @@ typedef struct dg_train_result {
      * checkpoint, bad input) leave it 0: every rank returns the same status,
      * and err->msg is empty on ranks that should not print (dg_dist_agree). */
     int stranded;
+    size_t activation_planned_bytes; /* this rank's planned activation arena peak (dg_memplan) */
 } dg_train_result;
 
 /* Optional observers, for tests and tools that want to see inside a run

@@ -8,22 +8,26 @@
 #include "dg_pass_pp_interleave.h"
 
 int dg_pp_schedule_blocks(const dg_pp_opts *o, int n_mb, int *seq) {
+    return dg_pp_schedule_blocks_deferred(o, n_mb, o->rank, seq);
+}
+
+int dg_pp_schedule_blocks_deferred(const dg_pp_opts *o, int n_mb, int delay, int *seq) {
     int k = 0;
     if (o->schedule == DG_PP_FWD_BWD) {
         for (int mb = 0; mb < n_mb; mb++) seq[k++] = 2 * mb;
         for (int mb = 0; mb < n_mb; mb++) seq[k++] = 2 * mb + 1;
         return k;
     }
-    /* 1F1B: blocks 2 mb, 2 mb + 1; ZB-H1: 3 mb (F), 3 mb + 1 (B), 3 mb + 2 (W),
-     * each W right after its B */
     int zb = o->schedule == DG_PP_ZB_H1, per = zb ? 3 : 2;
-    int warm = DG_MIN(o->size - o->rank - 1, n_mb);
+    int warm = DG_MIN(o->size - o->rank - 1, n_mb), w = 0;
+    delay = zb ? DG_MAX(delay, 0) : 0;
     for (int mb = 0; mb < warm; mb++) seq[k++] = per * mb;
     for (int i = 0; i < n_mb; i++) {
         if (warm + i < n_mb) seq[k++] = per * (warm + i);
         seq[k++] = per * i + 1;
-        if (zb) seq[k++] = per * i + 2;
+        if (zb && i >= delay) seq[k++] = per * w++ + 2;
     }
+    while (zb && w < n_mb) seq[k++] = per * w++ + 2;
     return k;
 }
 
@@ -129,6 +133,33 @@ int dg_pp_order_blocks(dg_graph *g, const int *blk, int *seq, int n_seq, int n_i
     return dg_order_blocks(g, blk, seq, n) + chain_p2p(g, blk);
 }
 
+/* How many micro-batches stage `stage` may defer its W by (ZB-H1). The
+ * paper's `stage` keeps p micro-batches between F and W on every stage,
+ * 1F1B's first-stage count; but a deferred W keeps what it reads — the
+ * layers' inputs from the forward and the output gradients from B — and
+ * when that outweighs the micro-batch's forward activations (small hidden
+ * sizes, the output layer's [tokens, vocab] gradient) the paper's delay
+ * would lift the stage above p micro-batches' worth. So: the largest
+ * d <= stage with d x kept <= stage x held, measured on micro-batch 0
+ * (blocks 0, 1, 2): held = bytes made in F and read by B or W, kept =
+ * bytes made in F or B and read by W. */
+static int zb_delay(const dg_graph *g, const int *blk, int stage) {
+    char *seen = dg_calloc((size_t)DG_MAX(g->n_tensors, 1), 2);
+    double held = 0, kept = 0;
+    for (int v = 0; v < g->n_nodes; v++) {
+        if (blk[v] != 1 && blk[v] != 2) continue;
+        for (int k = 0; k < g->nodes[v].n_in; k++) {
+            int t = g->nodes[v].in[k], p = g->tensors[t].producer;
+            if (p < 0 || blk[p] < 0 || blk[p] > 1) continue;
+            double bytes = (double)dg_tensor_bytes(&g->tensors[t]);
+            if (blk[p] == 0 && !seen[2 * t]) held += bytes, seen[2 * t] = 1;
+            if (blk[v] == 2 && !seen[2 * t + 1]) kept += bytes, seen[2 * t + 1] = 1;
+        }
+    }
+    dg_free(seen);
+    return kept > stage * held ? (int)(stage * held / kept) : stage;
+}
+
 int dg_pass_pp_schedule(dg_graph *g, const dg_pp_opts *o, int n_mb, int *n_edges, dg_err *err) {
     if (dg_pp_chunks(o) > 1) return dg_pass_pp_interleave(g, o, n_mb, n_edges, err);
     int nn = g->n_nodes, per = o->schedule == DG_PP_ZB_H1 ? 3 : 2;
@@ -136,7 +167,8 @@ int dg_pass_pp_schedule(dg_graph *g, const dg_pp_opts *o, int n_mb, int *n_edges
     int *seq = dg_malloc(sizeof(int) * (size_t)DG_MAX(per * n_mb, 1));
     for (int v = 0; v < nn; v++) blk[v] = block_of(&g->nodes[v], n_mb, per);
     if (per == 3) split_weight_grads(g, blk);
-    int added = dg_pp_order_blocks(g, blk, seq, dg_pp_schedule_blocks(o, n_mb, seq), per * n_mb);
+    int delay = per == 3 ? zb_delay(g, blk, o->rank) : 0;
+    int added = dg_pp_order_blocks(g, blk, seq, dg_pp_schedule_blocks_deferred(o, n_mb, delay, seq), per * n_mb);
     dg_free(seq);
     dg_free(blk);
     if (n_edges) *n_edges = added;

@@ -18,12 +18,18 @@
  *   all-forward-all-backward (GPipe): every forward, then every backward;
  *       all m micro-batches' activations are live at once. The memory
  *       baseline 1F1B is measured against.
- *   zero-bubble-h1 (after Qi et al., 2023): 1F1B's order with each
- *       backward split in two blocks, B — the input gradients, ending in
- *       the send upstream — then W — the weight gradients and their
- *       accumulation — so no weight-gradient work delays a gradient
- *       another stage waits for, and W fills the wait for the next recv.
- *       The same micro-batches in flight as 1F1B, so about its memory.
+ *   zero-bubble-h1 (ZB-H1 of Qi et al., 2023): each backward split in two
+ *       blocks, B — the input gradients, ending in the send upstream —
+ *       and W — the weight gradients and their accumulation. F and B run
+ *       in 1F1B's order; stage s defers its W by s micro-batches (W(i-s)
+ *       right after B(i), the last s after the final B). No stage waits on
+ *       another's W, so the gradients come back upstream sooner, and the
+ *       deferred W fill the cooldown where 1F1B idles: with F = B = W the
+ *       bubble is (p-1)/(3m+p-1), a third of 1F1B's (dg_pp_sim.h). Every
+ *       stage holds at most p micro-batches between F and W, which is the
+ *       first stage's 1F1B peak: the same memory. Where what a deferred
+ *       W keeps (layer inputs, output gradients) outweighs a micro-batch's
+ *       forward activations, the pass defers less (dg_pass_pp_schedule).
  *
  * With virtual stages (dg_pp_chunks(o) > 1) dg_pass_pp_schedule runs the
  * interleaved schedule instead (dg_pass_pp_interleave.h).
@@ -34,8 +40,12 @@
 #include "dg_pass_pp.h"
 
 /* The blocks in order for stage o->rank: seq[k] = 2 mb + (1 for B), or
- * for ZB-H1 3 mb + (1 for B, 2 for W). Returns the count (2 m or 3 m). */
+ * for ZB-H1 3 mb + (1 for B, 2 for W). Returns the count (2 m or 3 m).
+ * ZB-H1 defers W by o->rank micro-batches (the paper's). */
 int dg_pp_schedule_blocks(const dg_pp_opts *o, int n_mb, int *seq);
+/* The same with ZB-H1's W deferred by `delay` micro-batches instead (the
+ * pass lowers it where deferring would cost memory, see zb_delay). */
+int dg_pp_schedule_blocks_deferred(const dg_pp_opts *o, int n_mb, int delay, int *seq);
 
 /* Add the schedule's edges to g (a stage's step graph with n_mb
  * micro-batches). *n_edges (may be NULL): how many. */

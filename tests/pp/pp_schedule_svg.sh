@@ -6,9 +6,12 @@
 # micro-batch's F and B blocks. Checked with xml.etree for PP=2 under each
 # schedule (m=4) and PP=4 under 1F1B (m=8): every rank has a row and every
 # micro-batch an F and a B block on it (and a W under zero-bubble-h1, which
-# defers the weight gradients); all-forward-all-backward ends every
+# defers the weight gradients, the last stage by a micro-batch or more: its
+# W0 after B1); all-forward-all-backward ends every
 # forward before the first backward on each rank; 1F1B starts the first
-# backward on stage 0 before the last forward; the bubble line is printed.
+# backward on stage 0 before the last forward; the bubble line is printed
+# with the theory (ZB-H1's too under zero-bubble-h1) and each rank's idle
+# time split.
 # Interleaved 1F1B (PP=2, 2 virtual stages, m=4): every micro-batch's F and
 # B block of each of the rank's 2 chunks (data-chunk), rank 0 running
 # chunk 1 of micro-batch 0 before chunk 0 of micro-batch 2 (Megatron's
@@ -40,6 +43,12 @@ draw() {
     [ "$v" -gt 1 ] && theory="theory interleaved (p-1)/(v m+p-1) = $((np - 1))/$((v * m + np - 1))"
     grep -qF "$theory" "$TMP/$tag.out" && grep -q "^bubble fraction: measured [0-9.]* " "$TMP/$tag.out" ||
         fail "$tag: no bubble line beside the theory '$theory'"
+    if [ "$sched" = zero-bubble-h1 ]; then
+        grep -q "zero-bubble-h1 with F = B = W: (p-1)/(3m+p-1) = $((np - 1))/$((3 * m + np - 1))" "$TMP/$tag.out" ||
+            fail "$tag: no ZB-H1 theory beside the bubble"
+    fi
+    grep -q "idle: [0-9]* us waiting on a peer, [0-9]* us after the data came, [0-9]* us dispatch gaps" \
+        "$TMP/$tag.out" || fail "$tag: no idle split per rank"
     "${DG_REF_PYTHON:-/usr/bin/python3}" - "$TMP/$tag.json" "$TMP/$tag.svg" "$np" "$m" "$sched" "$v" <<'PY' ||
 import json, sys, xml.etree.ElementTree as ET
 trace, svg, np_, m, sched = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
@@ -80,6 +89,9 @@ for r in range(np_):
     b_start = min(a for mb in range(m) for a, b in blocks[(r, mb, "backward")])
     if sched == "all-forward-all-backward" and b_start < f_end - 1e-6:
         sys.exit("rank %d: a backward starts before the last forward ends" % r)
+if sched == "zero-bubble-h1" and min(a for a, b in blocks[(np_ - 1, 0, "weight-grad")]) < \
+        min(a for a, b in blocks[(np_ - 1, 1, "backward")]):
+    sys.exit("zero-bubble-h1: the last stage runs W0 before B1 (its W are not deferred)")
 if sched == "1f1b" and min(a for a, b in blocks[(0, 0, "backward")]) >= min(a for a, b in blocks[(0, m - 1, "forward")]):
     sys.exit("1f1b: stage 0 runs its last forward before its first backward")
 print("%s, pp %d, m %d: %d ranks x %d micro-batches drawn" % (sched, np_, m, np_, m))

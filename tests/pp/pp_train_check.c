@@ -98,8 +98,7 @@ static void grid_of(const dg_train_config *c, int rank, int world, int *mesh, in
 /* Compare what this rank holds with the reference; mark held[] the
  * reference parameters it holds. Returns 1 on a mismatch. */
 static int compare_params(const dg_train_record *pp, const dg_train_record *ref, const int *mesh, const int *coord,
-                          int *held,
-                          double *worst) {
+                          int *held, double *worst, const char **worst_name) {
     int fail = 0;
     for (int i = 0; i < pp->n_params; i++) {
         int j = 0;
@@ -119,6 +118,7 @@ static int compare_params(const dg_train_record *pp, const dg_train_record *ref,
             a2 += want * want;
         }
         double e = sqrt(d2) / DG_MAX(sqrt(a2), 1e-30);
+        if (e > *worst) *worst_name = pp->name[i];
         *worst = DG_MAX(*worst, e);
         if (!(e <= RTOL)) {
             fprintf(stderr, "FAIL: parameter %s: relative difference %.3e\n", pp->name[i], e);
@@ -189,7 +189,9 @@ int main(int argc, char **argv) {
     int *all = dg_calloc((size_t)DG_MAX(ref.n_params, 1), sizeof(int));
     int mesh[DG_AXIS_COUNT], coord[DG_AXIS_COUNT];
     grid_of(&c, rank, world, mesh, coord);
-    if (!fail) fail |= compare_params(&pp, &ref, mesh, coord, held, &worst_param);
+    const char *worst_name = "-";
+    if (!fail) fail |= compare_params(&pp, &ref, mesh, coord, held, &worst_param, &worst_name);
+    printf("rank %d: parameters within %.3e of 1 rank (worst: %s)\n", rank, worst_param, worst_name);
     for (int i = 0; schedules && !fail && i < pp.n_params; i++)
         if (pp2.n_params != pp.n_params || third->n_params != pp.n_params ||
             memcmp(pp.values[i], pp2.values[i], sizeof(float) * (size_t)pp.numel[i]) ||
