@@ -129,6 +129,7 @@ static void test_roundtrip(void **state) {
     assert_string_equal(got.tokenizer.vocab_file, want.tokenizer.vocab_file);
     assert_string_equal(got.tokenizer.merge_file, want.tokenizer.merge_file);
     assert_int_equal(got.tokenizer.vocab_size, want.tokenizer.vocab_size);
+    assert_string_equal(got.tokenizer.model_file, want.tokenizer.model_file);
     assert_string_equal(got.data.path, want.data.path);
     assert_string_equal(got.data.split, want.data.split);
     assert_int_equal(got.data.mock, want.data.mock);
