@@ -7,12 +7,18 @@
  *  - a save that fails in the background (its temporary directory gone)
  *    reports the failure at the wait, leaves no iteration directory and no
  *    temporary one, and the tracker still names the previous checkpoint,
- *    which loads with its values; the next save succeeds. */
+ *    which loads with its values; the next save succeeds;
+ *  - rank 0's wait for another rank's file gives up only after its timeout
+ *    passes with no progress: a rank writing slowly (each box later than
+ *    the timeout after the first, never a timeout apart) finishes the save. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include <pthread.h>
+#include <time.h>
 
 #include "ckpt_test_util.h"
 #include "dg_ckpt_async.h"
@@ -126,10 +132,75 @@ static void test_failed_background_save_keeps_previous(void **state) {
     ckpt_rmrf(dir);
 }
 
+/* Two ranks: each holds BOXES rows of W [2 * BOXES, COLS] as one-row boxes. */
+enum { BOXES = 6 };
+
+typedef struct slow_rank {
+    const char *dir;
+    long pid;
+    const dg_ckpt_plan *plan;
+    dg_ckpt_piece *p;
+    int st;
+} slow_rank;
+
+static void pause_after_box(void *ctx, dg_ckpt_stage stage, int index) {
+    (void)ctx;
+    (void)index;
+    struct timespec ts = {0, 40 * 1000000}; /* 40 ms: under the 100 ms timeout, six of them above it */
+    if (stage == DG_CKPT_AT_TENSOR) nanosleep(&ts, NULL);
+}
+
+static void *write_slowly(void *arg) {
+    slow_rank *s = arg;
+    dg_ckpt_save_opts o = {0, pause_after_box, NULL};
+    dg_err err = {{0}};
+    s->st = dg_ckpt_write_rank(s->dir, 20, s->pid, s->plan, 1, s->p, &o, &err);
+    return NULL;
+}
+
+static void test_slow_rank_is_not_a_lost_rank(void **state) {
+    (void)state;
+    char dir[256];
+    ckpt_tmpdir(dir, sizeof dir);
+    static float w[2 * BOXES * COLS];
+    fill(w, 2 * BOXES, 5.0f);
+    dg_ckpt_piece p[2][BOXES];
+    dg_ckpt_key keys[2 * BOXES];
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < BOXES; i++) {
+            dg_ckpt_piece *x = &p[r][i];
+            piece_of(x, w + (r * BOXES + i) * COLS, 1);
+            x->global_shape[0] = 2 * BOXES;
+            x->start[0] = r * BOXES + i;
+            dg_ckpt_key_of(x, &keys[r * BOXES + i]);
+        }
+    dg_ckpt_plan plan;
+    dg_err err = {{0}};
+    int n_keys[2] = {BOXES, BOXES};
+    assert_int_equal(dg_ckpt_plan_make(2, n_keys, keys, BOXES, &plan, &err), DG_OK);
+    long pid = (long)getpid();
+    assert_int_equal(dg_ckpt_begin(dir, 20, pid, &err), DG_OK);
+    assert_int_equal(dg_ckpt_write_rank(dir, 20, pid, &plan, 0, p[0], NULL, &err), DG_OK);
+    slow_rank s = {dir, pid, &plan, p[1], -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, write_slowly, &s), 0);
+    dg_ckpt_meta m;
+    ckpt_meta_make(&m, 20);
+    int st = dg_ckpt_finish(dir, pid, &m, &plan, 0.1, NULL, &err);
+    pthread_join(t, NULL);
+    if (st) print_error("finish: %s\n", err.msg);
+    assert_int_equal(s.st, DG_OK);
+    assert_int_equal(st, DG_OK);
+    check_load(dir, 20, 2 * BOXES, 5.0f);
+    dg_ckpt_plan_free(&plan);
+    ckpt_rmrf(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_snapshot_at_start_and_reused),
         cmocka_unit_test(test_failed_background_save_keeps_previous),
+        cmocka_unit_test(test_slow_rank_is_not_a_lost_rank),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
