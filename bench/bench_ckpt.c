@@ -5,19 +5,26 @@
  * compute loop while an --async-save writes in the background, against the
  * same loop with no save.
  *
- * usage: mpirun -np 4 --bind-to none bench_ckpt [DIR [MB]]
+ * usage: mpirun -np 4 --bind-to none bench_ckpt [DIR [MB [SAVES]]]
  *        DIR: where checkpoints go (default /tmp), MB: the global state in
  *        MB (default 96: 8 tensors [1024 x 3072] f32 split over the ranks by
- *        rows, as TP/EP weights are, plus 8 replicated [3072] norms).
+ *        rows, as TP/EP weights are, plus 8 replicated [3072] norms; 24 MB a
+ *        rank at 4 ranks), SAVES: background saves measured (default 6).
  *
  * Each save is timed from its start until the tracker is in place on every
  * rank (barrier); the two kinds alternate (rank-0, sharded, sharded,
- * rank-0, ...) over 3 rounds and the medians are compared. The async part
- * runs a fixed memory-bound step: 6 with no save, 12 with a save started
- * (snapshot included) at the first and again whenever the previous one has
- * finished on every rank, 6 more with no save; it prints both mean step
- * times and the ratio. On a machine with fewer idle cores than ranks the
- * writer threads (nice 19) still take some of the compute's share. */
+ * rank-0, ...) over 3 rounds and the medians are compared.
+ *
+ * The async part (bench_async) runs a fixed memory-bound step (8 passes
+ * over 32 MB a rank, then an all-reduce, about 100 ms at 4 ranks on 2
+ * cores) and defines a save's steps as the step that starts it (its plan
+ * and snapshot counted in that step) through the first step that finds it
+ * finished on every rank; each save's steps are followed by as many steps
+ * with no save. It prints the mean step time of both kinds and their ratio
+ * (acceptance: <= 1.10), the medians, the time to plan and snapshot and the
+ * writers' CPU time. The writer threads run SCHED_IDLE, so on a machine
+ * with fewer idle cores than ranks a save takes longer instead of the
+ * steps; a loaded machine makes single runs noisy: run it several times. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,17 +124,25 @@ static long begin(const state *s, const char *dir, int64_t it) {
     return pid;
 }
 
+/* What every sharded save does first: this rank's pieces, the plan, rank
+ * 0's temporary directory (its pid returned) and the meta of iteration it. */
+static long prepare(const state *s, const char *dir, int64_t it, dg_ckpt_piece *p, dg_ckpt_plan *plan,
+                    dg_ckpt_meta *m) {
+    int n = pieces_of(s, p);
+    plan_of(s, p, n, plan);
+    long pid = begin(s, dir, it);
+    dg_ckpt_meta_init(m);
+    m->iteration = it;
+    return pid;
+}
+
 static double save_sharded(const state *s, const char *dir, int64_t it) {
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = now();
     dg_ckpt_piece p[N_BIG + N_NORM];
-    int n = pieces_of(s, p);
     dg_ckpt_plan plan;
-    plan_of(s, p, n, &plan);
-    long pid = begin(s, dir, it);
     dg_ckpt_meta m;
-    dg_ckpt_meta_init(&m);
-    m.iteration = it;
+    long pid = prepare(s, dir, it, p, &plan, &m);
     dg_err err = {{0}};
     check(dg_ckpt_write_rank(dir, it, pid, &plan, s->rank, p, NULL, &err), &err);
     MPI_Barrier(MPI_COMM_WORLD);
@@ -199,13 +214,9 @@ static double start_save(const state *s, dg_ckpt_async *a, const char *dir, int6
     dg_err err = {{0}};
     check(dg_ckpt_async_wait(a, &done, &err), &err);
     dg_ckpt_piece p[N_BIG + N_NORM];
-    int np = pieces_of(s, p);
     dg_ckpt_plan plan;
-    plan_of(s, p, np, &plan);
-    long pid = begin(s, dir, it);
     dg_ckpt_meta m;
-    dg_ckpt_meta_init(&m);
-    m.iteration = it;
+    long pid = prepare(s, dir, it, p, &plan, &m);
     check(dg_ckpt_async_start(a, dir, pid, &m, &plan, s->rank, p, 60, NULL, &err), &err);
     return now() - t0;
 }
