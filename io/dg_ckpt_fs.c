@@ -18,6 +18,7 @@
  * a size_t length. */
 
 uint32_t dg_crc32(uint32_t crc, const void *data, size_t n) {
+    if (n == 0) return crc; /* zlib answers 0 for a NULL buffer, whatever crc: keep the chain */
     return (uint32_t)crc32_z((uLong)crc, data, n);
 }
 
