@@ -5,19 +5,26 @@
  * compute loop while an --async-save writes in the background, against the
  * same loop with no save.
  *
- * usage: mpirun -np 4 --bind-to none bench_ckpt [DIR [MB]]
+ * usage: mpirun -np 4 --bind-to none bench_ckpt [DIR [MB [SAVES]]]
  *        DIR: where checkpoints go (default /tmp), MB: the global state in
  *        MB (default 96: 8 tensors [1024 x 3072] f32 split over the ranks by
- *        rows, as TP/EP weights are, plus 8 replicated [3072] norms).
+ *        rows, as TP/EP weights are, plus 8 replicated [3072] norms; 24 MB a
+ *        rank at 4 ranks), SAVES: background saves measured (default 6).
  *
  * Each save is timed from its start until the tracker is in place on every
  * rank (barrier); the two kinds alternate (rank-0, sharded, sharded,
- * rank-0, ...) over 3 rounds and the medians are compared. The async part
- * runs a fixed memory-bound step: 6 with no save, 12 with a save started
- * (snapshot included) at the first and again whenever the previous one has
- * finished on every rank, 6 more with no save; it prints both mean step
- * times and the ratio. On a machine with fewer idle cores than ranks the
- * writer threads (nice 19) still take some of the compute's share. */
+ * rank-0, ...) over 3 rounds and the medians are compared.
+ *
+ * The async part (bench_async) runs a fixed memory-bound step (8 passes
+ * over 32 MB a rank, then an all-reduce, about 100 ms at 4 ranks on 2
+ * cores) and defines a save's steps as the step that starts it (its plan
+ * and snapshot counted in that step) through the first step that finds it
+ * finished on every rank; each save's steps are followed by as many steps
+ * with no save. It prints the mean step time of both kinds and their ratio
+ * (acceptance: <= 1.10), the medians, the time to plan and snapshot and the
+ * writers' CPU time. The writer threads run SCHED_IDLE, so on a machine
+ * with fewer idle cores than ranks a save takes longer instead of the
+ * steps; a loaded machine makes single runs noisy: run it several times. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,17 +124,25 @@ static long begin(const state *s, const char *dir, int64_t it) {
     return pid;
 }
 
+/* What every sharded save does first: this rank's pieces, the plan, rank
+ * 0's temporary directory (its pid returned) and the meta of iteration it. */
+static long prepare(const state *s, const char *dir, int64_t it, dg_ckpt_piece *p, dg_ckpt_plan *plan,
+                    dg_ckpt_meta *m) {
+    int n = pieces_of(s, p);
+    plan_of(s, p, n, plan);
+    long pid = begin(s, dir, it);
+    dg_ckpt_meta_init(m);
+    m->iteration = it;
+    return pid;
+}
+
 static double save_sharded(const state *s, const char *dir, int64_t it) {
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = now();
     dg_ckpt_piece p[N_BIG + N_NORM];
-    int n = pieces_of(s, p);
     dg_ckpt_plan plan;
-    plan_of(s, p, n, &plan);
-    long pid = begin(s, dir, it);
     dg_ckpt_meta m;
-    dg_ckpt_meta_init(&m);
-    m.iteration = it;
+    long pid = prepare(s, dir, it, p, &plan, &m);
     dg_err err = {{0}};
     check(dg_ckpt_write_rank(dir, it, pid, &plan, s->rank, p, NULL, &err), &err);
     MPI_Barrier(MPI_COMM_WORLD);
@@ -175,60 +190,107 @@ static int cmp_d(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* A fixed step: passes over a 32 MB buffer. */
-static double step(float *buf, int64_t n) {
+/* A fixed step: passes over a 32 MB buffer, then the all-reduce that
+ * tells every rank whether the save in flight (if any) has finished on
+ * every rank; the all-reduce also ends the step together on every rank, as
+ * a training step's gradient all-reduce does. Steps with and without a save
+ * run this same code. */
+static double step(float *buf, int64_t n, dg_ckpt_async *a, int *all_done) {
     double t0 = now();
     for (int pass = 0; pass < 8; pass++)
         for (int64_t i = 0; i < n; i++) buf[i] = buf[i] * 0.999f + 1e-3f;
-    MPI_Barrier(MPI_COMM_WORLD);
+    int here = dg_ckpt_async_done(a);
+    MPI_Allreduce(&here, all_done, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     return now() - t0;
 }
 
-static void bench_async(const state *s, const char *dir) {
-    int64_t n = 8 << 20;
+/* Start an asynchronous save of iteration it, as dg_dist_ckpt_save does on
+ * the training thread: wait for the previous one, plan (keys exchanged),
+ * rank 0 creates the temporary directory, snapshot, start the writer.
+ * Returns the seconds this took. */
+static double start_save(const state *s, dg_ckpt_async *a, const char *dir, int64_t it) {
+    double t0 = now();
+    int64_t done;
+    dg_err err = {{0}};
+    check(dg_ckpt_async_wait(a, &done, &err), &err);
+    dg_ckpt_piece p[N_BIG + N_NORM];
+    dg_ckpt_plan plan;
+    dg_ckpt_meta m;
+    long pid = prepare(s, dir, it, p, &plan, &m);
+    check(dg_ckpt_async_start(a, dir, pid, &m, &plan, s->rank, p, 60, NULL, &err), &err);
+    return now() - t0;
+}
+
+/* --async-save's cost to training. A save's steps are the step that starts
+ * it (its start, snapshot included, counted in that step) and every step
+ * after it up to and including the first whose all-reduce finds it finished
+ * on every rank: the steps during which the save is being written. Each
+ * save's steps are followed by as many steps with no save, so both kinds
+ * cover the same stretch of time and a drift in the machine's load weighs
+ * on both alike; the ratio compares the mean step time during saves with
+ * the mean step time without one. One save before the rounds maps the
+ * snapshot buffer, which later saves reuse (a run's first save pays that
+ * once; printed, not in the ratio). */
+/* CPU seconds of this process's threads other than the calling one (the
+ * writer, and MPI's own helpers, which run in both kinds of step). */
+static double other_threads_cpu(void) {
+    struct timespec p, t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &p);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)(p.tv_sec - t.tv_sec) + 1e-9 * (double)(p.tv_nsec - t.tv_nsec);
+}
+
+static double median(double *x, int n) {
+    qsort(x, (size_t)n, sizeof *x, cmp_d);
+    return n ? x[n / 2] : 0;
+}
+
+static void bench_async(const state *s, const char *dir, int rounds) {
+    enum { MAX_SAVE_STEPS = 400 };
+    int64_t n = 8 << 20, it = 100;
     float *buf = dg_aligned_alloc(sizeof(float) * (size_t)n);
-    memset(buf, 0, sizeof(float) * (size_t)n);
-    const int steps = 12;
-    double plain = 0, during = 0, starting = 0; /* starting: the steps that also took a snapshot */
-    step(buf, n);
-    /* no-save steps before and after the saving ones (half each), so a
-     * machine whose load drifts weighs on both alike */
-    for (int i = 0; i < steps / 2; i++) plain += step(buf, n) / steps;
+    double *tp = dg_calloc((size_t)(rounds * MAX_SAVE_STEPS), sizeof *tp), *td = dg_calloc((size_t)(rounds * MAX_SAVE_STEPS), sizeof *td);
     dg_ckpt_async *a = dg_ckpt_async_new();
     dg_err err = {{0}};
-    int saves = 0;
-    for (int i = 0; i < steps; i++) {
-        double t0 = now();
-        int64_t done;
-        /* start the next save once the previous one is finished on every rank */
-        double s0 = now();
-        int done_here = dg_ckpt_async_done(a), all_done = 0;
-        MPI_Allreduce(&done_here, &all_done, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-        if (i == 0 || all_done) {
-            check(dg_ckpt_async_wait(a, &done, &err), &err);
-            dg_ckpt_piece p[N_BIG + N_NORM];
-            int np = pieces_of(s, p);
-            dg_ckpt_plan plan;
-            plan_of(s, p, np, &plan);
-            long pid = begin(s, dir, 100 + i);
-            dg_ckpt_meta m;
-            dg_ckpt_meta_init(&m);
-            m.iteration = 100 + i;
-            check(dg_ckpt_async_start(a, dir, pid, &m, &plan, s->rank, p, 60, NULL, &err), &err);
-            saves++;
-            starting += now() - s0;
-        }
-        during += (now() - t0 + step(buf, n)) / steps;
-    }
+    int all_done = 1;
+    double first = start_save(s, a, dir, it++), plain = 0, during = 0, starting = 0, writer = 0;
+    int n_plain = 0, n_during = 0;
     int64_t done;
     check(dg_ckpt_async_wait(a, &done, &err), &err);
+    step(buf, n, a, &all_done);
+    for (int r = 0; r < rounds; r++) {
+        double c0 = other_threads_cpu(), t = start_save(s, a, dir, it++);
+        starting += t;
+        int k = 0;
+        for (all_done = 0; k < MAX_SAVE_STEPS && !all_done; k++, t = 0) {
+            td[n_during + k] = t + step(buf, n, a, &all_done);
+            during += td[n_during + k];
+        }
+        check(dg_ckpt_async_wait(a, &done, &err), &err);
+        double c1 = other_threads_cpu();
+        for (int i = 0; i < k; i++) plain += tp[n_plain + i] = step(buf, n, a, &all_done);
+        writer += (c1 - c0) - (other_threads_cpu() - c1); /* less what MPI's threads take in as many plain steps */
+        n_during += k;
+        n_plain += k;
+    }
     dg_ckpt_async_free(a);
-    for (int i = 0; i < steps - steps / 2; i++) plain += step(buf, n) / steps;
-    dg_free(buf);
+    plain /= n_plain;
+    during /= DG_MAX(n_during, 1);
+    double mp = median(tp, n_plain), md = median(td, n_during), wcpu = 0;
+    MPI_Reduce(&writer, &wcpu, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
     if (s->rank == 0)
-        printf("async: step %.1f ms with no save, %.1f ms during %d background saves (snapshot included; "
-               "%.1f ms per save to plan and snapshot): ratio %.3f (acceptance: <= 1.10)\n",
-               plain * 1e3, during * 1e3, saves, starting / DG_MAX(saves, 1) * 1e3, during / plain);
+        printf("async: %d background saves of %.1f steps each (the steps during which a save is being written: "
+               "from the one that starts it to the first that finds it finished on every rank), each followed "
+               "by as many steps with no save; %.1f ms to plan and snapshot, in a save's first step (the first "
+               "save's %.1f ms, which maps the snapshot buffer, not counted); the writers used %.0f ms of CPU per "
+               "save over all ranks\n"
+               "async: step %.1f ms with no save, %.1f ms during a save: ratio %.3f (acceptance: <= 1.10); "
+               "medians %.1f and %.1f ms: ratio %.3f\n",
+               rounds, (double)n_during / rounds, starting / rounds * 1e3, first * 1e3, wcpu / rounds * 1e3,
+               plain * 1e3, during * 1e3, during / plain, mp * 1e3, md * 1e3, md / mp);
+    dg_free(tp);
+    dg_free(td);
+    dg_free(buf);
 }
 
 int main(int argc, char **argv) {
@@ -258,7 +320,7 @@ int main(int argc, char **argv) {
                "sharded is %.2fx faster\n",
                (double)(s.rows * s.cols * N_BIG + s.cols * N_NORM) * 4 / 1e6, s.size, old[1], par[1], rounds,
                old[1] / par[1]);
-    bench_async(&s, dir);
+    bench_async(&s, dir, argc > 3 ? atoi(argv[3]) : 6);
     if (s.rank == 0) dg_ckpt_remove_tree(dir);
     for (int i = 0; i < N_BIG; i++) dg_free(s.big[i]);
     for (int i = 0; i < N_NORM; i++) dg_free(s.norm[i]);

@@ -96,8 +96,11 @@ int dg_cmd_convert(int argc, char **argv) {
     }
     if (st == DG_OK && f.to_dir) {
         dg_hf_export_opts o = {f.ckpt_step >= 0 ? f.ckpt_step : DG_CKPT_LATEST, f.max_shard, f.dtype};
-        st = dg_hf_export(f.load, &o, f.to_dir, &err);
-        if (st == DG_OK) fprintf(stderr, "dagatron: convert: wrote %s from %s\n", f.to_dir, f.load);
+        dg_hf_export_info info;
+        st = dg_hf_export(f.load, &o, f.to_dir, &info, &err);
+        if (st == DG_OK)
+            fprintf(stderr, "dagatron: convert: wrote %s from %s; tokenizer %s: %s\n", f.to_dir, f.load,
+                    info.tokenizer_type, info.tokenizer_files[0] ? info.tokenizer_files : "no files (it needs none)");
     } else if (st == DG_OK) {
         st = dg_hf_import(f.from_dir, f.save, &err);
         if (st == DG_OK) fprintf(stderr, "dagatron: convert: wrote %s (iteration 0) from %s\n", f.save, f.from_dir);

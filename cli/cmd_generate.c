@@ -142,15 +142,11 @@ static int codec_open(codec *k, const dg_ckpt_manifest *man, const dg_model_conf
         return DG_OK;
     }
     const char *type = tk->type[0] ? tk->type : DG_TOK_BYTE_NAME;
-    if (strcmp(type, DG_TOK_BYTE_NAME) && strcmp(type, DG_TOK_GPT2BPE_NAME))
-        return dg_err_set(err, DG_EINPUT, "%s: trained with tokenizer '%s', which generate cannot reopen "
-                          "(it reads %s, %s and NullTokenizer checkpoints)", man->path, type, DG_TOK_BYTE_NAME,
-                          DG_TOK_GPT2BPE_NAME);
+    dg_tokenizer_opts to = {type, tk->vocab_file[0] ? tk->vocab_file : NULL, tk->merge_file[0] ? tk->merge_file : NULL,
+                            tk->model_file[0] ? tk->model_file : NULL, 0};
     dg_err e = {{0}};
-    if (dg_tokenizer_open(&k->tok, type, tk->vocab_file[0] ? tk->vocab_file : NULL,
-                          tk->merge_file[0] ? tk->merge_file : NULL, &e) != DG_OK)
-        return dg_err_set(err, DG_EINPUT, "%s: cannot reopen the checkpoint's %s (vocab file '%s', merge file '%s'): %s",
-                          man->path, type, tk->vocab_file, tk->merge_file, e.msg);
+    if (dg_tokenizer_open_opts(&k->tok, &to, &e) != DG_OK)
+        return dg_err_set(err, DG_EINPUT, "%s: cannot reopen the checkpoint's %s: %s", man->path, type, e.msg);
     k->have_tok = 1;
     k->vocab = k->tok.vocab_size;
     k->eod = k->tok.eod;

@@ -48,3 +48,8 @@ macro(dg_add_tokenizer_shim lib)
   set_target_properties(${lib} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
   target_link_libraries(${lib} PUBLIC PkgConfig::SENTENCEPIECE)
 endmacro()
+
+# Checkpoints: zlib's CRC-32 (the checkpoint format's checksum).
+macro(dg_require_checkpoint_deps)
+  dg_require_pkg(ZLIB zlib zlib1g-dev "zlib")
+endmacro()

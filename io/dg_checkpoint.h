@@ -80,6 +80,7 @@ typedef struct dg_ckpt_tokenizer {
     char vocab_file[DG_CKPT_STR_LEN]; /* --vocab-file ("" when none) */
     char merge_file[DG_CKPT_STR_LEN]; /* --merge-file ("" when none) */
     int64_t vocab_size;               /* before padding (model.vocab_size is padded) */
+    char model_file[DG_CKPT_STR_LEN]; /* --tokenizer-model ("" when none; "model_file", absent when "") */
 } dg_ckpt_tokenizer;
 
 /* Where samples came from; the position in the stream is consumed_samples. */

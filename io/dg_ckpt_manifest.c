@@ -65,6 +65,8 @@ char *dg_ckpt_manifest_to_json(const dg_ckpt_meta *m, const dg_ckpt_entry *e, in
     cJSON_AddStringToObject(tok, "vocab_file", m->tokenizer.vocab_file);
     cJSON_AddStringToObject(tok, "merge_file", m->tokenizer.merge_file);
     cJSON_AddNumberToObject(tok, "vocab_size", (double)m->tokenizer.vocab_size);
+    /* only when set: checkpoints without it read and write back as before */
+    if (m->tokenizer.model_file[0]) cJSON_AddStringToObject(tok, "model_file", m->tokenizer.model_file);
     cJSON *data = cJSON_AddObjectToObject(root, "data");
     cJSON_AddStringToObject(data, "path", m->data.path);
     cJSON_AddStringToObject(data, "split", m->data.split);
@@ -258,6 +260,8 @@ static int parse_root(const rd *r, const cJSON *root, dg_ckpt_manifest *man) {
     DG_TRY(get_str(r, tok, "tokenizer ", "vocab_file", m->tokenizer.vocab_file, sizeof m->tokenizer.vocab_file));
     DG_TRY(get_str(r, tok, "tokenizer ", "merge_file", m->tokenizer.merge_file, sizeof m->tokenizer.merge_file));
     DG_TRY(get_int(r, tok, "tokenizer ", "vocab_size", 0, big, &m->tokenizer.vocab_size));
+    if (cJSON_GetObjectItemCaseSensitive(tok, "model_file")) /* absent before --tokenizer-model was kept */
+        DG_TRY(get_str(r, tok, "tokenizer ", "model_file", m->tokenizer.model_file, sizeof m->tokenizer.model_file));
     DG_TRY(get_str(r, data, "data ", "path", m->data.path, sizeof m->data.path));
     DG_TRY(get_str(r, data, "data ", "split", m->data.split, sizeof m->data.split));
     DG_TRY(get_int(r, data, "data ", "seed", -(int64_t)MAX_EXACT, big, &m->data.seed));

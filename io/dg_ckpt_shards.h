@@ -123,8 +123,9 @@ int dg_ckpt_write_rank(const char *dir, int64_t iteration, long pid, const dg_ck
  * save is abandoned before dg_ckpt_finish. */
 void dg_ckpt_abort(const char *dir, int64_t iteration, long pid);
 
-/* Rank 0, after its own write: wait (up to timeout_s; 0: the files must be
- * there already) for every rank's
+/* Rank 0, after its own write: wait (giving up after timeout_s in which a
+ * missing rank's data file did not grow; 0: the files must be there
+ * already) for every rank's
  * CRCs, write the manifest of m and the plan's entries, install the
  * directory as <dir>/iter_<m->iteration>, move the tracker, prune (see the
  * top of this file and dg_checkpoint.h). On any failure the temporary

@@ -216,12 +216,23 @@ static void nap(void) {
     nanosleep(&ts, NULL);
 }
 
-/* Wait for rank r's CRC list and fill its entries' crc32. */
+/* Bytes of the file at path so far (-1: none yet). */
+static int64_t file_size(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (int64_t)sb.st_size : -1;
+}
+
+/* Wait for rank r's CRC list and fill its entries' crc32. The timeout
+ * counts time without progress: a rank whose data file still grows is
+ * slow, not gone (an --async-save writer runs on idle cycles only, and a
+ * busy machine may leave it few), so the wait restarts whenever it grows. */
 static int collect_crcs(const char *tmp, dg_ckpt_plan *p, int r, double timeout_s, dg_err *err) {
-    char done[PATH_LEN], failed[PATH_LEN];
+    char done[PATH_LEN], failed[PATH_LEN], data[PATH_LEN];
     side_path(done, sizeof done, tmp, r, ".crc");
     side_path(failed, sizeof failed, tmp, r, ".failed");
+    side_path(data, sizeof data, tmp, r, "");
     double waited = 0;
+    int64_t size = file_size(data);
     while (access(done, F_OK) != 0) {
         char *msg;
         size_t len;
@@ -231,9 +242,11 @@ static int collect_crcs(const char *tmp, dg_ckpt_plan *p, int r, double timeout_
             dg_free(msg);
             return st;
         }
+        int64_t now = file_size(data);
+        if (now != size) waited = 0, size = now;
         if (waited >= timeout_s)
-            return dg_err_set(err, DG_EINPUT, "%s: rank %d did not finish its part of the checkpoint within %.0f s",
-                              tmp, r, timeout_s);
+            return dg_err_set(err, DG_EINPUT, "%s: rank %d did not finish its part of the checkpoint (no progress "
+                              "within %g s)", tmp, r, timeout_s);
         nap();
         waited += 0.002;
     }

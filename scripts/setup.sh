@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libhwloc-dev
       libjemalloc-dev libopenblas-dev libcmocka-dev libcjson-dev libpcre2-dev
-      libutf8proc-dev libsentencepiece-dev graphviz
+      libutf8proc-dev libsentencepiece-dev zlib1g-dev graphviz
       python3-torch python3-numpy python3-regex fortunes
       chromium) # chromium: tests/view opens `dagatron view`'s page headless
 

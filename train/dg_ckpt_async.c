@@ -2,6 +2,7 @@
 #include "dg_ckpt_async.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -22,7 +23,8 @@ struct dg_ckpt_async {
     dg_ckpt_meta meta;
     dg_ckpt_plan plan;
     dg_ckpt_piece *pieces; /* indexed like the rank's keys; only written ones point into snap */
-    char *snap;            /* the snapshot: the written boxes, contiguous */
+    char *snap;            /* the snapshot: the written boxes, contiguous; kept from save to save */
+    size_t snap_cap;       /* snap's bytes */
     dg_ckpt_save_opts opts;
     int st;
     dg_err err;
@@ -33,23 +35,26 @@ dg_ckpt_async *dg_ckpt_async_new(void) { return dg_calloc(1, sizeof(dg_ckpt_asyn
 static void release(dg_ckpt_async *a) {
     dg_ckpt_plan_free(&a->plan);
     dg_free(a->pieces);
-    dg_free(a->snap);
     a->pieces = NULL;
-    a->snap = NULL;
 }
 
 void dg_ckpt_async_free(dg_ckpt_async *a) {
     if (!a) return;
     int64_t it;
     dg_ckpt_async_wait(a, &it, NULL);
+    dg_free(a->snap);
     dg_free(a);
 }
 
 static void *writer_main(void *arg) {
     dg_ckpt_async *a = arg;
     /* Training comes first: on a machine with no idle core the writer gets
-     * what compute leaves (Linux: nice is per thread). */
-    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+     * what compute leaves. SCHED_IDLE runs it only when its core has nothing
+     * else to run (a thread may always lower its own policy); where that is
+     * refused, nice 19 (Linux: nice is per thread). */
+    struct sched_param idle = {0};
+    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) != 0)
+        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
     a->st = dg_ckpt_write_rank(a->dir, a->meta.iteration, a->pid, &a->plan, a->rank, a->pieces, &a->opts, &a->err);
     if (a->rank == 0) {
         if (a->st == DG_OK)
@@ -67,7 +72,15 @@ static void snapshot(dg_ckpt_async *a, const dg_ckpt_piece *pieces, int n_keys) 
     const dg_ckpt_plan *p = &a->plan;
     size_t total = 0;
     for (int i = 0; i < p->count[a->rank]; i++) total += ((size_t)p->entries[p->first[a->rank] + i].nbytes + 63) / 64 * 64;
-    a->snap = dg_aligned_alloc(DG_MAX(total, 64));
+    /* The buffer outlives the save: a run saves the same boxes every time,
+     * so from the second save on the snapshot is one pass of copies into
+     * memory that is already mapped (a fresh buffer costs the training
+     * thread a page fault and a zeroing per 4 KiB first). */
+    if (total > a->snap_cap) {
+        dg_free(a->snap);
+        a->snap = dg_aligned_alloc(total);
+        a->snap_cap = total;
+    }
     a->pieces = dg_calloc((size_t)DG_MAX(n_keys, 1), sizeof *a->pieces);
     memcpy(a->pieces, pieces, sizeof *pieces * (size_t)n_keys);
     size_t off = 0;

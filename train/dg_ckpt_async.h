@@ -28,8 +28,8 @@ void dg_ckpt_async_free(dg_ckpt_async *a);
 /* Start writing rank `rank`'s entries of plan (taken over: freed when the
  * save ends) from pieces (copied now) into the temporary directory of (dir,
  * m->iteration, pid: rank 0's, which dg_ckpt_begin has created); rank 0 also
- * finishes the save (dg_ckpt_finish, waiting up to timeout_s for the other
- * ranks). o's callback runs on the writer thread. */
+ * finishes the save (dg_ckpt_finish: it waits for the other ranks as long
+ * as their files grow, and gives up after timeout_s without progress). o's callback runs on the writer thread. */
 int dg_ckpt_async_start(dg_ckpt_async *a, const char *dir, long pid, const dg_ckpt_meta *m, dg_ckpt_plan *plan,
                         int rank, const dg_ckpt_piece *pieces, double timeout_s, const dg_ckpt_save_opts *o,
                         dg_err *err);

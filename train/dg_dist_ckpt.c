@@ -129,6 +129,7 @@ static void meta_of(const dg_ckpt_run *r, const dg_train_counters *k, dg_ckpt_me
     snprintf(meta->tokenizer.vocab_file, sizeof meta->tokenizer.vocab_file, "%s", c->vocab_file);
     snprintf(meta->tokenizer.merge_file, sizeof meta->tokenizer.merge_file, "%s", c->merge_file);
     meta->tokenizer.vocab_size = r->vocab;
+    snprintf(meta->tokenizer.model_file, sizeof meta->tokenizer.model_file, "%s", c->tokenizer_model);
     snprintf(meta->data.path, sizeof meta->data.path, "%s", c->data_path);
     snprintf(meta->data.split, sizeof meta->data.split, "%s", c->split);
     meta->data.mock = c->mock_data;

@@ -6,8 +6,16 @@
  *   model-0000i-of-0000N.safetensors   the tensors by HF names (dg_hf_map.h)
  *   model.safetensors.index.json       {"metadata": {"total_size"}, "weight_map"}
  *   config.json                        the HF class's config (dg_hf_config.h)
- *   vocab.json, merges.txt             a GPT2BPETokenizer's files, when the
- *                                      checkpoint's tokenizer has them
+ *   the tokenizer's files, by the checkpoint's --tokenizer-type:
+ *     GPT2BPETokenizer                 vocab.json, merges.txt (its --vocab-file, --merge-file)
+ *     HuggingFaceTokenizer             tokenizer.json (its --tokenizer-model, the file or the
+ *                                      one in that directory), and tokenizer_config.json when
+ *                                      one sits beside it
+ *     SentencePieceTokenizer, Llama2Tokenizer, GPTSentencePieceTokenizer
+ *                                      tokenizer.model (its --tokenizer-model)
+ *     ByteLevelTokenizer, NullTokenizer none: they need no files (config.json's "dagatron"
+ *                                      block names the type, so import restores it)
+ *   A file the checkpoint names that cannot be read is DG_EINPUT.
  * Optimizer state is not exported (HF checkpoints hold weights only).
  *
  * Import reads such a directory (fp32, bf16 or fp16 tensors; one
@@ -33,7 +41,20 @@ typedef struct dg_hf_export_opts {
     dg_dtype dtype;          /* DG_F32 (exact) or DG_BF16 (rounded to nearest even) */
 } dg_hf_export_opts;
 
-int dg_hf_export(const char *ckpt_dir, const dg_hf_export_opts *o, const char *hf_dir, dg_err *err);
+/* What an export wrote besides the tensors, for the command's message. */
+typedef struct dg_hf_export_info {
+    char tokenizer_type[1024]; /* the checkpoint's --tokenizer-type (DG_CKPT_STR_LEN bytes) */
+    char tokenizer_files[128]; /* the files written for it, ", "-separated; "" when none */
+} dg_hf_export_info;
+
+/* info may be NULL. */
+int dg_hf_export(const char *ckpt_dir, const dg_hf_export_opts *o, const char *hf_dir, dg_hf_export_info *info,
+                 dg_err *err);
 int dg_hf_import(const char *hf_dir, const char *ckpt_dir, dg_err *err);
+
+/* Is --tokenizer-type `type` a HuggingFace (tokenizer.json) one, a
+ * SentencePiece (tokenizer.model) one? Megatron's aliases included. */
+int dg_hf_tokenizer_is_hf(const char *type);
+int dg_hf_tokenizer_is_sp(const char *type);
 
 #endif /* DG_HF_CONVERT_H */

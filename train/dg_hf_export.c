@@ -4,6 +4,8 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -125,14 +127,62 @@ static int copy_file(const char *from, const char *dir, const char *to, const ch
     return st;
 }
 
-static int write_tokenizer(const exporter *x, const dg_ckpt_manifest *man, dg_err *err) {
-    const dg_ckpt_tokenizer *t = &man->meta.tokenizer;
-    if (strcmp(t->type, DG_TOK_GPT2BPE_NAME) || !t->vocab_file[0] || !t->merge_file[0]) return DG_OK;
-    DG_TRY(copy_file(t->vocab_file, x->dir, "vocab.json", man->path, err));
-    return copy_file(t->merge_file, x->dir, "merges.txt", man->path, err);
+static int is_dir(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-static int run(exporter *x, const char *ckpt_dir, dg_err *err) {
+/* A HuggingFaceTokenizer's --tokenizer-model is a tokenizer.json or a
+ * directory holding one: copy it, and the tokenizer_config.json beside it
+ * when there is one (its special tokens and chat template). */
+static int copy_hf_tokenizer(const char *model, const char *dir, const char *where, dg_err *err) {
+    char json[PATH_LEN + 32], cfg[PATH_LEN + 32], base[PATH_LEN];
+    snprintf(base, sizeof base, "%s", model);
+    if (is_dir(model)) {
+        snprintf(json, sizeof json, "%s/tokenizer.json", model);
+    } else {
+        snprintf(json, sizeof json, "%s", model);
+        char *slash = strrchr(base, '/');
+        if (slash) *slash = 0;
+        else snprintf(base, sizeof base, ".");
+    }
+    DG_TRY(copy_file(json, dir, "tokenizer.json", where, err));
+    snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", base);
+    return access(cfg, R_OK) == 0 ? copy_file(cfg, dir, "tokenizer_config.json", where, err) : DG_OK;
+}
+
+/* The tokenizer's files in Hugging Face's names, by --tokenizer-type
+ * (dg_tokenizer.h); info->tokenizer_files says which ("" for the types
+ * that have none: ByteLevelTokenizer and NullTokenizer need no files). */
+static int write_tokenizer(const exporter *x, const dg_ckpt_manifest *man, dg_hf_export_info *info, dg_err *err) {
+    const dg_ckpt_tokenizer *t = &man->meta.tokenizer;
+    snprintf(info->tokenizer_type, sizeof info->tokenizer_type, "%s", t->type[0] ? t->type : DG_TOK_BYTE_NAME);
+    const char *files = "";
+    int st = DG_OK;
+    if (!strcmp(t->type, DG_TOK_GPT2BPE_NAME) && t->vocab_file[0] && t->merge_file[0]) {
+        st = copy_file(t->vocab_file, x->dir, "vocab.json", man->path, err);
+        if (st == DG_OK) st = copy_file(t->merge_file, x->dir, "merges.txt", man->path, err);
+        files = "vocab.json, merges.txt";
+    } else if (dg_hf_tokenizer_is_hf(t->type) && t->model_file[0]) {
+        st = copy_hf_tokenizer(t->model_file, x->dir, man->path, err);
+        files = "tokenizer.json";
+    } else if (dg_hf_tokenizer_is_sp(t->type) && t->model_file[0]) {
+        st = copy_file(t->model_file, x->dir, "tokenizer.model", man->path, err);
+        files = "tokenizer.model";
+    }
+    snprintf(info->tokenizer_files, sizeof info->tokenizer_files, "%s", files);
+    return st;
+}
+
+int dg_hf_tokenizer_is_hf(const char *type) {
+    return !strcmp(type, DG_TOK_HF_NAME) || !strcmp(type, "HFTokenizer");
+}
+
+int dg_hf_tokenizer_is_sp(const char *type) {
+    return !strcmp(type, DG_TOK_SP_NAME) || !strcmp(type, "Llama2Tokenizer") || !strcmp(type, "GPTSentencePieceTokenizer");
+}
+
+static int run(exporter *x, const char *ckpt_dir, dg_hf_export_info *info, dg_err *err) {
     dg_ckpt_manifest man;
     DG_TRY(dg_ckpt_read_manifest(ckpt_dir, x->o->iteration, &man, err));
     dg_model_config c;
@@ -151,19 +201,23 @@ static int run(exporter *x, const char *ckpt_dir, dg_err *err) {
     if (st == DG_OK && !cfg) st = DG_EINTERNAL;
     if (cfg) st = write_text(x->dir, "config.json", cfg, err);
     dg_free(cfg);
-    if (st == DG_OK) st = write_tokenizer(x, &man, err);
+    if (st == DG_OK) st = write_tokenizer(x, &man, info, err);
     dg_ckpt_manifest_free(&man);
     return st;
 }
 
-int dg_hf_export(const char *ckpt_dir, const dg_hf_export_opts *o, const char *hf_dir, dg_err *err) {
+int dg_hf_export(const char *ckpt_dir, const dg_hf_export_opts *o, const char *hf_dir, dg_hf_export_info *info,
+                 dg_err *err) {
+    dg_hf_export_info ignored;
+    if (!info) info = &ignored;
+    memset(info, 0, sizeof *info);
     if (o->dtype != DG_F32 && o->dtype != DG_BF16)
         return dg_err_set(err, DG_EINTERNAL, "hf export: dtype %s (expected f32 or bf16)", dg_dtype_name(o->dtype));
     exporter x;
     memset(&x, 0, sizeof x);
     x.o = o;
     x.dir = hf_dir;
-    int st = run(&x, ckpt_dir, err);
+    int st = run(&x, ckpt_dir, info, err);
     dg_free(x.shard);
     dg_hf_params_free(&x.params);
     dg_hf_map_free(&x.map);

@@ -167,23 +167,41 @@ static int absolute(const char *path, char out[DG_CKPT_STR_LEN], dg_err *err) {
     return DG_OK;
 }
 
-/* The tokenizer the checkpoint will name: the "dagatron" block's type, a
- * GPT-2 BPE's vocab.json and merges.txt in the directory, else none
- * (NullTokenizer over the model's vocabulary). */
+/* <dir>/<file> into out when it is readable: 1, else 0. */
+static int has_file(const importer *x, const char *file, char *out, size_t len) {
+    snprintf(out, len, "%s/%s", x->dir, file);
+    return access(out, R_OK) == 0;
+}
+
+/* The tokenizer the checkpoint will name: the "dagatron" block's type, else
+ * the files in the directory (a GPT-2 BPE's vocab.json and merges.txt, a
+ * SentencePiece tokenizer.model, a tokenizer.json, in that order), else
+ * none (NullTokenizer over the model's vocabulary). The files are named by
+ * absolute path, as --vocab-file, --merge-file, --tokenizer-model. */
 static int tokenizer_of(importer *x, dg_ckpt_tokenizer *t, dg_err *err) {
     *t = x->tok;
-    char vocab[PATH_LEN], merges[PATH_LEN];
-    snprintf(vocab, sizeof vocab, "%s/vocab.json", x->dir);
-    snprintf(merges, sizeof merges, "%s/merges.txt", x->dir);
-    int have_bpe = access(vocab, R_OK) == 0 && access(merges, R_OK) == 0;
-    if (!t->type[0]) snprintf(t->type, sizeof t->type, "%s", have_bpe ? DG_TOK_GPT2BPE_NAME : DG_TOK_NULL_NAME);
+    char vocab[PATH_LEN], merges[PATH_LEN], sp[PATH_LEN], json[PATH_LEN];
+    int have_bpe = has_file(x, "vocab.json", vocab, sizeof vocab) & has_file(x, "merges.txt", merges, sizeof merges);
+    int have_sp = has_file(x, "tokenizer.model", sp, sizeof sp), have_json = has_file(x, "tokenizer.json", json, sizeof json);
+    if (!t->type[0])
+        snprintf(t->type, sizeof t->type, "%s",
+                 have_bpe ? DG_TOK_GPT2BPE_NAME : have_sp ? DG_TOK_SP_NAME : have_json ? DG_TOK_HF_NAME : DG_TOK_NULL_NAME);
     if (!strcmp(t->type, DG_TOK_NULL_NAME) && t->vocab_size <= 0) t->vocab_size = x->c.vocab_size;
-    if (strcmp(t->type, DG_TOK_GPT2BPE_NAME)) return DG_OK;
-    if (!have_bpe)
-        return dg_err_set(err, DG_EINPUT, "%s: config.json names a GPT2BPETokenizer, the directory lacks vocab.json "
-                          "or merges.txt", x->dir);
-    DG_TRY(absolute(vocab, t->vocab_file, err));
-    return absolute(merges, t->merge_file, err);
+    const char *lacks = NULL;
+    if (!strcmp(t->type, DG_TOK_GPT2BPE_NAME)) {
+        if (have_bpe) DG_TRY(absolute(vocab, t->vocab_file, err));
+        if (have_bpe) return absolute(merges, t->merge_file, err);
+        lacks = "vocab.json or merges.txt";
+    } else if (dg_hf_tokenizer_is_sp(t->type)) {
+        if (have_sp) return absolute(sp, t->model_file, err);
+        lacks = "tokenizer.model";
+    } else if (dg_hf_tokenizer_is_hf(t->type)) {
+        if (have_json) return absolute(json, t->model_file, err);
+        lacks = "tokenizer.json";
+    }
+    if (lacks)
+        return dg_err_set(err, DG_EINPUT, "%s: config.json names a %s, the directory lacks %s", x->dir, t->type, lacks);
+    return DG_OK;
 }
 
 static int run(importer *x, const char *ckpt_dir, cJSON **index_root, dg_err *err) {

@@ -101,6 +101,7 @@ static inline void ckpt_meta_make(dg_ckpt_meta *m, int64_t iteration) {
     snprintf(m->tokenizer.type, sizeof m->tokenizer.type, "GPT2BPETokenizer");
     snprintf(m->tokenizer.vocab_file, sizeof m->tokenizer.vocab_file, "/data/gpt2 \"vocab\".json");
     snprintf(m->tokenizer.merge_file, sizeof m->tokenizer.merge_file, "/data/merges.txt");
+    snprintf(m->tokenizer.model_file, sizeof m->tokenizer.model_file, "/data/sp \"tok\".model");
     m->tokenizer.vocab_size = 50257;
     snprintf(m->data.path, sizeof m->data.path, "0.3 /data/a_text_document 0.7 /data/b");
     snprintf(m->data.split, sizeof m->data.split, "969,30,1");

@@ -36,6 +36,7 @@ static void test_crc32(void **state) {
     /* The standard check value, and zlib's chaining. */
     assert_int_equal(dg_crc32(0, "123456789", 9), 0xCBF43926u);
     assert_int_equal(dg_crc32(0, NULL, 0), 0u);
+    assert_int_equal(dg_crc32(0xCBF43926u, NULL, 0), 0xCBF43926u); /* an empty piece leaves a chain alone */
     assert_int_equal(dg_crc32(dg_crc32(0, "12345", 5), "6789", 4), 0xCBF43926u);
     /* Slicing-by-8 equals the bytewise definition at every length and offset. */
     uint8_t buf[300];
@@ -129,6 +130,7 @@ static void test_roundtrip(void **state) {
     assert_string_equal(got.tokenizer.vocab_file, want.tokenizer.vocab_file);
     assert_string_equal(got.tokenizer.merge_file, want.tokenizer.merge_file);
     assert_int_equal(got.tokenizer.vocab_size, want.tokenizer.vocab_size);
+    assert_string_equal(got.tokenizer.model_file, want.tokenizer.model_file);
     assert_string_equal(got.data.path, want.data.path);
     assert_string_equal(got.data.split, want.data.split);
     assert_int_equal(got.data.mock, want.data.mock);

@@ -13,7 +13,11 @@
 #  3. bf16 export imports, and re-exports to the same bytes; a config.json
 #     without the "dagatron" block (as Transformers writes it) and GPT-2 names
 #     without "transformer." import to the same parameters; a GPT2BPETokenizer
-#     checkpoint exports vocab.json + merges.txt, and its import generates.
+#     checkpoint exports vocab.json + merges.txt, a SentencePieceTokenizer one
+#     tokenizer.model, a HuggingFaceTokenizer one tokenizer.json (and the
+#     tokenizer_config.json beside it), and their imports generate; a
+#     NullTokenizer one no files, which the command says; a tokenizer file
+#     gone is one line, exit 2.
 #  4. A corrupted shard (bad header length, truncated data, a wrong shape, a
 #     missing shard, a tensor in two shards) is one line naming the file,
 #     exit 2, and no checkpoint.
@@ -108,6 +112,41 @@ train "$TMP/tck.log" "$BIN" train --tokenizer-type GPT2BPETokenizer --vocab-file
   grep -q '"GPT2BPETokenizer"' "$TMP/back_tck/iter_0000000/metadata.json" &&
   "$BIN" generate --load "$TMP/back_tck" --prompt "the" --max-new-tokens 3 --greedy >/dev/null 2>&1 &&
   echo "ok: the imported GPT2BPETokenizer checkpoint generates" || { echo "FAIL: tokenizer import"; fail=1; }
+
+# the tokenizer files of each --tokenizer-type: SentencePiece -> tokenizer.model, HuggingFace -> tokenizer.json
+# (+ tokenizer_config.json beside it), each the same bytes, named on the command's line, imported and
+# generating; NullTokenizer (mock data) -> no files, said so; a tokenizer file gone -> one line, exit 2
+TOKS="$HERE/../tokenizer"
+cp "$TOKS/sp/tokenizer.model" "$TMP/sp.model"
+tok_export() { # NAME TYPE MODEL FILE...: train with it, export, compare FILEs, import, generate
+  local name=$1 type=$2 model=$3; shift 3
+  train "$TMP/t_$name.log" "$BIN" train --tokenizer-type "$type" --tokenizer-model "$model" --mock-data --vocab-size 2100 \
+    --num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16 --micro-batch-size 1 --global-batch-size 1 \
+    --train-iters 1 --eval-iters 0 --save "$TMP/t_$name"
+  "$BIN" convert --load "$TMP/t_$name" --to hf "$TMP/hf_t_$name" 2>"$TMP/msg" || { echo "FAIL: export $name"; cat "$TMP/msg"; fail=1; return; }
+  local f src ok=1
+  for f in "$@"; do
+    src=$model; [ -d "$model" ] && src=$model/$f
+    cmp -s "$src" "$TMP/hf_t_$name/$f" || { echo "FAIL: $name: $f is not $src"; ok=0; fail=1; }
+  done
+  grep -q "tokenizer $type: $(echo "$@" | sed 's/ tokenizer_config.json//; s/ /, /g')" "$TMP/msg" ||
+    { echo "FAIL: $name: the message does not name the files:"; cat "$TMP/msg"; ok=0; fail=1; }
+  "$BIN" convert --from hf "$TMP/hf_t_$name" --save "$TMP/back_t_$name" 2>/dev/null &&
+    grep -q "\"$type\"" "$TMP/back_t_$name/iter_0000000/metadata.json" &&
+    "$BIN" generate --load "$TMP/back_t_$name" --prompt "the" --max-new-tokens 3 --greedy >/dev/null 2>&1 ||
+    { echo "FAIL: $name: the import does not name $type or does not generate"; ok=0; fail=1; }
+  [ $ok = 1 ] && echo "ok: $type exports $*, imports and generates"
+}
+tok_export sp SentencePieceTokenizer "$TMP/sp.model" tokenizer.model
+tok_export hf HuggingFaceTokenizer "$TOKS/qwen" tokenizer.json tokenizer_config.json
+tok_export hf_file HuggingFaceTokenizer "$TOKS/gpt2/tokenizer.json" tokenizer.json
+"$BIN" convert --load "$TMP/gpt" --to hf "$TMP/hf_null" 2>"$TMP/msg"
+grep -q "tokenizer NullTokenizer: no files" "$TMP/msg" && [ -z "$(ls "$TMP/hf_null" | grep -v -e safetensors -e config.json)" ] &&
+  echo "ok: NullTokenizer: no tokenizer files, said so: $(cat "$TMP/msg")" || { echo "FAIL: NullTokenizer export:"; cat "$TMP/msg"; fail=1; }
+rm "$TMP/sp.model"
+"$BIN" convert --load "$TMP/t_sp" --to hf "$TMP/hf_gone" >/dev/null 2>"$TMP/err"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "sp.model" "$TMP/err" &&
+  echo "ok: a tokenizer file gone -> $(cat "$TMP/err")" || { echo "FAIL: tokenizer file gone rc=$rc:"; cat "$TMP/err"; fail=1; }
 
 # 4. corrupted shards
 corrupt() { # NAME HOW: copy hf_gpt, break it, import: one line naming the file, exit 2, no checkpoint
