@@ -204,9 +204,15 @@ static int shard_all_to_all(const dg_graph *g, const dg_node *n, const dg_shardi
     if (sd < 0 || cd < 0 || sd >= DG_MAX_DIMS || cd >= DG_MAX_DIMS || in[0].partial != DG_AXIS_NONE)
         return DG_SHARD_CANNOT;
     if (dg_axis_is_data(n->group)) return DG_OK;
-    /* Ulysses: the split moves from one dim to the other */
-    out[0].split[sd] = in[0].split[cd];
-    out[0].split[cd] = in[0].split[sd];
+    /* Ulysses: the group's split moves from the concat dim to the split dim,
+     * inside another axis's split there (heads over tp, then over cp) */
+    uint8_t a = (uint8_t)n->group;
+    if (in[0].split2[cd] == a) out[0].split2[cd] = DG_AXIS_NONE;
+    else if (in[0].split[cd] == a && in[0].split2[cd] == DG_AXIS_NONE) out[0].split[cd] = DG_AXIS_NONE;
+    else return DG_SHARD_CANNOT;
+    if (in[0].split[sd] == DG_AXIS_NONE) out[0].split[sd] = a;
+    else if (in[0].split2[sd] == DG_AXIS_NONE && in[0].split[sd] != a) out[0].split2[sd] = a;
+    else return DG_SHARD_CANNOT;
     return DG_OK;
 }
 

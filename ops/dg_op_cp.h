@@ -23,6 +23,12 @@
  *     count = sum(mask) (or the rows without a mask). With the rows split
  *     over an axis both are partial sums over it. Adjoint: softmax_xent_bwd
  *     with dloss * count (its mean's gradient times the count).
+ *   cp_vocab_xent_sum(logits [.., Vl], targets, rank, lse, tlogit [, mask]) ->
+ *       loss_sum [], count []
+ *     vocab_xent (dg_op_vocab.h) summed, not averaged, as cp_xent_sum: the
+ *     loss of CP x TP, whose logits are split on the vocabulary over tp and
+ *     on the rows over cp (both sums partial over cp). attrs: i[0] = V.
+ *     Adjoint: vocab_xent_bwd with dloss * count.
  *   cp_div(num [], den []) -> num / den
  *     The gradient flows to num only (den is a token count).
  */
@@ -37,6 +43,7 @@ extern const dg_op_def dg_op_pos_embed_pos;
 extern const dg_op_def dg_op_pos_embed_pos_grad;
 extern const dg_op_def dg_op_cp_xent_sum;
 extern const dg_op_def dg_op_cp_div;
+extern const dg_op_def dg_op_cp_vocab_xent_sum;
 
 /* The positions of this rank's S local tokens plus offset: one cp_positions
  * node per graph and (S, offset), reading the "cp_rank" input. */
@@ -55,5 +62,9 @@ int dg_cp_lower_pos_embed(dg_graph *g, const dg_graph *src, const dg_node *n, co
                           const void *opts, dg_err *err);
 int dg_cp_lower_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
                      const void *opts, dg_err *err);
+/* vocab_xent (TP's loss) under CP: cp_vocab_xent_sum, its sums all-reduced
+ * over cp and divided, as dg_cp_lower_xent. */
+int dg_cp_lower_vocab_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+                           const void *opts, dg_err *err);
 
 #endif /* DG_OP_CP_H */

@@ -43,7 +43,15 @@ int dg_cp_lower_pos_embed(dg_graph *g, const dg_graph *src, const dg_node *n, co
     return DG_OK;
 }
 
-/* loss = all_reduce(sum) / all_reduce(count) over cp. */
+/* all_reduce(sum) / all_reduce(count) over cp: the loss. */
+static int cp_mean(dg_graph *g, int sum, int count, int cp, const char *name, int *loss, dg_err *err) {
+    int num = sum < 0 ? -1 : dg_all_reduce(g, sum, DG_AXIS_CP, cp);
+    int den = count < 0 ? -1 : dg_all_reduce(g, count, DG_AXIS_CP, cp);
+    *loss = num < 0 || den < 0 ? -1 : dg_add1(g, &dg_op_cp_div, NULL, (int[]){num, den}, 2, name);
+    if (*loss < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp loss: %s", g->err.msg);
+    return DG_OK;
+}
+
 int dg_cp_lower_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
                      const void *opts, dg_err *err) {
     (void)src;
@@ -51,12 +59,18 @@ int dg_cp_lower_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const i
     const dg_pass_cp_opts *o = opts;
     int outs[3] = {-1, -1, -1};
     dg_graph_add(g, &dg_op_cp_xent_sum, NULL, in, n->n_in, outs, "loss/cp_sum");
-    int num = outs[0] < 0 ? -1 : dg_all_reduce(g, outs[0], DG_AXIS_CP, o->cp_size);
-    int den = outs[2] < 0 ? -1 : dg_all_reduce(g, outs[2], DG_AXIS_CP, o->cp_size);
-    out[0] = num < 0 || den < 0 ? -1 : dg_add1(g, &dg_op_cp_div, NULL, (int[]){num, den}, 2, n->name);
     out[1] = outs[1];
-    if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp loss: %s", g->err.msg);
-    return DG_OK;
+    return cp_mean(g, outs[0], outs[2], o->cp_size, n->name, &out[0], err);
+}
+
+int dg_cp_lower_vocab_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+                           const void *opts, dg_err *err) {
+    (void)src;
+    if (!dg_cp_lowers(g, in[1])) return dg_cp_lower_copy(g, n, in, out, err);
+    const dg_pass_cp_opts *o = opts;
+    int outs[2] = {-1, -1};
+    dg_graph_add(g, &dg_op_cp_vocab_xent_sum, &n->attrs, in, n->n_in, outs, "loss/cp_sum");
+    return cp_mean(g, outs[0], outs[1], o->cp_size, n->name, &out[0], err);
 }
 
 int dg_cp_lower_attention(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
