@@ -118,9 +118,23 @@ static int64_t parts_of(const dg_graph *g, const dg_sharding *s, int d) {
     return (int64_t)dg_mesh_size(g, (dg_axis)s->split[d]) * dg_mesh_size(g, (dg_axis)s->split2[d]);
 }
 
+/* CP splits the sequence, dim 1 of [B, S, ..]: flattening the tokens
+ * ([B, S, H] <-> [B * S, H], the MoE layer's view) keeps the split, the
+ * rows of [B * S] split over cp in each rank's (b, chunk) order, since the
+ * ops on flat tokens treat rows alike (the router's statistics are
+ * reduced over cp, moe/). Whether dims [i0, i) of x merge the sequence
+ * split over cp with the batch dim before it, nothing else split. */
+static bool cp_tokens(const dg_sharding *in, int i0, int i, int seq) {
+    if (i0 != 0 || i <= seq || in->split[seq] != DG_AXIS_CP || in->split2[seq] != DG_AXIS_NONE) return false;
+    for (int d = i0; d < i; d++)
+        if (d != seq && dg_layout_dim_split(in, d)) return false;
+    return true;
+}
+
 /* Map x's split dims onto the reshape's output dims: dims are grouped where
  * the products of the two shapes agree, and a split must lead its group (of
- * dims > 1) on both sides (Hq*D <-> Hq, D). Shapes are global here. */
+ * dims > 1) on both sides (Hq*D <-> Hq, D), but for CP's tokens
+ * (cp_tokens). Shapes are global here. */
 static int map_groups(const int64_t *xs, int xn, const int64_t *ys, int yn, const dg_sharding *in,
                       const dg_sharding *prefer, dg_sharding *out, int *out_dim_of) {
     int i = 0, j = 0;
@@ -137,6 +151,8 @@ static int map_groups(const int64_t *xs, int xn, const int64_t *ys, int yn, cons
         /* a split dim leads even where it is 1 locally (one head per rank) */
         while (lead_i < i - 1 && xs[lead_i] == 1 && !dg_layout_dim_split(in, lead_i)) lead_i++;
         while (lead_j < j - 1 && ys[lead_j] == 1) lead_j++;
+        if (cp_tokens(in, i0, i, 1)) lead_i = 1; /* [B, S/cp, ..] -> [B * S/cp, ..] */
+        if (in->split[lead_i] == DG_AXIS_CP && j0 <= 1 && 1 < j && i - i0 == 1) lead_j = 1; /* and back */
         for (int d = i0; d < i; d++)
             if (dg_layout_dim_split(in, d) && d != lead_i) return DG_SHARD_CANNOT;
         if (lead_i < xn && lead_j < yn && dg_layout_dim_split(in, lead_i)) {

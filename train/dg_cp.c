@@ -28,11 +28,16 @@ int dg_train_config_check_cp(const dg_train_config *c, dg_err *err) {
                           "--tp-comm-overlap with --context-parallel-size %d: not supported yet (the chunked "
                           "linears take whole sequences)",
                           cp);
-    if (m->num_experts > 0)
+    const char *unbuilt = m->num_experts <= 0                          ? NULL
+                          : !strcmp(c->load_balancing, "seq_aux_loss") ? "--moe-router-load-balancing-type seq_aux_loss"
+                          : m->moe_router_num_groups > 0               ? "--moe-router-num-groups"
+                          : m->moe_capacity_factor > 0                 ? "--moe-expert-capacity-factor"
+                                                                       : NULL;
+    if (unbuilt)
         return dg_err_set(err, DG_EINPUT,
-                          "--context-parallel-size %d with --num-experts %d: MoE under CP is not built yet "
-                          "(use a dense model)",
-                          cp, m->num_experts);
+                          "--context-parallel-size %d with %s: not built yet (MoE under CP takes the global "
+                          "aux loss, dropless, without group-limited routing)",
+                          cp, unbuilt);
     return DG_OK;
 }
 

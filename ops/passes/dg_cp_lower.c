@@ -86,3 +86,82 @@ int dg_cp_lower_attention(dg_graph *g, const dg_graph *src, const dg_node *n, co
     if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "ring attention: %s", g->err.msg);
     return DG_OK;
 }
+
+/* ---- the MoE layer under CP (dg_op_cp.h) ------------------------------------------------ */
+
+/* Whether the dims of x past `from` equal attrs dims past `afrom`. */
+static int same_tail(const dg_tensor *x, int from, const dg_attrs *a, int afrom) {
+    for (int d = from; d < x->ndim; d++)
+        if (a->i[1 + afrom + d - from] != x->shape[d]) return 0;
+    return 1;
+}
+
+int dg_cp_lower_reshape(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+                        const void *opts, dg_err *err) {
+    (void)src;
+    (void)opts; /* every pass lowering all ops calls this: the mesh says CP */
+    int cp = g->mesh[DG_AXIS_CP], yn = (int)n->attrs.i[0];
+    const dg_tensor *x = &g->tensors[in[0]];
+    dg_attrs a = n->attrs;
+    if (cp > 1 && x->ndim >= 3 && yn == x->ndim - 1 && dg_cp_lowers(g, in[0]) &&
+        a.i[1] == x->shape[0] * x->shape[1] * cp && same_tail(x, 2, &a, 1)) { /* [B, S, ..] -> [B * S, ..] */
+        a.i[1] /= cp;
+        int y = dg_add1(g, n->op, &a, in, 1, n->name);
+        out[0] = y < 0 ? -1 : dg_cp_relabel(g, y, DG_CP_TOKENS_TO_DATA);
+    } else if (cp > 1 && x->ndim >= 2 && yn == x->ndim + 1 && dg_layout_is_replicated(&x->sharding) &&
+               a.i[1] * a.i[2] == x->shape[0] * cp && a.i[2] % cp == 0 && same_tail(x, 1, &a, 2)) {
+        a.i[2] /= cp; /* this rank's tokens [B * S/cp, ..] -> [B, S/cp, ..] */
+        int t = dg_cp_relabel(g, in[0], DG_CP_DATA_TO_TOKENS);
+        out[0] = t < 0 ? -1 : dg_add1(g, n->op, &a, &t, 1, n->name);
+    } else {
+        return DG_LOWER_AS_IS;
+    }
+    if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp tokens: %s", g->err.msg);
+    return DG_OK;
+}
+
+/* n was lowered by the CP pass already (a later pass lowering every op
+ * re-emits it): its output is a summand over cp. */
+static int lowered_before(const dg_graph *src, const dg_node *n) {
+    for (int i = n->id + 1; i < src->n_nodes; i++)
+        if (src->nodes[i].op == &dg_op_cp_relabel && src->nodes[i].in[0] == n->out[0]) return 1;
+    return 0;
+}
+
+/* all_reduce over cp of this rank's term x. */
+static int cp_sum(dg_graph *g, int x, int cp) {
+    int p = x < 0 ? -1 : dg_cp_relabel(g, x, DG_CP_SUMMAND);
+    return p < 0 ? -1 : dg_all_reduce(g, p, DG_AXIS_CP, cp);
+}
+
+int dg_cp_lower_moe_aux(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+                        const void *opts, dg_err *err) {
+    (void)opts;
+    int cp = g->mesh[DG_AXIS_CP];
+    if (cp <= 1 || lowered_before(src, n)) return DG_LOWER_AS_IS;
+    if (n->n_in < 2 || g->tensors[in[1]].ndim != 1 || n->attrs.i[2] > 1)
+        return dg_err_set(err, DG_EINPUT,
+                          "--context-parallel-size %d: the MoE aux loss under CP is built from the router's "
+                          "tokens per expert only (not --moe-router-load-balancing-type seq_aux_loss nor "
+                          "group-limited routing)",
+                          cp);
+    dg_attrs a = n->attrs;
+    a.f[0] /= (double)cp * cp; /* this rank's probabilities against all ranks' counts and tokens */
+    int counts = cp_sum(g, in[1], cp);
+    int local = counts < 0 ? -1 : dg_add1(g, n->op, &a, (int[]){in[0], counts}, 2, n->name);
+    out[0] = cp_sum(g, local, cp);
+    if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp aux loss: %s", g->err.msg);
+    return DG_OK;
+}
+
+int dg_cp_lower_moe_z(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+                      const void *opts, dg_err *err) {
+    (void)opts;
+    int cp = g->mesh[DG_AXIS_CP];
+    if (cp <= 1 || lowered_before(src, n)) return DG_LOWER_AS_IS;
+    dg_attrs a = n->attrs;
+    a.f[0] /= cp; /* the mean over cp ranks' equal token counts */
+    out[0] = cp_sum(g, dg_add1(g, n->op, &a, in, 1, n->name), cp);
+    if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp z loss: %s", g->err.msg);
+    return DG_OK;
+}
