@@ -5,10 +5,12 @@
 # rank, the ring over the local heads), with sequence parallelism, with GQA
 # (one query group per tp rank), with the all-to-all (--cp-comm-type a2a:
 # each rank's heads split over cp) and CP=2 x TP=2 x DP=2 with the
-# distributed optimizer. MoE (router and dispatch on each rank's tokens, CP
+# distributed optimizer; CP=2 x PP=2 (1F1B and zero-bubble H1: the CP ring's
+# send/recv chained per micro-batch inside the pipeline schedule, a stage's
+# activations crossing split over cp). MoE (router and dispatch on each rank's tokens, CP
 # folded into the expert grid; the aux loss from tokens per expert summed
 # over cp, the z loss a mean over cp): CP=2, CP=2 x EP=2 (allgather and
-# alltoall dispatchers) and CP=2 x TP=2. Each must log the single-rank
+# alltoall dispatchers), CP=2 x TP=2 and CP=2 x PP=2. Each must log the single-rank
 # run's lm loss, grad norm and MoE losses for each of 5 iterations, within
 # 1e-5 relative, and end with its parameters (checkpoints hold whole
 # tensors; compared within 1e-5 relative).
@@ -31,6 +33,9 @@ check 4 "$ref" "$TMP/ref" "${mha[@]}" "${cptp[@]}"
 check 4 "$ref" "$TMP/ref" "${mha[@]}" "${cptp[@]}" --sequence-parallel
 check 4 "$ref" "$TMP/ref" "${mha[@]}" "${cptp[@]}" --cp-comm-type a2a
 check 8 "$ref" "$TMP/ref" "${mha[@]}" "${cptp[@]}" --use-distributed-optimizer
+check 4 "$ref" "$TMP/ref" "${mha[@]}" --context-parallel-size 2 --pipeline-model-parallel-size 2
+check 4 "$ref" "$TMP/ref" "${mha[@]}" --context-parallel-size 2 --pipeline-model-parallel-size 2 \
+    --pipeline-schedule zero-bubble-h1
 ref_gqa=$(run "$TMP/ref_gqa" 1 "${gqa[@]}")
 echo "np 1 (single rank, GQA): $ref_gqa"
 [ -n "$ref_gqa" ] || fail "the single-rank GQA run logged nothing"
@@ -44,4 +49,5 @@ check 4 "$ref_moe" "$TMP/ref_moe" "${moe[@]}" --context-parallel-size 2 --expert
 check 4 "$ref_moe" "$TMP/ref_moe" "${moe[@]}" --context-parallel-size 2 --expert-model-parallel-size 2 \
     --moe-token-dispatcher-type alltoall
 check 4 "$ref_moe" "$TMP/ref_moe" "${moe[@]}" "${cptp[@]}"
+check 4 "$ref_moe" "$TMP/ref_moe" "${moe[@]}" --context-parallel-size 2 --pipeline-model-parallel-size 2
 echo "OK"
