@@ -96,5 +96,10 @@ int dg_cp_lower_moe_aux(dg_graph *g, const dg_graph *src, const dg_node *n, cons
                         const void *opts, dg_err *err);
 int dg_cp_lower_moe_z(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
                       const void *opts, dg_err *err);
+/* dropout of x split over cp on dim 1 (called by dropout's own lowering):
+ * the coordinate form with attrs i[2] = cp, so each element draws the one
+ * rank's mask at its global token (dg_op_dropout.h). */
+int dg_cp_lower_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+                        const void *opts, dg_err *err);
 
 #endif /* DG_OP_CP_H */

@@ -35,7 +35,8 @@ static int cp_lower(const dg_graph *src, const dg_node *n, void *ctx) {
     (void)src;
     (void)ctx;
     return is_op(n, "attention") || is_op(n, "rope") || is_op(n, "pos_embed_add") || is_op(n, "softmax_xent") ||
-           is_op(n, "vocab_xent") || is_op(n, "reshape") || is_op(n, "moe_aux_loss") || is_op(n, "moe_z_loss");
+           is_op(n, "vocab_xent") || is_op(n, "reshape") || is_op(n, "moe_aux_loss") || is_op(n, "moe_z_loss") ||
+           is_op(n, "dropout");
 }
 
 /* The global sequence length, from the first embedding's tokens (tokens are

@@ -7,6 +7,7 @@
 #include "dg_layout.h"
 #include "dg_op_cp.h"
 #include "dg_op_cp_a2a.h"
+#include "dg_op_dropout.h"
 #include "dg_op_ring_attn.h"
 #include "dg_ops_util.h"
 #include "dg_pass_cp.h"
@@ -163,5 +164,17 @@ int dg_cp_lower_moe_z(dg_graph *g, const dg_graph *src, const dg_node *n, const 
     a.f[0] /= cp; /* the mean over cp ranks' equal token counts */
     out[0] = cp_sum(g, dg_add1(g, n->op, &a, in, 1, n->name), cp);
     if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp z loss: %s", g->err.msg);
+    return DG_OK;
+}
+
+int dg_cp_lower_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+                        const void *opts, dg_err *err) {
+    (void)src;
+    (void)opts;
+    int cp = g->mesh[DG_AXIS_CP];
+    out[0] = dg_dropout_slice(g, in[0], in[1], dg_mesh_coord_input(g, DG_AXIS_CP), DG_AXIS_CP, n->attrs.f[0],
+                              (int)n->attrs.i[0]);
+    if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp dropout: %s", g->err.msg);
+    g->nodes[g->tensors[out[0]].producer].attrs.i[2] = cp; /* the mask of chunks r and 2cp-1-r */
     return DG_OK;
 }
