@@ -57,6 +57,10 @@ extern const dg_op_def dg_op_cp_div;
 extern const dg_op_def dg_op_cp_vocab_xent_sum;
 extern const dg_op_def dg_op_cp_relabel;
 
+/* A masked mean over rows (mask NULL: all rows) -> its sum; *count = the
+ * rows it averaged (sum of the mask). The kernels of the cp_*_sum ops. */
+void dg_cp_mean_to_sum(float *loss, float *count, const float *mask, int64_t rows);
+
 enum { DG_CP_TOKENS_TO_DATA = 0, DG_CP_DATA_TO_TOKENS = 1, DG_CP_SUMMAND = 2 };
 int dg_cp_relabel(dg_graph *g, int x, int mode);
 

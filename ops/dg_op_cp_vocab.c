@@ -21,14 +21,8 @@ static int k_vsum(const dg_exec_env *e, const dg_graph *g, const dg_node *n, voi
     (void)e;
     int64_t rows = dg_tensor_numel(DG_IN(g, n, 1));
     const float *mask = n->n_in > 5 ? in[5] : NULL;
-    float *loss = out[0], *count = out[1];
-    DG_TRY(dg_cpu_vocab_xent_loss(in[1], mask, in[3], in[4], loss, rows, n->attrs.i[0], NULL));
-    double cnt = 0;
-    if (!mask) cnt = (double)rows;
-    else
-        for (int64_t r = 0; r < rows; r++) cnt += mask[r];
-    *loss = (float)((double)*loss * cnt); /* the mean's sum, as cp_xent_sum */
-    *count = (float)cnt;
+    DG_TRY(dg_cpu_vocab_xent_loss(in[1], mask, in[3], in[4], out[0], rows, n->attrs.i[0], NULL));
+    dg_cp_mean_to_sum(out[0], out[1], mask, rows);
     return DG_OK;
 }
 
