@@ -204,9 +204,15 @@ static int shard_all_to_all(const dg_graph *g, const dg_node *n, const dg_shardi
     if (sd < 0 || cd < 0 || sd >= DG_MAX_DIMS || cd >= DG_MAX_DIMS || in[0].partial != DG_AXIS_NONE)
         return DG_SHARD_CANNOT;
     if (dg_axis_is_data(n->group)) return DG_OK;
-    /* Ulysses: the split moves from one dim to the other */
-    out[0].split[sd] = in[0].split[cd];
-    out[0].split[cd] = in[0].split[sd];
+    /* Ulysses: the group's split moves from the concat dim to the split dim,
+     * inside another axis's split there (heads over tp, then over cp) */
+    uint8_t a = (uint8_t)n->group;
+    if (in[0].split2[cd] == a) out[0].split2[cd] = DG_AXIS_NONE;
+    else if (in[0].split[cd] == a && in[0].split2[cd] == DG_AXIS_NONE) out[0].split[cd] = DG_AXIS_NONE;
+    else return DG_SHARD_CANNOT;
+    if (in[0].split[sd] == DG_AXIS_NONE) out[0].split[sd] = a;
+    else if (in[0].split2[sd] == DG_AXIS_NONE && in[0].split[sd] != a) out[0].split2[sd] = a;
+    else return DG_SHARD_CANNOT;
     return DG_OK;
 }
 
@@ -250,6 +256,18 @@ static int shard_send(const dg_graph *g, const dg_node *n, const dg_sharding *in
     (void)in;
     (void)out;
     (void)attrs;
+    return DG_OK;
+}
+
+/* A recv has no input to take a layout from: the layout travels with the
+ * data, as the pass that paired it with its send recorded it (a PP stage's
+ * activations split over cp, a CP ring's K/V chunk replicated). */
+static int shard_recv(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                      dg_attrs *attrs) {
+    (void)in;
+    (void)attrs;
+    memset(out, 0, sizeof *out);
+    if (n->n_out > 0 && n->out[0] >= 0) out[0] = g->tensors[n->out[0]].sharding;
     return DG_OK;
 }
 

@@ -174,6 +174,7 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
         }
         DG_TRY(dg_pass_pp_schedule(g, &o->pp, o->n_microbatches, NULL, err));
         DG_TRY(dg_pass_pp_tied(g, &r->pp, o->autodiff, err));
+        if (o->cp.cp_size > 1) DG_TRY(dg_pass_cp_order(g, err));
         return dg_pass_pp_fence(g, err);
     case DG_STAGE_DP: {
         if (!o->dp) return DG_OK;

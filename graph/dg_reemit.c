@@ -62,10 +62,23 @@ static int local_attrs(const dg_graph *dst, const dg_node *n, const int *in, dg_
     return 1;
 }
 
+/* Every split of a (dim and axis) is one of b's, and their partial sums
+ * agree: b is a plus the splits a later pass added. */
+static int layout_within(const dg_sharding *a, const dg_sharding *b) {
+    if (a->partial != b->partial) return 0;
+    for (int d = 0; d < DG_MAX_DIMS; d++) {
+        int s[2] = {a->split[d], a->split2[d]};
+        for (int k = 0; k < 2; k++)
+            if (s[k] != DG_AXIS_NONE && b->split[d] != s[k] && b->split2[d] != s[k]) return 0;
+    }
+    return 1;
+}
+
 /* Local shapes can be ambiguous where a split dim is 1 locally (one head
  * per rank: [.., 16] -> [.., 1, 16]): when src is already sharded (a later
  * pass re-emitting it), its recorded layouts say which, so they stay where
- * the rule, told them, agrees. */
+ * the rule, told them, agrees (keeping the splits this pass adds: the CP
+ * pass splits the sequence of heads the TP pass placed). */
 static void keep_recorded(dg_graph *dst, const dg_graph *src, const dg_node *n, dg_node *m, dg_sharding *lay) {
     int differs = 0;
     for (int j = 0; j < n->n_out; j++) differs |= !dg_layout_equal(&lay[j], &src->tensors[n->out[j]].sharding);
@@ -73,8 +86,10 @@ static void keep_recorded(dg_graph *dst, const dg_graph *src, const dg_node *n, 
     for (int j = 0; j < m->n_out; j++) dst->tensors[m->out[j]].sharding = src->tensors[n->out[j]].sharding;
     dg_sharding chk[DG_MAX_OUTPUTS];
     if (dg_layout_infer(dst, m, chk, NULL) != DG_OK) return;
-    for (int j = 0; j < n->n_out; j++)
-        if (!dg_layout_equal(&chk[j], &src->tensors[n->out[j]].sharding)) return;
+    for (int j = 0; j < n->n_out; j++) {
+        const dg_sharding *rec = &src->tensors[n->out[j]].sharding;
+        if (!layout_within(rec, &chk[j]) || (dg_layout_is_replicated(rec) && !dg_layout_equal(rec, &chk[j]))) return;
+    }
     for (int j = 0; j < n->n_out; j++) lay[j] = chk[j];
 }
 
@@ -91,6 +106,8 @@ static int copy_node(dg_graph *dst, const dg_graph *src, const dg_node *n, const
     m->stream = n->stream;
     m->group = n->group;
     m->priority = n->priority;
+    if (n->n_in == 0 && n->n_out > 0) /* a recv: its recorded layout (shard_recv) */
+        dst->tensors[out[0]].sharding = src->tensors[n->out[0]].sharding;
     if (n->group != DG_AXIS_NONE) { /* collectives: the rule needs the axis */
         dg_sharding lay[DG_MAX_OUTPUTS];
         if (dg_layout_infer(dst, m, lay, NULL) == DG_OK)

@@ -267,15 +267,18 @@ static int k_xsum(const dg_exec_env *e, const dg_graph *g, const dg_node *n, voi
     const dg_tensor *lg = DG_IN(g, n, 0);
     int64_t rows = dg_rows(lg);
     const float *mask = n->n_in > 2 ? in[2] : NULL;
-    float *loss = out[0], *count = out[2];
     DG_TRY(dg_op_softmax_xent.kernel[DG_BACKEND_CPU](e, g, n, in, out));
+    dg_cp_mean_to_sum(out[0], out[2], mask, rows);
+    return DG_OK;
+}
+
+void dg_cp_mean_to_sum(float *loss, float *count, const float *mask, int64_t rows) {
     double cnt = 0;
     if (!mask) cnt = (double)rows;
     else
         for (int64_t r = 0; r < rows; r++) cnt += mask[r];
     *loss = (float)((double)*loss * cnt); /* the mean's sum */
     *count = (float)cnt;
-    return DG_OK;
 }
 
 static int adj_xsum(dg_graph *g, const dg_node *n, const int *dout, int *din) {

@@ -3,6 +3,7 @@
 
 #include "dg_cpu_dropout.h"
 #include "dg_layout.h"
+#include "dg_op_cp.h"
 #include "dg_ops_util.h"
 
 static int infer_dropout(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
@@ -29,10 +30,23 @@ static void cost_dropout(const dg_graph *g, const dg_node *n, dg_cost *c) {
 static int k_dropout(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
                      void *const *out) {
     const dg_tensor *x = DG_IN(g, n, 0);
-    int64_t B = x->shape[0], per = dg_tensor_numel(x) / (B > 0 ? B : 1);
+    int64_t B = x->shape[0], per = dg_tensor_numel(x) / (B > 0 ? B : 1), cp = n->attrs.i[2];
+    int64_t r = n->n_in > 2 ? (int64_t)*(const int32_t *)in[2] : 0;
+    if (n->n_in > 2 && cp > 1) { /* CP: chunks r and 2cp-1-r of each sample, half a row each */
+        const int32_t *key = in[1];
+        const float *xs = in[0];
+        float *ys = out[0];
+        int64_t half = per / 2;
+        for (int64_t b = 0; b < B; b++) {
+            int32_t kb[4] = {key[0], key[1], key[2] + (int32_t)b, key[3]}; /* sample b's index */
+            for (int h = 0; h < 2; h++)
+                dg_cpu_dropout_at(e->team, xs + b * per + h * half, ys + b * per + h * half, kb, n->attrs.i[0],
+                                  n->attrs.f[0], 1, half, (h ? 2 * cp - 1 - r : r) * half);
+        }
+        return DG_OK;
+    }
     /* with the coordinate: x is this rank's run of each sample (dim 1 split) */
-    int64_t off = n->n_in > 2 ? (int64_t)*(const int32_t *)in[2] * per : 0;
-    dg_cpu_dropout_at(e->team, in[0], out[0], in[1], n->attrs.i[0], n->attrs.f[0], B, per, off);
+    dg_cpu_dropout_at(e->team, in[0], out[0], in[1], n->attrs.i[0], n->attrs.f[0], B, per, r * per);
     return DG_OK;
 }
 
@@ -73,6 +87,7 @@ static int lower_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, con
     (void)err;
     const dg_tensor *x = &g->tensors[in[0]];
     dg_axis a = x->ndim > 1 && x->sharding.split2[1] == DG_AXIS_NONE ? (dg_axis)x->sharding.split[1] : DG_AXIS_NONE;
+    if (a == DG_AXIS_CP) return dg_cp_lower_dropout(g, src, n, in, out, opts, err); /* two chunks, dg_op_cp.h */
     out[0] = a == DG_AXIS_NONE ? dg_add1(g, &dg_op_dropout, &n->attrs, in, 2, n->name)
                                : dg_dropout_slice(g, in[0], in[1], dg_mesh_coord_input(g, a), a, n->attrs.f[0],
                                                   (int)n->attrs.i[0]);
@@ -81,7 +96,7 @@ static int lower_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, con
 
 const dg_op_def dg_op_dropout = {
     .name = "dropout", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1,
-    .iattr_names = {"site", "axis"}, .fattr_names = {"p"}, .lower = lower_dropout,
+    .iattr_names = {"site", "axis", "cp"}, .fattr_names = {"p"}, .lower = lower_dropout,
     .infer = infer_dropout, .cost = cost_dropout, .adjoint = adj_dropout, .kernel = {k_dropout},
     .shard = shard_dropout,
 };

@@ -10,6 +10,8 @@
  *       rank's slice of dim 1 (SP's sequence split over axis) and coord the
  *       rank's coordinate on that axis (the graph's "<axis>_rank" input):
  *       its elements draw the whole sample's mask at their own places.
+ *       With attrs i[2] = cp > 1 (CP's split, dg_pass_cp.h) each row is
+ *       the rank's two chunks, coord r and 2cp-1-r, each half the row.
  * Sharding: no split but the coordinate form's dim 1 over its axis (any
  * other split would shift the sample or element index the mask hashes);
  * key and coord replicated. A pass that splits dim 1 lowers dropout to the

@@ -118,9 +118,23 @@ static int64_t parts_of(const dg_graph *g, const dg_sharding *s, int d) {
     return (int64_t)dg_mesh_size(g, (dg_axis)s->split[d]) * dg_mesh_size(g, (dg_axis)s->split2[d]);
 }
 
+/* CP splits the sequence, dim 1 of [B, S, ..]: flattening the tokens
+ * ([B, S, H] <-> [B * S, H], the MoE layer's view) keeps the split, the
+ * rows of [B * S] split over cp in each rank's (b, chunk) order, since the
+ * ops on flat tokens treat rows alike (the router's statistics are
+ * reduced over cp, moe/). Whether dims [i0, i) of x merge the sequence
+ * split over cp with the batch dim before it, nothing else split. */
+static bool cp_tokens(const dg_sharding *in, int i0, int i, int seq) {
+    if (i0 != 0 || i <= seq || in->split[seq] != DG_AXIS_CP || in->split2[seq] != DG_AXIS_NONE) return false;
+    for (int d = i0; d < i; d++)
+        if (d != seq && dg_layout_dim_split(in, d)) return false;
+    return true;
+}
+
 /* Map x's split dims onto the reshape's output dims: dims are grouped where
  * the products of the two shapes agree, and a split must lead its group (of
- * dims > 1) on both sides (Hq*D <-> Hq, D). Shapes are global here. */
+ * dims > 1) on both sides (Hq*D <-> Hq, D), but for CP's tokens
+ * (cp_tokens). Shapes are global here. */
 static int map_groups(const int64_t *xs, int xn, const int64_t *ys, int yn, const dg_sharding *in,
                       const dg_sharding *prefer, dg_sharding *out, int *out_dim_of) {
     int i = 0, j = 0;
@@ -137,6 +151,8 @@ static int map_groups(const int64_t *xs, int xn, const int64_t *ys, int yn, cons
         /* a split dim leads even where it is 1 locally (one head per rank) */
         while (lead_i < i - 1 && xs[lead_i] == 1 && !dg_layout_dim_split(in, lead_i)) lead_i++;
         while (lead_j < j - 1 && ys[lead_j] == 1) lead_j++;
+        if (cp_tokens(in, i0, i, 1)) lead_i = 1; /* [B, S/cp, ..] -> [B * S/cp, ..] */
+        if (in->split[lead_i] == DG_AXIS_CP && j0 <= 1 && 1 < j && i - i0 == 1) lead_j = 1; /* and back */
         for (int d = i0; d < i; d++)
             if (dg_layout_dim_split(in, d) && d != lead_i) return DG_SHARD_CANNOT;
         if (lead_i < xn && lead_j < yn && dg_layout_dim_split(in, lead_i)) {
@@ -152,8 +168,49 @@ static int map_groups(const int64_t *xs, int xn, const int64_t *ys, int yn, cons
     return DG_OK;
 }
 
+/* Ranks that split dim d over the axes in `axes` (a bit per dg_axis). */
+static int64_t parts_over(const dg_graph *g, const dg_sharding *s, int d, unsigned axes) {
+    int64_t p = 1;
+    if (axes >> s->split[d] & 1u) p *= dg_mesh_size(g, (dg_axis)s->split[d]);
+    if (axes >> s->split2[d] & 1u) p *= dg_mesh_size(g, (dg_axis)s->split2[d]);
+    return p;
+}
+
+/* The axes splitting some dim of s, a bit per dg_axis (NONE excluded). */
+static unsigned split_axes(const dg_sharding *s, int nd) {
+    unsigned m = 0;
+    for (int d = 0; d < nd; d++) m |= 1u << s->split[d] | 1u << s->split2[d];
+    return m & ~(1u << DG_AXIS_NONE);
+}
+
+/* Map with attrs global over the axes in `glob` and local over the others,
+ * and rewrite the attrs for the local shape (each mapped dim / its parts
+ * over `glob`). */
+static int map_global_over(const dg_graph *g, const dg_tensor *x, const dg_sharding *in, unsigned glob,
+                           int64_t *ys, int yn, dg_sharding *out, dg_attrs *attrs) {
+    int64_t xg[DG_MAX_DIMS];
+    int out_dim_of[DG_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++) xg[d] = x->shape[d] * parts_over(g, in, d, glob);
+    memset(out, 0, sizeof *out);
+    out->partial = in->partial;
+    DG_TRY(map_groups(xg, x->ndim, ys, yn, in, NULL, out, out_dim_of));
+    for (int d = 0; d < x->ndim; d++) {
+        int o = out_dim_of[d];
+        if (o < 0) continue;
+        int64_t p = parts_over(g, in, d, glob);
+        if (ys[o] % p) return DG_SHARD_CANNOT;
+        if (attrs->i[1 + o] > 0) attrs->i[1 + o] = ys[o] / p;
+    }
+    return DG_OK;
+}
+
 /* The attrs hold the shape: global (a logical graph being re-emitted with
- * local input shapes: rewrite them) or already local (verify as is). */
+ * local input shapes: rewrite them), already local (verify as is), or,
+ * where passes stack, local over the axes an earlier pass applied and
+ * global over the one being applied (the TP pass made the head dim local,
+ * the CP pass then splits the sequence): the subset of the input's split
+ * axes whose global sizes give the attrs' element count, and under which
+ * the dims group, says which. */
 int dg_shard_reshape(const dg_graph *g, const dg_node *n, const dg_sharding *in,
                      dg_sharding *out, dg_attrs *attrs) {
     const dg_tensor *x = &g->tensors[n->in[0]];
@@ -180,20 +237,24 @@ int dg_shard_reshape(const dg_graph *g, const dg_node *n, const dg_sharding *in,
         if (known <= 0 || total % known) return DG_SHARD_CANNOT;
         ys[free_dim] = total / known;
     }
-    int out_dim_of[DG_MAX_DIMS];
     if (is_local) {
+        int out_dim_of[DG_MAX_DIMS];
         const dg_sharding *rec = n->n_out > 0 && n->out[0] >= 0 ? &g->tensors[n->out[0]].sharding : NULL;
         return map_groups(x->shape, x->ndim, ys, yn, &in[0], rec, out, out_dim_of);
     }
-    DG_TRY(map_groups(xg, x->ndim, ys, yn, &in[0], NULL, out, out_dim_of));
-    for (int d = 0; d < x->ndim; d++) {
-        int o = out_dim_of[d];
-        if (o < 0) continue;
-        int64_t p = parts_of(g, &in[0], d);
-        if (ys[o] % p) return DG_SHARD_CANNOT;
-        if (attrs->i[1 + o] > 0) attrs->i[1 + o] = ys[o] / p;
+    unsigned all = split_axes(&in[0], x->ndim);
+    if (free_dim >= 0 || known == global) return map_global_over(g, x, &in[0], all, ys, yn, out, attrs);
+    /* mixed: global over a proper, non-empty subset of the split axes */
+    for (unsigned glob = (all - 1) & all; glob; glob = (glob - 1) & all) {
+        int64_t t = 1;
+        for (int d = 0; d < x->ndim; d++) t *= x->shape[d] * parts_over(g, &in[0], d, glob);
+        dg_attrs b = *attrs;
+        if (t == known && map_global_over(g, x, &in[0], glob, ys, yn, out, &b) == DG_OK) {
+            *attrs = b;
+            return DG_OK;
+        }
     }
-    return DG_OK;
+    return DG_SHARD_CANNOT;
 }
 
 int dg_shard_sum(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,

@@ -4,6 +4,7 @@
 #include "dg_collective.h"
 #include "dg_cpu_embedding.h"
 #include "dg_cpu_xent.h"
+#include "dg_op_cp.h"
 #include "dg_op_shard.h"
 #include "dg_ops_util.h"
 
@@ -107,15 +108,34 @@ static int k_stats(const dg_exec_env *e, const dg_graph *g, const dg_node *n, vo
     return DG_OK;
 }
 
-/* Logits split on the vocabulary over axis a -> the stats split on dim 0 over a. */
+/* The one axis splitting the first nd dims of s (the rows: CP splits the
+ * sequence), DG_AXIS_NONE where none does, -1 where two axes do. */
+static int rows_axis(const dg_sharding *s, int nd) {
+    int b = DG_AXIS_NONE;
+    for (int d = 0; d < nd; d++) {
+        if (s->split2[d] != DG_AXIS_NONE || (s->split[d] != DG_AXIS_NONE && b != DG_AXIS_NONE && s->split[d] != b))
+            return -1;
+        if (s->split[d] != DG_AXIS_NONE) b = s->split[d];
+    }
+    return b;
+}
+
+/* Logits split on the vocabulary over axis a -> the stats split on dim 0
+ * over a; rows split over another axis (targets alike) -> dim 1 too. */
 static int shard_stats(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
                        dg_attrs *attrs) {
     (void)attrs;
     dg_axis a = dg_vocab_split_axis(g, n->in[0]);
-    if (a == DG_AXIS_NONE || !dg_layout_is_replicated(&in[1]) || !dg_layout_is_replicated(&in[2]))
+    int lead = g->tensors[n->in[0]].ndim - 1, b = rows_axis(&in[0], lead);
+    if (a == DG_AXIS_NONE || b < 0 || in[1].partial != DG_AXIS_NONE || !dg_layout_is_replicated(&in[2]))
         return DG_SHARD_CANNOT;
+    if (b != DG_AXIS_NONE && g->tensors[n->in[1]].ndim != lead) return DG_SHARD_CANNOT;
+    for (int d = 0; d < g->tensors[n->in[1]].ndim; d++)
+        if (in[1].split[d] != (d < lead ? in[0].split[d] : 0) || in[1].split2[d] != DG_AXIS_NONE)
+            return DG_SHARD_CANNOT;
     memset(out, 0, sizeof *out);
     out->split[0] = (uint8_t)a;
+    out->split[1] = (uint8_t)b;
     return DG_OK;
 }
 
@@ -148,9 +168,22 @@ static int k_combine(const dg_exec_env *e, const dg_graph *g, const dg_node *n, 
     return DG_OK;
 }
 
+/* The gathered stats, their rows split like the targets' -> lse and the
+ * target logits laid out as the targets. */
+static int shard_combine(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                         dg_attrs *attrs) {
+    (void)attrs;
+    int b = rows_axis(&in[1], g->tensors[n->in[1]].ndim);
+    if (b < 0 || in[0].partial != DG_AXIS_NONE || in[1].partial != DG_AXIS_NONE || dg_layout_dim_split(&in[0], 0) ||
+        dg_layout_dim_split(&in[0], 2) || in[0].split[1] != b || in[0].split2[1] != DG_AXIS_NONE)
+        return DG_SHARD_CANNOT;
+    out[0] = out[1] = in[1];
+    return DG_OK;
+}
+
 const dg_op_def dg_op_vocab_xent_combine = {
     .name = "vocab_xent_combine", .min_inputs = 2, .max_inputs = 2, .n_outputs = 2,
-    .infer = infer_combine, .kernel = {k_combine},
+    .infer = infer_combine, .kernel = {k_combine}, .shard = shard_combine,
 };
 
 /* ---- vocab_xent(logits, targets, rank, lse, tlogit [, mask]) -> loss ----------------------- */
@@ -198,6 +231,7 @@ const dg_op_def dg_op_vocab_xent = {
     .name = "vocab_xent", .min_inputs = 5, .max_inputs = 6, .n_outputs = 1,
     .iattr_names = {"vocab"},
     .infer = infer_vxent, .adjoint = adj_vxent, .kernel = {k_vxent}, .shard = shard_vxent,
+    .lower = dg_cp_lower_vocab_xent, /* the loss as a sum and a count under CP x TP (dg_op_cp.h) */
 };
 
 /* ---- vocab_xent_bwd(logits, targets, rank, lse, dloss [, mask]) -> dlogits ------------------ */
@@ -235,8 +269,9 @@ dg_axis dg_vocab_split_axis(const dg_graph *g, int t) {
     if (d < 0 || x->sharding.partial != DG_AXIS_NONE || x->sharding.split2[d] != DG_AXIS_NONE ||
         x->sharding.stride[d] > 1)
         return DG_AXIS_NONE;
-    for (int k = 0; k < d; k++)
-        if (dg_layout_dim_split(&x->sharding, k)) return DG_AXIS_NONE;
+    /* the rows may be split over another axis (CP's sequence), never this one */
+    int b = rows_axis(&x->sharding, d);
+    if (b < 0 || (b != DG_AXIS_NONE && b == x->sharding.split[d])) return DG_AXIS_NONE;
     return (dg_axis)x->sharding.split[d];
 }
 

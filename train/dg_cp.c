@@ -11,26 +11,33 @@ int dg_train_config_check_cp(const dg_train_config *c, dg_err *err) {
     if (strcmp(type, "p2p") != 0 && strcmp(type, "a2a") != 0)
         return dg_err_set(err, DG_EINPUT, "--cp-comm-type %s: not built yet (p2p, the ring, and a2a are)", type);
     int groups = c->group_query_attention && m->num_query_groups > 0 ? m->num_query_groups : m->num_attention_heads;
-    if (!strcmp(type, "a2a") && (m->num_attention_heads % cp != 0 || groups % cp != 0))
+    int tp = c->tensor_model_parallel_size > 1 ? c->tensor_model_parallel_size : 1;
+    if (!strcmp(type, "a2a") && ((m->num_attention_heads / tp) % cp != 0 || (groups / tp) % cp != 0))
         return dg_err_set(err, DG_EINPUT,
                           "--cp-comm-type a2a: --context-parallel-size %d must divide --num-attention-heads %d and "
-                          "the query groups (%d): the all-to-all splits heads over cp",
-                          cp, m->num_attention_heads, groups);
+                          "the query groups (%d) per tp rank (--tensor-model-parallel-size %d): the all-to-all "
+                          "splits each rank's heads over cp",
+                          cp, m->num_attention_heads, groups, tp);
     if (m->seq_length % (2 * cp) != 0)
         return dg_err_set(err, DG_EINPUT,
                           "--seq-length %d: must be divisible by 2 x --context-parallel-size = %d (each CP "
                           "rank holds 2 chunks)",
                           m->seq_length, 2 * cp);
-    if (c->tensor_model_parallel_size > 1)
+    if (c->tp_comm_overlap && tp > 1)
         return dg_err_set(err, DG_EINPUT,
-                          "--context-parallel-size %d with --tensor-model-parallel-size %d: not supported yet "
-                          "(use one of them)",
-                          cp, c->tensor_model_parallel_size);
-    if (m->num_experts > 0)
+                          "--tp-comm-overlap with --context-parallel-size %d: not supported yet (the chunked "
+                          "linears take whole sequences)",
+                          cp);
+    const char *unbuilt = m->num_experts <= 0                          ? NULL
+                          : !strcmp(c->load_balancing, "seq_aux_loss") ? "--moe-router-load-balancing-type seq_aux_loss"
+                          : m->moe_router_num_groups > 0               ? "--moe-router-num-groups"
+                          : m->moe_capacity_factor > 0                 ? "--moe-expert-capacity-factor"
+                                                                       : NULL;
+    if (unbuilt)
         return dg_err_set(err, DG_EINPUT,
-                          "--context-parallel-size %d with --num-experts %d: MoE under CP is not built yet "
-                          "(use a dense model)",
-                          cp, m->num_experts);
+                          "--context-parallel-size %d with %s: not built yet (MoE under CP takes the global "
+                          "aux loss, dropless, without group-limited routing)",
+                          cp, unbuilt);
     return DG_OK;
 }
 

@@ -419,10 +419,6 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
         t->failure_agreed = 1;
         return st;
     }
-    if (sz.cp > 1 && sz.pp > 1)
-        return dg_err_set(err, DG_EINPUT,
-                          "--context-parallel-size %d with --pipeline-model-parallel-size %d: not supported yet "
-                          "(each works alone)", sz.cp, sz.pp);
     t->pp_comm = sz.pp > 1 ? t->grid->group[DG_AXIS_PP] : NULL;
     if (c->emulate_link[0]) { /* the step's comms behind emulated links (dg_comm_emulate.h) */
         dg_link_spec links;

@@ -34,13 +34,16 @@ static int cp_leaf(dg_graph *dst, const dg_graph *src, int t, void *ctx) {
 static int cp_lower(const dg_graph *src, const dg_node *n, void *ctx) {
     (void)src;
     (void)ctx;
-    return is_op(n, "attention") || is_op(n, "rope") || is_op(n, "pos_embed_add") || is_op(n, "softmax_xent");
+    return is_op(n, "attention") || is_op(n, "rope") || is_op(n, "pos_embed_add") || is_op(n, "softmax_xent") ||
+           is_op(n, "vocab_xent") || is_op(n, "reshape") || is_op(n, "moe_aux_loss") || is_op(n, "moe_z_loss") ||
+           is_op(n, "dropout");
 }
 
-/* The global sequence length, from the first embedding's tokens. */
+/* The global sequence length, from the first embedding's tokens (tokens are
+ * input 1 of the embedding and of its vocab-parallel form under TP). */
 static int64_t seq_of(const dg_graph *g) {
     for (int i = 0; i < g->n_nodes; i++)
-        if (is_op(&g->nodes[i], "embedding")) {
+        if (is_op(&g->nodes[i], "embedding") || is_op(&g->nodes[i], "vocab_embedding")) {
             const dg_tensor *tok = &g->tensors[g->nodes[i].in[1]];
             return tok->ndim >= 2 ? tok->shape[1] : -1;
         }

@@ -26,7 +26,14 @@
  *                      runtime tensor (cp_positions of the "cp_rank" input);
  *       softmax_xent   the loss as a token sum and a token count, each
  *                      all-reduced over cp, then divided: the loss of the
- *                      whole sequence, never a mean of means.
+ *                      whole sequence, never a mean of means;
+ *       vocab_xent     the same for TP's vocab-parallel loss (the pass runs
+ *                      after TP's: heads and vocabulary already split);
+ *       reshape        the MoE layer's token flatten and unflatten: its
+ *                      tokens become data (cp_relabel, CP folded into the
+ *                      expert grid), router and dispatch run on them;
+ *       moe_aux_loss, moe_z_loss  statistics reduced over cp: the tokens
+ *                      per expert all-reduced, each rank's term summed.
  * Every rank of the ring gets the same graph: its place is the "cp_rank"
  * input (dg_mesh_coord_input), which the trainer fills once.
  *

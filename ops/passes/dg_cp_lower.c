@@ -7,6 +7,7 @@
 #include "dg_layout.h"
 #include "dg_op_cp.h"
 #include "dg_op_cp_a2a.h"
+#include "dg_op_dropout.h"
 #include "dg_op_ring_attn.h"
 #include "dg_ops_util.h"
 #include "dg_pass_cp.h"
@@ -43,7 +44,15 @@ int dg_cp_lower_pos_embed(dg_graph *g, const dg_graph *src, const dg_node *n, co
     return DG_OK;
 }
 
-/* loss = all_reduce(sum) / all_reduce(count) over cp. */
+/* all_reduce(sum) / all_reduce(count) over cp: the loss. */
+static int cp_mean(dg_graph *g, int sum, int count, int cp, const char *name, int *loss, dg_err *err) {
+    int num = sum < 0 ? -1 : dg_all_reduce(g, sum, DG_AXIS_CP, cp);
+    int den = count < 0 ? -1 : dg_all_reduce(g, count, DG_AXIS_CP, cp);
+    *loss = num < 0 || den < 0 ? -1 : dg_add1(g, &dg_op_cp_div, NULL, (int[]){num, den}, 2, name);
+    if (*loss < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp loss: %s", g->err.msg);
+    return DG_OK;
+}
+
 int dg_cp_lower_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
                      const void *opts, dg_err *err) {
     (void)src;
@@ -51,12 +60,18 @@ int dg_cp_lower_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const i
     const dg_pass_cp_opts *o = opts;
     int outs[3] = {-1, -1, -1};
     dg_graph_add(g, &dg_op_cp_xent_sum, NULL, in, n->n_in, outs, "loss/cp_sum");
-    int num = outs[0] < 0 ? -1 : dg_all_reduce(g, outs[0], DG_AXIS_CP, o->cp_size);
-    int den = outs[2] < 0 ? -1 : dg_all_reduce(g, outs[2], DG_AXIS_CP, o->cp_size);
-    out[0] = num < 0 || den < 0 ? -1 : dg_add1(g, &dg_op_cp_div, NULL, (int[]){num, den}, 2, n->name);
     out[1] = outs[1];
-    if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp loss: %s", g->err.msg);
-    return DG_OK;
+    return cp_mean(g, outs[0], outs[2], o->cp_size, n->name, &out[0], err);
+}
+
+int dg_cp_lower_vocab_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+                           const void *opts, dg_err *err) {
+    (void)src;
+    if (!dg_cp_lowers(g, in[1])) return dg_cp_lower_copy(g, n, in, out, err);
+    const dg_pass_cp_opts *o = opts;
+    int outs[2] = {-1, -1};
+    dg_graph_add(g, &dg_op_cp_vocab_xent_sum, &n->attrs, in, n->n_in, outs, "loss/cp_sum");
+    return cp_mean(g, outs[0], outs[1], o->cp_size, n->name, &out[0], err);
 }
 
 int dg_cp_lower_attention(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
@@ -70,5 +85,96 @@ int dg_cp_lower_attention(dg_graph *g, const dg_graph *src, const dg_node *n, co
                  ? dg_ulysses_attention(g, in[0], in[1], in[2], o->cp_size, n->attrs.f[0], &out[1])
                  : dg_ring_attention(g, in[0], in[1], in[2], o->cp_size, n->attrs.f[0], &out[1]);
     if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "ring attention: %s", g->err.msg);
+    return DG_OK;
+}
+
+/* ---- the MoE layer under CP (dg_op_cp.h) ------------------------------------------------ */
+
+/* Whether the dims of x past `from` equal attrs dims past `afrom`. */
+static int same_tail(const dg_tensor *x, int from, const dg_attrs *a, int afrom) {
+    for (int d = from; d < x->ndim; d++)
+        if (a->i[1 + afrom + d - from] != x->shape[d]) return 0;
+    return 1;
+}
+
+int dg_cp_lower_reshape(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+                        const void *opts, dg_err *err) {
+    (void)src;
+    (void)opts; /* every pass lowering all ops calls this: the mesh says CP */
+    int cp = g->mesh[DG_AXIS_CP], yn = (int)n->attrs.i[0];
+    const dg_tensor *x = &g->tensors[in[0]];
+    dg_attrs a = n->attrs;
+    if (cp > 1 && x->ndim >= 3 && yn == x->ndim - 1 && dg_cp_lowers(g, in[0]) &&
+        a.i[1] == x->shape[0] * x->shape[1] * cp && same_tail(x, 2, &a, 1)) { /* [B, S, ..] -> [B * S, ..] */
+        a.i[1] /= cp;
+        int y = dg_add1(g, n->op, &a, in, 1, n->name);
+        out[0] = y < 0 ? -1 : dg_cp_relabel(g, y, DG_CP_TOKENS_TO_DATA);
+    } else if (cp > 1 && x->ndim >= 2 && yn == x->ndim + 1 && dg_layout_is_replicated(&x->sharding) &&
+               a.i[1] * a.i[2] == x->shape[0] * cp && a.i[2] % cp == 0 && same_tail(x, 1, &a, 2)) {
+        a.i[2] /= cp; /* this rank's tokens [B * S/cp, ..] -> [B, S/cp, ..] */
+        int t = dg_cp_relabel(g, in[0], DG_CP_DATA_TO_TOKENS);
+        out[0] = t < 0 ? -1 : dg_add1(g, n->op, &a, &t, 1, n->name);
+    } else {
+        return DG_LOWER_AS_IS;
+    }
+    if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp tokens: %s", g->err.msg);
+    return DG_OK;
+}
+
+/* n was lowered by the CP pass already (a later pass lowering every op
+ * re-emits it): its output is a summand over cp. */
+static int lowered_before(const dg_graph *src, const dg_node *n) {
+    for (int i = n->id + 1; i < src->n_nodes; i++)
+        if (src->nodes[i].op == &dg_op_cp_relabel && src->nodes[i].in[0] == n->out[0]) return 1;
+    return 0;
+}
+
+/* all_reduce over cp of this rank's term x. */
+static int cp_sum(dg_graph *g, int x, int cp) {
+    int p = x < 0 ? -1 : dg_cp_relabel(g, x, DG_CP_SUMMAND);
+    return p < 0 ? -1 : dg_all_reduce(g, p, DG_AXIS_CP, cp);
+}
+
+int dg_cp_lower_moe_aux(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+                        const void *opts, dg_err *err) {
+    (void)opts;
+    int cp = g->mesh[DG_AXIS_CP];
+    if (cp <= 1 || lowered_before(src, n)) return DG_LOWER_AS_IS;
+    if (n->n_in < 2 || g->tensors[in[1]].ndim != 1 || n->attrs.i[2] > 1)
+        return dg_err_set(err, DG_EINPUT,
+                          "--context-parallel-size %d: the MoE aux loss under CP is built from the router's "
+                          "tokens per expert only (not --moe-router-load-balancing-type seq_aux_loss nor "
+                          "group-limited routing)",
+                          cp);
+    dg_attrs a = n->attrs;
+    a.f[0] /= (double)cp * cp; /* this rank's probabilities against all ranks' counts and tokens */
+    int counts = cp_sum(g, in[1], cp);
+    int local = counts < 0 ? -1 : dg_add1(g, n->op, &a, (int[]){in[0], counts}, 2, n->name);
+    out[0] = cp_sum(g, local, cp);
+    if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp aux loss: %s", g->err.msg);
+    return DG_OK;
+}
+
+int dg_cp_lower_moe_z(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+                      const void *opts, dg_err *err) {
+    (void)opts;
+    int cp = g->mesh[DG_AXIS_CP];
+    if (cp <= 1 || lowered_before(src, n)) return DG_LOWER_AS_IS;
+    dg_attrs a = n->attrs;
+    a.f[0] /= cp; /* the mean over cp ranks' equal token counts */
+    out[0] = cp_sum(g, dg_add1(g, n->op, &a, in, 1, n->name), cp);
+    if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp z loss: %s", g->err.msg);
+    return DG_OK;
+}
+
+int dg_cp_lower_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+                        const void *opts, dg_err *err) {
+    (void)src;
+    (void)opts;
+    int cp = g->mesh[DG_AXIS_CP];
+    out[0] = dg_dropout_slice(g, in[0], in[1], dg_mesh_coord_input(g, DG_AXIS_CP), DG_AXIS_CP, n->attrs.f[0],
+                              (int)n->attrs.i[0]);
+    if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp dropout: %s", g->err.msg);
+    g->nodes[g->tensors[out[0]].producer].attrs.i[2] = cp; /* the mask of chunks r and 2cp-1-r */
     return DG_OK;
 }

@@ -1,9 +1,11 @@
 #!/bin/bash
 # Context parallelism's refusals (issue 14, acceptance 4): a sequence length
-# not divisible by 2 x cp, an unbuilt --cp-comm-type, CP with TP and CP with
-# experts each exit 2 with one line naming the flags, before any work; under
-# mpirun every rank ends with exit 2 and the line is printed once; a2a
-# needs cp to divide the heads and query groups. And the
+# not divisible by 2 x cp, an unbuilt --cp-comm-type, CP with TP's chunked
+# linears (--tp-comm-overlap), and CP with the per-sequence aux loss or
+# token dropping each exit 2 with one line naming the flags, before any
+# work; under mpirun every rank ends with exit 2 and the line is printed
+# once; a2a needs cp to divide the heads and query groups of each tp rank.
+# And the
 # pass's shape in `dagatron dump`: a layer's ring at CP=2 and CP=4 has the
 # send/recv pairs, blocks and merges ring attention needs, one positions
 # node feeds RoPE, and the loss's sum and count are all-reduced over cp.
@@ -40,10 +42,18 @@ refuse "--cp-comm-type allgather: not built yet" \
 refuse "--cp-comm-type a2a: --context-parallel-size 4 must divide --num-attention-heads 4 and the query groups (2)" \
     "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 4 --cp-comm-type a2a \
     --group-query-attention --num-query-groups 2
-refuse "--context-parallel-size 2 with --tensor-model-parallel-size 2: not supported yet" \
-    "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 2 --tensor-model-parallel-size 2
-refuse "--context-parallel-size 2 with --num-experts 4: MoE under CP is not built yet" \
-    "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 2 --num-experts 4
+refuse "--tp-comm-overlap with --context-parallel-size 2: not supported yet" \
+    "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 2 --tensor-model-parallel-size 2 \
+    --sequence-parallel --tp-comm-overlap
+refuse "--cp-comm-type a2a: --context-parallel-size 2 must divide --num-attention-heads 4 and the query groups (2) per tp rank (--tensor-model-parallel-size 2)" \
+    "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 2 --tensor-model-parallel-size 2 \
+    --cp-comm-type a2a --group-query-attention --num-query-groups 2
+refuse "--context-parallel-size 2 with --moe-router-load-balancing-type seq_aux_loss: not built yet" \
+    "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 2 --num-experts 4 \
+    --moe-router-load-balancing-type seq_aux_loss
+refuse "--context-parallel-size 2 with --moe-expert-capacity-factor: not built yet" \
+    "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 2 --num-experts 4 \
+    --moe-expert-capacity-factor 1.0
 # a bad choice is the flag parser's one line
 refuse "--cp-comm-type" "$exe" train "${base[@]}" --seq-length 32 --cp-comm-type ring
 # dump: the step graph of one layer at CP=2 and CP=4

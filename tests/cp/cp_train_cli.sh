@@ -4,14 +4,15 @@
 # CP=2 x DP=2 with the distributed optimizer, CP=2 with GQA (8 heads, 2
 # query groups), CP=2 with learned absolute positions, and the all-to-all
 # variant (--cp-comm-type a2a) at CP=2, CP=4 and CP=2 with GQA must log the
-# single-rank run's lm loss and grad norm for each of 5 iterations, within
+# single-rank run's lm loss and grad norm for each of 5 iterations (and so
+# must CP=2 and CP=4 with hidden dropout), within
 # 1e-5 relative, and end with its parameters (replicated over cp, so the
 # checkpoint is one rank's; compared within 1e-5 relative); a CP=2 run
 # resumed from the single-rank checkpoint continues as the single rank does.
 set -euo pipefail
 exe=$1
 # The architecture of the TP tests (SwiGLU, RMSNorm, RoPE, no biases, no
-# dropout: a rank's dropout mask would depend on its local token order), dense.
+# dropout but in the dropout runs below), dense.
 ARCH=($(cat "$(dirname "$0")/../common/moe_arch.flags"))
 args=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --seq-length 32 --micro-batch-size 2
       --global-batch-size 8 --num-experts 0 --train-iters 5 --lr 1e-3 --log-interval 1
@@ -41,6 +42,14 @@ echo "np 1 (single rank, GQA): $ref_gqa"
 [ -n "$ref_gqa" ] || fail "the single-rank GQA run logged nothing"
 check 2 "$ref_gqa" "$TMP/ref_gqa" "${gqa[@]}" --context-parallel-size 2
 check 2 "$ref_gqa" "$TMP/ref_gqa" "${gqa[@]}" --context-parallel-size 2 --cp-comm-type a2a
+# hidden dropout: each element draws the one rank's mask at its global
+# token (chunks r and 2cp-1-r), so the runs agree
+drop=(--num-attention-heads 4 --hidden-dropout 0.1)
+ref_drop=$(run "$TMP/ref_drop" 1 "${drop[@]}")
+echo "np 1 (single rank, dropout): $ref_drop"
+[ -n "$ref_drop" ] || fail "the single-rank dropout run logged nothing"
+check 2 "$ref_drop" "$TMP/ref_drop" "${drop[@]}" --context-parallel-size 2
+check 4 "$ref_drop" "$TMP/ref_drop" "${drop[@]}" --context-parallel-size 4
 ref_pos=$(run "$TMP/ref_pos" 1 "${learned[@]}")
 echo "np 1 (single rank, learned positions): $ref_pos"
 [ -n "$ref_pos" ] || fail "the single-rank learned-positions run logged nothing"

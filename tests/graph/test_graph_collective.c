@@ -55,11 +55,20 @@ static void test_infer_shapes(void **state) {
     assert_shape(g, rs, 3, DG_SHAPE(2, 8, 6));
     assert_int_equal(dg_Tc(g, rs)->sharding.split[1], DG_AXIS_TP);
 
-    /* Ulysses-style: split heads (dim 1 here), gather sequence (dim 2) */
-    int a2a = dg_all_to_all(g, rs, DG_AXIS_CP, 2, 1, 2);
+    /* Ulysses-style: split heads (dim 1 here), gather sequence (dim 2): the
+     * cp split moves from the sequence to the heads, inside their tp split */
+    int xq = dg_input_new(g, "xq", DG_F32, 3, DG_SHAPE(2, 8, 6));
+    dg_T(g, xq)->sharding.split[1] = DG_AXIS_TP;
+    dg_T(g, xq)->sharding.split[2] = DG_AXIS_CP;
+    int a2a = dg_all_to_all(g, xq, DG_AXIS_CP, 2, 1, 2);
     assert_shape(g, a2a, 3, DG_SHAPE(2, 4, 12));
-    assert_int_equal(dg_Tc(g, a2a)->sharding.split[2], DG_AXIS_TP); /* the split entries swap */
-    assert_int_equal(dg_Tc(g, a2a)->sharding.split[1], DG_AXIS_NONE);
+    assert_int_equal(dg_Tc(g, a2a)->sharding.split[2], DG_AXIS_NONE);
+    assert_int_equal(dg_Tc(g, a2a)->sharding.split[1], DG_AXIS_TP);
+    assert_int_equal(dg_Tc(g, a2a)->sharding.split2[1], DG_AXIS_CP);
+    int back = dg_all_to_all(g, a2a, DG_AXIS_CP, 2, 2, 1); /* and back */
+    assert_int_equal(dg_Tc(g, back)->sharding.split[2], DG_AXIS_CP);
+    assert_int_equal(dg_Tc(g, back)->sharding.split[1], DG_AXIS_TP);
+    assert_int_equal(dg_Tc(g, back)->sharding.split2[1], DG_AXIS_NONE);
     int a2a_same = dg_all_to_all(g, a2a, DG_AXIS_EP, 2, 0, 0); /* MoE dispatch: same dim */
     assert_shape(g, a2a_same, 3, DG_SHAPE(2, 4, 12));
 

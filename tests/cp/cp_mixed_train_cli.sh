@@ -1,0 +1,53 @@
+#!/bin/bash
+# `dagatron train` with context parallelism stacked on tensor and expert
+# parallelism (issue 14, acceptance 1) against the single-rank run on the
+# same global batch. Dense: CP=2 x TP=2 (heads split over tp inside each cp
+# rank, the ring over the local heads), with sequence parallelism, with GQA
+# (one query group per tp rank), with the all-to-all (--cp-comm-type a2a:
+# each rank's heads split over cp) and CP=2 x TP=2 x DP=2 with the
+# distributed optimizer; CP=2 x PP=2 (1F1B and zero-bubble H1: the CP ring's
+# send/recv chained per micro-batch inside the pipeline schedule, a stage's
+# activations crossing split over cp). MoE (router and dispatch on each rank's tokens, CP
+# folded into the expert grid; the aux loss from tokens per expert summed
+# over cp, the z loss a mean over cp): CP=2, CP=2 x EP=2 (allgather and
+# alltoall dispatchers), CP=2 x TP=2 and CP=2 x PP=2. Each must log the single-rank
+# run's lm loss, grad norm and MoE losses for each of 5 iterations, within
+# 1e-5 relative, and end with its parameters (checkpoints hold whole
+# tensors; compared within 1e-5 relative).
+set -euo pipefail
+exe=$1
+ARCH=($(cat "$(dirname "$0")/../common/moe_arch.flags"))
+# the vocabulary padded alike at tp 1 and 2 (to 128), so the runs share it
+args=("${ARCH[@]}" --mock-data --vocab-size 100 --make-vocab-size-divisible-by 64 --num-layers 2 --hidden-size 64
+      --seq-length 32 --micro-batch-size 2 --global-batch-size 8 --train-iters 5 --lr 1e-3
+      --log-interval 1 --lr-decay-style constant)
+mha=(--num-attention-heads 4 --num-experts 0)
+gqa=(--num-attention-heads 8 --group-query-attention --num-query-groups 2 --num-experts 0)
+FIELDS="lm loss: [0-9.E+-]+|load_balancing_loss: [0-9.E+-]+|z_loss: [0-9.E+-]+|grad norm: [0-9.]+"
+. "$(dirname "$0")/../common/train_equiv.sh" # fail, TMP, run, check
+cptp=(--context-parallel-size 2 --tensor-model-parallel-size 2)
+ref=$(run "$TMP/ref" 1 "${mha[@]}")
+echo "np 1 (single rank): $ref"
+[ -n "$ref" ] || fail "the single-rank run logged nothing"
+check 4 "$ref" "$TMP/ref" "${mha[@]}" "${cptp[@]}"
+check 4 "$ref" "$TMP/ref" "${mha[@]}" "${cptp[@]}" --sequence-parallel
+check 4 "$ref" "$TMP/ref" "${mha[@]}" "${cptp[@]}" --cp-comm-type a2a
+check 8 "$ref" "$TMP/ref" "${mha[@]}" "${cptp[@]}" --use-distributed-optimizer
+check 4 "$ref" "$TMP/ref" "${mha[@]}" --context-parallel-size 2 --pipeline-model-parallel-size 2
+check 4 "$ref" "$TMP/ref" "${mha[@]}" --context-parallel-size 2 --pipeline-model-parallel-size 2 \
+    --pipeline-schedule zero-bubble-h1
+ref_gqa=$(run "$TMP/ref_gqa" 1 "${gqa[@]}")
+echo "np 1 (single rank, GQA): $ref_gqa"
+[ -n "$ref_gqa" ] || fail "the single-rank GQA run logged nothing"
+check 4 "$ref_gqa" "$TMP/ref_gqa" "${gqa[@]}" "${cptp[@]}"
+moe=(--num-attention-heads 4 --num-experts 4)
+ref_moe=$(run "$TMP/ref_moe" 1 "${moe[@]}")
+echo "np 1 (single rank, MoE): $ref_moe"
+grep -q "load_balancing_loss: .*z_loss: " <<<"$ref_moe" || fail "the single-rank MoE run logged no MoE losses"
+check 2 "$ref_moe" "$TMP/ref_moe" "${moe[@]}" --context-parallel-size 2
+check 4 "$ref_moe" "$TMP/ref_moe" "${moe[@]}" --context-parallel-size 2 --expert-model-parallel-size 2
+check 4 "$ref_moe" "$TMP/ref_moe" "${moe[@]}" --context-parallel-size 2 --expert-model-parallel-size 2 \
+    --moe-token-dispatcher-type alltoall
+check 4 "$ref_moe" "$TMP/ref_moe" "${moe[@]}" "${cptp[@]}"
+check 4 "$ref_moe" "$TMP/ref_moe" "${moe[@]}" --context-parallel-size 2 --pipeline-model-parallel-size 2
+echo "OK"
