@@ -259,18 +259,6 @@ static int shard_send(const dg_graph *g, const dg_node *n, const dg_sharding *in
     return DG_OK;
 }
 
-/* A recv has no input to take a layout from: the layout travels with the
- * data, as the pass that paired it with its send recorded it (a PP stage's
- * activations split over cp, a CP ring's K/V chunk replicated). */
-static int shard_recv(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
-                      dg_attrs *attrs) {
-    (void)in;
-    (void)attrs;
-    memset(out, 0, sizeof *out);
-    if (n->n_out > 0 && n->out[0] >= 0) out[0] = g->tensors[n->out[0]].sharding;
-    return DG_OK;
-}
-
 /* ---- builders --------------------------------------------------------------- */
 
 

@@ -106,7 +106,7 @@ static int copy_node(dg_graph *dst, const dg_graph *src, const dg_node *n, const
     m->stream = n->stream;
     m->group = n->group;
     m->priority = n->priority;
-    if (n->n_in == 0 && n->n_out > 0) /* a recv: its recorded layout (shard_recv) */
+    if (n->n_in == 0 && n->n_out > 0) /* a recv: its declared layout (dg_recv_laid_out) */
         dst->tensors[out[0]].sharding = src->tensors[n->out[0]].sharding;
     if (n->group != DG_AXIS_NONE) { /* collectives: the rule needs the axis */
         dg_sharding lay[DG_MAX_OUTPUTS];
