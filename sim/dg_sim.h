@@ -117,7 +117,7 @@ int dg_sim_device_check(const dg_sim_device *d, dg_err *err);
 typedef struct dg_sim_opts {
     int world_size;          /* ranks (0: tp x cp x ep x pp, the smallest world) */
     const char *trace_path;  /* write the virtual run as a Chrome trace (NULL: none) */
-    int no_memory_plan;      /* skip the memory plan (faster; peak memory reported as 0) */
+    int no_memory_plan;      /* skip the memory plan (faster): memory is the live peak */
     int quiet;               /* 1: no progress lines on stderr */
 } dg_sim_opts;
 
@@ -131,7 +131,9 @@ typedef struct dg_sim_rank {
     double busy_comm_s;      /* comm stream busy time (waiting for a recv counts) */
     double exposed_comm_s;   /* comm busy with the compute stream idle */
     double idle_s;           /* neither stream busy before end_s (bubble) */
-    double planned_bytes;    /* the memory plan's arena (activations, workspace) */
+    double planned_bytes;    /* the memory plan's arena (activations); for stages
+                              * too big for the planner, the live-bytes peak */
+    int memory_planned;      /* 1: planned_bytes is the memory plan's arena */
     double persistent_bytes; /* parameters, gradients, optimizer state, inputs */
 } dg_sim_rank;
 

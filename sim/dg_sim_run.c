@@ -52,7 +52,8 @@ static int build_one(const dg_train_config *c, const dg_grid_sizes *sz, int i, c
     rr->pp_stage = i;
     rr->n_nodes = pr->n;
     rr->n_comm = pr->n_comm;
-    rr->planned_bytes = st->plan->planned ? (double)st->plan->mem.arena_bytes : 0;
+    rr->planned_bytes = st->plan->planned ? (double)st->plan->mem.arena_bytes : dg_sim_live_peak(st);
+    rr->memory_planned = st->plan->planned;
     rr->persistent_bytes = persistent_bytes(st);
     r->plan_s += dg_now() - t1;
     r->build_s += t1 - t0;
