@@ -94,12 +94,12 @@ static void sim_usage(FILE *f) {
 
 /* --calibrate: fit, save, and use the profile. */
 static int calibrate(sim_cfg *c, dg_sim_device *dev, dg_err *err) {
-    if (!c->calibrate_from[0])
-        return dg_err_set(err, DG_EINPUT, "--calibrate: needs --calibrate-from TRACE (a `dagatron train --trace` "
-                                          "of the same flags)");
     dg_sim_device base;
     dg_sim_device_local_default(&base);
-    DG_TRY(dg_sim_calibrate_from_trace(&c->train, c->world_size, c->calibrate_from, &base, dev, err));
+    if (c->calibrate_from[0])
+        DG_TRY(dg_sim_calibrate_from_trace(&c->train, c->world_size, c->calibrate_from, &base, dev, err));
+    else
+        DG_TRY(dg_sim_calibrate_run(&c->train, c->world_size > 0 ? c->world_size : 1, &base, dev, err));
     char path[DG_ARG_STR_LEN];
     if (c->profile_out[0]) snprintf(path, sizeof path, "%s", c->profile_out);
     else dg_sim_calibration_path(path, sizeof path);
@@ -124,6 +124,8 @@ int dg_cmd_simulate(int argc, char **argv) {
     dg_sim_device dev;
     dg_link_spec links;
     memset(&links, 0, sizeof links);
+    if (st == DG_OK && c->calibrate_from[0] && !c->calibrate)
+        st = dg_err_set(&err, DG_EINPUT, "--calibrate-from: only with --calibrate");
     if (st == DG_OK && c->calibrate) st = calibrate(c, &dev, &err);
     else if (st == DG_OK) st = dg_sim_device_load(c->device[0] ? c->device : "local", &dev, &err);
     if (st == DG_OK && c->train.emulate_link[0])

@@ -183,6 +183,14 @@ void dg_sim_result_print(const dg_sim_result *r, FILE *f);
 int dg_sim_calibrate_from_trace(const dg_train_config *cfg, int world_size, const char *trace_path,
                                 const dg_sim_device *base, dg_sim_device *out, dg_err *err);
 
+/* Calibrate by a short measured run: cfg's model on one rank (parallel
+ * sizes 1, one micro-batch) with a rank's share of this machine's cores in
+ * a world_size-rank run, 3 iterations, the second traced and fitted as
+ * above. The run's own output goes to stdout. The link has no collectives
+ * to fit there and keeps base's. */
+int dg_sim_calibrate_run(const dg_train_config *cfg, int world_size, const dg_sim_device *base, dg_sim_device *out,
+                         dg_err *err);
+
 /* ---- the published table (h19pub's sim/dg_sim_published.c) ----------------- */
 
 /* `dagatron simulate --table published [flags]`: argv after "--table
