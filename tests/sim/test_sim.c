@@ -9,12 +9,16 @@
  *  5. the virtual trace has one process per stage with both streams, and
  *     calibrating from it gives back a profile that predicts the same step;
  *  6. bad input (a world that does not divide, an unknown profile, a
- *     malformed profile file) is DG_EINPUT with one line. */
+ *     malformed profile file) is DG_EINPUT with one line;
+ *  7. --bf16 with TP and PP builds (graph/passes/dg_pass_pp.c used to put
+ *     the rounded copy of a last-stage weight on stage 0 and send it, which
+ *     TP's layouts refused), and no stage sends a weight's rounded copy. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "dg_collective.h"
 #include "dg_flops.h"
 #include "dg_sim_internal.h"
 
@@ -221,12 +225,51 @@ static void test_bad_input(void) {
     remove("test_sim_bad_profile.json");
 }
 
+/* Whether stage graph g sends a tensor computed from parameters alone. */
+static int sends_a_weight(const dg_graph *g) {
+    for (int v = 0; v < g->n_nodes; v++) {
+        const dg_node *n = &g->nodes[v];
+        if (n->op->comm != DG_COMM_SEND || n->group != DG_AXIS_PP) continue;
+        int p = g->tensors[n->in[0]].producer;
+        if (p < 0) continue;
+        int params = 1;
+        for (int k = 0; k < g->nodes[p].n_in; k++) params &= g->tensors[g->nodes[p].in[k]].role == DG_ROLE_PARAMETER;
+        if (params) return 1;
+    }
+    return 0;
+}
+
+static void test_bf16_tp_pp(void) {
+    for (int untie = 0; untie < 2; untie++) {
+        dg_train_config c;
+        small_cfg(&c);
+        c.model.num_experts = 0;
+        c.model.untie_embeddings = untie;
+        c.compat.bf16 = 1;
+        c.tensor_model_parallel_size = 2;
+        c.pipeline_model_parallel_size = 2;
+        dg_train_config f;
+        dg_grid_sizes sz;
+        dg_err err = {{0}};
+        CHECK(dg_sim_config(&c, 4, &f, &sz, &err) == DG_OK);
+        for (int s = 0; s < 2; s++) {
+            dg_sim_stage st;
+            int ok = dg_sim_build_stage(&f, &sz, s, 0, &st, &err) == DG_OK;
+            if (!ok) fprintf(stderr, "bf16 tp 2 pp 2 (untie %d) stage %d: %s\n", untie, s, err.msg);
+            CHECK(ok);
+            if (ok) CHECK(!sends_a_weight(st.g));
+            if (ok) dg_sim_stage_free(&st);
+        }
+    }
+}
+
 int main(void) {
     test_one_rank_equals_plan();
     test_pp_bubble();
     test_links_and_mfu();
     test_trace_and_calibration();
     test_bad_input();
+    test_bf16_tp_pp();
     if (failures) fprintf(stderr, "test_sim: %d failure(s)\n", failures);
     else printf("test_sim: ok\n");
     return failures ? 1 : 0;
