@@ -134,6 +134,7 @@ typedef struct dg_sim_rank {
     double planned_bytes;    /* the memory plan's arena (activations); for stages
                               * too big for the planner, the live-bytes peak */
     int memory_planned;      /* 1: planned_bytes is the memory plan's arena */
+    double flops;            /* FLOPs of its graph (the ops' costs: recompute included) */
     double persistent_bytes; /* parameters, gradients, optimizer state, inputs */
 } dg_sim_rank;
 
@@ -144,6 +145,7 @@ typedef struct dg_sim_result {
     int bf16;                /* 1: the 16-bit peak was the reference */
     double step_s;           /* the slowest stage's end */
     double model_flops;      /* per step, whole world (Megatron's formula, train/dg_flops.h) */
+    double graph_flops;      /* per step, whole world: the graphs' own FLOPs (recompute included) */
     double mfu;              /* model_flops / (step_s x world x peak) */
     double tokens_per_s;
     double exposed_comm_s;   /* the most exposed comm of any stage */
