@@ -40,16 +40,61 @@ void dg_prio_bottom_levels(const dg_graph *g, const int *order, const int *succ_
     }
 }
 
+/* The producer of node n's k-th input, or -1. */
+static int producer_of(const dg_graph *g, const dg_node *n, int k) {
+    int t = n->in[k];
+    int p = t >= 0 && t < g->n_tensors ? g->tensors[t].producer : -1;
+    return p >= 0 && p < g->n_nodes ? p : -1;
+}
+
 void dg_prio_feeds_comm(const dg_graph *g, const int *is_comm, int *feeds) {
-    for (int v = 0; v < g->n_nodes; v++) feeds[v] = 0;
-    for (int c = 0; c < g->n_nodes; c++) {
-        if (!is_comm[c]) continue;
-        const dg_node *n = &g->nodes[c];
-        for (int k = 0; k < n->n_in; k++) {
-            int p = n->in[k] >= 0 && n->in[k] < g->n_tensors ? g->tensors[n->in[k]].producer : -1;
-            if (p >= 0 && p < g->n_nodes && !is_comm[p]) feeds[p] = 1;
+    int nn = g->n_nodes;
+    /* consumers in CSR form: coff[p]..coff[p+1] index cons[] */
+    int *coff = dg_calloc((size_t)nn + 1, sizeof(int));
+    for (int v = 0; v < nn; v++)
+        for (int k = 0; k < g->nodes[v].n_in; k++) {
+            int p = producer_of(g, &g->nodes[v], k);
+            if (p >= 0 && p != v) coff[p + 1]++;
+        }
+    for (int v = 0; v < nn; v++) coff[v + 1] += coff[v];
+    int *fill = dg_malloc(sizeof(int) * (size_t)DG_MAX(nn, 1));
+    int *cons = dg_malloc(sizeof(int) * (size_t)DG_MAX(coff[nn], 1));
+    for (int v = 0; v < nn; v++) fill[v] = coff[v];
+    for (int v = 0; v < nn; v++)
+        for (int k = 0; k < g->nodes[v].n_in; k++) {
+            int p = producer_of(g, &g->nodes[v], k);
+            if (p >= 0 && p != v) cons[fill[p]++] = v;
+        }
+    /* Hops to communication: 1 when a collective reads the task's output,
+     * else 1 + the most hops among its readers once every reader has them
+     * (a fixpoint from the collectives backwards: node ids need not be
+     * topological); FAR past DG_PRIO_FEED_HOPS, 0 never (a reader leads
+     * elsewhere: the loss, the next layer's forward). The whole of backward
+     * leads only to gradient reductions, so only the last few hops count:
+     * the gradients' own producers, their accumulation over micro-batches
+     * and the bucket's pack segments. */
+    enum { FAR = DG_PRIO_FEED_HOPS + 1 };
+    int *hops = dg_calloc((size_t)DG_MAX(nn, 1), sizeof(int));
+    for (int v = 0; v < nn; v++)
+        for (int e = coff[v]; !is_comm[v] && e < coff[v + 1]; e++)
+            if (is_comm[cons[e]]) hops[v] = 1;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int v = nn - 1; v >= 0; v--) { /* readers are mostly created after */
+            if (is_comm[v] || hops[v] || coff[v] == coff[v + 1]) continue;
+            int most = 0;
+            for (int e = coff[v]; most >= 0 && e < coff[v + 1]; e++) {
+                int c = cons[e], hc = is_comm[c] ? 0 : hops[c];
+                most = !is_comm[c] && !hc ? -1 : DG_MAX(most, hc);
+            }
+            if (most >= 0) hops[v] = DG_MIN(most + 1, (int)FAR), changed = 1;
         }
     }
+    for (int v = 0; v < nn; v++) feeds[v] = hops[v] == 1 ? 2 : hops[v] > 1 && hops[v] < FAR ? 1 : 0;
+    dg_free(hops);
+    dg_free(coff);
+    dg_free(fill);
+    dg_free(cons);
 }
 
 /* qsort has no context argument in C11: sort (key, id) records instead. */
