@@ -246,8 +246,13 @@ int dg_pass_dp_skip(dg_graph *g, const dg_dp_opts *opts, const int *norm_skip, i
         dg_graph_set_phase(g, saved);
     }
 
-    /* 5. Without overlap, the reductions wait for the end of backward. */
+    /* 5. Without overlap, the reductions wait for the end of backward. With
+     * it, they still go in bucket order, the order their gradients become
+     * final (see dg_pass_dp.h). */
     if (st == DG_OK && !o->overlap && !o->layout_only) st = order_after_backward(g, &pp, out, err);
+    for (int i = 1; st == DG_OK && o->overlap && !o->layout_only && i < out->n; i++)
+        if (dg_graph_add_order(g, out->b[i - 1].comm_node, out->b[i].comm_node) < 0)
+            st = dg_err_set(err, DG_EINTERNAL, "dp pass: %s", g->err.msg);
     dg_free(order);
     dg_free(pos);
     dg_free(rp);

@@ -35,11 +35,16 @@
  * bucket must be one or the other. With the distributed optimizer each bucket is padded
  * to a multiple of its group size so it splits into equal shards.
  *
- * Overlap (--overlap-grad-reduce): with `overlap` the pass adds nothing
- * more: the scheduler's policy (sched/dg_prio.h) runs a pack as soon as its
- * gradients are final when its collective costs more than the pack (compute
- * that feeds communication cheaply goes first), so the collective starts on
- * the comm stream while backward goes on. Without it, ordering edges
+ * Overlap (--overlap-grad-reduce): with `overlap` the scheduler's policy
+ * (sched/dg_prio.h) runs a pack, and the gradients only it reads, as soon as
+ * they can run (compute that feeds communication goes first), so the
+ * collective starts on the comm stream while backward goes on. The pass
+ * adds one ordering edge from each bucket's collective to the next's: the
+ * comm stream runs its tasks in the plan's order, and a plan whose cost
+ * model misjudges compute (this machine's cores are not the model's) could
+ * otherwise put a bucket whose gradients are final late (the embedding's)
+ * ahead of ones long ready, and the comm stream would sit idle waiting for
+ * it. Bucket order is the order gradients become final, as Megatron's. Without it, ordering edges
  * (dg_graph_add_order) make the first bucket's pack wait for every node that
  * ended the graph before the pass, and each later bucket's pack wait for the
  * previous one: all collectives then run after backward, in bucket order, as

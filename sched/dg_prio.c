@@ -25,7 +25,10 @@ double dg_prio_node_time(const dg_cost_model *m, const dg_graph *g, const dg_nod
             const dg_tensor *x = n->n_in > 0 ? dg_Tc(g, n->in[0]) : NULL;
             return m->task_s + (x ? (double)dg_tensor_bytes(x) : 0) / m->mem_bytes_per_s;
         }
-        return m->task_s + m->comm_latency_s + bytes / m->comm_bytes_per_s;
+        int a = n->group > DG_AXIS_NONE && n->group < DG_AXIS_COUNT ? (int)n->group : -1;
+        double bw = a >= 0 && m->axis_bytes_per_s[a] > 0 ? m->axis_bytes_per_s[a] : m->comm_bytes_per_s;
+        double lat = a >= 0 && m->axis_bytes_per_s[a] > 0 ? m->axis_latency_s[a] : m->comm_latency_s;
+        return m->task_s + lat + bytes / bw;
     }
     return m->task_s + fmax(flops / m->flops_per_s, bytes / m->mem_bytes_per_s);
 }

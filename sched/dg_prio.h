@@ -44,7 +44,7 @@
  *   compute task:  task_s + max(flops / flops_per_s, bytes / mem_bytes_per_s)
  *                  (a roofline: bytes are memory traffic for compute ops);
  *   collective:    task_s + comm_latency_s + bytes / comm_bytes_per_s over a
- *                  group of two or more (bytes: what the rank puts on the
+ *                  group of two or more (its axis's own figures where set) (bytes: what the rank puts on the
  *                  wire, dg_collective.c); over a group of one it is a local
  *                  copy, task_s + bytes / mem_bytes_per_s.
  * The defaults describe a few CPU cores with MPI over shared memory. Only
@@ -68,6 +68,10 @@ typedef struct dg_cost_model {
     double comm_latency_s;   /* fixed cost of one collective: hand-off to the comm thread,
                               * handshake, waiting for the slowest rank (default 5e-5) */
     double task_s;           /* the scheduler's cost per task, and the least any task costs (default 2e-6) */
+    /* Per axis overrides of the two comm figures (0: use the ones above):
+     * the links of --emulate-link (dg_link_cost_model), or a network whose
+     * tp links are faster than its dp ones. */
+    double axis_bytes_per_s[DG_AXIS_COUNT], axis_latency_s[DG_AXIS_COUNT];
 } dg_cost_model;
 
 dg_cost_model dg_cost_model_default(void);

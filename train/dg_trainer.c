@@ -153,6 +153,10 @@ static int setup(trainer *t, dg_err *err) {
     }
     keep[n_keep++] = t->optim.status;
     dg_sched_opts so = {.keep = keep, .n_keep = n_keep};
+    dg_link_spec links; /* under --emulate-link the plan knows the links (dg_link_cost_model) */
+    dg_cost_model cm;
+    if (c->emulate_link[0] && dg_link_spec_parse(c->emulate_link, "--emulate-link", &links, err) == DG_OK)
+        dg_link_cost_model(&links, &cm), so.cost = &cm;
     t->plan = dg_sched_plan_new(t->g, &so, err);
     dg_free(keep);
     if (!t->plan) return DG_EINPUT;

@@ -7,7 +7,8 @@
  *    the collective is a reduce-scatter to [padded / group];
  *  - the plan: with --overlap-grad-reduce the first bucket's collective
  *    starts before backward's last compute task ends; without it every
- *    collective starts after all of backward's compute. */
+ *    collective starts after all of backward's compute; with it the
+ *    collectives are still ordered bucket by bucket. */
 #include <stdio.h>
 #include <string.h>
 
@@ -131,6 +132,14 @@ int main(void) {
         printf("overlap %s: %d buckets; first collective starts %.3g modelled s %s backward's last compute task ends\n",
                ov ? "on" : "off", bk.n, m < 0 ? -m : m, m < 0 ? "before" : "after");
         CHECK(ov ? m < 0 : m >= 0);
+        /* with overlap the collectives still go in bucket order: an
+         * ordering edge from each bucket's collective to the next's */
+        for (int i = 1; ov && i < bk.n; i++) {
+            int found = 0;
+            for (int e = 0; e < g->n_order; e++)
+                found |= g->order[e].before == bk.b[i - 1].comm_node && g->order[e].after == bk.b[i].comm_node;
+            CHECK(found);
+        }
         dg_dp_buckets_free(&bk);
         dg_graph_free(g);
     }
