@@ -22,9 +22,10 @@
  *         given (there is no "off" in the runtime: off is estimated as the
  *         step with every millisecond of comm that ran beside compute
  *         exposed, i.e. on + (comm - exposed comm))
- *   mb    the same for the micro-batch order of the step graph: what the
- *         next micro-batch's compute hides of this one's all-to-alls
- *         (EP with several micro-batches; Megatron's combined 1F1B)
+ *   mb    --overlap-moe-expert-parallel-comm: two micro-batches in flight,
+ *         so one's all-to-alls run beside the other's compute (EP with
+ *         several micro-batches; Megatron's batch-level overlap, "combined
+ *         1F1B"); off: one micro-batch after the other
  *
  * The runs go off, on, on, off (each figure is the mean of its two runs),
  * so a machine whose load drifts during the bench hits both alike. Each
@@ -50,7 +51,7 @@ typedef enum kind { K_DP, K_ZERO, K_EP, K_TP, K_CP, K_PP, K_MB, K_COUNT } kind;
 static const char *const kind_name[K_COUNT] = {"dp", "zero", "ep", "tp", "cp", "pp", "mb"};
 
 /* What "on" and "off" mean for kind k (after the user's flags). Returns 0
- * when the kind has no "off" setting (pp, mb). */
+ * when the kind has no "off" setting (pp). */
 static int set_overlap(dg_train_config *c, kind k, int on, int ep_chunks) {
     switch (k) {
     case K_DP: c->overlap_grad_reduce = on; return 1;
@@ -64,6 +65,7 @@ static int set_overlap(dg_train_config *c, kind k, int on, int ep_chunks) {
         c->tp_comm_overlap = on;
         return 1;
     case K_CP: snprintf(c->cp_comm_type, sizeof c->cp_comm_type, "%s", on ? "p2p" : "a2a"); return 1;
+    case K_MB: c->overlap_moe_expert_parallel_comm = on; return 1;
     default: return 0;
     }
 }

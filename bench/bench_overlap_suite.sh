@@ -10,7 +10,7 @@
 #   ep    EP dispatch/combine chunking in the training step (--moe-a2a-overlap-chunks 4 vs 1)
 #   ep1   the same on one MoE layer alone (bench_ep_overlap, a hand-built graph)
 #   mb    EP all-to-all of one micro-batch beside another's compute (Megatron's
-#         "combined 1F1B"): what the step graph's micro-batch order hides (no "off")
+#         "combined 1F1B", --overlap-moe-expert-parallel-comm: two micro-batches in flight)
 #   tp    TP communication (--tp-comm-overlap, with --sequence-parallel)
 #   cp    CP ring (--cp-comm-type p2p) against the all-to-all (a2a)
 #   pp    PP send/recv under 1F1B with 4 micro-batches (no "off")

@@ -110,6 +110,7 @@ static int setup(trainer *t, dg_err *err) {
                            .tp_size = c->tensor_model_parallel_size, .cp = dg_train_cp_opts(c)};
     po.sequence_parallel = c->sequence_parallel;
     po.tp_comm_overlap = c->tp_comm_overlap;
+    po.mb_overlap = c->overlap_moe_expert_parallel_comm;
     /* --bf16 / --fp16 (dg_pass_precision.h; fp16 with its loss scale) */
     dg_pass_precision_opts prec = {c->compat.fp16 ? DG_ROUND16_FP16 : DG_ROUND16_BF16, &dg_op_round16,
                                    c->compat.fp16 ? &dg_op_loss_scaling : NULL, -1};
