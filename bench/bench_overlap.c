@@ -2,7 +2,8 @@
  * off: step time, hidden-communication fraction h and their ratio, measured
  * and predicted by the simulator (sim/dg_sim.h) for the same configuration.
  *
- * usage: mpirun -np P --bind-to none bench_overlap --overlap KIND [train flags...]
+ * usage: mpirun -np P --bind-to none bench_overlap --overlap KIND [--device-profile P]
+ *                                                 [train flags...]
  *        (defaults: the trainer's model on mock data, 6 iterations; the
  *        suite bench/bench_overlap_suite.sh passes a configuration per KIND)
  *
@@ -35,6 +36,13 @@
  * changes when, never what); the bench says so on its last line and exits 1
  * if not.
  *
+ * Then rank 0 simulates both settings (sim/dg_sim.h, dg_sim_run: the same
+ * step graph in virtual time) on the device profile given by
+ * --device-profile (default local) with the same links, its compute rates
+ * first scaled so that the predicted compute time of "off" is this run's
+ * measured one (a one-point calibration to this machine under its current
+ * load), and prints the predicted figures and predicted/measured ratio.
+ *
  * --emulate-link (dg_comm_emulate.h) puts the step's collectives on an
  * emulated link: on this box "communication" is otherwise a memory copy on
  * the cores that compute, which overlap cannot hide. Open MPI busy-polls
@@ -45,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dg_sim.h"
 #include "dg_trainer.h"
 
 typedef enum kind { K_DP, K_ZERO, K_EP, K_TP, K_CP, K_PP, K_MB, K_COUNT } kind;
@@ -123,7 +132,59 @@ static figures serial_estimate(const figures *on) {
     return f;
 }
 
+/* The simulator's figures for one setting (sim/dg_sim.h), in the bench's
+ * terms: the step, the first stage's busy times, h by the same formula. */
+static int predict(const dg_train_config *c, int world, const dg_sim_device *dev, figures *f, dg_err *err) {
+    dg_link_spec links;
+    memset(&links, 0, sizeof links);
+    if (c->emulate_link[0]) DG_TRY(dg_link_spec_parse(c->emulate_link, "--emulate-link", &links, err));
+    dg_sim_opts o = {.world_size = world, .quiet = 1};
+    dg_sim_result r;
+    DG_TRY(dg_sim_run(c, dev, &links, &o, &r, err));
+    memset(f, 0, sizeof *f);
+    f->step = r.step_s;
+    f->compute = r.rank[0].busy_compute_s;
+    f->comm = r.rank[0].busy_comm_s;
+    f->exposed = r.rank[0].exposed_comm_s;
+    finish(f);
+    dg_sim_result_free(&r);
+    return DG_OK;
+}
+
+/* Predict off and on on the profile `name`, after a one-point calibration
+ * against this run: the profile's compute rates are scaled so that the
+ * predicted compute busy time of "off" is the measured one (this machine's
+ * speed under its load of the moment; the links need none: they are the
+ * emulated ones). *scale gets the factor (> 1: the machine was slower than
+ * the profile). */
+static int predict_both(int argc, char **argv, kind k, int world, const char *name, const figures *measured_off,
+                        figures p[2], double *scale, dg_err *err) {
+    dg_sim_device dev;
+    DG_TRY(dg_sim_device_load(name, &dev, err));
+    dg_train_config c[2];
+    for (int on = 0; on < 2; on++) DG_TRY(config(&c[on], argc, argv, k, on, err));
+    DG_TRY(predict(&c[0], world, &dev, &p[0], err));
+    *scale = p[0].compute > 0 && measured_off->compute > 0 ? measured_off->compute / p[0].compute : 1;
+    dev.peak_fp32 /= *scale;
+    dev.peak_16 /= *scale;
+    dev.mem_bytes_per_s /= *scale;
+    dev.task_s *= *scale;
+    for (int on = 0; on < 2; on++) DG_TRY(predict(&c[on], world, &dev, &p[on], err));
+    return DG_OK;
+}
+
 /* argv without "--overlap KIND": the rest are training flags. */
+/* Remove "NAME VALUE" from argv; *value gets VALUE (unchanged if absent). */
+static void take_value(int *argc, char **argv, const char *name, const char **value) {
+    for (int i = 1; i + 1 < *argc; i++) {
+        if (strcmp(argv[i], name) != 0) continue;
+        *value = argv[i + 1];
+        for (int j = i; j + 2 <= *argc; j++) argv[j] = argv[j + 2];
+        *argc -= 2;
+        return;
+    }
+}
+
 static int take_kind(int *argc, char **argv, kind *k) {
     *k = K_DP;
     for (int i = 1; i < *argc; i++) {
@@ -146,6 +207,8 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     kind k;
+    const char *profile = "local";
+    take_value(&argc, argv, "--device-profile", &profile);
     if (!take_kind(&argc, argv, &k)) {
         if (rank == 0) fprintf(stderr, "bench_overlap: --overlap: expected dp, zero, ep, tp, cp, pp or mb\n");
         MPI_Finalize();
@@ -192,6 +255,21 @@ int main(int argc, char **argv) {
                kind_name[k], f[1].step / f[0].step, f[0].h, f[1].h);
         printf("bench_overlap: %s losses on vs off: %s (%.9g, %.9g)\n", kind_name[k],
                same ? "bitwise equal" : "DIFFER", loss[1], loss[0]);
+        figures p[2];
+        double scale = 1;
+        if (predict_both(argc, argv, k, world, profile, &f[0], p, &scale, &err) != DG_OK) {
+            printf("bench_overlap: %s predicted: not available: %s\n", kind_name[k], err.msg);
+        } else {
+            printf("bench_overlap: %s simulated on profile '%s' with the links above, its compute rates scaled by "
+                   "1/%.3g to this run's measured compute (off):\n",
+                   kind_name[k], profile, scale);
+            print_row("predicted", "off", &p[0]);
+            print_row("predicted", "on", &p[1]);
+            double rm = f[1].step / f[0].step, rp = p[1].step / p[0].step;
+            printf("bench_overlap: %s predicted: step time on/off = %.3f; h: off %.3f, on %.3f; predicted/measured "
+                   "ratio = %.3f\n",
+                   kind_name[k], rp, p[0].h, p[1].h, rp / rm);
+        }
     }
     MPI_Finalize();
     return same ? 0 : 1;
