@@ -33,8 +33,8 @@
  * run's figures are per step (dg_train_result: the trainer's sums over the
  * steps after the first iteration). h = (T_comp + T_comm - T_step) /
  * T_comm. Both settings must end with bitwise the same loss (an overlap
- * changes when, never what); the bench says so on its last line and exits 1
- * if not.
+ * changes when, never what; EP chunking within 1e-5: it sums each expert's
+ * weight gradient chunk by chunk); the bench says so and exits 1 if not.
  *
  * Then rank 0 simulates both settings (sim/dg_sim.h, dg_sim_run: the same
  * step graph in virtual time) on the device profile given by
@@ -48,6 +48,7 @@
  * the cores that compute, which overlap cannot hide. Open MPI busy-polls
  * while a rank waits; the bench asks it to yield when idle
  * (OMPI_MCA_mpi_yield_when_idle=1 unless the environment says otherwise). */
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,7 +239,11 @@ int main(int argc, char **argv) {
         loss[order[i]] = r.last_lm_loss;
         add(&f[order[i]], &r, 0.5);
     }
-    int same = !memcmp(&loss[0], &loss[1], sizeof loss[0]);
+    /* EP chunking sums each expert's weight gradient chunk by chunk (a
+     * different order of fp32 additions): equal to rounding there, bitwise
+     * for every other kind */
+    int bitwise = !memcmp(&loss[0], &loss[1], sizeof loss[0]);
+    int same = bitwise || (k == K_EP && fabs(loss[1] - loss[0]) <= 1e-5 * fabs(loss[0]));
     if (rank == 0) {
         finish(&f[0]);
         finish(&f[1]);
@@ -254,7 +259,8 @@ int main(int argc, char **argv) {
                "on %.3f\n",
                kind_name[k], f[1].step / f[0].step, f[0].h, f[1].h);
         printf("bench_overlap: %s losses on vs off: %s (%.9g, %.9g)\n", kind_name[k],
-               same ? "bitwise equal" : "DIFFER", loss[1], loss[0]);
+               bitwise ? "bitwise equal" : same ? "equal within 1e-5 (chunked expert gradients)" : "DIFFER",
+               loss[1], loss[0]);
         figures p[2];
         double scale = 1;
         if (predict_both(argc, argv, k, world, profile, &f[0], p, &scale, &err) != DG_OK) {
