@@ -95,6 +95,8 @@ static double overlap_margin(const dg_graph *g, const dg_dp_buckets *bk, dg_mode
         if (p->stream[v] == DG_STREAM_COMM) first_comm = DG_MIN(first_comm, p->sim_start[v]);
         else if (g->nodes[v].phase == DG_PHASE_BACKWARD && !is_pack[v]) last_bwd = DG_MAX(last_bwd, p->sim_end[v]);
     }
+    /* the packs run in bucket order: buckets follow readiness */
+    for (int i = 1; i < bk->n; i++) CHECK(p->sim_start[bk->b[i - 1].pack_node] < p->sim_start[bk->b[i].pack_node]);
     dg_sched_plan_free(p);
     return first_comm - last_bwd;
 }
