@@ -13,17 +13,13 @@ typedef struct ready_param {
     int pos;   /* position of its gradient's producer in the topological order */
 } ready_param;
 
-/* depth[v]: 1 + the largest depth among v's predecessors (data and
- * ordering edges), 1 at a source; `order` is a topological order. */
+/* depth[v]: 1 + the largest depth among v's data predecessors, 1 at a
+ * source; `order` is a topological order. Data edges only: ordering edges
+ * differ between schedules (PP's 1F1B, zero-bubble), and buckets must not,
+ * or the gradient norm would sum in a different order under each. */
 static int *node_depths(const dg_graph *g, const int *order) {
     int nn = g->n_nodes;
     int *depth = dg_calloc((size_t)DG_MAX(nn, 1), sizeof(int));
-    int *ooff = dg_calloc((size_t)nn + 1, sizeof(int)); /* ordering preds, CSR by `after` */
-    for (int i = 0; i < g->n_order; i++) ooff[g->order[i].after + 1]++;
-    for (int v = 0; v < nn; v++) ooff[v + 1] += ooff[v];
-    int *fill = dg_malloc(sizeof(int) * (size_t)DG_MAX(nn, 1)), *opred = dg_malloc(sizeof(int) * (size_t)DG_MAX(g->n_order, 1));
-    memcpy(fill, ooff, sizeof(int) * (size_t)nn);
-    for (int i = 0; i < g->n_order; i++) opred[fill[g->order[i].after]++] = g->order[i].before;
     for (int k = 0; k < nn; k++) {
         int v = order[k], d = 0;
         const dg_node *n = &g->nodes[v];
@@ -31,12 +27,8 @@ static int *node_depths(const dg_graph *g, const int *order) {
             int p = g->tensors[n->in[j]].producer;
             if (p >= 0) d = DG_MAX(d, depth[p]);
         }
-        for (int e = ooff[v]; e < ooff[v + 1]; e++) d = DG_MAX(d, depth[opred[e]]);
         depth[v] = d + 1;
     }
-    dg_free(ooff);
-    dg_free(fill);
-    dg_free(opred);
     return depth;
 }
 
@@ -206,14 +198,19 @@ int dg_pass_dp_skip(dg_graph *g, const dg_dp_opts *opts, const int *norm_skip, i
     int st = dg_graph_topo_order(g, order, err), np = 0;
 
     /* 1. The parameters, in the order their gradients become final: by the
-     * depth of the gradient's producer (the most nodes on a path to it from
-     * the graph's sources, over data and ordering edges), then by its place
+     * depth of the gradient's producer (the most nodes on a data path to it
+     * from the graph's sources), then by its place
      * in the topological order. Depth, not the topological place alone: a
      * weight gradient can run anywhere after its inputs, and the
      * topological order may list layer 0's before layer 3's although
      * backward reaches layer 3 first. */
     for (int k = 0; st == DG_OK && k < nn; k++) pos[order[k]] = k;
+    /* (Depth only where bucket order decides when collectives run: with
+     * overlap and a group to reduce over; elsewhere the place alone, as
+     * before, so those buckets and the gradient norm's order stay as they
+     * were.) */
     int *depth = st == DG_OK ? node_depths(g, order) : NULL;
+    for (int v = 0; depth && (!o->overlap || o->layout_only) && v < nn; v++) depth[v] = 0;
     for (int t = 0; st == DG_OK && t < nt; t++) {
         const dg_tensor *p = &g->tensors[t];
         if (p->role != DG_ROLE_PARAMETER) continue;

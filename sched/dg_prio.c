@@ -50,6 +50,15 @@ static int producer_of(const dg_graph *g, const dg_node *n, int k) {
     return p >= 0 && p < g->n_nodes ? p : -1;
 }
 
+/* A comm task that moves data between ranks: a send/recv, or a collective
+ * over two or more (over one it is a local copy, nothing to hide). */
+static int moves_data(const dg_graph *g, int v) {
+    const dg_node *n = &g->nodes[v];
+    if (!n->op || n->op->comm == DG_COMM_NONE) return 0;
+    if (n->op->comm == DG_COMM_SEND || n->op->comm == DG_COMM_RECV) return 1;
+    return n->attrs.i[DG_COLL_GROUP_SIZE] > 1;
+}
+
 void dg_prio_feeds_comm(const dg_graph *g, const int *is_comm, int *feeds) {
     int nn = g->n_nodes;
     /* consumers in CSR form: coff[p]..coff[p+1] index cons[] */
@@ -68,7 +77,8 @@ void dg_prio_feeds_comm(const dg_graph *g, const int *is_comm, int *feeds) {
             int p = producer_of(g, &g->nodes[v], k);
             if (p >= 0 && p != v) cons[fill[p]++] = v;
         }
-    /* Hops to communication: 1 when a collective reads the task's output,
+    /* Hops to communication: 1 when a collective that moves data reads the
+     * task's output,
      * else 1 + the most hops among its readers once every reader has them
      * (a fixpoint from the collectives backwards: node ids need not be
      * topological); FAR past DG_PRIO_FEED_HOPS, 0 never (a reader leads
@@ -78,9 +88,12 @@ void dg_prio_feeds_comm(const dg_graph *g, const int *is_comm, int *feeds) {
      * and the bucket's pack segments. */
     enum { FAR = DG_PRIO_FEED_HOPS + 1 };
     int *hops = dg_calloc((size_t)DG_MAX(nn, 1), sizeof(int));
+    int *direct = dg_calloc((size_t)DG_MAX(nn, 1), sizeof(int)); /* a collective reads v's output */
     for (int v = 0; v < nn; v++)
-        for (int e = coff[v]; !is_comm[v] && e < coff[v + 1]; e++)
-            if (is_comm[cons[e]]) hops[v] = 1;
+        for (int e = coff[v]; !is_comm[v] && e < coff[v + 1]; e++) {
+            direct[v] |= is_comm[cons[e]];
+            if (moves_data(g, cons[e])) hops[v] = 1;
+        }
     for (int changed = 1; changed;) {
         changed = 0;
         for (int v = nn - 1; v >= 0; v--) { /* readers are mostly created after */
@@ -88,12 +101,13 @@ void dg_prio_feeds_comm(const dg_graph *g, const int *is_comm, int *feeds) {
             int most = 0;
             for (int e = coff[v]; most >= 0 && e < coff[v + 1]; e++) {
                 int c = cons[e], hc = is_comm[c] ? 0 : hops[c];
-                most = !is_comm[c] && !hc ? -1 : DG_MAX(most, hc);
+                most = (is_comm[c] && !moves_data(g, c)) || (!is_comm[c] && !hc) ? -1 : DG_MAX(most, hc);
             }
             if (most >= 0) hops[v] = DG_MIN(most + 1, (int)FAR), changed = 1;
         }
     }
-    for (int v = 0; v < nn; v++) feeds[v] = hops[v] == 1 ? 2 : hops[v] > 1 && hops[v] < FAR ? 1 : 0;
+    for (int v = 0; v < nn; v++) feeds[v] = direct[v] ? 2 : hops[v] > 1 && hops[v] < FAR ? 1 : 0;
+    dg_free(direct);
     dg_free(hops);
     dg_free(coff);
     dg_free(fill);
