@@ -205,12 +205,12 @@ int dg_pass_dp_skip(dg_graph *g, const dg_dp_opts *opts, const int *norm_skip, i
      * topological order may list layer 0's before layer 3's although
      * backward reaches layer 3 first. */
     for (int k = 0; st == DG_OK && k < nn; k++) pos[order[k]] = k;
-    /* (Depth only where bucket order decides when collectives run: with
-     * overlap and a group to reduce over; elsewhere the place alone, as
-     * before, so those buckets and the gradient norm's order stay as they
-     * were.) */
+    /* (Depth only where there is a group to reduce over, with overlap or
+     * without: the same buckets either way, so the gradient norm sums in
+     * the same order and the overlap changes when, never what. A single
+     * rank's layout-only buckets keep the place alone.) */
     int *depth = st == DG_OK ? node_depths(g, order) : NULL;
-    for (int v = 0; depth && (!o->overlap || o->layout_only) && v < nn; v++) depth[v] = 0;
+    for (int v = 0; depth && o->layout_only && v < nn; v++) depth[v] = 0;
     for (int t = 0; st == DG_OK && t < nt; t++) {
         const dg_tensor *p = &g->tensors[t];
         if (p->role != DG_ROLE_PARAMETER) continue;

@@ -19,10 +19,11 @@
  *
  * Buckets, like Megatron's: parameters are taken in the order their
  * gradients become final in backward (the position of the gradient's
- * producer in the topological order; with overlap, first the depth of the
- * producer, the most nodes on a data path to it, since the topological
- * order alone may list a weight gradient of layer 0 before one of layer 3
- * and the overlapped collectives run in bucket order), and a bucket is closed once it holds
+ * producer in the topological order; over a group of two or more, first
+ * the depth of the producer, the most nodes on a data path to it, since the
+ * topological order alone may list a weight gradient of layer 0 before one
+ * of layer 3 and overlapped collectives run in bucket order; the same
+ * buckets with and without overlap), and a bucket is closed once it holds
  * bucket_elems elements or more (so a parameter larger than the bucket size
  * gets a bucket of its own), or DG_DP_MAX_PARAMS parameters. A pack node
  * reads each gradient directly; since a node has at most DG_MAX_INPUTS
