@@ -198,6 +198,7 @@ static int build(dg_graph **out, dump_cfg *c, dg_err *err) {
                            .stop_after = stage, .step_name = c->graph, .tp_size = tp};
     po.ep = (dg_pass_ep_opts){ep, m->moe_token_dispatcher_type, DG_MAX(m->moe_a2a_overlap_chunks, 1), 0, etp};
     po.sequence_parallel = c->train.sequence_parallel;
+    po.mb_overlap = c->train.overlap_moe_expert_parallel_comm;
     po.tp_comm_overlap = c->train.tp_comm_overlap;
     po.cp = dg_train_cp_opts(&c->train);
     dg_train_pp_opts(&c->train, pp_rank, &po.pp); /* --rank's pipeline stage */

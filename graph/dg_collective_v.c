@@ -39,11 +39,17 @@ static int infer_a2av(const dg_graph *g, const dg_node *n, dg_tensor_desc *outs,
     return DG_OK;
 }
 
-/* What one rank puts on the wire, judged from its send bound: with tokens
- * spread evenly, (p-1)/p of the rows leave the rank. */
+/* What one rank puts on the wire, judged from the smaller of its send and
+ * receive bounds: with tokens spread evenly, (p-1)/p of the rows leave the
+ * rank. The smaller one: a dispatch sends its own rows into a receive
+ * buffer sized for the worst case, the combine sends from such a buffer
+ * back into its own rows; both move the same rows (the link emulation
+ * counts what really moves, dg_comm_emulate.h, and the combine cost twice
+ * the dispatch when judged from its send buffer). */
 static void cost_a2av(const dg_graph *g, const dg_node *n, dg_cost *c) {
     double p = (double)n->attrs.i[DG_COLLV_GROUP_SIZE];
-    c->bytes = p > 1 ? (p - 1) / p * (double)dg_tensor_bytes(dg_Tc(g, n->in[0])) : 0.0;
+    double in = (double)dg_tensor_bytes(dg_Tc(g, n->in[0])), out = (double)dg_tensor_bytes(dg_Tc(g, n->out[0]));
+    c->bytes = p > 1 ? (p - 1) / p * (in < out ? in : out) : 0.0;
     c->flops = 0;
 }
 

@@ -9,11 +9,32 @@
 
 typedef struct ready_param {
     int param;
-    int pos; /* position of its gradient's producer in the topological order */
+    int depth; /* its gradient producer's depth (node_depths) */
+    int pos;   /* position of its gradient's producer in the topological order */
 } ready_param;
+
+/* depth[v]: 1 + the largest depth among v's data predecessors, 1 at a
+ * source; `order` is a topological order. Data edges only: ordering edges
+ * differ between schedules (PP's 1F1B, zero-bubble), and buckets must not,
+ * or the gradient norm would sum in a different order under each. */
+static int *node_depths(const dg_graph *g, const int *order) {
+    int nn = g->n_nodes;
+    int *depth = dg_calloc((size_t)DG_MAX(nn, 1), sizeof(int));
+    for (int k = 0; k < nn; k++) {
+        int v = order[k], d = 0;
+        const dg_node *n = &g->nodes[v];
+        for (int j = 0; j < n->n_in; j++) {
+            int p = g->tensors[n->in[j]].producer;
+            if (p >= 0) d = DG_MAX(d, depth[p]);
+        }
+        depth[v] = d + 1;
+    }
+    return depth;
+}
 
 static int by_pos(const void *a, const void *b) {
     const ready_param *x = a, *y = b;
+    if (x->depth != y->depth) return x->depth < y->depth ? -1 : 1;
     if (x->pos != y->pos) return x->pos < y->pos ? -1 : 1;
     return (x->param > y->param) - (x->param < y->param);
 }
@@ -176,8 +197,20 @@ int dg_pass_dp_skip(dg_graph *g, const dg_dp_opts *opts, const int *norm_skip, i
     ready_param *rp = dg_malloc(sizeof *rp * (size_t)DG_MAX(nt, 1));
     int st = dg_graph_topo_order(g, order, err), np = 0;
 
-    /* 1. The parameters, in the order their gradients become final. */
+    /* 1. The parameters, in the order their gradients become final: by the
+     * depth of the gradient's producer (the most nodes on a data path to it
+     * from the graph's sources), then by its place
+     * in the topological order. Depth, not the topological place alone: a
+     * weight gradient can run anywhere after its inputs, and the
+     * topological order may list layer 0's before layer 3's although
+     * backward reaches layer 3 first. */
     for (int k = 0; st == DG_OK && k < nn; k++) pos[order[k]] = k;
+    /* (Depth only where there is a group to reduce over, with overlap or
+     * without: the same buckets either way, so the gradient norm sums in
+     * the same order and the overlap changes when, never what. A single
+     * rank's layout-only buckets keep the place alone.) */
+    int *depth = st == DG_OK ? node_depths(g, order) : NULL;
+    for (int v = 0; depth && o->layout_only && v < nn; v++) depth[v] = 0;
     for (int t = 0; st == DG_OK && t < nt; t++) {
         const dg_tensor *p = &g->tensors[t];
         if (p->role != DG_ROLE_PARAMETER) continue;
@@ -186,9 +219,10 @@ int dg_pass_dp_skip(dg_graph *g, const dg_dp_opts *opts, const int *norm_skip, i
         else if (p->dtype != DG_F32 || g->tensors[p->grad].dtype != DG_F32)
             st = dg_err_set(err, DG_EINTERNAL, "dp pass: parameter '%s' is not f32", p->name);
         else
-            rp[np++] = (ready_param){t, pos[g->tensors[p->grad].producer]};
+            rp[np++] = (ready_param){t, depth[g->tensors[p->grad].producer], pos[g->tensors[p->grad].producer]};
     }
     qsort(rp, (size_t)np, sizeof *rp, by_pos);
+    dg_free(depth);
 
     /* 2. Buckets: one open bucket per class (dense, dense split over tp,
      * expert), closed at the size limit or the input limit; then the open
@@ -220,7 +254,7 @@ int dg_pass_dp_skip(dg_graph *g, const dg_dp_opts *opts, const int *norm_skip, i
         b->params[b->n_params] = rp[i].param;
         b->offset[b->n_params++] = b->numel;
         b->numel += dg_tensor_numel(p);
-        last_pos[c] = rp[i].pos;
+        last_pos[c] = i; /* rp is in order of readiness */
         if (b->numel >= o->bucket_elems || b->n_params == DG_DP_MAX_PARAMS) {
             out->b[out->n++] = *b;
             memset(b, 0, sizeof *b);
@@ -246,8 +280,13 @@ int dg_pass_dp_skip(dg_graph *g, const dg_dp_opts *opts, const int *norm_skip, i
         dg_graph_set_phase(g, saved);
     }
 
-    /* 5. Without overlap, the reductions wait for the end of backward. */
+    /* 5. Without overlap, the reductions wait for the end of backward. With
+     * it, they still go in bucket order, the order their gradients become
+     * final (see dg_pass_dp.h). */
     if (st == DG_OK && !o->overlap && !o->layout_only) st = order_after_backward(g, &pp, out, err);
+    for (int i = 1; st == DG_OK && o->overlap && !o->layout_only && i < out->n; i++)
+        if (dg_graph_add_order(g, out->b[i - 1].comm_node, out->b[i].comm_node) < 0)
+            st = dg_err_set(err, DG_EINTERNAL, "dp pass: %s", g->err.msg);
     dg_free(order);
     dg_free(pos);
     dg_free(rp);

@@ -19,7 +19,11 @@
  *
  * Buckets, like Megatron's: parameters are taken in the order their
  * gradients become final in backward (the position of the gradient's
- * producer in the topological order), and a bucket is closed once it holds
+ * producer in the topological order; over a group of two or more, first
+ * the depth of the producer, the most nodes on a data path to it, since the
+ * topological order alone may list a weight gradient of layer 0 before one
+ * of layer 3 and overlapped collectives run in bucket order; the same
+ * buckets with and without overlap), and a bucket is closed once it holds
  * bucket_elems elements or more (so a parameter larger than the bucket size
  * gets a bucket of its own), or DG_DP_MAX_PARAMS parameters. A pack node
  * reads each gradient directly; since a node has at most DG_MAX_INPUTS
@@ -35,11 +39,16 @@
  * bucket must be one or the other. With the distributed optimizer each bucket is padded
  * to a multiple of its group size so it splits into equal shards.
  *
- * Overlap (--overlap-grad-reduce): with `overlap` the pass adds nothing
- * more: the scheduler's policy (sched/dg_prio.h) runs a pack as soon as its
- * gradients are final when its collective costs more than the pack (compute
- * that feeds communication cheaply goes first), so the collective starts on
- * the comm stream while backward goes on. Without it, ordering edges
+ * Overlap (--overlap-grad-reduce): with `overlap` the scheduler's policy
+ * (sched/dg_prio.h) runs a pack, and the gradients only it reads, as soon as
+ * they can run (compute that feeds communication goes first), so the
+ * collective starts on the comm stream while backward goes on. The pass
+ * adds one ordering edge from each bucket's collective to the next's: the
+ * comm stream runs its tasks in the plan's order, and a plan whose cost
+ * model misjudges compute (this machine's cores are not the model's) could
+ * otherwise put a bucket whose gradients are final late (the embedding's)
+ * ahead of ones long ready, and the comm stream would sit idle waiting for
+ * it. Bucket order is the order gradients become final, as Megatron's. Without it, ordering edges
  * (dg_graph_add_order) make the first bucket's pack wait for every node that
  * ended the graph before the pass, and each later bucket's pack wait for the
  * previous one: all collectives then run after backward, in bucket order, as

@@ -169,7 +169,7 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
     case DG_STAGE_MICROBATCHES: return instantiate(r, o, err);
     case DG_STAGE_SCHEDULE:
         if (o->pp.size <= 1) {
-            DG_TRY(dg_pass_mb_order(g, NULL, err));
+            DG_TRY(o->mb_overlap ? dg_pass_mb_order_overlap(g, NULL, err) : dg_pass_mb_order(g, NULL, err));
             return o->cp.cp_size > 1 ? dg_pass_cp_order(g, err) : DG_OK;
         }
         DG_TRY(dg_pass_pp_schedule(g, &o->pp, o->n_microbatches, NULL, err));

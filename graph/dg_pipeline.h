@@ -91,6 +91,8 @@ typedef struct dg_pipeline_opts {
     const dg_recompute_opts *recompute; /* NULL: nothing recomputed */
     dg_pass_cp_opts cp;         /* CP (graph/passes/dg_pass_cp.h), after TP; cp_size 0 or 1: none */
     dg_pp_opts pp;              /* pipeline parallelism (size <= 1: none; dg_pass_pp.h) */
+    bool mb_overlap;            /* --overlap-moe-expert-parallel-comm: two micro-batches in flight
+                                 * (dg_pass_mb_order_overlap; without PP) */
 } dg_pipeline_opts;
 
 typedef struct dg_pipeline_result {

@@ -88,6 +88,15 @@ double dg_link_time(const dg_link *l, dg_link_op op, int p, double bytes) {
     return 0;
 }
 
+void dg_link_cost_model(const dg_link_spec *s, dg_cost_model *m) {
+    *m = dg_cost_model_default();
+    for (int a = DG_AXIS_NONE + 1; a < DG_AXIS_COUNT; a++)
+        if (s->axis[a].gbps > 0) {
+            m->axis_bytes_per_s[a] = s->axis[a].gbps * 1e9;
+            m->axis_latency_s[a] = s->axis[a].usec * 1e-6;
+        }
+}
+
 /* ---- the wrapper --------------------------------------------------------------------- */
 
 typedef struct emu_impl {

@@ -36,6 +36,7 @@
 #define DG_COMM_EMULATE_H
 
 #include "dg_comm.h"
+#include "dg_prio.h"
 
 /* One link: bandwidth in GB/s (1e9 bytes/s) and latency in microseconds.
  * gbps == 0: not emulated. */
@@ -68,6 +69,17 @@ typedef enum dg_link_op {
 /* Modelled seconds of `op` over a group of p ranks on link l; `bytes` as in
  * the table above (for all-to-all: max(sent, received) to other ranks). */
 double dg_link_time(const dg_link *l, dg_link_op op, int p, double bytes);
+
+/* The scheduler's cost model (dg_prio.h: the defaults) with each emulated
+ * axis's link as that axis's comm figures. A plan made with it knows how
+ * long a collective lasts on the link: its memory plan reuses no buffer a
+ * collective reads before the collective's modelled end (with the default
+ * model an emulated all-reduce of 1 MB "ends" after 0.2 ms, and the memory
+ * edge that hands its input buffer to the next compute task stalled
+ * backward for the whole emulated transfer), and its priorities weigh
+ * the transfer. dagatron train and simulate plan with it under
+ * --emulate-link. */
+void dg_link_cost_model(const dg_link_spec *s, dg_cost_model *m);
 
 /* Wrap `inner`: same rank and size; every operation lasts at least its
  * modelled time on `link`. The wrapper owns inner (dg_comm_free frees

@@ -19,6 +19,16 @@
  *      all-to-all has a short path to the end while the weight-gradient
  *      GEMMs beside it have long ones, so it would wait for all of them and
  *      its all-to-all would run exposed after them.
+ *      Then, one tier lower, compute a few hops from communication: every
+ *      reader of its output is a task of this rule, and within
+ *      DG_PRIO_FEED_HOPS hops of a collective (a bias or weight gradient read
+ *      only by its bucket's pack, or by its accumulation over micro-batches
+ *      or a pack segment). Without this tier a bucket's pack waited for its
+ *      small, short-path gradients until the whole of backward was done, and
+ *      --overlap-grad-reduce hid nothing. Only a few hops: all of backward
+ *      leads to the gradient reductions alone. The tier stays below the
+ *      direct feeders so the weight-gradient GEMMs do not push the
+ *      dispatch's backward all-to-all back again.
  *   3. Bottom level, larger first: the task's modelled time plus the largest
  *      bottom level among its successors, i.e. the longest remaining path to
  *      the end of the step (the list-scheduling heuristic of HEFT and Graham:
@@ -34,7 +44,7 @@
  *   compute task:  task_s + max(flops / flops_per_s, bytes / mem_bytes_per_s)
  *                  (a roofline: bytes are memory traffic for compute ops);
  *   collective:    task_s + comm_latency_s + bytes / comm_bytes_per_s over a
- *                  group of two or more (bytes: what the rank puts on the
+ *                  group of two or more (its axis's own figures where set) (bytes: what the rank puts on the
  *                  wire, dg_collective.c); over a group of one it is a local
  *                  copy, task_s + bytes / mem_bytes_per_s.
  * The defaults describe a few CPU cores with MPI over shared memory. Only
@@ -46,6 +56,10 @@
 
 #include "dg_graph.h"
 
+/* Compute hops from a collective that still count as feeding it (rule 2's
+ * lower tier): gradient producer -> accumulation -> pack segment -> pack. */
+#define DG_PRIO_FEED_HOPS 4
+
 typedef struct dg_cost_model {
     double flops_per_s;      /* compute stream's FLOP rate (default 1e11: a few AVX-512 cores) */
     double mem_bytes_per_s;  /* memory bandwidth a compute kernel sees (default 2e10) */
@@ -54,6 +68,10 @@ typedef struct dg_cost_model {
     double comm_latency_s;   /* fixed cost of one collective: hand-off to the comm thread,
                               * handshake, waiting for the slowest rank (default 5e-5) */
     double task_s;           /* the scheduler's cost per task, and the least any task costs (default 2e-6) */
+    /* Per axis overrides of the two comm figures (0: use the ones above):
+     * the links of --emulate-link (dg_link_cost_model), or a network whose
+     * tp links are faster than its dp ones. */
+    double axis_bytes_per_s[DG_AXIS_COUNT], axis_latency_s[DG_AXIS_COUNT];
 } dg_cost_model;
 
 dg_cost_model dg_cost_model_default(void);
@@ -67,7 +85,8 @@ double dg_prio_node_time(const dg_cost_model *m, const dg_graph *g, const dg_nod
 void dg_prio_bottom_levels(const dg_graph *g, const int *order, const int *succ_off,
                            const int *succ, const double *time, double *bottom);
 
-/* feeds[v] = 1 for the compute tasks of rule 2 above, else 0. is_comm[v]:
+/* feeds[v] = 2 for the direct feeders of rule 2 above, 1 for its lower
+ * tier (within DG_PRIO_FEED_HOPS hops of a collective), else 0. is_comm[v]:
  * v runs on the comm stream. */
 void dg_prio_feeds_comm(const dg_graph *g, const int *is_comm, int *feeds);
 

@@ -84,7 +84,7 @@ typedef struct dg_sched_plan {
     double *sim_start, *sim_end; /* the simulated schedule (modelled seconds) */
     int *pos;          /* node -> position in order */
     double *bottom;    /* bottom level (modelled seconds to the end of the step) */
-    int *feeds;        /* 1: compute whose output a collective reads (dg_prio.h rule 2) */
+    int *feeds;        /* 2: compute whose output a collective reads, 1: a few hops from one (dg_prio.h rule 2) */
     int *rank;         /* priority rank, 0 = most urgent */
     int *stream;       /* dg_stream_class of each node */
     int *succ_off;     /* [n_nodes+1] CSR successors: data, ordering and memory edges */

@@ -82,7 +82,6 @@ static const compat_flag compat_flags[] = {
     NOOP_FLAG("--accumulate-allreduce-grads-in-fp32", "gradients are always accumulated and reduced in fp32"),
     NOOP_FLAG("--disable-bf16-reduced-precision-matmul", "GEMMs accumulate in fp32"),
     NOOP_FLAG("--moe-shared-expert-overlap", PERF),
-    NOOP_FLAG("--overlap-moe-expert-parallel-comm", PERF),
     NOOP_FLAG("--delay-wgrad-compute", PERF),
     NOOP_FLAG("--moe-enable-deepep", PERF " (the dispatcher's backend)"),
     NOOP_VALUE("--moe-flex-dispatcher-backend", PERF " (--moe-token-dispatcher-type flex routes as alltoall)"),

@@ -133,6 +133,7 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--recompute-num-layers", DG_ARG_INT, T(recompute_num_layers), "full: layers per group (uniform) or recomputed (block)", 1, 4096, NULL},
     {"--recompute-modules", DG_ARG_LIST, T(recompute_modules), "selective: core_attn (default) moe_act layernorm mlp moe shared_experts", NR, NULL},
     {"--recompute-memory-budget", DG_ARG_DOUBLE, T(recompute_memory_budget), "MB (MiB): recompute the cheapest activations so the planned activation peak fits", 0, 1e12, NULL},
+    {"--overlap-moe-expert-parallel-comm", DG_ARG_FLAG, T(overlap_moe_expert_parallel_comm), "two micro-batches in flight: one's all-to-alls beside the other's compute (without PP)", NR, NULL},
 };
 
 const dg_arg_spec *dg_train_flags(int *n) {
@@ -344,6 +345,10 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
                           c->lr_warmup_iters, c->lr_decay_iters);
     if (c->overlap_param_gather && !c->use_distributed_optimizer)
         return dg_err_set(err, DG_EINPUT, "--overlap-param-gather needs --use-distributed-optimizer");
+    if (c->overlap_moe_expert_parallel_comm && c->pipeline_model_parallel_size > 1)
+        return dg_err_set(err, DG_EINPUT, "--overlap-moe-expert-parallel-comm with --pipeline-model-parallel-size %d: "
+                          "not supported yet (the pipeline schedule orders the micro-batches)",
+                          c->pipeline_model_parallel_size);
     if (c->mock_data && c->data_path[0])
         return dg_err_set(err, DG_EINPUT, "--mock-data and --data-path exclude each other");
     DG_TRY(dg_train_config_check_tp(c, err));

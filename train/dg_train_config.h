@@ -115,6 +115,7 @@ typedef struct dg_train_config {
     int num_layers_per_virtual_pipeline_stage; /* --num-layers-per-virtual-pipeline-stage (0: none) */
     int num_virtual_stages_per_pipeline_rank;  /* --num-virtual-stages-per-pipeline-rank (0: none) */
     char pipeline_schedule[DG_ARG_STR_LEN];    /* --pipeline-schedule 1f1b|all-forward-all-backward|zero-bubble-h1 */
+    int overlap_moe_expert_parallel_comm;      /* --overlap-moe-expert-parallel-comm (two micro-batches in flight) */
 } dg_train_config;
 
 void dg_train_config_defaults(dg_train_config *c);

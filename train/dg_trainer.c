@@ -110,6 +110,7 @@ static int setup(trainer *t, dg_err *err) {
                            .tp_size = c->tensor_model_parallel_size, .cp = dg_train_cp_opts(c)};
     po.sequence_parallel = c->sequence_parallel;
     po.tp_comm_overlap = c->tp_comm_overlap;
+    po.mb_overlap = c->overlap_moe_expert_parallel_comm;
     /* --bf16 / --fp16 (dg_pass_precision.h; fp16 with its loss scale) */
     dg_pass_precision_opts prec = {c->compat.fp16 ? DG_ROUND16_FP16 : DG_ROUND16_BF16, &dg_op_round16,
                                    c->compat.fp16 ? &dg_op_loss_scaling : NULL, -1};
@@ -153,6 +154,10 @@ static int setup(trainer *t, dg_err *err) {
     }
     keep[n_keep++] = t->optim.status;
     dg_sched_opts so = {.keep = keep, .n_keep = n_keep};
+    dg_link_spec links; /* under --emulate-link the plan knows the links (dg_link_cost_model) */
+    dg_cost_model cm;
+    if (c->emulate_link[0] && dg_link_spec_parse(c->emulate_link, "--emulate-link", &links, err) == DG_OK)
+        dg_link_cost_model(&links, &cm), so.cost = &cm;
     t->plan = dg_sched_plan_new(t->g, &so, err);
     dg_free(keep);
     if (!t->plan) return DG_EINPUT;

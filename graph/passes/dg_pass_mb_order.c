@@ -41,6 +41,28 @@ int dg_order_blocks(dg_graph *g, const int *blk, const int *seq, int n_seq) {
     return added;
 }
 
+int dg_pass_mb_order_overlap(dg_graph *g, int *n_edges, dg_err *err) {
+    int nn = g->n_nodes, n_mb = 0, added = 0;
+    for (int v = 0; v < nn; v++) n_mb = DG_MAX(n_mb, g->nodes[v].microbatch + 1);
+    int *blk = dg_malloc(sizeof(int) * (size_t)DG_MAX(nn, 1));
+    for (int v = 0; v < nn; v++) { /* F(m) = 2m, B(m) = 2m + 1 */
+        int m = g->nodes[v].microbatch;
+        blk[v] = m < 0 ? -1 : 2 * m + (g->nodes[v].phase != DG_PHASE_FORWARD);
+    }
+    for (int m = 1; m < n_mb; m++) {
+        int fwd[2] = {2 * (m - 1), 2 * m}, bwd[2] = {2 * (m - 1) + 1, 2 * m + 1};
+        added += dg_order_blocks(g, blk, fwd, 2) + dg_order_blocks(g, blk, bwd, 2);
+        if (m >= 2) {
+            int bound[2] = {2 * (m - 2) + 1, 2 * m};
+            added += dg_order_blocks(g, blk, bound, 2);
+        }
+    }
+    dg_free(blk);
+    if (n_edges) *n_edges = added;
+    if (g->status != DG_OK) return dg_err_set(err, DG_EINTERNAL, "micro-batch order: %s", g->err.msg);
+    return DG_OK;
+}
+
 int dg_pass_mb_order(dg_graph *g, int *n_edges, dg_err *err) {
     int nn = g->n_nodes, n_mb = 0;
     for (int v = 0; v < nn; v++) n_mb = DG_MAX(n_mb, g->nodes[v].microbatch + 1);

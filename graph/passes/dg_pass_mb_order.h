@@ -27,6 +27,16 @@
  * DG_EINTERNAL when the builder fails (g->err). */
 int dg_pass_mb_order(dg_graph *g, int *n_edges, dg_err *err);
 
+/* --overlap-moe-expert-parallel-comm (Megatron's batch-level overlap,
+ * "combined 1F1B"): two micro-batches in flight, so one's expert-parallel
+ * all-to-alls run on the comm stream beside the other's compute. Edges:
+ * forwards in order (F(m-1) before F(m)), backwards in order (B(m-1)
+ * before B(m)), and B(m-2) before F(m) (at most two micro-batches' activations
+ * live). F(m) is micro-batch m's forward-phase nodes, B(m) the rest of it.
+ * The scheduler's policy picks among the ready tasks of both. Same
+ * contract as dg_pass_mb_order. */
+int dg_pass_mb_order_overlap(dg_graph *g, int *n_edges, dg_err *err);
+
 /* The general form, which pipeline schedules use too: blk[v] is node v's
  * block (-1: none); for k >= 1, edges from every node that ends block
  * seq[k-1] (no successor in it) to every node that starts seq[k] (no

@@ -7,7 +7,8 @@
  *    the collective is a reduce-scatter to [padded / group];
  *  - the plan: with --overlap-grad-reduce the first bucket's collective
  *    starts before backward's last compute task ends; without it every
- *    collective starts after all of backward's compute. */
+ *    collective starts after all of backward's compute; with it the
+ *    collectives are still ordered bucket by bucket. */
 #include <stdio.h>
 #include <string.h>
 
@@ -94,6 +95,8 @@ static double overlap_margin(const dg_graph *g, const dg_dp_buckets *bk, dg_mode
         if (p->stream[v] == DG_STREAM_COMM) first_comm = DG_MIN(first_comm, p->sim_start[v]);
         else if (g->nodes[v].phase == DG_PHASE_BACKWARD && !is_pack[v]) last_bwd = DG_MAX(last_bwd, p->sim_end[v]);
     }
+    /* the packs run in bucket order: buckets follow readiness */
+    for (int i = 1; i < bk->n; i++) CHECK(p->sim_start[bk->b[i - 1].pack_node] < p->sim_start[bk->b[i].pack_node]);
     dg_sched_plan_free(p);
     return first_comm - last_bwd;
 }
@@ -131,6 +134,14 @@ int main(void) {
         printf("overlap %s: %d buckets; first collective starts %.3g modelled s %s backward's last compute task ends\n",
                ov ? "on" : "off", bk.n, m < 0 ? -m : m, m < 0 ? "before" : "after");
         CHECK(ov ? m < 0 : m >= 0);
+        /* with overlap the collectives still go in bucket order: an
+         * ordering edge from each bucket's collective to the next's */
+        for (int i = 1; ov && i < bk.n; i++) {
+            int found = 0;
+            for (int e = 0; e < g->n_order; e++)
+                found |= g->order[e].before == bk.b[i - 1].comm_node && g->order[e].after == bk.b[i].comm_node;
+            CHECK(found);
+        }
         dg_dp_buckets_free(&bk);
         dg_graph_free(g);
     }

@@ -2,7 +2,7 @@
 # emulate_bench.sh (label slow) — issue 19, acceptance 1 on this machine:
 # under an emulated link slow enough that communication is comparable to
 # compute here, EP dispatch chunking (bench_ep_overlap) and DP overlap
-# (bench_dp_overlap) each make the step faster than overlap off: the printed
+# (bench_overlap --overlap dp) each make the step faster than overlap off: the printed
 # on/off ratio is < 1 and the hidden fraction h rises. Also: a malformed
 # --emulate-link makes the bench exit 2 with one line.
 # This box's 2 cores are shared with other jobs, so a single timing can be
@@ -34,8 +34,8 @@ attempt() { # name log command...
 # shellcheck disable=SC2086
 attempt bench_ep_overlap "$TMP/ep.log" $MPI "$DG_BUILD/bench_ep_overlap" tokens=512 steps=9 --emulate-link 0.01,10
 # shellcheck disable=SC2086
-attempt bench_dp_overlap "$TMP/dp.log" $MPI "$DG_BUILD/bench_dp_overlap" --num-layers 2 --train-iters 3 \
-  --log-interval 3 --emulate-link 0.1,10
+attempt "bench_overlap --overlap dp" "$TMP/dp.log" $MPI "$DG_BUILD/bench_overlap" --overlap dp --num-layers 2 \
+  --train-iters 4 --log-interval 4 --ddp-bucket-size 250000 --compute-threads 1 --emulate-link 0.05,10
 $MPI "$DG_BUILD/bench_ep_overlap" --emulate-link ep=fast >"$TMP/bad.out" 2>"$TMP/bad.err"; rc=$?
 if [ $rc -eq 2 ] && [ "$(wc -l <"$TMP/bad.err")" -eq 1 ] && grep -q -- "--emulate-link: 'ep=fast'" "$TMP/bad.err"; then
   echo "ok: bench_ep_overlap --emulate-link ep=fast -> $(cat "$TMP/bad.err")"

@@ -2,7 +2,8 @@
  * mpirun -np 2:
  *  1. the --emulate-link parser: good specs give the links, malformed ones
  *     DG_EINPUT naming the flag and the word;
- *  2. the alpha-beta models against hand-computed figures;
+ *  2. the alpha-beta models against hand-computed figures, and the
+ *     planner's cost model with an emulated axis's link;
  *  3. each operation through the wrapper moves the right data and takes at
  *     least its modelled time, and a long wait sleeps (the thread's CPU time
  *     stays well under the wall time) instead of spinning;
@@ -16,6 +17,8 @@
 
 #include "dg_comm_emulate.h"
 #include "dg_comm_mpi.h"
+#include "dg_collective.h"
+#include "dg_prio.h"
 
 static int rank, failures;
 #include "dg_test_mpi.h"
@@ -67,6 +70,28 @@ static void test_models(void) {
     CHECK(dg_link_time(&l, DG_LINK_ALL_REDUCE, 1, n) == 0);
     dg_link off = {0, 0};
     CHECK(dg_link_time(&off, DG_LINK_ALL_REDUCE, 4, n) == 0);
+}
+
+/* The planner's cost model under emulation: a collective on an emulated
+ * axis costs its link's time, one on another axis the default. */
+static void test_cost_model(void) {
+    dg_link_spec s;
+    dg_err err = {{0}};
+    CHECK(dg_link_spec_parse("ep=0.05,10", "--emulate-link", &s, &err) == DG_OK);
+    dg_cost_model m, d = dg_cost_model_default();
+    dg_link_cost_model(&s, &m);
+    CHECK(m.axis_bytes_per_s[DG_AXIS_EP] == 0.05e9 && near(m.axis_latency_s[DG_AXIS_EP], 1e-5));
+    CHECK(m.axis_bytes_per_s[DG_AXIS_DP] == 0 && m.comm_bytes_per_s == d.comm_bytes_per_s);
+    dg_graph *g = dg_graph_new("cost");
+    int x = dg_input_new(g, "x", DG_F32, 1, DG_SHAPE(1 << 16));
+    int ep = g->tensors[dg_all_reduce(g, x, DG_AXIS_EP, 2)].producer;
+    int dp = g->tensors[dg_all_reduce(g, x, DG_AXIS_DP, 2)].producer;
+    dg_cost c = {0, 0};
+    g->nodes[ep].op->cost(g, &g->nodes[ep], &c);
+    CHECK(c.bytes > 0);
+    CHECK(near(dg_prio_node_time(&m, g, &g->nodes[ep]), m.task_s + 1e-5 + c.bytes / 0.05e9));
+    CHECK(near(dg_prio_node_time(&m, g, &g->nodes[dp]), dg_prio_node_time(&d, g, &g->nodes[dp])));
+    dg_graph_free(g);
 }
 
 /* Start-and-wait through the wrapper; returns wall seconds, *cpu gets the
@@ -177,6 +202,7 @@ int main(int argc, char **argv) {
     dg_err err = {{0}};
     test_parse();
     test_models();
+    test_cost_model();
     test_self();
     dg_comm *world = dg_comm_mpi_new(MPI_COMM_WORLD, &err);
     CHECK(world != NULL);

@@ -218,6 +218,42 @@ static void test_priorities(void **state) {
     dg_graph_free(g);
 }
 
+/* Rule 2's lower tier (dg_prio.h): a task whose only reader feeds a
+ * collective (a weight gradient read only by its bucket's pack) runs before
+ * ready compute with a longer path, so the pack and its reduction are not
+ * held back to the end of backward. */
+static void test_compute_feeding_feeder_next(void **state) {
+    (void)state;
+    dg_graph *g = dg_graph_new("feed2");
+    int x = dg_input_new(g, "x", DG_F32, 2, DG_SHAPE(8, 8));
+    int h = t_mix(g, &x, 1, 0, "long0");
+    int ln = g->tensors[h].producer;
+    for (int i = 1; i < 100; i++) h = t_mix(g, &h, 1, 0, NULL); /* longer than the all-reduce's latency */
+    int gr = t_mix(g, &x, 1, 0, "grad");
+    int pk = t_mix(g, &gr, 1, 0, "pack");
+    int gn = g->tensors[gr].producer, pn = g->tensors[pk].producer;
+    int c = dg_all_reduce(g, pk, DG_AXIS_DP, 2); /* over one rank it would move nothing: no tier */
+    t_mix(g, (int[]){h, c}, 2, 0, "join");
+    dg_err err = {{0}};
+    dg_sched_plan *p = dg_sched_plan_new(g, NULL, &err);
+    assert_non_null(p);
+    assert_true(p->bottom[ln] > p->bottom[gn]);
+    assert_int_equal(p->feeds[pn], 2);
+    assert_int_equal(p->feeds[gn], 1);
+    assert_int_equal(p->feeds[ln], 0);
+    assert_true(p->rank[gn] < p->rank[ln]);
+    assert_true(p->sim_end[pn] <= p->sim_start[ln]); /* the plan runs the pack first */
+    dg_sched_plan_free(p);
+    /* over a group of one the all-reduce is a local copy: the gradient
+     * keeps its bottom-level place */
+    g->nodes[g->tensors[c].producer].attrs.i[0] = 1;
+    p = dg_sched_plan_new(g, NULL, &err);
+    assert_non_null(p);
+    assert_int_equal(p->feeds[gn], 0);
+    dg_sched_plan_free(p);
+    dg_graph_free(g);
+}
+
 /* The policy's rule 2 (dg_prio.h): compute whose output a collective reads
  * runs before ready compute with a longer path to the end, so the transfer
  * starts early and runs beside that compute. */
@@ -235,7 +271,7 @@ static void test_compute_feeding_comm_first(void **state) {
     dg_sched_plan *p = dg_sched_plan_new(g, NULL, &err);
     assert_non_null(p);
     assert_true(p->bottom[ln] > p->bottom[fn]);
-    assert_int_equal(p->feeds[fn], 1);
+    assert_int_equal(p->feeds[fn], 2);
     assert_int_equal(p->feeds[ln], 0);
     assert_true(p->rank[fn] < p->rank[ln]);
     dg_runtime_opts ro = {.compute_threads = 1};
@@ -406,6 +442,7 @@ int main(void) {
         cmocka_unit_test(test_priorities),
         cmocka_unit_test(test_order_edges),
         cmocka_unit_test(test_compute_feeding_comm_first),
+        cmocka_unit_test(test_compute_feeding_feeder_next),
         cmocka_unit_test(test_self_collectives),
         cmocka_unit_test(test_kernel_failure),
         cmocka_unit_test(test_compute_op_on_comm_stream),
