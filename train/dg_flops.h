@@ -4,6 +4,7 @@
  *   12 * batch * S * L * H^2 * (
  *        (1 + G/A + S/H) * (A*D/H)          attention: QKV + proj, scores
  *      + (F_moe/H) * topk * 3/2             routed experts (SwiGLU: 3 matrices)
+ *      (a dense GeLU MLP: (F/H) * 1, two matrices; Megatron's gated_linear_multiplier)
  *      + (F_shared/H) * 3/2                 shared expert
  *      + V / (2 * L * H) )                  LM head
  *

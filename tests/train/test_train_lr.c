@@ -68,7 +68,28 @@ static void test_flops(void **s) {
     assert_true(fabs(moe - want_moe) / want_moe < 1e-12);
 }
 
+/* Megatron's dense GPT (GeLU, F = 4H, no --swiglu): the classic closed form
+ * of Korthikanti et al. 2022, 72 B S L H^2 (1 + S/(6H) + V/(12 L H)), with
+ * no gating factor on the two MLP matrices (GPT-3 175B's shape). */
+static void test_flops_gelu(void **s) {
+    (void)s;
+    dg_model_config c = {0};
+    c.num_layers = 96;
+    c.hidden_size = 12288;
+    c.num_attention_heads = 96;
+    c.num_query_groups = 96;
+    c.seq_length = 2048;
+    c.vocab_size = 51200;
+    c.ffn_hidden_size = 4 * 12288;
+    c.mlp_gelu = 1;
+    double B = 64, S = 2048, L = 96, H = 12288, V = 51200;
+    double want = 72.0 * B * S * L * H * H * (1 + S / (6 * H) + V / (12 * L * H));
+    double got = dg_model_flops(&c, B);
+    assert_true(fabs(got - want) / want < 1e-12);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_schedule), cmocka_unit_test(test_schedule_by_samples), cmocka_unit_test(test_flops)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_schedule), cmocka_unit_test(test_schedule_by_samples), cmocka_unit_test(test_flops),
+                                       cmocka_unit_test(test_flops_gelu)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
