@@ -21,6 +21,8 @@
 
 #include "dg_base.h"
 
+/* (dg_sim_table_published, the command, is declared in dg_sim.h.) */
+
 typedef struct dg_sim_published_row {
     const char *model;      /* "GPT 175B" */
     const char *device;     /* built-in profile: "a100" | "h100" */
@@ -43,7 +45,6 @@ typedef struct dg_sim_published_result {
     double bubble;          /* predicted pipeline bubble fraction */
     double exposed_comm_s;  /* predicted exposed communication per step */
     char layout[96];        /* "TP8 PP8 DP1" */
-    char links[160];        /* the --emulate-link spec the row ran with */
 } dg_sim_published_result;
 
 /* Simulate row i. DG_OK, or the simulator's error (DG_EINPUT naming the
