@@ -1,0 +1,67 @@
+/* test_sim_published.c — issue 19, acceptance 3: Megatron's published
+ * configurations simulated on the a100/h100 profiles land within ±25% of the
+ * published MFU, and the profiles are what their sources say.
+ *
+ * Nothing here is a predicted value: each row's prediction comes from the
+ * simulator (dg_sim_run over the row's step graphs) and is compared with the
+ * published figure of sim/dg_sim_published.c. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dg_sim.h"
+#include "dg_sim_published.h"
+
+/* Every published row simulates, and its predicted MFU is within ±25% of
+ * the published one. */
+static void test_rows_within_band(void **s) {
+    (void)s;
+    int n;
+    const dg_sim_published_row *rows = dg_sim_published_rows(&n);
+    assert_true(n >= 5);
+    for (int i = 0; i < n; i++) {
+        dg_sim_published_result p;
+        dg_err err = {{0}};
+        int st = dg_sim_published_run(i, &p, &err);
+        if (st != DG_OK) fprintf(stderr, "%s: %s\n", rows[i].model, err.msg);
+        assert_int_equal(st, DG_OK);
+        fprintf(stderr, "%-13s %-22s step %.3f s  MFU %.1f%% (published %.1f%%)  ratio %.3f\n", rows[i].model,
+                p.layout, p.step_s, 100 * p.mfu, 100 * rows[i].mfu, p.ratio);
+        assert_true(isfinite(p.mfu) && p.mfu > 0 && p.mfu < 1);
+        assert_true(p.step_s > 0);
+        assert_true(fabs(p.ratio - p.mfu / rows[i].mfu) < 1e-12);
+        assert_true(p.ratio >= 0.75 && p.ratio <= 1.25);
+    }
+}
+
+/* The vendor profiles carry the datasheet peaks and their DGX links; an
+ * unknown name is not a vendor profile. */
+static void test_vendor_profiles(void **s) {
+    (void)s;
+    dg_sim_device a, h, x;
+    assert_int_equal(dg_sim_device_vendor("a100", &a), 1);
+    assert_int_equal(dg_sim_device_vendor("h100", &h), 1);
+    assert_int_equal(dg_sim_device_vendor("v100", &x), 0);
+    assert_true(a.peak_16 == 312e12 && h.peak_16 == 989.4e12);
+    assert_true(a.mem_bytes_per_s == 2039e9 && h.mem_bytes_per_s == 3350e9);
+    assert_int_equal(a.devices_per_node, 8);
+    /* NVLink beats InfiniBand per GPU, and H100's links beat A100's */
+    assert_true(a.intra.gbps > a.inter.gbps && h.intra.gbps > h.inter.gbps);
+    assert_true(h.intra.gbps > a.intra.gbps && h.inter.gbps > a.inter.gbps);
+    dg_err err = {{0}};
+    assert_int_equal(dg_sim_device_check(&a, &err), DG_OK);
+    assert_int_equal(dg_sim_device_check(&h, &err), DG_OK);
+    /* the loader finds them by name */
+    assert_int_equal(dg_sim_device_load("h100", &x, &err), DG_OK);
+    assert_true(x.peak_16 == h.peak_16);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_vendor_profiles),
+                                       cmocka_unit_test(test_rows_within_band)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
