@@ -21,6 +21,7 @@ static const dg_command dg_commands[] = {
     {"convert", dg_cmd_convert, "checkpoints to and from Hugging Face safetensors (--to hf DIR, --from hf DIR)"},
     {"trace-svg", dg_cmd_trace_svg, "draw a merged --trace as the pipeline schedule (SVG) with its bubble"},
     {"cuda", dg_cmd_cuda, "report whether the CUDA backend is built and a GPU is usable"},
+    {"simulate", dg_cmd_simulate, "one training step in virtual time on any world size and device profile"},
 };
 
 static void usage(FILE *f) {

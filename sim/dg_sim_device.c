@@ -1,0 +1,218 @@
+/* dg_sim_device.c — device profiles: op kinds, the local defaults, JSON
+ * load/save, checks (see dg_sim.h; constants and sources in docs/simulate.md). */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dg_sim.h"
+
+static const char *kind_names[DG_SIM_KIND_COUNT] = {"gemm", "attention", "elemwise", "embed", "optim"};
+
+const char *dg_sim_kind_name(dg_sim_kind k) { return (unsigned)k < DG_SIM_KIND_COUNT ? kind_names[k] : "?"; }
+
+/* Ops by name prefix; the first match wins, the rest are element-wise. */
+static const struct {
+    const char *prefix;
+    dg_sim_kind kind;
+} kind_table[] = {
+    {"matmul", DG_SIM_GEMM},          {"grouped_gemm", DG_SIM_GEMM},     {"attention", DG_SIM_ATTENTION},
+    {"cp_attn_block", DG_SIM_ATTENTION}, {"kv_attention", DG_SIM_ATTENTION}, {"embedding", DG_SIM_EMBED},
+    {"vocab_", DG_SIM_EMBED},         {"softmax_xent", DG_SIM_EMBED},    {"pos_embed", DG_SIM_EMBED},
+    {"adamw", DG_SIM_OPTIM},          {"optim_", DG_SIM_OPTIM},          {"dp_pack", DG_SIM_OPTIM},
+    {"dp_unpack", DG_SIM_OPTIM},
+};
+
+dg_sim_kind dg_sim_op_kind(const dg_op_def *op) {
+    if (!op || !op->name) return DG_SIM_ELEMWISE;
+    for (size_t i = 0; i < DG_ARRAY_LEN(kind_table); i++)
+        if (!strncmp(op->name, kind_table[i].prefix, strlen(kind_table[i].prefix))) return kind_table[i].kind;
+    return DG_SIM_ELEMWISE;
+}
+
+/* Uncalibrated figures for one rank of this kind of box: a couple of
+ * AVX-512 cores (single-thread sgemm ~5e10 FLOP/s), DDR bandwidth a
+ * kernel sees, MPI over shared memory. `dagatron simulate --calibrate`
+ * replaces them with measured ones. */
+void dg_sim_device_local_default(dg_sim_device *d) {
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "local");
+    snprintf(d->source, sizeof d->source, "uncalibrated defaults (run `dagatron simulate --calibrate`)");
+    d->peak_fp32 = 5e10;
+    d->peak_16 = 5e10; /* the CPU kernels compute in fp32 whatever the storage */
+    d->mem_bytes_per_s = 1e10;
+    d->task_s = 5e-6;
+    d->comm_task_s = 2e-5;
+    double eff[DG_SIM_KIND_COUNT] = {0.8, 0.3, 0.1, 0.3, 0.2};
+    for (int k = 0; k < DG_SIM_KIND_COUNT; k++) {
+        d->eff[k] = eff[k];
+        d->mem_eff[k] = 0.5;
+    }
+    d->intra = (dg_link){5.0, 20.0};
+    d->inter = (dg_link){5.0, 20.0};
+    d->devices_per_node = 1 << 20; /* one box */
+}
+
+void dg_sim_calibration_path(char *buf, size_t n) {
+    const char *env = getenv("DG_SIM_PROFILE");
+    const char *home = getenv("HOME");
+    if (env && env[0]) snprintf(buf, n, "%s", env);
+    else snprintf(buf, n, "%s/.cache/dagatron/local_profile.json", home && home[0] ? home : ".");
+}
+
+int dg_sim_device_check(const dg_sim_device *d, dg_err *err) {
+    const char *bad = NULL;
+    if (!(d->peak_fp32 > 0) || !isfinite(d->peak_fp32)) bad = "peak_fp32";
+    else if (!(d->peak_16 > 0) || !isfinite(d->peak_16)) bad = "peak_16";
+    else if (!(d->mem_bytes_per_s > 0) || !isfinite(d->mem_bytes_per_s)) bad = "mem_bytes_per_s";
+    else if (!(d->task_s >= 0) || !isfinite(d->task_s)) bad = "task_s";
+    else if (!(d->comm_task_s >= 0) || !isfinite(d->comm_task_s)) bad = "comm_task_s";
+    else if (!(d->intra.gbps > 0) || !(d->intra.usec >= 0)) bad = "intra";
+    else if (!(d->inter.gbps > 0) || !(d->inter.usec >= 0)) bad = "inter";
+    else if (d->devices_per_node < 1) bad = "devices_per_node";
+    for (int k = 0; k < DG_SIM_KIND_COUNT && !bad; k++)
+        if (!(d->eff[k] > 0 && d->eff[k] <= 1) || !(d->mem_eff[k] > 0 && d->mem_eff[k] <= 1)) bad = "eff/mem_eff";
+    if (bad)
+        return dg_err_set(err, DG_EINPUT, "device profile '%s': %s must be finite and > 0 (efficiencies in (0, 1])",
+                          d->name, bad);
+    return DG_OK;
+}
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+static void get_num(const cJSON *o, const char *key, double *v) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (cJSON_IsNumber(x)) *v = x->valuedouble;
+}
+
+static void get_link(const cJSON *o, const char *key, dg_link *l) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsObject(x)) return;
+    get_num(x, "gbps", &l->gbps);
+    get_num(x, "usec", &l->usec);
+}
+
+static void get_kinds(const cJSON *o, const char *key, double *v) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsObject(x)) return;
+    for (int k = 0; k < DG_SIM_KIND_COUNT; k++) get_num(x, kind_names[k], &v[k]);
+}
+
+static char *slurp(const char *path, dg_err *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        dg_err_set(err, DG_EINPUT, "--device-profile: cannot open '%s' (expected local, a built-in name or a JSON file)",
+                   path);
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = dg_malloc((size_t)DG_MAX(n, 0) + 1);
+    size_t got = fread(s, 1, (size_t)DG_MAX(n, 0), f);
+    s[got] = 0;
+    fclose(f);
+    return s;
+}
+
+static int load_json(const char *path, dg_sim_device *d, dg_err *err) {
+    char *s = slurp(path, err);
+    if (!s) return DG_EINPUT;
+    cJSON *o = cJSON_Parse(s);
+    dg_free(s);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return dg_err_set(err, DG_EINPUT, "--device-profile: '%s' is not a JSON object", path);
+    }
+    dg_sim_device_local_default(d);
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, "name");
+    snprintf(d->name, sizeof d->name, "%s", cJSON_IsString(x) ? x->valuestring : path);
+    x = cJSON_GetObjectItemCaseSensitive(o, "source");
+    snprintf(d->source, sizeof d->source, "%s", cJSON_IsString(x) ? x->valuestring : path);
+    get_num(o, "peak_fp32", &d->peak_fp32);
+    get_num(o, "peak_16", &d->peak_16);
+    get_num(o, "mem_bytes_per_s", &d->mem_bytes_per_s);
+    get_num(o, "task_s", &d->task_s);
+    get_num(o, "comm_task_s", &d->comm_task_s);
+    get_kinds(o, "eff", d->eff);
+    get_kinds(o, "mem_eff", d->mem_eff);
+    get_link(o, "intra", &d->intra);
+    get_link(o, "inter", &d->inter);
+    double dpn = d->devices_per_node;
+    get_num(o, "devices_per_node", &dpn);
+    d->devices_per_node = dpn >= 1 && dpn < 1e9 ? (int)dpn : 0;
+    cJSON_Delete(o);
+    dg_err e = {{0}};
+    if (dg_sim_device_check(d, &e) != DG_OK)
+        return dg_err_set(err, DG_EINPUT, "--device-profile '%s': %s", path, e.msg);
+    return DG_OK;
+}
+
+int dg_sim_device_load(const char *name, dg_sim_device *out, dg_err *err) {
+    if (!name || !name[0] || !strcmp(name, "local")) {
+        char path[1024];
+        dg_sim_calibration_path(path, sizeof path);
+        FILE *f = fopen(path, "rb");
+        if (!f) {
+            dg_sim_device_local_default(out);
+            return DG_OK;
+        }
+        fclose(f);
+        DG_TRY(load_json(path, out, err));
+        snprintf(out->name, sizeof out->name, "local");
+        return DG_OK;
+    }
+    if (dg_sim_device_vendor(name, out)) return dg_sim_device_check(out, err);
+    if (!strchr(name, '.') && !strchr(name, '/'))
+        return dg_err_set(err, DG_EINPUT,
+                          "--device-profile: unknown profile '%s' (expected local, h100, a100 or a JSON file)", name);
+    return load_json(name, out, err);
+}
+
+static cJSON *kinds_json(const double *v) {
+    cJSON *o = cJSON_CreateObject();
+    for (int k = 0; k < DG_SIM_KIND_COUNT; k++) cJSON_AddNumberToObject(o, kind_names[k], v[k]);
+    return o;
+}
+
+static cJSON *link_json(const dg_link *l) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "gbps", l->gbps);
+    cJSON_AddNumberToObject(o, "usec", l->usec);
+    return o;
+}
+
+static char *device_json(const dg_sim_device *d) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", d->name);
+    cJSON_AddStringToObject(o, "source", d->source);
+    cJSON_AddNumberToObject(o, "peak_fp32", d->peak_fp32);
+    cJSON_AddNumberToObject(o, "peak_16", d->peak_16);
+    cJSON_AddNumberToObject(o, "mem_bytes_per_s", d->mem_bytes_per_s);
+    cJSON_AddNumberToObject(o, "task_s", d->task_s);
+    cJSON_AddNumberToObject(o, "comm_task_s", d->comm_task_s);
+    cJSON_AddItemToObject(o, "eff", kinds_json(d->eff));
+    cJSON_AddItemToObject(o, "mem_eff", kinds_json(d->mem_eff));
+    cJSON_AddItemToObject(o, "intra", link_json(&d->intra));
+    cJSON_AddItemToObject(o, "inter", link_json(&d->inter));
+    cJSON_AddNumberToObject(o, "devices_per_node", d->devices_per_node);
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+int dg_sim_device_save(const dg_sim_device *d, const char *path, dg_err *err) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return dg_err_set(err, DG_EINPUT, "calibration: cannot write '%s'", path);
+    char *s = device_json(d);
+    int ok = fputs(s, f) >= 0 && fputc('\n', f) != EOF;
+    cJSON_free(s);
+    if (fclose(f) != 0 || !ok) return dg_err_set(err, DG_EINPUT, "calibration: cannot write '%s'", path);
+    return DG_OK;
+}
+
+void dg_sim_device_print(const dg_sim_device *d, FILE *f) {
+    char *s = device_json(d);
+    fprintf(f, "%s\n", s);
+    cJSON_free(s);
+}

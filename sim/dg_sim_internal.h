@@ -1,0 +1,39 @@
+/* dg_sim_internal.h — what the simulator's files share (not a public API). */
+#ifndef DG_SIM_INTERNAL_H
+#define DG_SIM_INTERNAL_H
+
+#include "dg_grid.h"
+#include "dg_sched.h"
+#include "dg_sim.h"
+
+/* A finished copy of the config for `world` ranks and the grid's sizes
+ * (dp derived). DG_EINPUT with one line for sizes that do not fit. */
+int dg_sim_config(const dg_train_config *in, int world, dg_train_config *out, dg_grid_sizes *sz, dg_err *err);
+
+/* One pipeline stage's step graph, as the trainer builds it, and its plan
+ * (sched/dg_sched.h, the trainer's default cost model, so the priorities
+ * and the memory plan are the real run's). */
+typedef struct dg_sim_stage {
+    dg_graph *g;
+    dg_sched_plan *plan;
+} dg_sim_stage;
+
+int dg_sim_build_stage(const dg_train_config *c, const dg_grid_sizes *sz, int pp_stage, int memory_plan,
+                       dg_sim_stage *out, dg_err *err);
+void dg_sim_stage_free(dg_sim_stage *s);
+
+/* The device's time for node n of g (seconds, > 0), collectives on `links`
+ * (resolved per axis: dg_sim_axis_links). */
+double dg_sim_node_time(const dg_sim_device *d, const dg_link axis_link[DG_AXIS_COUNT], int bf16,
+                        const dg_graph *g, const dg_node *n);
+
+/* The link of each axis: the spec's where it names one, else the device's
+ * intra-node link when the axis's groups fit in a node, else inter-node. */
+void dg_sim_axis_links(const dg_sim_device *d, const dg_link_spec *spec, const dg_grid_sizes *sz,
+                       dg_link out[DG_AXIS_COUNT]);
+
+/* A point-to-point message's tag (the runtime's, sched/dg_comm.c): what a
+ * send and its recv share. */
+int dg_sim_p2p_tag(const dg_node *n);
+
+#endif /* DG_SIM_INTERNAL_H */

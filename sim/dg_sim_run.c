@@ -1,0 +1,165 @@
+/* dg_sim_run.c — dg_sim_run: build and compact each stage's plan, run them
+ * together in virtual time, sum up (dg_sim.h). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dg_flops.h"
+#include "dg_sim_engine.h"
+
+/* Persistent bytes of a stage: tensors the memory plan leaves out
+ * (parameters, gradients, optimizer state, inputs). */
+static double persistent_bytes(const dg_sim_stage *s) {
+    double b = 0;
+    for (int t = 0; t < s->g->n_tensors; t++)
+        if (!s->plan->planned || s->plan->mem.offset[t] < 0) b += (double)dg_tensor_bytes(&s->g->tensors[t]);
+    return b;
+}
+
+/* The virtual run as a Chrome trace: one process per stage, named by the
+ * world rank it stands for (sched/dg_trace.h's format). */
+static int write_trace(const char *path, dg_sim_stage *st, const dg_sim_prog *pr, int n, int ranks_per_stage,
+                       dg_err *err) {
+    FILE *f = fopen(path, "w");
+    if (!f) return dg_err_set(err, DG_EINPUT, "--trace: cannot write '%s'", path);
+    fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
+    for (int i = 0; i < n; i++) {
+        dg_trace *tr = dg_trace_new(i * ranks_per_stage);
+        char name[128];
+        snprintf(name, sizeof name, "rank %d (pp %d, simulated)", i * ranks_per_stage, i);
+        dg_trace_set_name(tr, name);
+        double o = dg_trace_origin(tr);
+        for (int v = 0; v < pr[i].n; v++)
+            dg_trace_add(tr, st[i].g, v, pr[i].stream[v], 0, o + pr[i].bstart[v], o + pr[i].end[v]);
+        if (i > 0) fprintf(f, ",\n");
+        dg_trace_put_events(tr, f, 0);
+        dg_trace_free(tr);
+    }
+    fprintf(f, "\n]}\n");
+    if (fclose(f) != 0) return dg_err_set(err, DG_EINPUT, "--trace: cannot write '%s'", path);
+    return DG_OK;
+}
+
+/* Build stage i and compact it; keep the graph only for the trace. */
+static int build_one(const dg_train_config *c, const dg_grid_sizes *sz, int i, const dg_sim_device *dev,
+                     const dg_link links[DG_AXIS_COUNT], const dg_sim_opts *o, dg_sim_stage *st, dg_sim_prog *pr,
+                     dg_sim_rank *rr, dg_sim_result *r, dg_err *err) {
+    double t0 = dg_now();
+    DG_TRY(dg_sim_build_stage(c, sz, i, !o->no_memory_plan, st, err));
+    double t1 = dg_now();
+    int bf16 = c->compat.bf16 || c->compat.fp16;
+    dg_sim_prog_from_plan(pr, st, i, sz->pp, dev, links, bf16);
+    rr->pp_stage = i;
+    rr->n_nodes = pr->n;
+    rr->n_comm = pr->n_comm;
+    rr->planned_bytes = st->plan->planned ? (double)st->plan->mem.arena_bytes : 0;
+    rr->persistent_bytes = persistent_bytes(st);
+    r->plan_s += dg_now() - t1;
+    r->build_s += t1 - t0;
+    if (!o->quiet)
+        fprintf(stderr, "simulate: stage %d of %d: %d tasks (%d comm), built %.2f s, planned %.2f s\n", i, sz->pp,
+                pr->n, pr->n_comm, t1 - t0, dg_now() - t1);
+    if (!o->trace_path) dg_sim_stage_free(st);
+    return DG_OK;
+}
+
+static void summarize(dg_sim_result *r, const dg_sim_prog *pr, const dg_train_config *c, const dg_sim_device *dev) {
+    double comm = 0, exposed = 0, hidden = 0, idle = 0;
+    r->step_s = 0;
+    for (int i = 0; i < r->n_ranks; i++) {
+        dg_sim_rank *rr = &r->rank[i];
+        dg_sim_prog_stats(&pr[i], &rr->end_s, &rr->busy_compute_s, &rr->busy_comm_s, &rr->exposed_comm_s);
+        r->step_s = DG_MAX(r->step_s, rr->end_s);
+    }
+    for (int i = 0; i < r->n_ranks; i++) {
+        dg_sim_rank *rr = &r->rank[i];
+        rr->idle_s = DG_MAX(0, r->step_s - rr->busy_compute_s - rr->exposed_comm_s);
+        comm += rr->busy_comm_s;
+        hidden += rr->busy_comm_s - rr->exposed_comm_s;
+        idle += rr->idle_s;
+        if (rr->exposed_comm_s >= exposed) {
+            exposed = rr->exposed_comm_s;
+            r->comm_s = rr->busy_comm_s;
+        }
+    }
+    r->exposed_comm_s = exposed;
+    r->hidden_frac = comm > 0 ? hidden / comm : 0;
+    r->bubble_frac = r->step_s > 0 ? idle / r->n_ranks / r->step_s : 0;
+    double batch = c->global_batch_size;
+    r->model_flops = dg_model_flops(&c->model, batch);
+    double peak = r->bf16 ? dev->peak_16 : dev->peak_fp32;
+    r->mfu = r->step_s > 0 ? r->model_flops / (r->step_s * r->world_size * peak) : 0;
+    r->tokens_per_s = r->step_s > 0 ? batch * c->model.seq_length / r->step_s : 0;
+}
+
+int dg_sim_run(const dg_train_config *cfg, const dg_sim_device *dev, const dg_link_spec *spec,
+               const dg_sim_opts *o, dg_sim_result *r, dg_err *err) {
+    memset(r, 0, sizeof *r);
+    dg_sim_opts dflt = {0};
+    if (!o) o = &dflt;
+    DG_TRY(dg_sim_device_check(dev, err));
+    dg_train_config *c = dg_malloc(sizeof *c);
+    dg_grid_sizes sz;
+    int st = dg_sim_config(cfg, o->world_size, c, &sz, err);
+    if (st != DG_OK) {
+        dg_free(c);
+        return st;
+    }
+    snprintf(r->device, sizeof r->device, "%s", dev->name);
+    r->tp = sz.tp, r->cp = sz.cp, r->ep = sz.ep, r->pp = sz.pp, r->dp = sz.ep * sz.dp;
+    r->world_size = sz.tp * sz.cp * sz.ep * sz.dp * sz.pp;
+    r->n_microbatches = c->num_microbatches;
+    r->bf16 = c->compat.bf16 || c->compat.fp16;
+    dg_link links[DG_AXIS_COUNT];
+    dg_sim_axis_links(dev, spec, &sz, links);
+    r->n_ranks = sz.pp;
+    r->rank = dg_calloc((size_t)sz.pp, sizeof *r->rank);
+    dg_sim_stage *stages = dg_calloc((size_t)sz.pp, sizeof *stages);
+    dg_sim_prog *pr = dg_calloc((size_t)sz.pp, sizeof *pr);
+    for (int i = 0; i < sz.pp && st == DG_OK; i++)
+        st = build_one(c, &sz, i, dev, links, o, &stages[i], &pr[i], &r->rank[i], r, err);
+    double t0 = dg_now();
+    if (st == DG_OK) st = dg_sim_match(pr, sz.pp, err);
+    if (st == DG_OK) st = dg_sim_execute(pr, sz.pp, err);
+    r->run_s = dg_now() - t0;
+    if (st == DG_OK) summarize(r, pr, c, dev);
+    if (st == DG_OK && o->trace_path)
+        st = write_trace(o->trace_path, stages, pr, sz.pp, r->world_size / sz.pp, err);
+    for (int i = 0; i < sz.pp; i++) {
+        dg_sim_stage_free(&stages[i]);
+        dg_sim_prog_free(&pr[i]);
+    }
+    dg_free(stages);
+    dg_free(pr);
+    dg_free(c);
+    if (st != DG_OK) dg_sim_result_free(r);
+    return st;
+}
+
+void dg_sim_result_free(dg_sim_result *r) {
+    dg_free(r->rank);
+    memset(r, 0, sizeof *r);
+}
+
+void dg_sim_result_print(const dg_sim_result *r, FILE *f) {
+    fprintf(f, "simulated step on %d x %s: tp %d, cp %d, ep %d, pp %d, data-parallel %d, %d micro-batches (%s)\n",
+            r->world_size, r->device, r->tp, r->cp, r->ep, r->pp, r->dp, r->n_microbatches,
+            r->bf16 ? "16-bit peak" : "fp32 peak");
+    fprintf(f, "  step time          %12.3f ms\n", 1e3 * r->step_s);
+    fprintf(f, "  model FLOPs/step   %12.4g (Megatron's formula)\n", r->model_flops);
+    fprintf(f, "  MFU                %12.1f %%\n", 100 * r->mfu);
+    fprintf(f, "  tokens/s           %12.1f\n", r->tokens_per_s);
+    fprintf(f, "  exposed comm       %12.3f ms of %.3f ms comm (worst stage)\n", 1e3 * r->exposed_comm_s,
+            1e3 * r->comm_s);
+    fprintf(f, "  hidden fraction h  %12.3f\n", r->hidden_frac);
+    fprintf(f, "  pipeline bubble    %12.1f %%\n", 100 * r->bubble_frac);
+    fprintf(f, "  %-6s %9s %11s %11s %11s %11s %12s %12s\n", "stage", "tasks", "end ms", "compute ms", "comm ms",
+            "exposed ms", "planned MiB", "persist MiB");
+    for (int i = 0; i < r->n_ranks; i++) {
+        const dg_sim_rank *k = &r->rank[i];
+        fprintf(f, "  %-6d %9d %11.3f %11.3f %11.3f %11.3f %12.1f %12.1f\n", k->pp_stage, k->n_nodes, 1e3 * k->end_s,
+                1e3 * k->busy_compute_s, 1e3 * k->busy_comm_s, 1e3 * k->exposed_comm_s,
+                k->planned_bytes / 1048576.0, k->persistent_bytes / 1048576.0);
+    }
+    fprintf(f, "  (simulator: built %.2f s, planned %.2f s, ran %.2f s)\n", r->build_s, r->plan_s, r->run_s);
+}
