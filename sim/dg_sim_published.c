@@ -134,18 +134,22 @@ int dg_sim_published_run(int i, dg_sim_published_result *out, dg_err *err) {
     return st;
 }
 
-int dg_sim_published_table(FILE *f, dg_err *err) {
+int dg_sim_published_table(FILE *f, const char *only, dg_err *err) {
     int n;
     const dg_sim_published_row *rows = dg_sim_published_rows(&n);
     fprintf(f, "Megatron-LM's published configurations, simulated (MFU: Megatron's model FLOPs / "
                "(step x GPUs x dense bf16 peak))\n");
-    fprintf(f, "%-13s %-5s %-22s %5s %10s %9s %9s %7s %6s %8s %s\n", "model", "gpu", "layout", "GPUs",
-            "step (s)", "MFU pred", "MFU pub", "ratio", "±25%", "bubble", "exposed comm (s)");
-    int bad = 0, first_st = DG_OK;
+    fprintf(f, "%-13s %-5s %-18s %5s %9s %9s %8s %6s %5s %7s %8s %6s\n", "model", "gpu", "layout", "GPUs",
+            "step (s)", "MFU pred", "MFU pub", "ratio", "±25%", "bubble", "exp.comm", "sim s");
+    fflush(f);
+    int bad = 0, ran = 0, first_st = DG_OK;
     for (int i = 0; i < n; i++) {
+        if (only && !strstr(rows[i].model, only)) continue;
         dg_sim_published_result p;
         dg_err e = {{0}};
+        double t0 = dg_now();
         int st = dg_sim_published_run(i, &p, &e);
+        ran++;
         if (st != DG_OK) {
             fprintf(f, "%-13s %-5s error: %s\n", rows[i].model, rows[i].device, e.msg);
             if (first_st == DG_OK) {
@@ -156,24 +160,29 @@ int dg_sim_published_table(FILE *f, dg_err *err) {
         }
         int within = p.ratio >= 0.75 && p.ratio <= 1.25;
         bad += !within;
-        fprintf(f, "%-13s %-5s %-22s %5d %10.3f %8.1f%% %8.1f%% %7.3f %6s %7.1f%% %8.3f\n", rows[i].model,
+        fprintf(f, "%-13s %-5s %-18s %5d %9.3f %8.1f%% %7.1f%% %6.3f %5s %6.1f%% %7.3fs %6.1f\n", rows[i].model,
                 rows[i].device, p.layout, rows[i].world, p.step_s, 100 * p.mfu, 100 * rows[i].mfu, p.ratio,
-                within ? "yes" : "NO", 100 * p.bubble, p.exposed_comm_s);
+                within ? "yes" : "NO", 100 * p.bubble, p.exposed_comm_s, dg_now() - t0);
+        fflush(f);
     }
     for (int i = 0; i < n; i++)
-        if (rows[i].note[0]) fprintf(f, "note: %s: %s\n", rows[i].model, rows[i].note);
+        if (rows[i].note[0] && (!only || strstr(rows[i].model, only)))
+            fprintf(f, "note: %s: %s\n", rows[i].model, rows[i].note);
     fprintf(f, "%d of %d rows within ±25%% of the published MFU (sources: docs/simulate_published.md)\n",
-            n - bad - (first_st != DG_OK), n);
+            ran - bad - (first_st != DG_OK), ran);
+    if (ran == 0) return dg_err_set(err, DG_EINPUT, "--row '%s': no published row of that name", only);
     return first_st;
 }
 
 int dg_sim_table_published(int argc, char **argv) {
-    if (argc > 0) {
-        fprintf(stderr, "dagatron simulate: --table published takes no other flags (got '%s')\n", argv[0]);
+    const char *only = NULL;
+    if (argc == 2 && !strcmp(argv[0], "--row")) only = argv[1];
+    else if (argc > 0) {
+        fprintf(stderr, "dagatron simulate: --table published takes only --row NAME (got '%s')\n", argv[0]);
         return DG_EINPUT;
     }
     dg_err err = {{0}};
-    int st = dg_sim_published_table(stdout, &err);
+    int st = dg_sim_published_table(stdout, only, &err);
     if (st != DG_OK) fprintf(stderr, "dagatron simulate: %s\n", err.msg);
     return st;
 }

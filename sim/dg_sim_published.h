@@ -51,11 +51,14 @@ typedef struct dg_sim_published_result {
  * row when its flags do not parse). */
 int dg_sim_published_run(int i, dg_sim_published_result *out, dg_err *err);
 
-/* `dagatron simulate --table published`: simulate every row and print one
+/* `dagatron simulate --table published [--row NAME]`: simulate every row
+ * (or those whose model name contains `only`, when not NULL) and print one
  * table to out (model, layout, GPUs, predicted step time, predicted MFU,
- * published MFU, ratio, within +-25%). Returns DG_OK when every row ran
- * (whether or not it is within the band: the band is a test's business,
- * tests/sim/test_sim_published.c), else the first error. */
-int dg_sim_published_table(FILE *out, dg_err *err);
+ * published MFU, ratio, within ±25%, bubble, exposed communication, the
+ * simulator's own seconds). Returns DG_OK when every row ran (whether or not
+ * it is within the band: the band is a test's business,
+ * tests/sim_published/), else the first error; DG_EINPUT when `only` names
+ * no row. */
+int dg_sim_published_table(FILE *out, const char *only, dg_err *err);
 
 #endif /* DG_SIM_PUBLISHED_H */
