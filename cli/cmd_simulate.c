@@ -48,35 +48,58 @@ static const dg_arg_spec sim_own_specs[] = {
 };
 #define N_OWN ((int)DG_ARRAY_LEN(sim_own_specs))
 
-static int sim_specs(dg_arg_spec *specs) {
-    int n_train;
-    const dg_arg_spec *t = dg_train_flags(&n_train);
-    memcpy(specs, sim_own_specs, sizeof sim_own_specs);
-    for (int i = 0; i < n_train; i++) {
-        specs[N_OWN + i] = t[i];
-        specs[N_OWN + i].offset += offsetof(sim_cfg, train);
+/* Split argv into simulate's own flags (with their values) and train's,
+ * each list starting with argv[0]. */
+static void split_args(int argc, char **argv, char **own, int *n_own, char **rest, int *n_rest) {
+    own[0] = rest[0] = argv[0];
+    *n_own = *n_rest = 1;
+    for (int i = 1; i < argc; i++) {
+        int k = -1;
+        for (int j = 0; j < N_OWN; j++)
+            if (!strcmp(argv[i], sim_own_specs[j].name)) k = j;
+        if (k < 0) {
+            rest[(*n_rest)++] = argv[i];
+            continue;
+        }
+        own[(*n_own)++] = argv[i];
+        if (sim_own_specs[k].kind != DG_ARG_FLAG && i + 1 < argc) own[(*n_own)++] = argv[++i];
     }
-    return N_OWN + n_train;
+    own[*n_own] = rest[*n_rest] = NULL;
 }
 
-static void sim_usage(FILE *f, const dg_arg_spec *specs, int n) {
+/* Parse both lists into c. Returns DG_OK, DG_EINPUT, or -1 for --help. */
+static int parse_sim_args(int argc, char **argv, sim_cfg *c, dg_err *err) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return -1;
+    char **own = dg_malloc(sizeof(char *) * (size_t)(argc + 1)), **rest = dg_malloc(sizeof(char *) * (size_t)(argc + 1));
+    int n_own, n_rest;
+    split_args(argc, argv, own, &n_own, rest, &n_rest);
+    int st = dg_args_parse(n_own, own, 1, sim_own_specs, N_OWN, c, NULL, err);
+    if (st == DG_OK) st = dg_train_config_parse(&c->train, n_rest, rest, 1, err);
+    dg_free(own);
+    dg_free(rest);
+    return st;
+}
+
+static void sim_usage(FILE *f) {
     fprintf(f, "usage: dagatron simulate [train flags] [--world-size N] [--device-profile local|h100|a100|FILE]\n"
                "                         [--emulate-link SPEC] [--trace FILE] [--calibrate [--calibrate-from TRACE]]\n"
                "       dagatron simulate --table published\n\n"
                "Simulates one training step of the configuration in virtual time: the step graph each\n"
                "pipeline stage would run, on the device profile's costs and the links' alpha-beta times.\n"
                "Prints step time, MFU, exposed communication, the pipeline bubble and planned memory.\n\n");
-    dg_args_help(f, specs, n);
+    dg_args_help(f, sim_own_specs, N_OWN);
+    fprintf(f, "\nand every flag of `dagatron train` (`dagatron train --help`).\n");
 }
 
 /* --calibrate: fit, save, and use the profile. */
 static int calibrate(sim_cfg *c, dg_sim_device *dev, dg_err *err) {
-    if (!c->calibrate_from[0])
-        return dg_err_set(err, DG_EINPUT, "--calibrate: needs --calibrate-from TRACE (a `dagatron train --trace` "
-                                          "of the same flags)");
     dg_sim_device base;
     dg_sim_device_local_default(&base);
-    DG_TRY(dg_sim_calibrate_from_trace(&c->train, c->world_size, c->calibrate_from, &base, dev, err));
+    if (c->calibrate_from[0])
+        DG_TRY(dg_sim_calibrate_from_trace(&c->train, c->world_size, c->calibrate_from, &base, dev, err));
+    else
+        DG_TRY(dg_sim_calibrate_run(&c->train, c->world_size > 0 ? c->world_size : 1, &base, dev, err));
     char path[DG_ARG_STR_LEN];
     if (c->profile_out[0]) snprintf(path, sizeof path, "%s", c->profile_out);
     else dg_sim_calibration_path(path, sizeof path);
@@ -89,24 +112,20 @@ static int calibrate(sim_cfg *c, dg_sim_device *dev, dg_err *err) {
 int dg_cmd_simulate(int argc, char **argv) {
     if (argc >= 3 && !strcmp(argv[1], "--table") && !strcmp(argv[2], "published"))
         return dg_sim_table_published(argc - 3, argv + 3);
-    int n_train;
-    dg_train_flags(&n_train);
-    dg_arg_spec *specs = dg_malloc(sizeof(dg_arg_spec) * (size_t)(N_OWN + n_train));
-    int n = sim_specs(specs);
     sim_cfg *c = dg_calloc(1, sizeof *c);
     dg_train_config_defaults(&c->train);
     dg_err err = {{0}};
-    int st = dg_args_parse(argc, argv, 1, specs, n, c, NULL, &err);
-    if (st != DG_OK && !strcmp(err.msg, "help")) {
-        sim_usage(stdout, specs, n);
-        dg_free(specs);
+    int st = parse_sim_args(argc, argv, c, &err);
+    if (st == -1) {
+        sim_usage(stdout);
         dg_free(c);
         return 0;
     }
-    dg_free(specs);
     dg_sim_device dev;
     dg_link_spec links;
     memset(&links, 0, sizeof links);
+    if (st == DG_OK && c->calibrate_from[0] && !c->calibrate)
+        st = dg_err_set(&err, DG_EINPUT, "--calibrate-from: only with --calibrate");
     if (st == DG_OK && c->calibrate) st = calibrate(c, &dev, &err);
     else if (st == DG_OK) st = dg_sim_device_load(c->device[0] ? c->device : "local", &dev, &err);
     if (st == DG_OK && c->train.emulate_link[0])

@@ -117,7 +117,7 @@ int dg_sim_device_check(const dg_sim_device *d, dg_err *err);
 typedef struct dg_sim_opts {
     int world_size;          /* ranks (0: tp x cp x ep x pp, the smallest world) */
     const char *trace_path;  /* write the virtual run as a Chrome trace (NULL: none) */
-    int no_memory_plan;      /* skip the memory plan (faster; peak memory reported as 0) */
+    int no_memory_plan;      /* skip the memory plan (faster): memory is the live peak */
     int quiet;               /* 1: no progress lines on stderr */
 } dg_sim_opts;
 
@@ -131,7 +131,10 @@ typedef struct dg_sim_rank {
     double busy_comm_s;      /* comm stream busy time (waiting for a recv counts) */
     double exposed_comm_s;   /* comm busy with the compute stream idle */
     double idle_s;           /* neither stream busy before end_s (bubble) */
-    double planned_bytes;    /* the memory plan's arena (activations, workspace) */
+    double planned_bytes;    /* the memory plan's arena (activations); for stages
+                              * too big for the planner, the live-bytes peak */
+    int memory_planned;      /* 1: planned_bytes is the memory plan's arena */
+    double flops;            /* FLOPs of its graph (the ops' costs: recompute included) */
     double persistent_bytes; /* parameters, gradients, optimizer state, inputs */
 } dg_sim_rank;
 
@@ -142,6 +145,7 @@ typedef struct dg_sim_result {
     int bf16;                /* 1: the 16-bit peak was the reference */
     double step_s;           /* the slowest stage's end */
     double model_flops;      /* per step, whole world (Megatron's formula, train/dg_flops.h) */
+    double graph_flops;      /* per step, whole world: the graphs' own FLOPs (recompute included) */
     double mfu;              /* model_flops / (step_s x world x peak) */
     double tokens_per_s;
     double exposed_comm_s;   /* the most exposed comm of any stage */
@@ -180,6 +184,14 @@ void dg_sim_result_print(const dg_sim_result *r, FILE *f);
  * be read or does not match the graph. */
 int dg_sim_calibrate_from_trace(const dg_train_config *cfg, int world_size, const char *trace_path,
                                 const dg_sim_device *base, dg_sim_device *out, dg_err *err);
+
+/* Calibrate by a short measured run: cfg's model on one rank (parallel
+ * sizes 1, one micro-batch) with a rank's share of this machine's cores in
+ * a world_size-rank run, 3 iterations, the second traced and fitted as
+ * above. The run's own output goes to stdout. The link has no collectives
+ * to fit there and keeps base's. */
+int dg_sim_calibrate_run(const dg_train_config *cfg, int world_size, const dg_sim_device *base, dg_sim_device *out,
+                         dg_err *err);
 
 /* ---- the published table (h19pub's sim/dg_sim_published.c) ----------------- */
 

@@ -22,6 +22,14 @@ int dg_sim_build_stage(const dg_train_config *c, const dg_grid_sizes *sz, int pp
                        dg_sim_stage *out, dg_err *err);
 void dg_sim_stage_free(dg_sim_stage *s);
 
+/* Stages with more nodes are planned without the memory plan (its
+ * placement is quadratic); their memory is the live-bytes peak. */
+#define DG_SIM_MEMPLAN_MAX_NODES 60000
+
+/* The most activation bytes live at once on the plan's simulated timeline
+ * (the memory plan's lower bound; it reaches it within a few %). */
+double dg_sim_live_peak(const dg_sim_stage *s);
+
 /* The device's time for node n of g (seconds, > 0), collectives on `links`
  * (resolved per axis: dg_sim_axis_links). */
 double dg_sim_node_time(const dg_sim_device *d, const dg_link axis_link[DG_AXIS_COUNT], int bf16,

@@ -8,11 +8,13 @@
 #include "dg_sim_engine.h"
 
 /* Persistent bytes of a stage: tensors the memory plan leaves out
- * (parameters, gradients, optimizer state, inputs). */
+ * (parameters, gradients, optimizer state, inputs); without a memory plan,
+ * every tensor but the activations. */
 static double persistent_bytes(const dg_sim_stage *s) {
     double b = 0;
     for (int t = 0; t < s->g->n_tensors; t++)
-        if (!s->plan->planned || s->plan->mem.offset[t] < 0) b += (double)dg_tensor_bytes(&s->g->tensors[t]);
+        if (s->plan->planned ? s->plan->mem.offset[t] < 0 : s->g->tensors[t].role != DG_ROLE_ACTIVATION)
+            b += (double)dg_tensor_bytes(&s->g->tensors[t]);
     return b;
 }
 
@@ -52,8 +54,14 @@ static int build_one(const dg_train_config *c, const dg_grid_sizes *sz, int i, c
     rr->pp_stage = i;
     rr->n_nodes = pr->n;
     rr->n_comm = pr->n_comm;
-    rr->planned_bytes = st->plan->planned ? (double)st->plan->mem.arena_bytes : 0;
+    rr->planned_bytes = st->plan->planned ? (double)st->plan->mem.arena_bytes : dg_sim_live_peak(st);
+    rr->memory_planned = st->plan->planned;
     rr->persistent_bytes = persistent_bytes(st);
+    for (int v = 0; v < st->g->n_nodes; v++) {
+        dg_cost k = {0, 0};
+        if (st->g->nodes[v].op->cost) st->g->nodes[v].op->cost(st->g, &st->g->nodes[v], &k);
+        if (st->g->nodes[v].op->comm == DG_COMM_NONE) rr->flops += DG_MAX(k.flops, 0);
+    }
     r->plan_s += dg_now() - t1;
     r->build_s += t1 - t0;
     if (!o->quiet)
@@ -87,6 +95,8 @@ static void summarize(dg_sim_result *r, const dg_sim_prog *pr, const dg_train_co
     r->bubble_frac = r->step_s > 0 ? idle / r->n_ranks / r->step_s : 0;
     double batch = c->global_batch_size;
     r->model_flops = dg_model_flops(&c->model, batch);
+    r->graph_flops = 0;
+    for (int i = 0; i < r->n_ranks; i++) r->graph_flops += r->rank[i].flops * (r->world_size / r->n_ranks);
     double peak = r->bf16 ? dev->peak_16 : dev->peak_fp32;
     r->mfu = r->step_s > 0 ? r->model_flops / (r->step_s * r->world_size * peak) : 0;
     r->tokens_per_s = r->step_s > 0 ? batch * c->model.seq_length / r->step_s : 0;
@@ -146,7 +156,8 @@ void dg_sim_result_print(const dg_sim_result *r, FILE *f) {
             r->world_size, r->device, r->tp, r->cp, r->ep, r->pp, r->dp, r->n_microbatches,
             r->bf16 ? "16-bit peak" : "fp32 peak");
     fprintf(f, "  step time          %12.3f ms\n", 1e3 * r->step_s);
-    fprintf(f, "  model FLOPs/step   %12.4g (Megatron's formula)\n", r->model_flops);
+    fprintf(f, "  model FLOPs/step   %12.4g (Megatron's formula; the graphs compute %.4g)\n", r->model_flops,
+            r->graph_flops);
     fprintf(f, "  MFU                %12.1f %%\n", 100 * r->mfu);
     fprintf(f, "  tokens/s           %12.1f\n", r->tokens_per_s);
     fprintf(f, "  exposed comm       %12.3f ms of %.3f ms comm (worst stage)\n", 1e3 * r->exposed_comm_s,

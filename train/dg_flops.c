@@ -8,17 +8,17 @@ double dg_model_flops(const dg_model_config *c, double batch) {
     double S = c->seq_length, L = c->num_layers, H = c->hidden_size, V = c->vocab_size;
     double A = c->num_attention_heads, G = c->num_query_groups, D = H / A;
     double attn = (1.0 + G / A + S / H) * (A * D / H);
-    /* average the MLP term over layers: MoE layers route to top-k experts.
-     * Megatron's gated_linear_multiplier: 3/2 for SwiGLU's three matrices,
-     * 1 for the GeLU MLP's two (experts are always SwiGLU here). */
-    double dense_gate = c->mlp_gelu ? 1.0 : 1.5;
+    /* average the MLP term over layers: MoE layers route to top-k experts;
+     * a gated (SwiGLU) MLP has three matrices, a GeLU one two (Megatron's
+     * gated_linear_multiplier: 3/2 with --swiglu, else 1) */
+    double gate = c->mlp_gelu ? 1.0 : 1.5;
     double mlp = 0.0;
     for (int l = 0; l < c->num_layers; l++) {
         if (dg_model_layer_is_moe(c, l))
-            mlp += (c->moe_ffn_hidden_size / H) * c->moe_router_topk * 1.5 +
-                   (c->moe_shared_expert_size / H) * 1.5;
+            mlp += (c->moe_ffn_hidden_size / H) * c->moe_router_topk * gate +
+                   (c->moe_shared_expert_size / H) * gate;
         else
-            mlp += (c->ffn_hidden_size / H) * dense_gate;
+            mlp += (c->ffn_hidden_size / H) * gate;
     }
     mlp /= L;
     return 12.0 * batch * S * L * H * H * (attn + mlp + V / (2.0 * L * H));

@@ -3,12 +3,12 @@
  *
  *   12 * batch * S * L * H^2 * (
  *        (1 + G/A + S/H) * (A*D/H)          attention: QKV + proj, scores
- *      + (F_moe/H) * topk * 3/2             routed experts (SwiGLU: 3 matrices)
- *      (a dense GeLU MLP: (F/H) * 1, two matrices; Megatron's gated_linear_multiplier)
- *      + (F_shared/H) * 3/2                 shared expert
+ *      + (F_moe/H) * topk * g               routed experts
+ *      + (F_shared/H) * g                   shared expert
  *      + V / (2 * L * H) )                  LM head
  *
- * with A heads, G query groups, D = H/A, and F_moe the expert width (the
+ * with g = 3/2 for SwiGLU MLPs (three matrices), 1 for GeLU ones (two),
+ * A heads, G query groups, D = H/A, and F_moe the expert width (the
  * dense MLP width, top-k 1, for dense layers). The 12 is 3 (forward +
  * two backward GEMMs) x 2 (multiply-add) x 2 (the H^2 terms count pairs).
  * It counts model FLOPs only: no recompute, no router or norms.

@@ -104,6 +104,13 @@ static void from_flags(const dg_train_config *c, dg_recompute_sel *s) {
     }
 }
 
+int dg_recompute_select_flags(const dg_train_config *c, dg_recompute_sel *s) {
+    dg_rc_sel_init(s, c->model.num_layers);
+    if (c->recompute_memory_budget > 0) return 0;
+    from_flags(c, s);
+    return 1;
+}
+
 /* Build the step graph with s's regions up to the schedule stage (the
  * micro-batches' forward and backward: the gradient buckets and the
  * optimizer come later and do not change with recompute), plan it, and

@@ -45,6 +45,12 @@ typedef struct dg_recompute_sel {
 } dg_recompute_sel;
 void dg_recompute_sel_free(dg_recompute_sel *s);
 
+/* The regions the flags name, without measuring them (dg_recompute_plan
+ * measures both choices for its report, two extra step graphs): for the
+ * simulator, which only needs the choice. Returns 1, or 0 (s empty) when
+ * --recompute-memory-budget asks for a measured choice. */
+int dg_recompute_select_flags(const dg_train_config *c, dg_recompute_sel *s);
+
 /* What a choice costs on this rank's step graph. */
 typedef struct dg_recompute_cost {
     size_t peak;  /* planned activation peak, bytes: the memory plan's arena for

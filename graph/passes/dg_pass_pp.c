@@ -1,6 +1,7 @@
 /* dg_pass_pp.c — see dg_pass_pp.h. */
 #include "dg_pass_pp.h"
 
+#include <limits.h>
 #include <string.h>
 
 #include "dg_collective.h"
@@ -103,6 +104,33 @@ static void stamp_stages(const dg_graph *src, const dg_pp_opts *o, int *stage) {
     dg_free(post);
 }
 
+/* Nodes outside the layers that read only parameters (the 16-bit pass's
+ * rounded copy of a weight) are made on the stages that read them instead
+ * of on one stage and sent: the copy is cheap, a send of a whole weight per
+ * step is not, and a weight split over tp cannot cross a stage as a
+ * replicated recv. lo/hi: the first and last stage reading the node's
+ * outputs (-1: not such a node). A tied weight's copy is read on two stages. */
+static void stamp_copies(const dg_graph *src, const int *stage, int *lo, int *hi) {
+    for (int v = 0; v < src->n_nodes; v++) {
+        const dg_node *n = &src->nodes[v];
+        int params = n->layer < 0 && n->n_in > 0;
+        for (int k = 0; k < n->n_in && params; k++) {
+            const dg_tensor *x = &src->tensors[n->in[k]];
+            params = x->producer < 0 && x->role == DG_ROLE_PARAMETER;
+        }
+        lo[v] = hi[v] = params ? INT_MAX : -1;
+    }
+    for (int v = 0; v < src->n_nodes; v++)
+        for (int k = 0; k < src->nodes[v].n_in; k++) {
+            int p = src->tensors[src->nodes[v].in[k]].producer;
+            if (p < 0 || lo[p] < 0) continue;
+            lo[p] = DG_MIN(lo[p], stage[v]);
+            hi[p] = hi[p] == INT_MAX ? stage[v] : DG_MAX(hi[p], stage[v]);
+        }
+    for (int v = 0; v < src->n_nodes; v++)
+        if (lo[v] == INT_MAX) lo[v] = hi[v] = -1; /* read by no one: stays where stamped */
+}
+
 /* ---- 2. the cut ----------------------------------------------------------------------- */
 
 typedef struct cut {
@@ -110,6 +138,7 @@ typedef struct cut {
     const dg_pp_opts *o;
     dg_graph *g;
     int *stage; /* per src node */
+    int *copy_lo, *copy_hi; /* per src node: stamp_copies */
     int *tmap;
     dg_pp_bounds *b;
     int cap_in, cap_out;
@@ -124,6 +153,12 @@ static void push(dg_pp_bound **v, int *n, int *cap, dg_pp_bound x) {
 }
 
 static void tag(dg_graph *g, int node, int slot) { g->nodes[node].attrs.i[DG_COLL_TAG] = slot; }
+
+/* Whether src node v is made on this stage. */
+static int on_stage(const cut *c, int v) {
+    if (c->copy_lo[v] >= 0) return c->o->rank == c->copy_lo[v] || c->o->rank == c->copy_hi[v];
+    return c->stage[v] == c->o->rank;
+}
 
 /* src tensor t in the stage graph: a leaf on first use, or the recv of a
  * tensor another stage makes. */
@@ -186,7 +221,8 @@ static int add_sends(cut *c) {
     for (int v = 0; v < src->n_nodes; v++)
         for (int k = 0; k < src->nodes[v].n_in; k++) {
             int t = src->nodes[v].in[k], pr = src->tensors[t].producer;
-            if (pr >= 0 && c->stage[pr] == s && c->stage[v] > s) to[(size_t)t * (size_t)p + (size_t)c->stage[v]] = 1;
+            if (pr >= 0 && c->copy_lo[pr] < 0 && c->stage[pr] == s && c->stage[v] > s)
+                to[(size_t)t * (size_t)p + (size_t)c->stage[v]] = 1;
         }
     int st = 0;
     for (int t = 0; t < src->n_tensors && st == 0; t++)
@@ -216,11 +252,17 @@ static int find_shared(cut *c, dg_err *err) {
         if (src->tensors[t].role != DG_ROLE_PARAMETER || c->tmap[t] < 0) continue;
         int other = -1, n_other = 0;
         for (int v = 0; v < src->n_nodes; v++)
-            for (int k = 0; k < src->nodes[v].n_in; k++)
-                if (src->nodes[v].in[k] == t && c->stage[v] != s && c->stage[v] != other) {
-                    other = c->stage[v];
-                    n_other++;
-                }
+            for (int k = 0; k < src->nodes[v].n_in; k++) {
+                if (src->nodes[v].in[k] != t) continue;
+                /* a copy (stamp_copies) reads t on every stage it is made on */
+                int at[2] = {c->stage[v], c->stage[v]};
+                if (c->copy_lo[v] >= 0) at[0] = c->copy_lo[v], at[1] = c->copy_hi[v];
+                for (int i = 0; i < 2; i++)
+                    if (at[i] != s && at[i] != other) {
+                        other = at[i];
+                        n_other++;
+                    }
+            }
         if (n_other == 0) continue;
         if (n_other > 1)
             return dg_err_set(err, DG_EINPUT, "pp: parameter '%s' is read on more than two pipeline stages",
@@ -243,34 +285,42 @@ int dg_pass_pp(const dg_graph *src, const dg_pp_opts *o, dg_graph **out, int *tm
     DG_TRY(dg_pp_check(o, err));
     if (o->rank < 0 || o->rank >= o->size)
         return dg_err_set(err, DG_EINTERNAL, "pp: stage %d of %d", o->rank, o->size);
-    cut c = {src, o, dg_graph_new(src->name), dg_malloc(sizeof(int) * (size_t)DG_MAX(src->n_nodes, 1)), tmap, b, 0, 0};
+    cut c = {src, o, dg_graph_new(src->name), dg_malloc(sizeof(int) * (size_t)DG_MAX(src->n_nodes, 1)), NULL, NULL,
+             tmap, b, 0, 0};
     memcpy(c.g->mesh, src->mesh, sizeof c.g->mesh);
     c.g->mesh[DG_AXIS_PP] = o->size;
     dg_graph_set_stage(c.g, o->rank); /* every node made here and later (autodiff, DP, optimizer) */
     for (int t = 0; t < src->n_tensors; t++) tmap[t] = -1;
     stamp_stages(src, o, c.stage);
+    c.copy_lo = dg_malloc(sizeof(int) * (size_t)DG_MAX(src->n_nodes, 1));
+    c.copy_hi = dg_malloc(sizeof(int) * (size_t)DG_MAX(src->n_nodes, 1));
+    stamp_copies(src, c.stage, c.copy_lo, c.copy_hi);
     /* Leaves first, in src's order, as dg_reemit does: parameters keep the
      * builder's order among themselves. */
     char *read = dg_calloc((size_t)DG_MAX(src->n_tensors, 1), 1);
     for (int v = 0; v < src->n_nodes; v++)
-        if (c.stage[v] == o->rank)
+        if (on_stage(&c, v))
             for (int k = 0; k < src->nodes[v].n_in; k++) read[src->nodes[v].in[k]] = 1;
     int st = 0;
     for (int t = 0; t < src->n_tensors && st == 0; t++)
         if (read[t] && src->tensors[t].producer < 0) st = map_input(&c, t, -1) < 0 ? -1 : 0;
     dg_free(read);
     if (st == 0 && find_shared(&c, err) != DG_OK) {
+        dg_free(c.copy_lo);
+        dg_free(c.copy_hi);
         dg_free(c.stage);
         dg_graph_free(c.g);
         dg_pp_bounds_free(b);
         return DG_EINPUT;
     }
     for (int v = 0; v < src->n_nodes && st == 0; v++)
-        if (c.stage[v] == o->rank) st = copy_node(&c, &src->nodes[v]);
+        if (on_stage(&c, v)) st = copy_node(&c, &src->nodes[v]);
     if (st == 0) st = add_sends(&c);
     dg_graph_set_phase(c.g, DG_PHASE_FORWARD);
     dg_graph_set_layer(c.g, -1);
     dg_graph_set_microbatch(c.g, -1);
+    dg_free(c.copy_lo);
+    dg_free(c.copy_hi);
     dg_free(c.stage);
     if (st != 0 || c.g->status != DG_OK) {
         dg_err_set(err, DG_EINTERNAL, "pp: stage %d: %s", o->rank, c.g->err.msg);
