@@ -12,7 +12,8 @@ static void usage(FILE *f) {
                "  Draw the pipeline schedule recorded by `mpirun ... dagatron train --trace FILE`:\n"
                "  one row per rank, each micro-batch's forward (F) and backward (B) blocks on the\n"
                "  compute stream, coloured by micro-batch; print each rank's measured bubble\n"
-               "  fraction and the 1F1B theory (p-1)/(m+p-1).\n");
+               "  fraction and the 1F1B theory (p-1)/(m+p-1); with virtual stages (interleaved 1F1B)\n"
+               "  blocks carry the rank's model chunk (F3.1) and the theory is (p-1)/(v m+p-1).\n");
 }
 
 int dg_cmd_trace_svg(int argc, char **argv) {

@@ -21,6 +21,7 @@ static const dg_command dg_commands[] = {
     {"convert", dg_cmd_convert, "checkpoints to and from Hugging Face safetensors (--to hf DIR, --from hf DIR)"},
     {"trace-svg", dg_cmd_trace_svg, "draw a merged --trace as the pipeline schedule (SVG) with its bubble"},
     {"cuda", dg_cmd_cuda, "report whether the CUDA backend is built and a GPU is usable"},
+    {"view", dg_cmd_view, "a --trace (and graph dump) as one HTML page: timeline, critical path, exposed comm"},
     {"simulate", dg_cmd_simulate, "one training step in virtual time on any world size and device profile"},
 };
 

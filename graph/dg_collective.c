@@ -233,6 +233,16 @@ static int shard_scatter_to_group(const dg_graph *g, const dg_node *n, const dg_
     return DG_OK;
 }
 
+/* recv: the layout it was declared with (no input to derive one from). */
+static int shard_recv(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                      dg_attrs *attrs) {
+    (void)g;
+    (void)in;
+    (void)attrs;
+    memcpy(&out[0], &n->attrs.i[DG_COLL_LAYOUT], sizeof out[0]);
+    return DG_OK;
+}
+
 static int shard_send(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
                       dg_attrs *attrs) {
     (void)g;
@@ -336,8 +346,11 @@ static int send_named(dg_graph *g, int x, dg_axis axis, int group_size, int peer
     return coll_add(g, &dg_op_send, &a, x, axis, name);
 }
 
+/* recv's layout in its attrs: dg_sharding's bytes in two int64 slots */
+_Static_assert(sizeof(dg_sharding) <= 2 * sizeof(int64_t), "dg_sharding packs into i[9], i[10]");
+
 static int recv_named(dg_graph *g, dg_axis axis, int group_size, int peer, dg_dtype dtype,
-                      int ndim, const int64_t *shape, const char *name) {
+                      int ndim, const int64_t *shape, const dg_sharding *layout, const char *name) {
     if (g->status != DG_OK) return -1;
     if (ndim < 0 || ndim > DG_MAX_DIMS)
         return dg_graph_fail(g, "recv: ndim %d outside 0..%d", ndim, DG_MAX_DIMS);
@@ -346,6 +359,7 @@ static int recv_named(dg_graph *g, dg_axis axis, int group_size, int peer, dg_dt
     a.i[DG_COLL_DTYPE] = dtype;
     a.i[DG_COLL_NDIM] = ndim;
     for (int d = 0; d < ndim; d++) a.i[DG_COLL_SHAPE + d] = shape[d];
+    if (layout) memcpy(&a.i[DG_COLL_LAYOUT], layout, sizeof *layout);
     int nid = coll_add(g, &dg_op_recv, &a, -1, axis, name);
     return nid < 0 ? -1 : dg_N(g, nid)->out[0];
 }
@@ -389,7 +403,11 @@ int dg_send(dg_graph *g, int x, dg_axis axis, int group_size, int peer) {
 }
 int dg_recv(dg_graph *g, dg_axis axis, int group_size, int peer, dg_dtype dtype, int ndim,
             const int64_t *shape) {
-    return recv_named(g, axis, group_size, peer, dtype, ndim, shape, NULL);
+    return recv_named(g, axis, group_size, peer, dtype, ndim, shape, NULL, NULL);
+}
+int dg_recv_laid_out(dg_graph *g, dg_axis axis, int group_size, int peer, dg_dtype dtype, int ndim,
+                     const int64_t *shape, const dg_sharding *layout) {
+    return recv_named(g, axis, group_size, peer, dtype, ndim, shape, layout, NULL);
 }
 int dg_copy_to_group(dg_graph *g, int x, dg_axis axis, int group_size) {
     return copy_to_group_named(g, x, axis, group_size, NULL);
@@ -499,8 +517,7 @@ static int adj_send(dg_graph *g, const dg_node *n, const int *dout, int *din) {
     /* the peer that received x sends its gradient back along the same link */
     dg_tensor x = *dg_T(g, f.x);
     din[0] = recv_named(g, f.axis, f.group_size, (int)f.attrs.i[DG_COLL_PEER], x.dtype, x.ndim,
-                        x.shape, f.name);
-    if (din[0] >= 0) dg_T(g, din[0])->sharding = x.sharding;
+                        x.shape, &x.sharding, f.name);
     return link_out(g, din[0], &f);
 }
 
@@ -557,9 +574,10 @@ const dg_op_def dg_op_send = {
 const dg_op_def dg_op_recv = {
     .name = "recv", .min_inputs = 0, .max_inputs = 0, .n_outputs = 1,
     .iattr_names = {"group_size", "peer", "dtype", "ndim", "shape0", "shape1", "shape2",
-                    "shape3", NULL},
+                    "shape3", "tag", "layout0", "layout1", NULL},
     .stream = DG_STREAM_COMM, .comm = DG_COMM_RECV,
     .infer = infer_recv, .cost = cost_recv, .adjoint = adj_recv,
+    .shard = shard_recv,
 };
 
 const dg_op_def dg_op_copy_to_group = {

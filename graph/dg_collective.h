@@ -76,6 +76,8 @@ enum {
     DG_COLL_DTYPE = 2,      /* recv */
     DG_COLL_NDIM = 3,       /* recv */
     DG_COLL_SHAPE = 4,      /* recv: shape in i[4 .. 4+ndim) */
+    /* i[8]: a pipeline boundary's tag (graph/passes/dg_pass_pp.h DG_COLL_TAG) */
+    DG_COLL_LAYOUT = 9,     /* recv: the output's layout, packed in i[9], i[10] */
 };
 
 extern const dg_op_def dg_op_all_reduce;
@@ -123,6 +125,14 @@ int dg_send(dg_graph *g, int x, dg_axis axis, int group_size, int peer);
  * along the group. */
 int dg_recv(dg_graph *g, dg_axis axis, int group_size, int peer, dg_dtype dtype, int ndim,
             const int64_t *shape);
+
+/* The same, declaring the layout the received tensor has (the sender's:
+ * say a sequence split over tp under SP). A recv has no input to derive a
+ * layout from, so it keeps the declared one in its attrs, and its sharding
+ * rule gives it back: re-emission and the verifier see it as the sender
+ * made it. dg_recv declares a replicated tensor. */
+int dg_recv_laid_out(dg_graph *g, dg_axis axis, int group_size, int peer, dg_dtype dtype, int ndim,
+                     const int64_t *shape, const dg_sharding *layout);
 
 /* Identity forward (Megatron's copy_to_tensor_model_parallel_region); its
  * adjoint all-reduces the gradient. Output sharding = input sharding. */

@@ -11,8 +11,10 @@ typedef struct trace_ev {
     int node, tid, step, layer, microbatch;
     int wgrad; /* a backward node making only parameters' gradients: a W task */
     dg_phase phase;
+    int stage; /* the node's pipeline stage; the virtual stage under interleaved 1F1B */
     const char *op; /* static: the op's name */
     char name[DG_NAME_LEN];
+    int after_at, n_after; /* its dependencies: tr->after[after_at .. + n_after) */
 } trace_ev;
 
 struct dg_trace {
@@ -21,6 +23,8 @@ struct dg_trace {
     double origin; /* dg_now() at creation: ts 0 */
     trace_ev *ev;
     int n, cap;
+    int *after; /* the events' dependencies (node ids), pooled */
+    int n_after, cap_after;
 };
 
 dg_trace *dg_trace_new(int rank) {
@@ -34,6 +38,7 @@ dg_trace *dg_trace_new(int rank) {
 void dg_trace_free(dg_trace *tr) {
     if (!tr) return;
     dg_free(tr->ev);
+    dg_free(tr->after);
     dg_free(tr);
 }
 
@@ -60,6 +65,26 @@ static int is_wgrad(const dg_graph *g, int v, int depth) {
     return 1;
 }
 
+static void push_after(dg_trace *tr, int v) {
+    if (tr->n_after == tr->cap_after)
+        tr->after = dg_realloc(tr->after, sizeof(int) * (size_t)(tr->cap_after = 2 * tr->cap_after + 1024));
+    tr->after[tr->n_after++] = v;
+}
+
+/* Node v's dependencies: the producers of its inputs, then the sources of
+ * its ordering edges (what the viewer's critical path walks back over). A
+ * scan of the ordering edges per event: a traced step is one step, and
+ * ordering edges are a few per micro-batch and bucket. */
+static void record_after(dg_trace *tr, const dg_graph *g, int v, trace_ev *e) {
+    const dg_node *n = &g->nodes[v];
+    e->after_at = tr->n_after;
+    for (int k = 0; k < n->n_in; k++)
+        if (g->tensors[n->in[k]].producer >= 0) push_after(tr, g->tensors[n->in[k]].producer);
+    for (int k = 0; k < g->n_order; k++)
+        if (g->order[k].after == v) push_after(tr, g->order[k].before);
+    e->n_after = tr->n_after - e->after_at;
+}
+
 void dg_trace_add(dg_trace *tr, const dg_graph *g, int node, int tid, int step, double t0,
                   double t1) {
     if (tr->n == tr->cap) {
@@ -77,8 +102,10 @@ void dg_trace_add(dg_trace *tr, const dg_graph *g, int node, int tid, int step, 
     e->microbatch = n->microbatch;
     e->phase = n->phase;
     e->wgrad = is_wgrad(g, node, 0);
+    e->stage = n->stage;
     e->op = n->op ? n->op->name : "?";
     snprintf(e->name, sizeof e->name, "%s", n->name);
+    record_after(tr, g, node, e);
 }
 
 int dg_trace_n_events(const dg_trace *tr) { return tr->n; }
@@ -124,8 +151,10 @@ void dg_trace_put_events(const dg_trace *tr, FILE *f, int64_t shift_ns) {
         put_us(f, e->t1_ns - e->t0_ns);
         fprintf(f, ", \"pid\": %d, \"tid\": %d, \"args\": {\"node\": %d, \"op\": ", tr->rank, e->tid, e->node);
         put_str(f, e->op);
-        fprintf(f, ", \"layer\": %d, \"microbatch\": %d, \"phase\": \"%s\", \"step\": %d, \"wgrad\": %d}}",
-                e->layer, e->microbatch, dg_phase_name(e->phase), e->step, e->wgrad);
+        fprintf(f, ", \"layer\": %d, \"microbatch\": %d, \"phase\": \"%s\", \"step\": %d, \"wgrad\": %d, \"stage\": %d, \"after\": [",
+                e->layer, e->microbatch, dg_phase_name(e->phase), e->step, e->wgrad, e->stage);
+        for (int k = 0; k < e->n_after; k++) fprintf(f, "%s%d", k ? ", " : "", tr->after[e->after_at + k]);
+        fputs("]}}", f);
     }
 }
 

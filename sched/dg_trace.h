@@ -10,11 +10,14 @@
  *     {"name": "thread_name", "ph": "M", "pid": 0, "tid": 1, ..., "args": {"name": "comm"}},
  *     {"name": "mlp_fc1_12", "cat": "forward", "ph": "X", "ts": 1234.567, "dur": 89.012,
  *      "pid": 0, "tid": 0, "args": {"node": 12, "op": "matmul", "layer": 1,
- *      "microbatch": -1, "phase": "forward", "step": 0, "wgrad": 0}},
+ *      "microbatch": -1, "phase": "forward", "step": 0, "wgrad": 0, "after": [7, 11]}},
  *     ...]}
  *
  * wgrad 1 marks a backward task whose outputs are all parameters' gradients
- * ("grad/..."): the W of zero-bubble schedules.
+ * ("grad/..."): the W of zero-bubble schedules. after lists the node ids the
+ * node waited for in the graph the rank ran: its inputs' producers, then
+ * its ordering edges' sources (what `dagatron view` walks its critical path
+ * over; docs/viewer.md).
  * pid = rank, tid = stream (0 compute, 1 comm). Under MPI every rank records
  * its own events and dg_trace_write_merged() (dg_trace_merge.c) gathers them
  * into one file, one process per rank, named by its grid coordinates. Times are microseconds from

@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 PKGS=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libhwloc-dev
       libjemalloc-dev libopenblas-dev libcmocka-dev libcjson-dev libpcre2-dev
       libutf8proc-dev libsentencepiece-dev graphviz
-      python3-torch python3-numpy python3-regex fortunes)
+      python3-torch python3-numpy python3-regex fortunes
+      chromium) # chromium: tests/view opens `dagatron view`'s page headless
 
 missing=()
 for p in "${PKGS[@]}"; do

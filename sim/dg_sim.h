@@ -42,7 +42,8 @@
  *                            formulas the link emulation waits for)
  *   collective over 1 rank:  task_s + bytes / mem_bytes_per_s (a local copy)
  * with `peak` the device's fp32 or 16-bit peak as the run trains in. The op
- * kind comes from the op's name (dg_sim_op_kind).
+ * kind comes from the op's name (dg_sim_op_kind). On native16 devices
+ * (GPUs, dg_sim_device.native16) a reshape is a view (task_s only).
  */
 #ifndef DG_SIM_H
 #define DG_SIM_H
@@ -84,6 +85,13 @@ typedef struct dg_sim_device {
     dg_link intra;           /* link between devices of one node (NVLink; local: shared memory) */
     dg_link inter;           /* link between nodes (InfiniBand) */
     int devices_per_node;    /* ranks on a node: groups within it use `intra` */
+    /* 1: the device stores 16-bit tensors natively (GPUs): under --bf16 /
+     * --fp16 the graph's round16 nodes cost nothing (a kernel writes its
+     * output in 16 bits), compute and collective bytes count 2 per element
+     * except the optimizer's and DP's fp32 gradient reduction. 0 (local):
+     * the CPU kernels compute in fp32 and round in separate nodes, as
+     * costed. */
+    int native16;
 } dg_sim_device;
 
 /* Load a profile: a built-in name ("local", or a vendor profile from

@@ -138,6 +138,9 @@ static int load_json(const char *path, dg_sim_device *d, dg_err *err) {
     get_kinds(o, "mem_eff", d->mem_eff);
     get_link(o, "intra", &d->intra);
     get_link(o, "inter", &d->inter);
+    double n16 = d->native16;
+    get_num(o, "native16", &n16);
+    d->native16 = n16 != 0;
     double dpn = d->devices_per_node;
     get_num(o, "devices_per_node", &dpn);
     d->devices_per_node = dpn >= 1 && dpn < 1e9 ? (int)dpn : 0;
@@ -196,6 +199,7 @@ static char *device_json(const dg_sim_device *d) {
     cJSON_AddItemToObject(o, "intra", link_json(&d->intra));
     cJSON_AddItemToObject(o, "inter", link_json(&d->inter));
     cJSON_AddNumberToObject(o, "devices_per_node", d->devices_per_node);
+    cJSON_AddNumberToObject(o, "native16", d->native16);
     char *s = cJSON_Print(o);
     cJSON_Delete(o);
     return s;

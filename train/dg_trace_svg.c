@@ -2,15 +2,17 @@
  * dg_trace_svg.h). */
 #include "dg_trace_svg.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "dg_trace_read.h"
 
 typedef struct block {
     double t0, t1; /* microseconds */
     int mb;
     char phase; /* 'F', 'B', 'W', 'R' (recompute); 'w' while loading: a weight-gradient task */
+    int vstage; /* the task's (virtual) pipeline stage; its chunk is vstage / n_stages */
 } block;
 
 typedef struct row {
@@ -25,22 +27,12 @@ struct dg_sched_picture {
     row *rows;
     int n_rows, n_mb, n_stages;
     double t0, t1; /* the window */
+    int max_vstage; /* > n_stages - 1: interleaved 1F1B, max_vstage / n_stages + 1 chunks a rank */
 };
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t n = 0, cap = 0, got;
-    do {
-        if (n + 65536 > cap) buf = dg_realloc(buf, cap = 2 * cap + 65536);
-        got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-    } while (got > 0);
-    fclose(f);
-    buf[n] = 0;
-    return buf;
-}
+/* Model chunks a rank (virtual stages; 1 without interleaving), and block b's. */
+static int n_chunks(const dg_sched_picture *p) { return p->max_vstage / DG_MAX(p->n_stages, 1) + 1; }
+static int chunk_of(const dg_sched_picture *p, const block *b) { return b->vstage / DG_MAX(p->n_stages, 1); }
 
 static row *row_of(dg_sched_picture *p, int pid) {
     for (int i = 0; i < p->n_rows; i++)
@@ -59,38 +51,21 @@ static int by_t0(const void *a, const void *b) {
     return d < 0 ? -1 : d > 0;
 }
 
-static double num(const cJSON *o, const char *k, double dflt) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
-}
-
-/* A process_name event: the row's name and its pipeline stage. */
-static void take_name(dg_sched_picture *p, const cJSON *e) {
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, "args");
-    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(a, "name");
-    if (!cJSON_IsString(nm)) return;
-    row *r = row_of(p, (int)num(e, "pid", 0));
-    snprintf(r->name, sizeof r->name, "%s", nm->valuestring);
-    const char *s = strstr(r->name, "(pp ");
-    r->pp = s ? atoi(s + 4) : r->pid;
-}
-
 /* A compute task of one micro-batch: appended to its row as a block. */
-static void take_task(dg_sched_picture *p, const cJSON *e) {
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, "args");
-    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(a, "phase");
-    int mb = (int)num(a, "microbatch", -1);
-    if (num(e, "tid", -1) != 0 || mb < 0 || !cJSON_IsString(ph)) return;
-    char c = !strcmp(ph->valuestring, "forward") ? 'F' : !strcmp(ph->valuestring, "backward") ? 'B'
-             : !strcmp(ph->valuestring, "recompute")                                           ? 'R'
-                                                                                               : 0;
+static void take_task(dg_sched_picture *p, const dg_trace_event *e) {
+    int mb = e->microbatch;
+    if (e->tid != 0 || mb < 0) return;
+    char c = !strcmp(e->phase, "forward") ? 'F' : !strcmp(e->phase, "backward") ? 'B'
+             : !strcmp(e->phase, "recompute")                                  ? 'R'
+                                                                               : 0;
     if (!c) return;
-    if (c == 'B' && num(a, "wgrad", 0) == 1) c = 'w';
-    row *r = row_of(p, (int)num(e, "pid", 0));
+    if (c == 'B' && e->wgrad == 1) c = 'w';
+    row *r = row_of(p, e->pid);
     if (r->n == r->cap) r->b = dg_realloc(r->b, sizeof *r->b * (size_t)(r->cap = 2 * r->cap + 64));
-    double t0 = num(e, "ts", 0);
-    r->b[r->n++] = (block){t0, t0 + num(e, "dur", 0), mb, c};
+    int vs = e->stage;
+    r->b[r->n++] = (block){e->ts, e->ts + e->dur, mb, c, vs};
     p->n_mb = DG_MAX(p->n_mb, mb + 1);
+    p->max_vstage = DG_MAX(p->max_vstage, vs);
 }
 
 /* A micro-batch's W: its weight-gradient tasks that ran after its last
@@ -119,7 +94,7 @@ static void close_row(dg_sched_picture *p, row *r) {
         end = DG_MAX(end, b.t1);
         p->t0 = DG_MIN(p->t0, b.t0);
         p->t1 = DG_MAX(p->t1, b.t1);
-        if (k && r->b[k - 1].mb == b.mb && r->b[k - 1].phase == b.phase)
+        if (k && r->b[k - 1].mb == b.mb && r->b[k - 1].phase == b.phase && r->b[k - 1].vstage == b.vstage)
             r->b[k - 1].t1 = DG_MAX(r->b[k - 1].t1, b.t1);
         else
             r->b[k++] = b;
@@ -128,29 +103,21 @@ static void close_row(dg_sched_picture *p, row *r) {
 }
 
 int dg_sched_picture_load(const char *path, dg_sched_picture **out, dg_err *err) {
-    char *text = slurp(path);
-    if (!text) return dg_err_set(err, DG_EINPUT, "--trace %s: cannot read: %s", path, strerror(errno));
-    cJSON *root = cJSON_Parse(text);
-    dg_free(text);
-    const cJSON *ev = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
-    if (!cJSON_IsArray(ev)) {
-        cJSON_Delete(root);
-        return dg_err_set(err, DG_EINPUT, "--trace %s: not a Chrome trace (no traceEvents array)", path);
-    }
+    dg_trace_file tf;
+    DG_TRY(dg_trace_read(path, &tf, err));
     dg_sched_picture *p = dg_calloc(1, sizeof *p);
     p->t0 = 1e300;
     p->t1 = -1e300;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, ev) {
-        const cJSON *ph = cJSON_GetObjectItemCaseSensitive(e, "ph");
-        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name");
-        if (!cJSON_IsString(ph)) continue;
-        if (!strcmp(ph->valuestring, "M") && cJSON_IsString(nm) && !strcmp(nm->valuestring, "process_name"))
-            take_name(p, e);
-        else if (!strcmp(ph->valuestring, "X"))
-            take_task(p, e);
+    /* Rows in the order the processes are named, then their tasks. */
+    for (int i = 0; i < tf.n_label; i++) {
+        if (tf.label[i].tid != -1) continue;
+        row *r = row_of(p, tf.label[i].pid);
+        snprintf(r->name, sizeof r->name, "%s", tf.label[i].name);
+        const char *s = strstr(r->name, "(pp ");
+        r->pp = s ? atoi(s + 4) : r->pid;
     }
-    cJSON_Delete(root);
+    for (int i = 0; i < tf.n_ev; i++) take_task(p, &tf.ev[i]);
+    dg_trace_file_free(&tf);
     qsort(p->rows, (size_t)p->n_rows, sizeof *p->rows, by_pid);
     int stages_seen[4096] = {0};
     for (int i = 0; i < p->n_rows; i++) {
@@ -175,10 +142,11 @@ void dg_sched_picture_free(dg_sched_picture *p) {
 
 enum { LABEL_W = 190, PLOT_W = 1000, ROW_H = 36, TOP = 40, PAD = 4 };
 
-/* Micro-batch mb's hue; forward light, backward dark, W darkest, recompute grey-ish. */
-static void put_fill(FILE *f, const block *b, int n_mb) {
+/* Micro-batch mb's hue; forward light, backward dark, W darkest, recompute
+ * grey-ish; a later model chunk (interleaved 1F1B) a shade darker. */
+static void put_fill(FILE *f, const block *b, int n_mb, int chunk) {
     int hue = (int)(360.0 * b->mb / (n_mb > 0 ? n_mb : 1));
-    int light = b->phase == 'F' ? 72 : b->phase == 'B' ? 42 : b->phase == 'W' ? 25 : 60;
+    int light = (b->phase == 'F' ? 72 : b->phase == 'B' ? 42 : b->phase == 'W' ? 25 : 60) - 8 * (chunk % 2);
     int sat = b->phase == 'R' ? 25 : 70;
     fprintf(f, "hsl(%d,%d%%,%d%%)", hue, sat, light);
 }
@@ -196,15 +164,20 @@ static void put_row(FILE *f, const dg_sched_picture *p, int i, double scale) {
                             : b->phase == 'B' ? "backward"
                             : b->phase == 'W' ? "weight-grad"
                                               : "recompute";
+        /* interleaved: F3.1 is micro-batch 3's forward of the rank's chunk 1 */
+        int ch = chunk_of(p, b);
+        char label[32];
+        if (n_chunks(p) > 1) snprintf(label, sizeof label, "%c%d.%d", b->phase, b->mb, ch);
+        else snprintf(label, sizeof label, "%c%d", b->phase, b->mb);
         fprintf(f,
                 "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" stroke=\"#333\" stroke-width=\"0.5\" "
-                "data-rank=\"%d\" data-mb=\"%d\" data-phase=\"%s\" fill=\"",
-                x, y + PAD / 2, w, ROW_H - PAD, r->pid, b->mb, phase);
-        put_fill(f, b, p->n_mb);
-        fprintf(f, "\"><title>%s: %c%d, %.1f us</title></rect>\n", r->name, b->phase, b->mb, b->t1 - b->t0);
+                "data-rank=\"%d\" data-mb=\"%d\" data-phase=\"%s\" data-chunk=\"%d\" fill=\"",
+                x, y + PAD / 2, w, ROW_H - PAD, r->pid, b->mb, phase, ch);
+        put_fill(f, b, p->n_mb, ch);
+        fprintf(f, "\"><title>%s: %s, %.1f us</title></rect>\n", r->name, label, b->t1 - b->t0);
         if (w >= 18)
-            fprintf(f, "<text x=\"%.2f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%c%d</text>\n", x + w / 2,
-                    y + ROW_H / 2 + 4, b->phase, b->mb);
+            fprintf(f, "<text x=\"%.2f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%s</text>\n", x + w / 2,
+                    y + ROW_H / 2 + 4, label);
     }
 }
 
@@ -235,7 +208,14 @@ void dg_sched_picture_bubble(const dg_sched_picture *p, FILE *f) {
         sum += b;
         fprintf(f, "  %s: bubble %.3f (compute busy %.0f of %.0f us)\n", p->rows[i].name, b, p->rows[i].busy, span);
     }
-    int ps = p->n_stages, m = p->n_mb;
+    int ps = p->n_stages, m = p->n_mb, v = n_chunks(p);
+    if (v > 1) { /* Narayanan et al. 2021: the bubble is (1/v)(p-1)/m of the ideal time */
+        fprintf(f, "bubble fraction: measured %.3f (mean over %d ranks); theory interleaved (p-1)/(v m+p-1) = %d/%d "
+                   "= %.3f (p %d, v %d, m %d; 1f1b's (p-1)/(m+p-1) = %.3f)\n",
+                sum / p->n_rows, p->n_rows, ps - 1, v * m + ps - 1, (double)(ps - 1) / (v * m + ps - 1), ps, v, m,
+                (double)(ps - 1) / (m + ps - 1));
+        return;
+    }
     fprintf(f, "bubble fraction: measured %.3f (mean over %d ranks); theory (p-1)/(m+p-1) = %d/%d = %.3f "
                "(p %d, m %d)\n",
             sum / p->n_rows, p->n_rows, ps - 1, m + ps - 1, (double)(ps - 1) / (m + ps - 1), ps, m);

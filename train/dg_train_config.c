@@ -9,6 +9,7 @@
 #include "dg_recompute.h"
 #include "dg_tokenizer.h"
 #include "dg_tp_seq.h"
+#include "dg_train_pp.h"
 
 #define M(f) offsetof(dg_train_config, model.f)
 #define T(f) offsetof(dg_train_config, f)
@@ -333,6 +334,7 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
                           "--global-batch-size %d is not a multiple of --micro-batch-size %d x data-parallel size %d",
                           c->global_batch_size, m->micro_batch_size, c->dp_size);
     c->num_microbatches = c->global_batch_size / per;
+    DG_TRY(dg_train_pp_check_microbatches(c, err));
     DG_TRY(dg_train_compat_finish(c, err));
     if (c->lr_decay_iters <= 0) c->lr_decay_iters = c->train_iters;
     if (c->min_lr > c->lr)

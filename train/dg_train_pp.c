@@ -3,6 +3,17 @@
 
 #include <string.h>
 
+#include "dg_pass_pp_interleave.h"
+
+/* Megatron's virtual stages per rank: --num-virtual-stages-per-pipeline-rank,
+ * or the layers per stage over --num-layers-per-virtual-pipeline-stage. */
+static int virtual_stages(const dg_train_config *c) {
+    int p = c->pipeline_model_parallel_size, per = c->num_layers_per_virtual_pipeline_stage;
+    if (p <= 1) return 1;
+    if (c->num_virtual_stages_per_pipeline_rank > 0) return c->num_virtual_stages_per_pipeline_rank;
+    return per > 0 ? c->model.num_layers / p / per : 1;
+}
+
 void dg_train_pp_opts(const dg_train_config *c, int stage, dg_pp_opts *o) {
     memset(o, 0, sizeof *o);
     o->size = c->pipeline_model_parallel_size;
@@ -11,23 +22,23 @@ void dg_train_pp_opts(const dg_train_config *c, int stage, dg_pp_opts *o) {
     o->first_layers = c->decoder_first_pipeline_num_layers > 0 ? c->decoder_first_pipeline_num_layers : -1;
     o->last_layers = c->decoder_last_pipeline_num_layers > 0 ? c->decoder_last_pipeline_num_layers : -1;
     o->schedule = DG_PP_1F1B;
+    o->virtual_stages = virtual_stages(c);
     dg_err e;
     if (dg_pp_schedule_parse(c->pipeline_schedule, &o->schedule, &e) != DG_OK) o->schedule = DG_PP_1F1B;
 }
 
-/* Interleaved 1F1B's sizes: the virtual stages must split the layers
- * evenly over pp x virtual stages. */
+/* Interleaved 1F1B's sizes (Megatron's rules): the layers split evenly
+ * over pp stages, and each stage's layers evenly over its virtual stages. */
 static int check_virtual(const dg_train_config *c, dg_err *err) {
     int p = c->pipeline_model_parallel_size, L = c->model.num_layers;
     int per = c->num_layers_per_virtual_pipeline_stage, vs = c->num_virtual_stages_per_pipeline_rank;
+    const char *flag = per ? "--num-layers-per-virtual-pipeline-stage" : "--num-virtual-stages-per-pipeline-rank";
     if (!per && !vs) return DG_OK;
     if (per && vs)
         return dg_err_set(err, DG_EINPUT,
                           "--num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank "
                           "exclude each other");
-    if (p <= 1)
-        return dg_err_set(err, DG_EINPUT, "%s needs --pipeline-model-parallel-size > 1",
-                          per ? "--num-layers-per-virtual-pipeline-stage" : "--num-virtual-stages-per-pipeline-rank");
+    if (p <= 1) return dg_err_set(err, DG_EINPUT, "%s needs --pipeline-model-parallel-size > 1", flag);
     if (per && L % (p * per) != 0)
         return dg_err_set(err, DG_EINPUT,
                           "--num-layers-per-virtual-pipeline-stage %d: --num-layers %d is not a multiple of "
@@ -38,10 +49,27 @@ static int check_virtual(const dg_train_config *c, dg_err *err) {
                           "--num-virtual-stages-per-pipeline-rank %d: --num-layers %d is not a multiple of "
                           "--pipeline-model-parallel-size %d x %d",
                           vs, L, p, vs);
-    return dg_err_set(err, DG_EINPUT,
-                      "%s: interleaved 1F1B (virtual pipeline stages) is not supported yet (1f1b, "
-                      "all-forward-all-backward and zero-bubble-h1 are)",
-                      per ? "--num-layers-per-virtual-pipeline-stage" : "--num-virtual-stages-per-pipeline-rank");
+    if (c->decoder_first_pipeline_num_layers > 0 || c->decoder_last_pipeline_num_layers > 0)
+        return dg_err_set(err, DG_EINPUT, "%s: uneven stages (--decoder-%s-pipeline-num-layers) do not combine with "
+                          "virtual pipeline stages here", flag,
+                          c->decoder_first_pipeline_num_layers > 0 ? "first" : "last");
+    if (!strcmp(c->pipeline_schedule, "zero-bubble-h1") && virtual_stages(c) > 1)
+        return dg_err_set(err, DG_EINPUT,
+                          "%s: --pipeline-schedule zero-bubble-h1 does not take virtual stages (interleaved 1F1B is "
+                          "the 1f1b schedule with them)", flag);
+    return DG_OK;
+}
+
+int dg_train_pp_check_microbatches(const dg_train_config *c, dg_err *err) {
+    dg_pp_opts o;
+    dg_train_pp_opts(c, 0, &o);
+    char what[160];
+    snprintf(what, sizeof what,
+             "--global-batch-size %d / (--micro-batch-size %d x data-parallel size %d) with %s",
+             c->global_batch_size, c->model.micro_batch_size, c->dp_size,
+             c->num_virtual_stages_per_pipeline_rank > 0 ? "--num-virtual-stages-per-pipeline-rank"
+                                                         : "--num-layers-per-virtual-pipeline-stage");
+    return dg_pp_interleave_check(&o, c->num_microbatches, what, err);
 }
 
 int dg_train_pp_check(const dg_train_config *c, dg_err *err) {

@@ -5,8 +5,8 @@
  * Under --pipeline-model-parallel-size p > 1 the step pipeline's PP pass
  * (graph/passes/dg_pass_pp.h) gives each rank its stage's graph; the
  * schedule (--pipeline-schedule, graph/passes/dg_pass_pp_sched.h) orders
- * its micro-batches. Not built yet, and refused with one line:
- * interleaved 1F1B (virtual stages; their sizes are checked first).
+ * its micro-batches; Megatron's virtual-stage flags make it interleaved
+ * 1F1B (graph/passes/dg_pass_pp_interleave.h).
  *
  * Checkpoints (train/dg_dist_ckpt.h) need one thing from PP: a stage holds
  * only its layers' parameters, which the sharded format takes as it is
@@ -22,6 +22,11 @@
 
 /* DG_OK, or DG_EINPUT with one line naming the flag. */
 int dg_train_pp_check(const dg_train_config *c, dg_err *err);
+
+/* Interleaved 1F1B takes the micro-batches in groups of
+ * --pipeline-model-parallel-size (Megatron's rule): DG_OK, or DG_EINPUT with
+ * one line naming the batch flags. After num_microbatches is known. */
+int dg_train_pp_check_microbatches(const dg_train_config *c, dg_err *err);
 
 /* The PP pass's options for pipeline stage `stage`. */
 void dg_train_pp_opts(const dg_train_config *c, int stage, dg_pp_opts *o);

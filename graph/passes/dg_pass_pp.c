@@ -1,7 +1,6 @@
 /* dg_pass_pp.c — see dg_pass_pp.h. */
 #include "dg_pass_pp.h"
 
-#include <limits.h>
 #include <string.h>
 
 #include "dg_collective.h"
@@ -38,10 +37,29 @@ int dg_pp_stage_layers(const dg_pp_opts *o, int s, int *first) {
     return s == 0 && f >= 0 ? f : s == p - 1 && l >= 0 ? l : each;
 }
 
+int dg_pp_chunks(const dg_pp_opts *o) { return o->size > 1 && o->virtual_stages > 1 ? o->virtual_stages : 1; }
+
+int dg_pp_vstage_of_layer(const dg_pp_opts *o, int l) {
+    int v = dg_pp_chunks(o);
+    if (v == 1) return dg_pp_stage_of_layer(o, l);
+    int per = o->num_layers / (o->size * v);
+    return DG_MIN(l / DG_MAX(per, 1), o->size * v - 1);
+}
+
 int dg_pp_check(const dg_pp_opts *o, dg_err *err) {
     int p = o->size, L = o->num_layers;
     if (p <= 1) return DG_OK;
-    int f = o->first_layers, l = o->last_layers;
+    int f = o->first_layers, l = o->last_layers, v = dg_pp_chunks(o);
+    if (v > 1 && (f >= 0 || l >= 0))
+        return dg_err_set(err, DG_EINPUT,
+                          "--decoder-%s-pipeline-num-layers %d: uneven stages do not combine with virtual pipeline "
+                          "stages (interleaved 1F1B) here",
+                          f >= 0 ? "first" : "last", f >= 0 ? f : l);
+    if (v > 1 && L % (p * v) != 0)
+        return dg_err_set(err, DG_EINPUT,
+                          "--num-layers %d is not divisible into --pipeline-model-parallel-size %d x %d virtual "
+                          "stages",
+                          L, p, v);
     if (f < 0 && l < 0) {
         if (L % p != 0)
             return dg_err_set(err, DG_EINPUT,
@@ -87,48 +105,21 @@ void dg_pp_bounds_free(dg_pp_bounds *b) {
 
 /* ---- 1. stages --------------------------------------------------------------------- */
 
-/* stage[v] for src's nodes (ids are a topological order: the builder and
- * re-emission make a node's producers first). A node outside the layers
- * goes to the last stage when it reads anything computed in a layer or
- * after one (post[t]), else to the first. */
+/* stage[v] for src's nodes, the virtual stage (ids are a topological
+ * order: the builder and re-emission make a node's producers first). A
+ * node outside the layers goes to the last stage when it reads anything
+ * computed in a layer or after one (post[t]), else to the first. */
 static void stamp_stages(const dg_graph *src, const dg_pp_opts *o, int *stage) {
     char *post = dg_calloc((size_t)DG_MAX(src->n_tensors, 1), 1);
     for (int v = 0; v < src->n_nodes; v++) {
         const dg_node *n = &src->nodes[v];
         int after = 0;
         for (int k = 0; k < n->n_in; k++) after |= post[n->in[k]];
-        stage[v] = n->layer >= 0 ? dg_pp_stage_of_layer(o, n->layer) : after ? o->size - 1 : 0;
+        stage[v] = n->layer >= 0 ? dg_pp_vstage_of_layer(o, n->layer) : after ? o->size * dg_pp_chunks(o) - 1 : 0;
         if (n->layer >= 0 || after)
             for (int j = 0; j < n->n_out; j++) post[n->out[j]] = 1;
     }
     dg_free(post);
-}
-
-/* Nodes outside the layers that read only parameters (the 16-bit pass's
- * rounded copy of a weight) are made on the stages that read them instead
- * of on one stage and sent: the copy is cheap, a send of a whole weight per
- * step is not, and a weight split over tp cannot cross a stage as a
- * replicated recv. lo/hi: the first and last stage reading the node's
- * outputs (-1: not such a node). A tied weight's copy is read on two stages. */
-static void stamp_copies(const dg_graph *src, const int *stage, int *lo, int *hi) {
-    for (int v = 0; v < src->n_nodes; v++) {
-        const dg_node *n = &src->nodes[v];
-        int params = n->layer < 0 && n->n_in > 0;
-        for (int k = 0; k < n->n_in && params; k++) {
-            const dg_tensor *x = &src->tensors[n->in[k]];
-            params = x->producer < 0 && x->role == DG_ROLE_PARAMETER;
-        }
-        lo[v] = hi[v] = params ? INT_MAX : -1;
-    }
-    for (int v = 0; v < src->n_nodes; v++)
-        for (int k = 0; k < src->nodes[v].n_in; k++) {
-            int p = src->tensors[src->nodes[v].in[k]].producer;
-            if (p < 0 || lo[p] < 0) continue;
-            lo[p] = DG_MIN(lo[p], stage[v]);
-            hi[p] = hi[p] == INT_MAX ? stage[v] : DG_MAX(hi[p], stage[v]);
-        }
-    for (int v = 0; v < src->n_nodes; v++)
-        if (lo[v] == INT_MAX) lo[v] = hi[v] = -1; /* read by no one: stays where stamped */
 }
 
 /* ---- 2. the cut ----------------------------------------------------------------------- */
@@ -137,8 +128,8 @@ typedef struct cut {
     const dg_graph *src;
     const dg_pp_opts *o;
     dg_graph *g;
-    int *stage; /* per src node */
-    int *copy_lo, *copy_hi; /* per src node: stamp_copies */
+    int *stage; /* per src node: its virtual stage (the stage without virtual stages) */
+    unsigned char *on; /* [src node][rank]: the node runs on that rank (place_param_fns) */
     int *tmap;
     dg_pp_bounds *b;
     int cap_in, cap_out;
@@ -154,30 +145,88 @@ static void push(dg_pp_bound **v, int *n, int *cap, dg_pp_bound x) {
 
 static void tag(dg_graph *g, int node, int slot) { g->nodes[node].attrs.i[DG_COLL_TAG] = slot; }
 
-/* Whether src node v is made on this stage. */
-static int on_stage(const cut *c, int v) {
-    if (c->copy_lo[v] >= 0) return c->o->rank == c->copy_lo[v] || c->o->rank == c->copy_hi[v];
-    return c->stage[v] == c->o->rank;
+/* The rank of a virtual stage, and how far ahead rank b is of rank a
+ * (mod p: a later chunk on the last rank goes on on rank 0). */
+static int rank_of(const cut *c, int vstage) { return vstage % c->o->size; }
+static int ahead(const cut *c, int a, int b) { return ((b - a) % c->o->size + c->o->size) % c->o->size; }
+
+static int runs_on(const cut *c, int v, int r) { return c->on[(size_t)v * (size_t)c->o->size + (size_t)r]; }
+
+/* Which ranks run each node. A node of the layers, or after them, runs on
+ * its stage's rank. A node outside the layers whose inputs are only leaves
+ * or such nodes' outputs — the 16-bit rounding of a weight is one — is a
+ * function of the parameters: it runs on every rank that reads its outputs
+ * (at the earliest of their stages there), so a weight never crosses a
+ * stage boundary, and the tied embedding's rounded copy is made on both of
+ * the stages that read it. Ids are a topological order, so one backward
+ * sweep sees every reader first. */
+static void place_param_fns(cut *c) {
+    const dg_graph *src = c->src;
+    int p = c->o->size, nn = src->n_nodes;
+    char *fn = dg_calloc((size_t)DG_MAX(nn, 1), 1);
+    for (int v = 0; v < nn; v++) {
+        const dg_node *n = &src->nodes[v];
+        fn[v] = n->layer < 0 && c->stage[v] == 0;
+        for (int k = 0; k < n->n_in && fn[v]; k++) {
+            int pr = src->tensors[n->in[k]].producer;
+            fn[v] = pr < 0 || fn[pr];
+        }
+        if (!fn[v]) c->on[(size_t)v * (size_t)p + (size_t)rank_of(c, c->stage[v])] = 1;
+    }
+    /* readers of each tensor, as lists: head[t] -> node, next[edge] */
+    int n_edge = 0;
+    for (int v = 0; v < nn; v++) n_edge += src->nodes[v].n_in;
+    int *head = dg_malloc(sizeof(int) * (size_t)DG_MAX(src->n_tensors, 1));
+    int *next = dg_malloc(sizeof(int) * (size_t)DG_MAX(n_edge, 1));
+    int *who = dg_malloc(sizeof(int) * (size_t)DG_MAX(n_edge, 1));
+    for (int t = 0; t < src->n_tensors; t++) head[t] = -1;
+    for (int v = 0, e = 0; v < nn; v++)
+        for (int k = 0; k < src->nodes[v].n_in; k++, e++) {
+            int t = src->nodes[v].in[k];
+            who[e] = v;
+            next[e] = head[t];
+            head[t] = e;
+        }
+    for (int v = nn - 1; v >= 0; v--) {
+        if (!fn[v]) continue;
+        int first = -1, any = 0;
+        for (int j = 0; j < src->nodes[v].n_out; j++)
+            for (int e = head[src->nodes[v].out[j]]; e >= 0; e = next[e])
+                for (int r = 0; r < p; r++)
+                    if (runs_on(c, who[e], r)) {
+                        c->on[(size_t)v * (size_t)p + (size_t)r] = 1;
+                        any = 1;
+                        if (r == c->o->rank && (first < 0 || c->stage[who[e]] < first)) first = c->stage[who[e]];
+                    }
+        if (!any) c->on[(size_t)v * (size_t)p] = 1; /* read by no one: the first stage, as before */
+        if (first >= 0) c->stage[v] = first;
+    }
+    dg_free(head);
+    dg_free(next);
+    dg_free(who);
+    dg_free(fn);
 }
 
 /* src tensor t in the stage graph: a leaf on first use, or the recv of a
  * tensor another stage makes. */
-static int map_input(cut *c, int t, int layer) {
+static int map_input(cut *c, int t, int layer, int vstage) {
     if (c->tmap[t] >= 0) return c->tmap[t];
     const dg_tensor *x = &c->src->tensors[t];
     if (x->producer < 0) {
         c->tmap[t] = dg_reemit_leaf_default(c->g, c->src, t, NULL);
         return c->tmap[t];
     }
-    int from = c->stage[x->producer], peer = c->o->rank - from;
-    int saved = c->g->cur_layer;
+    int peer = ahead(c, rank_of(c, c->stage[x->producer]), c->o->rank);
+    int saved = c->g->cur_layer, saved_stage = c->g->cur_stage;
     dg_graph_set_layer(c->g, layer);
-    int r = dg_recv(c->g, DG_AXIS_PP, c->o->size, -peer, x->dtype, x->ndim, x->shape);
+    dg_graph_set_stage(c->g, vstage);
+    int r = dg_recv_laid_out(c->g, DG_AXIS_PP, c->o->size, -peer, x->dtype, x->ndim, x->shape,
+                             &x->sharding);
     dg_graph_set_layer(c->g, saved);
+    dg_graph_set_stage(c->g, saved_stage);
     if (r < 0) return -1;
     dg_tensor *y = &c->g->tensors[r];
     y->requires_grad = x->requires_grad;
-    y->sharding = x->sharding;
     snprintf(y->name, sizeof y->name, "%.*s", DG_NAME_LEN - 1, x->name);
     tag(c->g, y->producer, t + 1);
     snprintf(c->g->nodes[y->producer].name, DG_NAME_LEN, "pp/recv/%.*s", DG_NAME_LEN - 9, x->name);
@@ -186,15 +235,15 @@ static int map_input(cut *c, int t, int layer) {
     return r;
 }
 
-static int copy_node(cut *c, const dg_node *n) {
+static int copy_node(cut *c, const dg_node *n, int vstage) {
     int in[DG_MAX_INPUTS], out[DG_MAX_OUTPUTS];
     for (int k = 0; k < n->n_in; k++)
-        if ((in[k] = map_input(c, n->in[k], n->layer)) < 0) return -1;
+        if ((in[k] = map_input(c, n->in[k], n->layer, vstage)) < 0) return -1;
     dg_graph *g = c->g;
     dg_graph_set_phase(g, n->phase);
     dg_graph_set_layer(g, n->layer);
     dg_graph_set_microbatch(g, n->microbatch);
-    dg_graph_set_stage(g, c->o->rank);
+    dg_graph_set_stage(g, vstage);
     int first = dg_graph_add(g, n->op, &n->attrs, in, n->n_in, out, n->name);
     if (first < 0 && n->n_out > 0) return -1;
     dg_node *m = &g->nodes[g->n_nodes - 1];
@@ -212,8 +261,8 @@ static int copy_node(cut *c, const dg_node *n) {
     return 0;
 }
 
-/* Sends at the end of the stage: each tensor made here and read on a later
- * stage, once per reading stage. */
+/* Sends at the end of the producer's (virtual) stage: each tensor made
+ * here and read on another rank, once per reading rank, nearest first. */
 static int add_sends(cut *c) {
     const dg_graph *src = c->src;
     int p = c->o->size, s = c->o->rank;
@@ -221,24 +270,27 @@ static int add_sends(cut *c) {
     for (int v = 0; v < src->n_nodes; v++)
         for (int k = 0; k < src->nodes[v].n_in; k++) {
             int t = src->nodes[v].in[k], pr = src->tensors[t].producer;
-            if (pr >= 0 && c->copy_lo[pr] < 0 && c->stage[pr] == s && c->stage[v] > s)
-                to[(size_t)t * (size_t)p + (size_t)c->stage[v]] = 1;
+            if (pr >= 0 && runs_on(c, pr, s) && !runs_on(c, v, s))
+                for (int r = 0; r < p; r++)
+                    if (runs_on(c, v, r) && !runs_on(c, pr, r)) to[(size_t)t * (size_t)p + (size_t)r] = 1;
         }
     int st = 0;
     for (int t = 0; t < src->n_tensors && st == 0; t++)
-        for (int b = s + 1; b < p && st == 0; b++) {
-            if (!to[(size_t)t * (size_t)p + (size_t)b]) continue;
-            const dg_node *pn = &src->nodes[src->tensors[t].producer];
-            dg_graph_set_layer(c->g, pn->layer);
-            int node = dg_send(c->g, c->tmap[t], DG_AXIS_PP, p, b - s);
+        for (int d = 1; d < p && st == 0; d++) {
+            if (!to[(size_t)t * (size_t)p + (size_t)((s + d) % p)]) continue;
+            int pr = src->tensors[t].producer;
+            dg_graph_set_layer(c->g, src->nodes[pr].layer);
+            dg_graph_set_stage(c->g, c->stage[pr]);
+            int node = dg_send(c->g, c->tmap[t], DG_AXIS_PP, p, d);
             if (node < 0) {
                 st = -1;
                 break;
             }
             tag(c->g, node, t + 1);
             snprintf(c->g->nodes[node].name, DG_NAME_LEN, "pp/send/%.*s", DG_NAME_LEN - 9, src->tensors[t].name);
-            push(&c->b->out, &c->b->n_out, &c->cap_out, (dg_pp_bound){c->tmap[t], b - s, t + 1});
+            push(&c->b->out, &c->b->n_out, &c->cap_out, (dg_pp_bound){c->tmap[t], d, t + 1});
         }
+    dg_graph_set_stage(c->g, s);
     dg_free(to);
     return st;
 }
@@ -252,17 +304,13 @@ static int find_shared(cut *c, dg_err *err) {
         if (src->tensors[t].role != DG_ROLE_PARAMETER || c->tmap[t] < 0) continue;
         int other = -1, n_other = 0;
         for (int v = 0; v < src->n_nodes; v++)
-            for (int k = 0; k < src->nodes[v].n_in; k++) {
-                if (src->nodes[v].in[k] != t) continue;
-                /* a copy (stamp_copies) reads t on every stage it is made on */
-                int at[2] = {c->stage[v], c->stage[v]};
-                if (c->copy_lo[v] >= 0) at[0] = c->copy_lo[v], at[1] = c->copy_hi[v];
-                for (int i = 0; i < 2; i++)
-                    if (at[i] != s && at[i] != other) {
-                        other = at[i];
-                        n_other++;
-                    }
-            }
+            for (int k = 0; k < src->nodes[v].n_in; k++)
+                if (src->nodes[v].in[k] == t)
+                    for (int r = 0; r < c->o->size; r++)
+                        if (r != s && r != other && runs_on(c, v, r)) {
+                            other = r;
+                            n_other++;
+                        }
         if (n_other == 0) continue;
         if (n_other > 1)
             return dg_err_set(err, DG_EINPUT, "pp: parameter '%s' is read on more than two pipeline stages",
@@ -285,43 +333,40 @@ int dg_pass_pp(const dg_graph *src, const dg_pp_opts *o, dg_graph **out, int *tm
     DG_TRY(dg_pp_check(o, err));
     if (o->rank < 0 || o->rank >= o->size)
         return dg_err_set(err, DG_EINTERNAL, "pp: stage %d of %d", o->rank, o->size);
-    cut c = {src, o, dg_graph_new(src->name), dg_malloc(sizeof(int) * (size_t)DG_MAX(src->n_nodes, 1)), NULL, NULL,
-             tmap, b, 0, 0};
+    cut c = {src, o, dg_graph_new(src->name), dg_malloc(sizeof(int) * (size_t)DG_MAX(src->n_nodes, 1)),
+             dg_calloc((size_t)DG_MAX(src->n_nodes, 1) * (size_t)o->size, 1), tmap, b, 0, 0};
     memcpy(c.g->mesh, src->mesh, sizeof c.g->mesh);
     c.g->mesh[DG_AXIS_PP] = o->size;
     dg_graph_set_stage(c.g, o->rank); /* every node made here and later (autodiff, DP, optimizer) */
     for (int t = 0; t < src->n_tensors; t++) tmap[t] = -1;
     stamp_stages(src, o, c.stage);
-    c.copy_lo = dg_malloc(sizeof(int) * (size_t)DG_MAX(src->n_nodes, 1));
-    c.copy_hi = dg_malloc(sizeof(int) * (size_t)DG_MAX(src->n_nodes, 1));
-    stamp_copies(src, c.stage, c.copy_lo, c.copy_hi);
+    place_param_fns(&c);
     /* Leaves first, in src's order, as dg_reemit does: parameters keep the
      * builder's order among themselves. */
     char *read = dg_calloc((size_t)DG_MAX(src->n_tensors, 1), 1);
     for (int v = 0; v < src->n_nodes; v++)
-        if (on_stage(&c, v))
+        if (runs_on(&c, v, o->rank))
             for (int k = 0; k < src->nodes[v].n_in; k++) read[src->nodes[v].in[k]] = 1;
     int st = 0;
     for (int t = 0; t < src->n_tensors && st == 0; t++)
-        if (read[t] && src->tensors[t].producer < 0) st = map_input(&c, t, -1) < 0 ? -1 : 0;
+        if (read[t] && src->tensors[t].producer < 0) st = map_input(&c, t, -1, o->rank) < 0 ? -1 : 0;
     dg_free(read);
     if (st == 0 && find_shared(&c, err) != DG_OK) {
-        dg_free(c.copy_lo);
-        dg_free(c.copy_hi);
         dg_free(c.stage);
+        dg_free(c.on);
         dg_graph_free(c.g);
         dg_pp_bounds_free(b);
         return DG_EINPUT;
     }
     for (int v = 0; v < src->n_nodes && st == 0; v++)
-        if (on_stage(&c, v)) st = copy_node(&c, &src->nodes[v]);
+        if (runs_on(&c, v, o->rank)) st = copy_node(&c, &src->nodes[v], c.stage[v]);
     if (st == 0) st = add_sends(&c);
     dg_graph_set_phase(c.g, DG_PHASE_FORWARD);
     dg_graph_set_layer(c.g, -1);
     dg_graph_set_microbatch(c.g, -1);
-    dg_free(c.copy_lo);
-    dg_free(c.copy_hi);
+    dg_graph_set_stage(c.g, o->rank);
     dg_free(c.stage);
+    dg_free(c.on);
     if (st != 0 || c.g->status != DG_OK) {
         dg_err_set(err, DG_EINTERNAL, "pp: stage %d: %s", o->rank, c.g->err.msg);
         dg_graph_free(c.g);
@@ -357,10 +402,10 @@ int dg_pass_pp_autodiff(dg_graph *g, const dg_pp_bounds *b, int loss, const dg_a
         dg_sharding lay = y->sharding;
         int t = b->out[i].t, layer = y->layer;
         dg_graph_set_layer(g, g->nodes[y->producer].layer);
-        int r = dg_recv(g, DG_AXIS_PP, g->mesh[DG_AXIS_PP], b->out[i].peer, DG_F32, y->ndim, shape);
+        int r = dg_recv_laid_out(g, DG_AXIS_PP, g->mesh[DG_AXIS_PP], b->out[i].peer, DG_F32, y->ndim, shape,
+                                 &lay);
         (void)layer;
         if (r < 0) break;
-        g->tensors[r].sharding = lay;
         tag(g, g->tensors[r].producer, b->out[i].slot);
         snprintf(g->nodes[g->tensors[r].producer].name, DG_NAME_LEN, "pp/recv_grad/%.*s", DG_NAME_LEN - 14,
                  g->tensors[t].name);
@@ -410,7 +455,9 @@ int dg_pass_pp_tied(dg_graph *g, dg_pp_bounds *b, const dg_autodiff_ops *ops, dg
         int mine = g->tensors[p].grad >= 0 ? g->tensors[p].grad : zeros_like(g, ops, p);
         int send = mine < 0 ? -1 : dg_send(g, mine, DG_AXIS_PP, g->mesh[DG_AXIS_PP], sh->peer);
         const dg_tensor *x = &g->tensors[p];
-        int theirs = send < 0 ? -1 : dg_recv(g, DG_AXIS_PP, g->mesh[DG_AXIS_PP], sh->peer, DG_F32, x->ndim, x->shape);
+        int theirs = send < 0 ? -1
+                                  : dg_recv_laid_out(g, DG_AXIS_PP, g->mesh[DG_AXIS_PP], sh->peer, DG_F32, x->ndim,
+                                                     x->shape, &x->sharding);
         if (theirs < 0) break;
         int recv = g->tensors[theirs].producer;
         tag(g, send, sh->slot);

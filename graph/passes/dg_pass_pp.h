@@ -28,6 +28,13 @@
  *    is sent back (recv's adjoint; zeros when nothing here reaches the
  *    loss, so the sender is never left waiting).
  *
+ * With virtual stages (dg_pp_chunks > 1) the same holds per virtual
+ * stage: node.stage is the node's virtual stage (rank + p * local chunk),
+ * the rank's graph holds all its chunks, a tensor crossing from chunk a to
+ * a later chunk b on another rank is one send/recv pair (peer: the rank
+ * distance mod p), and one between two chunks of the same rank stays a
+ * plain edge. The tag slot names the tensor, hence its chunk.
+ *
  * Tied embeddings (the output layer reading the word embedding) put one
  * parameter on the first and the last stage: each keeps a copy, and
  * dg_pass_pp_tied sums their gradients between the two (Megatron's
@@ -62,6 +69,7 @@ typedef struct dg_pp_opts {
     int first_layers; /* --decoder-first-pipeline-num-layers; < 0: even split */
     int last_layers;  /* --decoder-last-pipeline-num-layers; < 0: even split */
     dg_pp_schedule schedule;
+    int virtual_stages; /* interleaved 1F1B: model chunks per rank (Megatron's virtual stages); <= 1: none */
 } dg_pp_opts;
 
 /* The split is possible: DG_OK, or DG_EINPUT with one line naming the flag
@@ -74,6 +82,18 @@ int dg_pp_stage_layers(const dg_pp_opts *o, int s, int *first);
 
 /* The stage that holds decoder layer l (dg_pp_check passed). */
 int dg_pp_stage_of_layer(const dg_pp_opts *o, int l);
+
+/* Virtual stages (interleaved 1F1B, Megatron's model chunks): with v =
+ * o->virtual_stages > 1 the layers are cut into p v equal chunks, chunk c
+ * (the virtual stage) living on rank c mod p as that rank's local chunk
+ * c / p; so rank r holds chunks r, r + p, r + 2p, ... and activations flow
+ * rank r -> r + 1, the last rank handing chunk c to rank 0's chunk c + 1.
+ * The embedding is on virtual stage 0, the output layer and the loss on
+ * the last one. Without virtual stages the virtual stage is the stage.
+ * dg_pp_chunks: v (1 without). */
+int dg_pp_chunks(const dg_pp_opts *o);
+/* The virtual stage that holds decoder layer l. */
+int dg_pp_vstage_of_layer(const dg_pp_opts *o, int l);
 
 /* Enum slot of the tag in a PP send/recv's attributes (0: no tag). */
 enum { DG_COLL_TAG = 8 };

@@ -5,6 +5,7 @@
 
 #include "dg_op.h"
 #include "dg_pass_mb_order.h"
+#include "dg_pass_pp_interleave.h"
 
 int dg_pp_schedule_blocks(const dg_pp_opts *o, int n_mb, int *seq) {
     int k = 0;
@@ -117,21 +118,25 @@ static int chain_p2p(dg_graph *g, const int *blk) {
     return added;
 }
 
+int dg_pp_order_blocks(dg_graph *g, const int *blk, int *seq, int n_seq, int n_ids) {
+    int *size = dg_calloc((size_t)DG_MAX(n_ids, 1), sizeof(int)), n = 0;
+    for (int v = 0; v < g->n_nodes; v++)
+        if (blk[v] >= 0) size[blk[v]]++;
+    /* an empty block would break the chain of edges: leave it out */
+    for (int k = 0; k < n_seq; k++)
+        if (size[seq[k]] > 0) seq[n++] = seq[k];
+    dg_free(size);
+    return dg_order_blocks(g, blk, seq, n) + chain_p2p(g, blk);
+}
+
 int dg_pass_pp_schedule(dg_graph *g, const dg_pp_opts *o, int n_mb, int *n_edges, dg_err *err) {
+    if (dg_pp_chunks(o) > 1) return dg_pass_pp_interleave(g, o, n_mb, n_edges, err);
     int nn = g->n_nodes, per = o->schedule == DG_PP_ZB_H1 ? 3 : 2;
     int *blk = dg_malloc(sizeof(int) * (size_t)DG_MAX(nn, 1));
     int *seq = dg_malloc(sizeof(int) * (size_t)DG_MAX(per * n_mb, 1));
-    int *size = dg_calloc((size_t)DG_MAX(per * n_mb, 1), sizeof(int));
     for (int v = 0; v < nn; v++) blk[v] = block_of(&g->nodes[v], n_mb, per);
     if (per == 3) split_weight_grads(g, blk);
-    for (int v = 0; v < nn; v++)
-        if (blk[v] >= 0) size[blk[v]]++;
-    /* an empty block would break the chain of edges: leave it out */
-    int n_seq = 0, n_all = dg_pp_schedule_blocks(o, n_mb, seq);
-    for (int k = 0; k < n_all; k++)
-        if (size[seq[k]] > 0) seq[n_seq++] = seq[k];
-    int added = dg_order_blocks(g, blk, seq, n_seq) + chain_p2p(g, blk);
-    dg_free(size);
+    int added = dg_pp_order_blocks(g, blk, seq, dg_pp_schedule_blocks(o, n_mb, seq), per * n_mb);
     dg_free(seq);
     dg_free(blk);
     if (n_edges) *n_edges = added;

@@ -24,6 +24,9 @@
  *       accumulation — so no weight-gradient work delays a gradient
  *       another stage waits for, and W fills the wait for the next recv.
  *       The same micro-batches in flight as 1F1B, so about its memory.
+ *
+ * With virtual stages (dg_pp_chunks(o) > 1) dg_pass_pp_schedule runs the
+ * interleaved schedule instead (dg_pass_pp_interleave.h).
  */
 #ifndef DG_PASS_PP_SCHED_H
 #define DG_PASS_PP_SCHED_H
@@ -37,6 +40,13 @@ int dg_pp_schedule_blocks(const dg_pp_opts *o, int n_mb, int *seq);
 /* Add the schedule's edges to g (a stage's step graph with n_mb
  * micro-batches). *n_edges (may be NULL): how many. */
 int dg_pass_pp_schedule(dg_graph *g, const dg_pp_opts *o, int n_mb, int *n_edges, dg_err *err);
+
+/* The edges of a schedule: blk[v] is node v's block (0 .. n_ids-1; -1
+ * none), seq[0..n_seq) the blocks in order (empty ones are dropped from
+ * it, in place). Chains the blocks (dg_order_blocks) and, within each, its
+ * PP sends and its recvs in tag slot order (the two sides of a boundary
+ * then issue them in the same order). Returns the edges added. */
+int dg_pp_order_blocks(dg_graph *g, const int *blk, int *seq, int n_seq, int n_ids);
 
 /* The nodes of phase optimizer that talk over the pipeline group (the tied
  * embedding's gradient exchange, the gradient norm's all-gather) wait for

@@ -14,6 +14,8 @@
 #  4. PP=2 x DP=2 with the distributed optimizer saves, PP=2 resumes: within
 #     1e-6 relative of PP=2's straight run (without the tied embedding's
 #     later copy left out, the two stages' optimizer shards overlap).
+#  5. PP=2 with 2 virtual stages (interleaved 1F1B: rank 0 holds layers 0
+#     and 2) saves, one rank resumes: as 1.
 # And each PP save's stored boxes tile every tensor once (ckpt_tiles.py).
 # PP x EP and PP x TP saves load under other layouts in reshard_cli.sh.
 # Usage: pp_cli.sh DAGATRON
@@ -75,4 +77,6 @@ case_ "one rank -> PP=2" 1 "" 2 "${PP2[*]}" "$TMP/pp.log" 1e-6
 case_ "PP=2 -> PP=2" 2 "${PP2[*]}" 2 "${PP2[*]}" "$TMP/pp.log" 0
 case_ "PP=2 x DP=2 distributed optimizer -> PP=2" 4 "${PP2[*]} --use-distributed-optimizer" 2 "${PP2[*]}" \
   "$TMP/pp.log" 1e-6
+case_ "PP=2 with 2 virtual stages -> one rank" 2 "${PP2[*]} --num-virtual-stages-per-pipeline-rank 2" 1 "" \
+  "$TMP/one.log" 1e-6
 exit $fail

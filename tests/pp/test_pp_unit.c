@@ -20,9 +20,10 @@
 #include "dg_pass_pp_sched.h"
 #include "dg_pipeline.h"
 #include "dg_sched.h"
+#include "pp_test_graph.h"
 
 static dg_pp_opts pp(int size, int rank, int layers, int first, int last) {
-    dg_pp_opts o = {size, rank, layers, first, last, DG_PP_1F1B};
+    dg_pp_opts o = {size, rank, layers, first, last, DG_PP_1F1B, 0};
     return o;
 }
 
@@ -89,31 +90,12 @@ static int g_seq = 32;  /* the model's sequence length */
 static int g_untie = 1; /* 0: the output layer reads the word embedding */
 static dg_pipeline_result stage_graph(int size, int rank, int n_mb, dg_pp_schedule sched, dg_stage stop,
                                       dg_model_io *io) {
-    dg_model_config c;
-    dg_model_config_tiny(&c);
-    c.seq_length = g_seq;
-    c.num_layers = 4;
-    c.num_experts = 0;
-    c.untie_embeddings = g_untie;
-    dg_graph *g = dg_graph_new("logical");
-    dg_err err = {{0}};
-    if (dg_model_build_forward(g, &c, io, &err) != DG_OK) fail_msg("%s", err.msg);
-    dg_pipeline_opts po = {.loss = io->loss, .n_microbatches = n_mb, .autodiff = dg_ops_autodiff(),
-                           .scale = &dg_op_scale, .stop_after = stop, .step_name = "step"};
-    po.ep = (dg_pass_ep_opts){1, 0, 1, 0, 0};
-    po.pp = pp(size, rank, 4, -1, -1);
-    po.pp.schedule = sched;
-    dg_pipeline_result r;
-    if (dg_pipeline_run(g, &po, &r, &err) != DG_OK) fail_msg("%s", err.msg);
-    dg_graph_free(g);
-    return r;
+    dg_pp_opts o = pp(size, rank, 4, -1, -1);
+    o.schedule = sched;
+    return pp_test_rank_graph(&o, n_mb, g_seq, g_untie, stop, io);
 }
 
-static int has_param(const dg_graph *g, const char *name) {
-    for (int t = 0; t < g->n_tensors; t++)
-        if (g->tensors[t].role == DG_ROLE_PARAMETER && !strcmp(g->tensors[t].name, name)) return 1;
-    return 0;
-}
+static int has_param(const dg_graph *g, const char *name) { return pp_test_has_param(g, name); }
 
 static void test_stage_graphs(void **state) {
     (void)state;
@@ -187,15 +169,7 @@ static void test_tied(void **state) {
 static size_t planned_peak(int rank, dg_pp_schedule sched) {
     dg_model_io io;
     dg_pipeline_result r = stage_graph(4, rank, 8, sched, DG_STAGE_SCHEDULE, &io);
-    dg_err err = {{0}};
-    dg_sched_opts so;
-    memset(&so, 0, sizeof so);
-    dg_sched_plan *p = dg_sched_plan_new(r.g, &so, &err);
-    if (!p) fail_msg("%s", err.msg);
-    size_t peak = p->mem.arena_bytes;
-    dg_sched_plan_free(p);
-    dg_pipeline_result_free(&r);
-    return peak;
+    return pp_test_planned_peak(&r);
 }
 
 /* ZB-H1: every stage's micro-batch has a B block (it sends the input

@@ -58,6 +58,13 @@ static void test_flops(void **s) {
     double want = 72.0 * B * S * L * H * H * (1 + S / (6 * H) + V / (12 * L * H));
     double got = dg_model_flops(&c, B);
     assert_true(fabs(got - want) / want < 1e-12);
+    /* the same with a GeLU MLP of 4H: two matrices, no 3/2 (Megatron's
+     * gated_linear_multiplier is 1 without --swiglu) */
+    c.ffn_hidden_size = 3072;
+    c.mlp_gelu = 1;
+    assert_true(fabs(dg_model_flops(&c, B) - want) / want < 1e-12);
+    c.ffn_hidden_size = 2048;
+    c.mlp_gelu = 0;
     /* MoE: top-2 of experts of width F counts 2 F per token */
     c.num_experts = 8;
     c.moe_router_topk = 2;

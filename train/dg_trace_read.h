@@ -1,0 +1,60 @@
+/* dg_trace_read.h — a `--trace` file read back (the Chrome trace-event JSON
+ * that sched/dg_trace.c writes, one rank or merged; see dg_trace.h).
+ *
+ * What the readers of a trace share (`dagatron trace-svg`, `dagatron view`):
+ * the task events ("ph": "X") with their args, the processes' names
+ * (process_name: "rank 3 (pp 1, tp 1)") and the streams' names
+ * (thread_name: "compute", "comm"). Other events are skipped; a missing arg
+ * reads as -1 (0 for wgrad; no "after": the dependencies unknown), so
+ * traces from older writers still load.
+ * Times stay in the file's unit, microseconds.
+ */
+#ifndef DG_TRACE_READ_H
+#define DG_TRACE_READ_H
+
+#include "dg_base.h"
+
+#define DG_TRACE_STR_LEN 64
+
+typedef struct dg_trace_event {
+    double ts, dur; /* microseconds */
+    int pid, tid;   /* rank, stream (0 compute, 1 comm) */
+    int node, layer, microbatch, step, wgrad;
+    int stage; /* the node's (virtual) pipeline stage, 0 if absent */
+    char name[DG_TRACE_STR_LEN];  /* the graph node's name */
+    char op[DG_TRACE_STR_LEN];    /* the op's name, "" if absent */
+    char phase[DG_TRACE_STR_LEN]; /* forward / backward / recompute / optimizer ..., "" if absent */
+    int after_at, n_after;        /* the node ids it waited for: file->after[after_at .. + n_after) */
+} dg_trace_event;
+
+/* A named process (pid) or stream (pid, tid). */
+typedef struct dg_trace_label {
+    int pid, tid; /* tid -1 for a process */
+    char name[96];
+} dg_trace_label;
+
+typedef struct dg_trace_file {
+    dg_trace_event *ev; /* in file order */
+    int n_ev;
+    dg_trace_label *label; /* process and thread names, in file order */
+    int n_label;
+    int *after;    /* the events' "after" lists (node ids), pooled */
+    int n_after;
+    int has_after; /* the writer recorded dependencies (events carry "after") */
+} dg_trace_file;
+
+/* Read `path`. DG_EINPUT naming the file (as "--trace PATH") when it cannot
+ * be read or is not a trace (no traceEvents array). An empty trace loads. */
+int dg_trace_read(const char *path, dg_trace_file *out, dg_err *err);
+void dg_trace_file_free(dg_trace_file *t);
+
+/* A process's name ("rank P" if the file names none); a stream's name
+ * ("stream T" if the file names none). */
+const char *dg_trace_proc_name(const dg_trace_file *t, int pid, char *buf, size_t len);
+const char *dg_trace_stream_name(const dg_trace_file *t, int pid, int tid, char *buf, size_t len);
+
+/* The whole of a file, NUL-terminated (dg_free it); NULL with errno set
+ * when it cannot be read. */
+char *dg_slurp(const char *path, size_t *len);
+
+#endif /* DG_TRACE_READ_H */
