@@ -15,37 +15,29 @@
 #define GPT_COMMON                                                                                 \
     "--seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "                     \
     "--normalization LayerNorm --position-embedding-type learned_absolute "                        \
-    "--mock-data --vocab-size 51200 --bf16 --recompute-activations "
+    "--mock-data --vocab-size 51200 --bf16 --sequence-parallel --recompute-activations "
 
 #define README_2022                                                                                \
     "Megatron-LM README (MFU/HFU table, May 2022 - July 2024; github.com/NVIDIA/Megatron-LM/blob/"    \
     "841f789f48/README.md); Korthikanti et al. 2022, arXiv:2205.05198, Tables 3 and 5"
 
-/* --sequence-parallel with pipeline parallelism does not build yet (a PP
- * recv's output loses its sequence split when the graph is re-emitted):
- * those rows run TP's all-reduces instead of all-gather + reduce-scatter,
- * the same bytes on the wire; only the norms and dropout are not split over
- * tp. Add --sequence-parallel to them when it builds. */
-#define NO_SP "--sequence-parallel x PP not built yet: simulated without it (TP all-reduces)"
-
 static const dg_sim_published_row ROWS[] = {
     {"GPT 22B", "a100", 8,
      GPT_COMMON "--num-layers 48 --hidden-size 6144 --num-attention-heads 64 "
-                "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 1 --global-batch-size 4 "
-                "--sequence-parallel",
+                "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 1 --global-batch-size 4",
      0.415, 0.437, README_2022, ""},
     {"GPT 175B", "a100", 64,
      GPT_COMMON "--num-layers 96 --hidden-size 12288 --num-attention-heads 96 "
                 "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 8 --global-batch-size 64",
-     0.514, 0.528, README_2022, NO_SP},
+     0.514, 0.528, README_2022, ""},
     {"GPT 530B", "a100", 280,
      GPT_COMMON "--num-layers 105 --hidden-size 20480 --num-attention-heads 128 "
                 "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 35 --global-batch-size 280",
-     0.560, 0.570, README_2022, NO_SP},
+     0.560, 0.570, README_2022, ""},
     {"GPT 1T", "a100", 512,
      GPT_COMMON "--num-layers 128 --hidden-size 25600 --num-attention-heads 160 "
                 "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 64 --global-batch-size 512",
-     0.563, 0.570, README_2022, NO_SP},
+     0.563, 0.570, README_2022, ""},
     /* Mixtral 8x7B: 438 TFLOPS/GPU of H100's 989.4 dense bf16 = 44.3% MFU.
      * Model from the README's example script (32 layers, hidden 4096, FFN
      * 14336, 32 heads / 8 groups, RoPE, SwiGLU, RMSNorm, no biases, untied
@@ -61,15 +53,12 @@ static const dg_sim_published_row ROWS[] = {
      "--moe-grouped-gemm --moe-token-dispatcher-type alltoall "
      "--mock-data --vocab-size 32000 --bf16 --micro-batch-size 1 --global-batch-size 256 "
      "--tensor-model-parallel-size 1 --expert-model-parallel-size 8 --pipeline-model-parallel-size 4 "
+     "--num-layers-per-virtual-pipeline-stage 1 "
      "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather",
      438e12 / 989.4e12, 0.0,
      "Megatron-Core MoE README, MCore v0.8 (github.com/NVIDIA/Megatron-LM/blob/0b981f9c53/"
      "megatron/core/transformer/moe/README.md): 438 TFLOPS, reference best parallel mapping",
-     /* Interleaved 1F1B (virtual stages) is not built yet (train/dg_train_pp.c
-      * refuses it): the row runs plain 1F1B, whose bubble (p-1)/m = 3/16 is
-      * larger than VP 8's 3/128. Add --num-layers-per-virtual-pipeline-stage 1
-      * when it lands. */
-     "VP 8 not built: simulated with plain 1F1B (bubble 3/16, not 3/128)"},
+     ""},
 };
 
 const dg_sim_published_row *dg_sim_published_rows(int *n) {

@@ -88,6 +88,9 @@ static void fill(const vendor *v, dg_sim_device *d) {
     d->intra = (dg_link){v->nvlink_gbps * NVLINK_EFF, NVLINK_USEC};
     d->inter = (dg_link){v->ib_gbps * IB_EFF, IB_USEC};
     d->devices_per_node = 8;
+    /* a GPU keeps 16-bit tensors as such: no rounding kernels, 2-byte
+     * activations and collectives under --bf16 (dg_sim_device.native16) */
+    d->native16 = 1;
 }
 
 int dg_sim_device_vendor(const char *name, dg_sim_device *out) {
