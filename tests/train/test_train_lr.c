@@ -40,22 +40,33 @@ static void test_schedule_by_samples(void **s) {
     for (int it = 1; it <= 14; it++) assert_true(fabs(dg_lr_at(&a, it) - dg_lr_at(&b, it)) < 1e-15);
 }
 
-/* A dense GPT-2-small-like config against the closed form
- * 72 B S L H^2 (1 + S/(6H) + V/(12 L H)) with Hkv = Hq, F = 4H, and no
- * gating factor (Megatron's classic formula uses 4H MLPs without SwiGLU,
- * so here F is chosen as 8H/3 to make the SwiGLU term equal 4H's). */
+/* A dense GPT with multi-head attention (Hkv = Hq). */
+static dg_model_config dense(int L, int H, int A, int S, int V, int F, int gelu) {
+    dg_model_config c = {0};
+    c.num_layers = L;
+    c.hidden_size = H;
+    c.num_attention_heads = c.num_query_groups = A;
+    c.seq_length = S;
+    c.vocab_size = V;
+    c.ffn_hidden_size = F;
+    c.mlp_gelu = gelu;
+    return c;
+}
+
+/* Korthikanti et al. 2022's closed form 72 B S L H^2 (1 + S/(6H) + V/(12 L H)). */
+static double classic(double B, double S, double L, double H, double V) {
+    return 72.0 * B * S * L * H * H * (1 + S / (6 * H) + V / (12 * L * H));
+}
+
+/* A dense GPT-2-small-like config against the closed form with Hkv = Hq,
+ * F = 4H, and no gating factor (Megatron's classic formula uses 4H MLPs
+ * without SwiGLU, so here F is chosen as 8H/3 to make the SwiGLU term
+ * equal 4H's). */
 static void test_flops(void **s) {
     (void)s;
-    dg_model_config c = {0};
-    c.num_layers = 12;
-    c.hidden_size = 768;
-    c.num_attention_heads = 12;
-    c.num_query_groups = 12;
-    c.seq_length = 1024;
-    c.vocab_size = 50304;
-    c.ffn_hidden_size = 2048; /* 8H/3: 3/2 * 2048 = 3072 = 4H */
+    dg_model_config c = dense(12, 768, 12, 1024, 50304, 2048 /* 8H/3: 3/2 * 2048 = 4H */, 0);
     double B = 8, S = 1024, L = 12, H = 768, V = 50304;
-    double want = 72.0 * B * S * L * H * H * (1 + S / (6 * H) + V / (12 * L * H));
+    double want = classic(B, S, L, H, V);
     double got = dg_model_flops(&c, B);
     assert_true(fabs(got - want) / want < 1e-12);
     /* the same with a GeLU MLP of 4H: two matrices, no 3/2 (Megatron's
@@ -75,7 +86,18 @@ static void test_flops(void **s) {
     assert_true(fabs(moe - want_moe) / want_moe < 1e-12);
 }
 
+/* Megatron's dense GPT (GeLU, F = 4H, no --swiglu): the classic closed form
+ * with no gating factor on the two MLP matrices (GPT-3 175B's shape). */
+static void test_flops_gelu(void **s) {
+    (void)s;
+    dg_model_config c = dense(96, 12288, 96, 2048, 51200, 4 * 12288, 1);
+    double want = classic(64, 2048, 96, 12288, 51200);
+    double got = dg_model_flops(&c, 64);
+    assert_true(fabs(got - want) / want < 1e-12);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_schedule), cmocka_unit_test(test_schedule_by_samples), cmocka_unit_test(test_flops)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_schedule), cmocka_unit_test(test_schedule_by_samples), cmocka_unit_test(test_flops),
+                                       cmocka_unit_test(test_flops_gelu)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
