@@ -35,6 +35,7 @@
 #include "dg_op_basic.h"
 #include "dg_pipeline.h"
 #include "dg_recompute.h"
+#include "dg_step_opts.h"
 #include "dg_train_pp.h"
 #include "dg_train_config.h"
 #include "dg_verify.h"
@@ -156,58 +157,36 @@ static int pick_stage(const dump_cfg *c, dg_stage *stage, dg_err *err) {
 
 /* Build what --graph and --after ask for into *out. */
 static int build(dg_graph **out, dump_cfg *c, dg_err *err) {
-    DG_TRY(dg_train_config_finish(&c->train, 0, err));
     dg_stage stage;
     DG_TRY(pick_stage(c, &stage, err));
-    const dg_model_config *m = &c->train.model;
-    int ep = DG_MAX(m->expert_model_parallel_size, 1), tp = DG_MAX(c->train.tensor_model_parallel_size, 1);
-    int cp = DG_MAX(c->train.context_parallel_size, 1);
-    DG_TRY(dg_train_config_check_cp(&c->train, err));
-    int pp = DG_MAX(c->train.pipeline_model_parallel_size, 1); /* pipeline stages: the outermost axis */
-    DG_TRY(dg_train_pp_check(&c->train, err));
-    int world = c->world_size > 0 ? c->world_size : ep * tp * cp * pp;
-    if (world % pp != 0)
-        return dg_err_set(err, DG_EINPUT, "--world-size %d: expected a multiple of --pipeline-model-parallel-size %d",
-                          world, pp);
-    int pp_rank = c->rank / (world / pp);
-    world /= pp;
-    if (world % (ep * tp) != 0)
-        return dg_err_set(err, DG_EINPUT,
-                          "--world-size %d: expected a multiple of --tensor-model-parallel-size %d x "
-                          "--expert-model-parallel-size %d",
-                          world, tp, ep);
-    if (c->rank >= world * pp)
-        return dg_err_set(err, DG_EINPUT, "--rank %d: expected 0..%d (--world-size %d)", c->rank, world * pp - 1,
-                          world * pp);
-    world /= tp; /* the ranks that reduce gradients: the tp ranks of a group hold one model replica */
+    /* the config and the grid as `dagatron train` on --world-size ranks sets them up */
+    dg_train_config tc;
+    dg_grid_sizes sz;
+    DG_TRY(dg_step_config(&c->train, c->world_size, &tc, &sz, err));
+    const dg_train_config *t = &tc;
+    int world = sz.tp * sz.cp * sz.ep * sz.dp * sz.pp;
+    if (c->rank >= world)
+        return dg_err_set(err, DG_EINPUT, "--rank %d: expected 0..%d (--world-size %d)", c->rank, world - 1, world);
+    int pp_rank = c->rank / (world / sz.pp); /* pipeline stages: the outermost axis (sched/dg_grid.h) */
     dg_graph *logical = dg_graph_new(c->graph);
     dg_model_io io;
-    int st = dg_model_build_forward(logical, m, &io, err);
-    /* dense gradients reduce over every rank (EP folds into DP), expert ones
-     * over the ranks holding the same experts */
-    /* ETP 1: the tp ranks hold the same whole experts (sched/dg_grid.h) */
-    int etp = c->train.expert_tensor_parallel_size > 0 ? c->train.expert_tensor_parallel_size : tp;
-    int edp = world / ep * (etp == 1 ? tp : 1);
-    dg_dp_opts dpo = {DG_MAX(40000000, 1000000 * (int64_t)world), c->train.overlap_grad_reduce,
-                      c->train.use_distributed_optimizer, world, edp, dg_dist_pack_op(),
-                      world == 1 && edp == 1, c->train.overlap_param_gather, dg_dist_unpack_op()};
-    if (c->train.ddp_bucket_size > 0) dpo.bucket_elems = c->train.ddp_bucket_size;
+    int st = dg_model_build_forward(logical, &t->model, &io, err);
+    /* the options `dagatron train` builds this rank's step from (train/dg_step_opts.h) */
+    int group[DG_AXIS_COUNT], grad_shards;
+    dg_step_groups(&sz, group, &grad_shards);
+    dg_step_opts opts;
+    dg_step_opts_init(&opts, t, &io, group, grad_shards, pp_rank);
+    dg_pipeline_opts po = opts.po;
     int step = !strcmp(c->graph, "step");
-    dg_pipeline_opts po = {.loss = io.loss, .n_microbatches = step ? DG_MAX(c->train.num_microbatches, 1) : 1,
-                           .autodiff = dg_ops_autodiff(), .scale = &dg_op_scale, .dp = &dpo,
-                           .stop_after = stage, .step_name = c->graph, .tp_size = tp};
-    po.ep = (dg_pass_ep_opts){ep, m->moe_token_dispatcher_type, DG_MAX(m->moe_a2a_overlap_chunks, 1), 0, etp};
-    po.sequence_parallel = c->train.sequence_parallel;
-    po.mb_overlap = c->train.overlap_moe_expert_parallel_comm;
-    po.tp_comm_overlap = c->train.tp_comm_overlap;
-    po.cp = dg_train_cp_opts(&c->train);
-    dg_train_pp_opts(&c->train, pp_rank, &po.pp); /* --rank's pipeline stage */
+    po.n_microbatches = step ? DG_MAX(t->num_microbatches, 1) : 1;
+    po.stop_after = stage;
+    po.step_name = c->graph;
     /* --recompute-*: the regions train would recompute (train/dg_recompute.h) */
     dg_recompute_sel rc = {0};
     dg_recompute_report rcr;
     int keep[2] = {io.lm_loss, io.loss};
     dg_recompute_step rs = {logical, &po, keep, 2};
-    if (st == DG_OK) st = dg_recompute_plan(&c->train, &rs, &rc, &rcr, err);
+    if (st == DG_OK) st = dg_recompute_plan(t, &rs, &rc, &rcr, err);
     po.recompute = &rc.opts;
     dg_pipeline_result r;
     if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);

@@ -23,6 +23,7 @@
 #include "dg_collective.h"
 #include "dg_flops.h"
 #include "dg_sim_internal.h"
+#include "dg_step_opts.h"
 
 typedef struct kind_acc {
     double dur, flops, bytes;
@@ -302,7 +303,7 @@ int dg_sim_calibrate_from_trace(const dg_train_config *cfg, int world_size, cons
     }
     dg_train_config *c = dg_malloc(sizeof *c);
     dg_grid_sizes sz;
-    int st = dg_sim_config(cfg, world_size, c, &sz, err);
+    int st = dg_step_config(cfg, world_size, c, &sz, err);
     int world = sz.tp * sz.cp * sz.ep * sz.dp * sz.pp;
     dg_sim_stage *stages = dg_calloc((size_t)DG_MAX(sz.pp, 1), sizeof *stages);
     for (int i = 0; st == DG_OK && i < sz.pp; i++) st = dg_sim_build_stage(c, &sz, i, 0, &stages[i], err);

@@ -6,9 +6,6 @@
 #include "dg_sched.h"
 #include "dg_sim.h"
 
-/* A finished copy of the config for `world` ranks and the grid's sizes
- * (dp derived). DG_EINPUT with one line for sizes that do not fit. */
-int dg_sim_config(const dg_train_config *in, int world, dg_train_config *out, dg_grid_sizes *sz, dg_err *err);
 
 /* One pipeline stage's step graph, as the trainer builds it, and its plan
  * (sched/dg_sched.h, the trainer's default cost model, so the priorities

@@ -6,6 +6,7 @@
 
 #include "dg_flops.h"
 #include "dg_sim_engine.h"
+#include "dg_step_opts.h"
 
 /* Persistent bytes of a stage: tensors the memory plan leaves out
  * (parameters, gradients, optimizer state, inputs); without a memory plan,
@@ -110,7 +111,7 @@ int dg_sim_run(const dg_train_config *cfg, const dg_sim_device *dev, const dg_li
     DG_TRY(dg_sim_device_check(dev, err));
     dg_train_config *c = dg_malloc(sizeof *c);
     dg_grid_sizes sz;
-    int st = dg_sim_config(cfg, o->world_size, c, &sz, err);
+    int st = dg_step_config(cfg, o->world_size, c, &sz, err);
     if (st != DG_OK) {
         dg_free(c);
         return st;

@@ -35,6 +35,7 @@
 #include "dg_train_exit.h"
 #include "dg_train_trace.h"
 #include "dg_train_log.h"
+#include "dg_step_opts.h"
 #include "dg_train_pp.h"
 #include "dg_verify.h"
 
@@ -42,22 +43,6 @@ typedef dg_trainer_state trainer; /* shorter, inside this file */
 typedef dg_trainer_losses losses;
 
 /* ---- setup ---------------------------------------------------------------------- */
-
-/* The optimizer stage's options (graph/passes/dg_pass_optim.h): the
- * gradient norm, clipping, the NaN/inf skip and AdamW as nodes over the DP
- * stage's buckets. */
-static void optimizer_opts(const trainer *t, dg_comm *const groups[DG_AXIS_COUNT], dg_optim_opts *oo) {
-    const dg_train_config *c = t->c;
-    memset(oo, 0, sizeof *oo);
-    for (int a = 0; a < DG_AXIS_COUNT; a++) oo->group_size[a] = groups[a] ? groups[a]->size : 1;
-    oo->grad_scale = 1.0 / t->grad_shards;
-    oo->clip_grad = c->clip_grad;
-    oo->beta1 = c->adam_beta1;
-    oo->beta2 = c->adam_beta2;
-    oo->eps = c->adam_eps;
-    oo->weight_decay = c->weight_decay;
-    oo->ops = dg_optim_ops_get();
-}
 
 /* One logical micro-batch's io, mapped into the step graph. */
 static void map_io(const dg_pipeline_result *r, int mb, const dg_model_io *l, dg_model_io *out) {
@@ -94,34 +79,14 @@ static int setup(trainer *t, dg_err *err) {
     int st = dg_model_build_forward(logical, &c->model, &lio, err);
     dg_comm *groups[DG_AXIS_COUNT] = {0};
     if (t->grid) dg_grid_runtime_groups(t->grid, groups);
-    int dp_cp = groups[DG_AXIS_DP] ? groups[DG_AXIS_DP]->size : 1;
-    int edp = groups[DG_AXIS_EDP] ? groups[DG_AXIS_EDP]->size : 1;
-    /* Megatron's default bucket: max(40M, 1M x DP) elements. */
-    int64_t bucket = c->ddp_bucket_size > 0 ? c->ddp_bucket_size : DG_MAX(40000000, 1000000 * (int64_t)dp_cp);
-    /* A world of one has nothing to reduce: buckets are only a layout then. */
-    dg_dp_opts dpo = {bucket, c->overlap_grad_reduce, c->use_distributed_optimizer, dp_cp, edp,
-                      dg_dist_pack_op(), dp_cp == 1 && edp == 1, c->overlap_param_gather,
-                      dg_dist_unpack_op()};
-    dg_optim_opts oo;
-    optimizer_opts(t, groups, &oo);
-    dg_pipeline_opts po = {.loss = lio.loss, .n_microbatches = t->n_mb, .autodiff = dg_ops_autodiff(),
-                           .scale = &dg_op_scale, .dp = &dpo, .optim = &oo,
-                           .stop_after = DG_STAGE_OPTIMIZER, .step_name = "train_step",
-                           .tp_size = c->tensor_model_parallel_size, .cp = dg_train_cp_opts(c)};
-    po.sequence_parallel = c->sequence_parallel;
-    po.tp_comm_overlap = c->tp_comm_overlap;
-    po.mb_overlap = c->overlap_moe_expert_parallel_comm;
-    /* --bf16 / --fp16 (dg_pass_precision.h; fp16 with its loss scale) */
-    dg_pass_precision_opts prec = {c->compat.fp16 ? DG_ROUND16_FP16 : DG_ROUND16_BF16, &dg_op_round16,
-                                   c->compat.fp16 ? &dg_op_loss_scaling : NULL, -1};
-    if (c->compat.bf16 || c->compat.fp16) po.precision = &prec;
-    po.ep = (dg_pass_ep_opts){DG_MAX(c->model.expert_model_parallel_size, 1),
-                              c->model.moe_token_dispatcher_type,
-                              DG_MAX(c->model.moe_a2a_overlap_chunks, 1), 0, c->expert_tensor_parallel_size};
+    int group[DG_AXIS_COUNT];
+    for (int a = 0; a < DG_AXIS_COUNT; a++) group[a] = groups[a] ? groups[a]->size : 1;
+    dg_step_opts opts; /* train/dg_step_opts.h: the options simulate and dump build too */
+    dg_step_opts_init(&opts, c, &lio, group, t->grad_shards, t->grid ? t->grid->coord.pp : 0);
+    dg_pipeline_opts po = opts.po;
     dg_recompute_sel rc = {0};
     if (st == DG_OK) st = choose_recompute(t, logical, &po, &lio, &rc, err);
     po.recompute = &rc.opts;
-    dg_train_pp_opts(c, t->grid ? t->grid->coord.pp : 0, &po.pp);
     t->lio = lio;
     dg_pipeline_result r;
     if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);
@@ -132,6 +97,9 @@ static int setup(trainer *t, dg_err *err) {
     dg_graph_free(logical);
     if (st != DG_OK) return st;
     for (int mb = 0; mb < t->n_mb; mb++) map_io(&r, mb, &lio, &t->io[mb]);
+    /* what the loop reads after a step: losses, routers' counts, the optimizer's status */
+    int n_keep;
+    int *keep = dg_step_keep(&r, &lio, t->n_mb, &n_keep);
     t->g = r.g;
     t->buckets = r.buckets;
     t->optim = r.optim;
@@ -140,24 +108,8 @@ static int setup(trainer *t, dg_err *err) {
     memset(&r.optim, 0, sizeof r.optim);
     dg_pipeline_result_free(&r);
 
-    /* What the loop reads after a step: the losses, the routers' counts and
-     * the optimizer's status (gradient norm, whether it updated). */
-    int *keep = dg_malloc(sizeof(int) * (size_t)((4 + DG_MODEL_MAX_TRACKED) * t->n_mb + 1));
-    int n_keep = 0;
-    for (int mb = 0; mb < t->n_mb; mb++) {
-        const dg_model_io *io = &t->io[mb];
-        int wanted[4] = {io->lm_loss, io->loss, io->aux_loss, io->z_loss};
-        for (int i = 0; i < 4; i++)
-            if (wanted[i] >= 0) keep[n_keep++] = wanted[i];
-        for (int l = 0; l < DG_MODEL_MAX_TRACKED && l < c->model.num_layers; l++)
-            if (io->tokens_per_expert[l] >= 0) keep[n_keep++] = io->tokens_per_expert[l];
-    }
-    keep[n_keep++] = t->optim.status;
-    dg_sched_opts so = {.keep = keep, .n_keep = n_keep};
-    dg_link_spec links; /* under --emulate-link the plan knows the links (dg_link_cost_model) */
-    dg_cost_model cm;
-    if (c->emulate_link[0] && dg_link_spec_parse(c->emulate_link, "--emulate-link", &links, err) == DG_OK)
-        dg_link_cost_model(&links, &cm), so.cost = &cm;
+    dg_cost_model cm; /* under --emulate-link the plan knows the links */
+    dg_sched_opts so = {.keep = keep, .n_keep = n_keep, .cost = dg_step_cost_model(c, &cm)};
     t->plan = dg_sched_plan_new(t->g, &so, err);
     dg_free(keep);
     if (!t->plan) return DG_EINPUT;

@@ -3,7 +3,8 @@
 # the logical graph of a model is byte-identical whatever the layout (one
 # rank, EP=2, EP=2 x DP=2: the builder knows no parallel size), while the
 # graph after the EP pass differs with the EP size; each stage of the step
-# pipeline can be dumped and adds what it should; a bad stage exits 2.
+# pipeline can be dumped and adds what it should (the optimizer's nodes too:
+# dump builds from train's own step options); a bad stage exits 2.
 set -euo pipefail
 exe=$1
 tmp=$(mktemp -d)
@@ -46,7 +47,9 @@ assert any(n["phase"] == "backward" for n in ad["nodes"]), "autodiff added no ba
 dp = d("dp")
 names = [n["name"] for n in dp["nodes"]]
 assert any(x.startswith("dp_bucket") for x in names), "DP stage added no bucket"
-assert len(d("optimizer")["nodes"]) == len(dp["nodes"])
+# the optimizer as graph nodes, as `dagatron train` runs it (train/dg_step_opts.h)
+op = ops(d("optimizer"))
+assert len(op) > len(dp["nodes"]) and "optim_adamw" in op and "optim_clip" in op, "no optimizer stage"
 PY
 fi
 

@@ -21,6 +21,7 @@
 #include "dg_collective.h"
 #include "dg_flops.h"
 #include "dg_sim_internal.h"
+#include "dg_step_opts.h"
 
 static int failures;
 #define CHECK(c)                                                                   \
@@ -84,7 +85,7 @@ static void test_one_rank_equals_plan(void) {
     dg_train_config f;
     dg_grid_sizes sz;
     dg_err err = {{0}};
-    CHECK(dg_sim_config(&c, 1, &f, &sz, &err) == DG_OK);
+    CHECK(dg_step_config(&c, 1, &f, &sz, &err) == DG_OK);
     dg_sim_stage s;
     CHECK(dg_sim_build_stage(&f, &sz, 0, 1, &s, &err) == DG_OK);
     double span = 0;
@@ -140,7 +141,7 @@ static void test_links_and_mfu(void) {
         dg_train_config f;
         dg_grid_sizes sz;
         dg_err err = {{0}};
-        CHECK(dg_sim_config(&c, 2, &f, &sz, &err) == DG_OK);
+        CHECK(dg_step_config(&c, 2, &f, &sz, &err) == DG_OK);
         CHECK(fabs(r.model_flops - dg_model_flops(&f.model, f.global_batch_size)) <= 1e-9 * r.model_flops);
         prev = step;
         prev_exposed = r.exposed_comm_s;
@@ -251,7 +252,7 @@ static void test_bf16_tp_pp(void) {
         dg_train_config f;
         dg_grid_sizes sz;
         dg_err err = {{0}};
-        CHECK(dg_sim_config(&c, 4, &f, &sz, &err) == DG_OK);
+        CHECK(dg_step_config(&c, 4, &f, &sz, &err) == DG_OK);
         for (int s = 0; s < 2; s++) {
             dg_sim_stage st;
             int ok = dg_sim_build_stage(&f, &sz, s, 0, &st, &err) == DG_OK;
