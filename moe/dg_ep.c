@@ -105,13 +105,16 @@ static int expert_mlp(dg_graph *g, const ep_ctx *e, int x, int counts, int c) {
         x = dg_copy_to_group(g, x, DG_AXIS_TP, e->etp);
         name_producer(g, x, "etp_copy.c%d", c);
     }
-    int u = dg_grouped_linear(g, x, counts, e->a->w1);
+    /* balanced routing: a rank receives as many rows as its tokens send,
+     * Tc x k, of the buffer's P x Tc x k bound (dg_grouped_gemm.h) */
+    int64_t expect = DG_MIN(e->Tc * e->k, g->tensors[x].shape[0]);
+    int u = dg_grouped_linear_expect(g, x, counts, e->a->w1, expect);
     if (e->P > 1 || e->C > 1) name_producer(g, u, "ep_fc1.c%d", c);
     int mod = g->cur_module; /* the activation is what --recompute-modules moe_act names */
     dg_graph_set_module(g, DG_MODULE_MOE_ACT);
     int act = dg_swiglu(g, u);
     dg_graph_set_module(g, mod);
-    int d = dg_grouped_linear(g, act, counts, e->a->w2);
+    int d = dg_grouped_linear_expect(g, act, counts, e->a->w2, expect);
     if (e->P > 1 || e->C > 1) name_producer(g, d, "ep_fc2.c%d", c);
     if (e->etp > 1) {
         d = dg_all_reduce(g, d, DG_AXIS_TP, e->etp);

@@ -43,11 +43,16 @@ static int infer_gg(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_e
     return DG_OK;
 }
 
+/* The rows a node's work is over: the expected routed rows when the EP
+ * lowering gave them, else the static bound N (dg_grouped_gemm.h). */
+static double routed_rows(int64_t bound, int64_t expected) {
+    return (double)(expected > 0 && expected < bound ? expected : bound);
+}
+
 static void cost_gg(const dg_graph *g, const dg_node *n, dg_cost *c) {
     const dg_tensor *x = DG_IN(g, n, 0), *w = DG_IN(g, n, 2);
-    double N = (double)x->shape[0], K = (double)x->shape[1];
+    double N = routed_rows(x->shape[0], n->attrs.i[1]), K = (double)x->shape[1];
     double M = (double)(n->attrs.i[0] ? w->shape[1] : w->shape[2]);
-    /* N is an upper bound on the routed rows: so is this */
     c->flops = 2.0 * N * K * M;
     c->bytes = 4.0 * (N * K + (double)dg_tensor_numel(w) + N * M);
 }
@@ -63,12 +68,15 @@ static int k_gg(const dg_exec_env *env, const dg_graph *g, const dg_node *n, voi
                : DG_EINPUT; /* counts negative or summing past N */
 }
 
+static int gg_add(dg_graph *g, int x, int c, int w, int tw, int64_t rows);
+static int wgrad_add(dg_graph *g, int a, int b, int c, int64_t rows);
+
 static int adj_gg(dg_graph *g, const dg_node *n, const int *dout, int *din) {
     int x = n->in[0], c = n->in[1], w = n->in[2], dy = dout[0];
     int tw = (int)n->attrs.i[0];
-    if (g->tensors[x].requires_grad) din[0] = dg_grouped_gemm(g, dy, c, w, !tw);
-    if (g->tensors[w].requires_grad)
-        din[2] = tw ? dg_grouped_gemm_wgrad(g, dy, x, c) : dg_grouped_gemm_wgrad(g, x, dy, c);
+    int64_t rows = n->attrs.i[1];
+    if (g->tensors[x].requires_grad) din[0] = gg_add(g, dy, c, w, !tw, rows);
+    if (g->tensors[w].requires_grad) din[2] = tw ? wgrad_add(g, dy, x, c, rows) : wgrad_add(g, x, dy, c, rows);
     return g->status;
 }
 
@@ -107,18 +115,27 @@ static int shard_gg(const dg_graph *g, const dg_node *n, const dg_sharding *in, 
 
 const dg_op_def dg_op_grouped_gemm = {
     .name = "grouped_gemm", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
-    .iattr_names = {"transpose_w"},
+    .iattr_names = {"transpose_w", "expected_rows"},
     .infer = infer_gg, .cost = cost_gg, .adjoint = adj_gg, .kernel = {k_gg}, .shard = shard_gg,
 };
 
-int dg_grouped_gemm(dg_graph *g, int x, int tokens_per_expert, int w, int transpose_w) {
+static int gg_add(dg_graph *g, int x, int c, int w, int tw, int64_t rows) {
     dg_attrs a = dg_attrs_zero();
-    a.i[0] = transpose_w ? 1 : 0;
-    return dg_add1(g, &dg_op_grouped_gemm, &a, (int[]){x, tokens_per_expert, w}, 3, NULL);
+    a.i[0] = tw ? 1 : 0;
+    a.i[1] = rows;
+    return dg_add1(g, &dg_op_grouped_gemm, &a, (int[]){x, c, w}, 3, NULL);
+}
+
+int dg_grouped_gemm(dg_graph *g, int x, int tokens_per_expert, int w, int transpose_w) {
+    return gg_add(g, x, tokens_per_expert, w, transpose_w, 0);
 }
 
 int dg_grouped_linear(dg_graph *g, int x, int tokens_per_expert, int w) {
-    return dg_grouped_gemm(g, x, tokens_per_expert, w, 1);
+    return gg_add(g, x, tokens_per_expert, w, 1, 0);
+}
+
+int dg_grouped_linear_expect(dg_graph *g, int x, int tokens_per_expert, int w, int64_t expected_rows) {
+    return gg_add(g, x, tokens_per_expert, w, 1, expected_rows);
 }
 
 /* ---- grouped_gemm_wgrad --------------------------------------------------------------------- */
@@ -138,7 +155,7 @@ static int infer_wgrad(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, d
 
 static void cost_wgrad(const dg_graph *g, const dg_node *n, dg_cost *c) {
     const dg_tensor *a = DG_IN(g, n, 0), *b = DG_IN(g, n, 1);
-    double N = (double)a->shape[0], A = (double)a->shape[1], B = (double)b->shape[1];
+    double N = routed_rows(a->shape[0], n->attrs.i[0]), A = (double)a->shape[1], B = (double)b->shape[1];
     c->flops = 2.0 * N * A * B;
     c->bytes = 4.0 * (N * A + N * B + (double)DG_IN(g, n, 2)->shape[0] * A * B);
 }
@@ -155,16 +172,24 @@ static int k_wgrad(const dg_exec_env *env, const dg_graph *g, const dg_node *n, 
 /* out_e = a_e^T b_e: da_e = b_e out_e^T, db_e = a_e out_e. */
 static int adj_wgrad(dg_graph *g, const dg_node *n, const int *dout, int *din) {
     int a = n->in[0], b = n->in[1], c = n->in[2];
-    if (g->tensors[a].requires_grad) din[0] = dg_grouped_gemm(g, b, c, dout[0], 1);
-    if (g->tensors[b].requires_grad) din[1] = dg_grouped_gemm(g, a, c, dout[0], 0);
+    int64_t rows = n->attrs.i[0];
+    if (g->tensors[a].requires_grad) din[0] = gg_add(g, b, c, dout[0], 1, rows);
+    if (g->tensors[b].requires_grad) din[1] = gg_add(g, a, c, dout[0], 0, rows);
     return g->status;
 }
 
 const dg_op_def dg_op_grouped_gemm_wgrad = {
     .name = "grouped_gemm_wgrad", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
+    .iattr_names = {"expected_rows"},
     .infer = infer_wgrad, .cost = cost_wgrad, .adjoint = adj_wgrad, .kernel = {k_wgrad},
 };
 
+static int wgrad_add(dg_graph *g, int a, int b, int c, int64_t rows) {
+    dg_attrs at = dg_attrs_zero();
+    at.i[0] = rows;
+    return dg_add1(g, &dg_op_grouped_gemm_wgrad, &at, (int[]){a, b, c}, 3, NULL);
+}
+
 int dg_grouped_gemm_wgrad(dg_graph *g, int a, int b, int tokens_per_expert) {
-    return dg_add1(g, &dg_op_grouped_gemm_wgrad, NULL, (int[]){a, b, tokens_per_expert}, 3, NULL);
+    return wgrad_add(g, a, b, tokens_per_expert, 0);
 }

@@ -6,12 +6,13 @@
  * row count N is a static upper bound (T*k when dropless), and rows past
  * sum(counts) come out zero.
  *
- *   "grouped_gemm" (x [N, K], counts [E] i32, w)          i[0] transpose_w
+ *   "grouped_gemm" (x [N, K], counts [E] i32, w)          i[0] transpose_w,
+ *                                                         i[1] expected rows
  *       transpose_w = 1: w [E, M, K], y_e = x_e @ w_e^T  -> y [N, M]
  *                        (Megatron's expert weight layout: fc1 [E, 2F, H],
  *                        fc2 [E, H, F]; what the model builder uses)
  *       transpose_w = 0: w [E, K, M], y_e = x_e @ w_e    -> y [N, M]
- *   "grouped_gemm_wgrad" (a [N, A], b [N, B], counts [E] i32)
+ *   "grouped_gemm_wgrad" (a [N, A], b [N, B], counts [E] i32)   i[0] expected rows
  *       out_e = a_e^T @ b_e                               -> out [E, A, B]
  *       (an expert with no tokens gets zeros)
  *
@@ -20,6 +21,13 @@
  * grouped_gemm(dy, counts, w, 1) and dw = grouped_gemm_wgrad(x, dy, counts).
  * Each weight gradient element sums its expert's tokens inside one sgemm
  * call, so results do not depend on the thread count.
+ *
+ * Expected rows: the work a node does (its cost: priorities, the plan's
+ * timeline, `dagatron simulate`) is over the rows routed to it, not the
+ * static bound N. An EP rank's receive buffer is bounded by ep x its
+ * tokens x k, but under balanced routing it receives its tokens x k; the
+ * EP lowering says so (dg_grouped_linear_expect), the backward's grouped
+ * GEMMs inherit it, and 0 means N.
  */
 #ifndef DG_GROUPED_GEMM_H
 #define DG_GROUPED_GEMM_H
@@ -34,6 +42,9 @@ int dg_grouped_gemm(dg_graph *g, int x, int tokens_per_expert, int w, int transp
 
 /* The expert linear layer: dg_grouped_gemm(g, x, tokens_per_expert, w, 1). */
 int dg_grouped_linear(dg_graph *g, int x, int tokens_per_expert, int w);
+
+/* The same, costed at `expected_rows` routed rows (0: x's rows; see above). */
+int dg_grouped_linear_expect(dg_graph *g, int x, int tokens_per_expert, int w, int64_t expected_rows);
 
 /* out [E, A, B] = a_e^T @ b_e per expert. Returns out's id, or -1. */
 int dg_grouped_gemm_wgrad(dg_graph *g, int a, int b, int tokens_per_expert);

@@ -29,7 +29,6 @@ static const struct {
 } KNOWN_GAPS[] = {
     {"GPT 22B", "optimistic: the published run (2022) had unfused attention with dropout on the scores; the graph "
                 "has fused flash-style attention and no attention dropout; no SM contention between NCCL and GEMMs"},
-    {"Mixtral 8x7B", "dropless expert GEMMs costed at the EP receive buffer's bound (8x the mean rows)"},
 };
 
 static const char *known_gap(const char *model) {
