@@ -2,7 +2,7 @@
 # reshard_cli.sh — issue 17, acceptance 1: a checkpoint saved under one
 # layout loads under another, and the next iteration's lm loss equals the
 # original run's own next iteration within 1e-6 (relative; the log prints 7
-# significant digits), PP included. Each case: the original layout trains 6 iterations,
+# significant digits), PP and CP included. Each case: the original layout trains 6 iterations,
 # saving at 5 and 6; its tracker is put back on 5; the new layout resumes
 # from iteration 5 and logs iteration 6. Also: every rank wrote a file and
 # each tensor's stored slices tile it once (replicas written once).
@@ -51,4 +51,9 @@ case_ "PP=2 x EP=2 (async save) -> one rank" 4 1 4 \
   "${MOE[*]} --pipeline-model-parallel-size 2 --expert-model-parallel-size 2 --async-save" "${MOE[*]}"
 case_ "PP=2 x TP=2 -> TP=2" 4 2 4 "${DENSE[*]} --pipeline-model-parallel-size 2 --tensor-model-parallel-size 2" \
   "${DENSE[*]} --tensor-model-parallel-size 2"
+# context parallelism: parameters are replicated over cp, so a CP run's
+# checkpoint is a TP/EP/DP layout's; the sequence split is runtime only
+case_ "CP=2 x TP=2 -> one rank" 4 1 2 "${DENSE[*]} --context-parallel-size 2 --tensor-model-parallel-size 2" \
+  "${DENSE[*]}"
+case_ "one rank -> CP=2 x EP=2" 1 4 1 "${MOE[*]}" "${MOE[*]} --context-parallel-size 2 --expert-model-parallel-size 2"
 exit $fail
