@@ -43,16 +43,18 @@ static int infer_gg(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_e
     return DG_OK;
 }
 
-/* The rows a node's work is over: the expected routed rows when the EP
- * lowering gave them, else the static bound N (dg_grouped_gemm.h). */
-static double routed_rows(int64_t bound, int64_t expected) {
-    return (double)(expected > 0 && expected < bound ? expected : bound);
+double dg_grouped_gemm_routed_fraction(const dg_graph *g, const dg_node *n) {
+    int gg = n->op == &dg_op_grouped_gemm;
+    if (!gg && n->op != &dg_op_grouped_gemm_wgrad) return 1.0;
+    int64_t bound = g->tensors[n->in[0]].shape[0], expected = n->attrs.i[gg ? 1 : 0];
+    return expected > 0 && expected < bound && bound > 0 ? (double)expected / (double)bound : 1.0;
 }
 
 static void cost_gg(const dg_graph *g, const dg_node *n, dg_cost *c) {
     const dg_tensor *x = DG_IN(g, n, 0), *w = DG_IN(g, n, 2);
-    double N = routed_rows(x->shape[0], n->attrs.i[1]), K = (double)x->shape[1];
+    double N = (double)x->shape[0], K = (double)x->shape[1];
     double M = (double)(n->attrs.i[0] ? w->shape[1] : w->shape[2]);
+    /* N is the bound on the routed rows: so is this (the plan's worst case) */
     c->flops = 2.0 * N * K * M;
     c->bytes = 4.0 * (N * K + (double)dg_tensor_numel(w) + N * M);
 }
@@ -155,7 +157,7 @@ static int infer_wgrad(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, d
 
 static void cost_wgrad(const dg_graph *g, const dg_node *n, dg_cost *c) {
     const dg_tensor *a = DG_IN(g, n, 0), *b = DG_IN(g, n, 1);
-    double N = routed_rows(a->shape[0], n->attrs.i[0]), A = (double)a->shape[1], B = (double)b->shape[1];
+    double N = (double)a->shape[0], A = (double)a->shape[1], B = (double)b->shape[1];
     c->flops = 2.0 * N * A * B;
     c->bytes = 4.0 * (N * A + N * B + (double)DG_IN(g, n, 2)->shape[0] * A * B);
 }

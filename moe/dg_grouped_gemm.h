@@ -22,12 +22,13 @@
  * Each weight gradient element sums its expert's tokens inside one sgemm
  * call, so results do not depend on the thread count.
  *
- * Expected rows: the work a node does (its cost: priorities, the plan's
- * timeline, `dagatron simulate`) is over the rows routed to it, not the
- * static bound N. An EP rank's receive buffer is bounded by ep x its
- * tokens x k, but under balanced routing it receives its tokens x k; the
- * EP lowering says so (dg_grouped_linear_expect), the backward's grouped
- * GEMMs inherit it, and 0 means N.
+ * Expected rows: a node's cost (priorities, the plan's timeline and its
+ * memory) is over the static bound N, the worst case. An EP rank's receive
+ * buffer is bounded by ep x its tokens x k, but under balanced routing it
+ * receives its tokens x k: the EP lowering says so
+ * (dg_grouped_linear_expect), the backward's grouped GEMMs inherit it (0
+ * means N), and `dagatron simulate`, which predicts time rather than plans
+ * for the worst, scales the work by dg_grouped_gemm_routed_fraction.
  */
 #ifndef DG_GROUPED_GEMM_H
 #define DG_GROUPED_GEMM_H
@@ -45,6 +46,10 @@ int dg_grouped_linear(dg_graph *g, int x, int tokens_per_expert, int w);
 
 /* The same, costed at `expected_rows` routed rows (0: x's rows; see above). */
 int dg_grouped_linear_expect(dg_graph *g, int x, int tokens_per_expert, int w, int64_t expected_rows);
+
+/* expected rows / N of a grouped_gemm or grouped_gemm_wgrad node (1 for any
+ * other node, or when no expectation was given). */
+double dg_grouped_gemm_routed_fraction(const dg_graph *g, const dg_node *n);
 
 /* out [E, A, B] = a_e^T @ b_e per expert. Returns out's id, or -1. */
 int dg_grouped_gemm_wgrad(dg_graph *g, int a, int b, int tokens_per_expert);

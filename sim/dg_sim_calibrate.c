@@ -22,6 +22,7 @@
 
 #include "dg_collective.h"
 #include "dg_flops.h"
+#include "dg_grouped_gemm.h"
 #include "dg_sim_internal.h"
 #include "dg_step_opts.h"
 
@@ -79,7 +80,7 @@ static void add_compute(fit *f, const dg_graph *g, const dg_node *n, double dur)
         k->fl = dg_realloc(k->fl, sizeof(double) * (size_t)k->cap);
         k->by = dg_realloc(k->by, sizeof(double) * (size_t)k->cap);
     }
-    k->fl[k->n] = DG_MAX(c.flops, 0);
+    k->fl[k->n] = DG_MAX(c.flops, 0) * dg_grouped_gemm_routed_fraction(g, n); /* as dg_sim_node_time */
     k->by[k->n] = DG_MAX(c.bytes, 0);
     k->n++;
     k->dur += dur;

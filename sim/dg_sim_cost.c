@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "dg_collective.h"
+#include "dg_grouped_gemm.h"
 #include "dg_sim_internal.h"
 
 /* The ranks an axis's group spans, counting from rank 0 of the grid (tp
@@ -83,6 +84,9 @@ double dg_sim_node_time(const dg_sim_device *d, const dg_link axis_link[DG_AXIS_
     dg_sim_kind k = dg_sim_op_kind(n->op);
     double peak = bf16 ? d->peak_16 : d->peak_fp32;
     double flops = c.flops > 0 ? c.flops : 0, bytes = c.bytes > 0 ? c.bytes : 0;
+    /* an expert GEMM's cost is over its buffer's bound; balanced routing
+     * fills a share of it (moe/dg_grouped_gemm.h) */
+    flops *= dg_grouped_gemm_routed_fraction(g, n);
     if (n16 && k != DG_SIM_OPTIM) bytes *= 0.5;
     return d->task_s + fmax(flops / (peak * d->eff[k]), bytes / (d->mem_bytes_per_s * d->mem_eff[k]));
 }
