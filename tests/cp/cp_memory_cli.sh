@@ -15,8 +15,10 @@ common=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 2 --hidden-size 6
 bytes() {
     local np=$1
     shift
+    # `sed -n 1p` reads to the end, so no pipe is closed on a writer still
+    # writing (under pipefail its SIGPIPE would end the script silently)
     $DG_MPIRUN -np "$np" "$exe" train "${common[@]}" --context-parallel-size "$np" "$@" 2>&1 |
-        sed -n 's/^attention activations saved for the backward: \([0-9]*\) bytes per rank.*/\1/p' | head -1
+        sed -n 's/^attention activations saved for the backward: \([0-9]*\) bytes per rank.*/\1/p' | sed -n 1p
 }
 b1=$(bytes 1)
 b2=$(bytes 2)

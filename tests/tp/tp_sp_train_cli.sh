@@ -72,9 +72,13 @@ check gqa_overlap 2 --tp-comm-overlap "${gqa[@]}"
 check dense_overlap 2 --tp-comm-overlap "${dense[@]}"
 # The planned activation peak per rank (the memory planner's line), TP=2
 # with and without SP.
+# The whole log is read before it is searched: a grep that stops at its first
+# match would close the pipe on a run still writing, and under pipefail the
+# run's SIGPIPE would end this script without a word.
 peak() {
-    $DG_MPIRUN -np 2 "$exe" train "${dense[@]}" "${common[@]}" --train-iters 1 --tensor-model-parallel-size 2 "$@" 2>&1 |
-        grep -m1 -oE "planned peak [0-9.]+ MiB \([0-9]+ bytes\)" | grep -oE "[0-9]+ bytes" | grep -oE "[0-9]+"
+    local log
+    log=$($DG_MPIRUN -np 2 "$exe" train "${dense[@]}" "${common[@]}" --train-iters 1 --tensor-model-parallel-size 2 "$@" 2>&1)
+    printf '%s\n' "$log" | grep -oE "planned peak [0-9.]+ MiB \([0-9]+ bytes\)" | sed -n '1s/.*(\([0-9]*\) bytes)/\1/p'
 }
 no_sp=$(peak)
 sp=$(peak --sequence-parallel)
