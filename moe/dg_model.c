@@ -8,6 +8,7 @@
 #include "dg_moe_experts.h"
 #include "dg_moe_loss.h"
 #include "dg_op_attention.h"
+#include "dg_op_attn_unfused.h"
 #include "dg_ops.h"
 #include "dg_router.h"
 
@@ -87,6 +88,9 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
          c->num_attention_heads);
     NEED(c->hidden_dropout >= 0 && c->hidden_dropout < 1, "--hidden-dropout: expected [0, 1), got %g",
          c->hidden_dropout);
+    NEED(c->attention_dropout >= 0 && c->attention_dropout < 1 && (c->attention_dropout == 0 || c->attention_unfused),
+         "--attention-dropout %g: expected [0, 1), and only with --attention-backend unfused or local",
+         c->attention_dropout);
     NEED(c->seq_length > 0, "--seq-length: expected > 0, got %d", c->seq_length);
     NEED(c->micro_batch_size > 0, "--micro-batch-size: expected > 0, got %d", c->micro_batch_size);
     NEED(c->vocab_size > 1, "--vocab-size: expected > 1, got %d", c->vocab_size);
@@ -239,8 +243,11 @@ int dg_model_attn_output(dg_graph *g, const dg_model_config *c, int a, int64_t B
     return p->bo >= 0 ? dg_bias_add(g, y, p->bo) : y;
 }
 
-/* Causal GQA self-attention with RoPE on x [B, S, H]; returns [B, S, H]. */
-static int attention_block(dg_graph *g, const dg_model_config *c, const char *pre, int x) {
+/* Causal GQA self-attention with RoPE on x [B, S, H]; returns [B, S, H].
+ * The fused op, or (attention_unfused) the chain of Megatron's unfused
+ * attention, its probabilities through dropout `site` when
+ * attention_dropout > 0 (key: the graph's rng_key). */
+static int attention_block(dg_graph *g, const dg_model_config *c, const char *pre, int x, int key, int site) {
     int64_t B = dg_Tc(g, x)->shape[0], S = dg_Tc(g, x)->shape[1];
     int64_t D = c->hidden_size / c->num_attention_heads;
     dg_model_qkv p;
@@ -251,7 +258,9 @@ static int attention_block(dg_graph *g, const dg_model_config *c, const char *pr
         k = dg_rope_partial(g, p.k, c->rope_base, 0, dg_model_rotary_dim(c));
     }
     dg_graph_set_module(g, DG_MODULE_CORE_ATTN);
-    int a = dg_attention(g, q, k, p.v, 1.0 / sqrt((double)D), NULL);
+    double scale = 1.0 / sqrt((double)D);
+    int a = c->attention_unfused ? dg_attention_unfused(g, q, k, p.v, 1, scale, c->attention_dropout, key, site)
+                                 : dg_attention(g, q, k, p.v, scale, NULL);
     dg_graph_set_module(g, DG_MODULE_ATTN);
     return dg_model_attn_output(g, c, a, B, S, &p);
 }
@@ -344,11 +353,12 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
     io->loss_mask = dg_input_new(g, "loss_mask", DG_F32, 2, DG_SHAPE(B, S));
     int emb = dg_model_param(g, "", "embedding.word_embeddings.weight", DG_MODEL_PARAM_VOCAB, 2, DG_SHAPE(V, H));
     int x = dg_model_add_positions(g, c, dg_embedding(g, emb, io->tokens));
-    int key = -1; /* dropout sites: 0 the embedding, 1 + 2l attention, 2 + 2l the MLP */
-    if (c->hidden_dropout > 0) {
+    /* dropout sites: 0 the embedding, 1 + 2l attention, 2 + 2l the MLP,
+     * 1 + 2L + l the attention probabilities (L layers) */
+    int key = -1;
+    if (c->hidden_dropout > 0 || (c->attention_unfused && c->attention_dropout > 0))
         key = io->rng_key = dg_input_new(g, "rng_key", DG_I32, 1, DG_SHAPE(4));
-        x = dg_dropout(g, x, key, c->hidden_dropout, 0);
-    }
+    if (c->hidden_dropout > 0) x = dg_dropout(g, x, key, c->hidden_dropout, 0);
 
     int aux = -1, z = -1;
     for (int l = 0; l < c->num_layers; l++) {
@@ -359,9 +369,9 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
         dg_graph_set_module(g, DG_MODULE_LAYERNORM);
         int h = dg_model_norm(g, c, pre, "input_layernorm", x);
         dg_graph_set_module(g, DG_MODULE_ATTN);
-        int att = attention_block(g, c, pre, h);
+        int att = attention_block(g, c, pre, h, key, 1 + 2 * c->num_layers + l);
         dg_graph_set_module(g, DG_MODULE_NONE);
-        if (key >= 0) att = dg_dropout(g, att, key, c->hidden_dropout, 1 + 2 * l);
+        if (c->hidden_dropout > 0) att = dg_dropout(g, att, key, c->hidden_dropout, 1 + 2 * l);
         x = dg_add(g, x, att);
         dg_graph_set_module(g, DG_MODULE_LAYERNORM);
         int h2 = dg_model_norm(g, c, pre, "pre_mlp_layernorm", x);
@@ -371,7 +381,7 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
                     : dg_model_mlp(g, c, pre, "mlp", h2, c->ffn_hidden_size);
         dg_graph_set_module(g, DG_MODULE_NONE);
         if (l < DG_MODEL_MAX_TRACKED) io->tokens_per_expert[l] = counts;
-        if (key >= 0) y = dg_dropout(g, y, key, c->hidden_dropout, 2 + 2 * l);
+        if (c->hidden_dropout > 0) y = dg_dropout(g, y, key, c->hidden_dropout, 2 + 2 * l);
         x = dg_add(g, x, y);
         if (g->status != DG_OK) break;
     }

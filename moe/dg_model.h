@@ -69,6 +69,10 @@ typedef struct dg_model_config {
                                      * residual branch (0: none; ops/dg_op_dropout.h) */
     int moe_seq_aux_loss;           /* --moe-router-load-balancing-type seq_aux_loss: the
                                      * load-balancing loss per sequence, averaged (0: per batch) */
+    int attention_unfused;          /* --attention-backend unfused|local: the scores written out,
+                                     * softmax, dropout and the product with V as nodes
+                                     * (ops/dg_op_attn_unfused.h); 0: the fused op */
+    double attention_dropout;       /* --attention-dropout on the probabilities (unfused only) */
 } dg_model_config;
 
 /* --position-embedding-type */
@@ -89,7 +93,7 @@ typedef struct dg_model_io {
     /* Per layer: i32 [E] tokens routed to each expert (-1 for dense layers,
      * and for layers >= DG_MODEL_MAX_TRACKED). */
     int tokens_per_expert[64];
-    /* input i32 [4] "rng_key" with hidden dropout, else -1: seed, iteration,
+    /* input i32 [4] "rng_key" with hidden or attention dropout, else -1: seed, iteration,
      * global index of the micro-batch's first sample, 1 while training
      * (kernels/cpu/dg_cpu_dropout.h) */
     int rng_key;

@@ -16,7 +16,8 @@ static const struct {
     const char *prefix;
     dg_sim_kind kind;
 } kind_table[] = {
-    {"matmul", DG_SIM_GEMM},          {"grouped_gemm", DG_SIM_GEMM},     {"attention", DG_SIM_ATTENTION},
+    {"matmul", DG_SIM_GEMM},          {"grouped_gemm", DG_SIM_GEMM},     {"attn_scores", DG_SIM_GEMM},
+    {"attn_context", DG_SIM_GEMM},     {"attention", DG_SIM_ATTENTION},
     {"cp_attn_block", DG_SIM_ATTENTION}, {"kv_attention", DG_SIM_ATTENTION}, {"embedding", DG_SIM_EMBED},
     {"vocab_", DG_SIM_EMBED},         {"softmax_xent", DG_SIM_EMBED},    {"pos_embed", DG_SIM_EMBED},
     {"adamw", DG_SIM_OPTIM},          {"optim_", DG_SIM_OPTIM},          {"dp_pack", DG_SIM_OPTIM},

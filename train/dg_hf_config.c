@@ -23,7 +23,7 @@ static void llama_keys(cJSON *o, const dg_model_config *c, dg_hf_arch a) {
     num(o, "rms_norm_eps", c->norm_epsilon);
     num(o, "rope_theta", c->rope_base);
     cJSON_AddNullToObject(o, "rope_scaling");
-    num(o, "attention_dropout", 0);
+    num(o, "attention_dropout", c->attention_dropout);
     if (a == DG_HF_LLAMA) {
         cJSON_AddFalseToObject(o, "attention_bias");
         cJSON_AddFalseToObject(o, "mlp_bias");
@@ -48,7 +48,7 @@ static void gpt2_keys(cJSON *o, const dg_model_config *c) {
     num(o, "layer_norm_epsilon", c->norm_epsilon);
     num(o, "resid_pdrop", c->hidden_dropout);
     num(o, "embd_pdrop", c->hidden_dropout);
-    num(o, "attn_pdrop", 0);
+    num(o, "attn_pdrop", c->attention_dropout);
     cJSON_AddTrueToObject(o, "scale_attn_weights");
 }
 

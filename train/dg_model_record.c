@@ -49,6 +49,8 @@ static const dg_model_field k_fields[] = {
     FI(max_position_embeddings, "--max-position-embeddings", false),
     FD(hidden_dropout, "--hidden-dropout", false),
     FI(moe_seq_aux_loss, "--moe-router-load-balancing-type seq_aux_loss", false),
+    FI(attention_unfused, "--attention-backend unfused", false),
+    FD(attention_dropout, "--attention-dropout", false),
 };
 #undef FI
 #undef FD

@@ -51,7 +51,8 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--disable-bias-linear", DG_ARG_FLAG, T(disable_bias_linear), "no biases on linear layers", NR, NULL},
     {"--use-flash-attn", DG_ARG_FLAG, T(use_flash_attn), "accepted: attention is always the fused flash-style kernel", NR, NULL},
     {"--position-embedding-type", DG_ARG_CHOICE, T(position_embedding_type), "position embeddings (default learned_absolute)", NR, "learned_absolute|rope|none"},
-    {"--attention-dropout", DG_ARG_DOUBLE, T(attention_dropout), "dropout on attention probabilities (only 0 is built: default 0)", 0, 1, NULL},
+    {"--attention-backend", DG_ARG_CHOICE, T(attention_backend), "auto, flash, fused: the fused flash-style op; unfused, local: scores, softmax, dropout as nodes", NR, "auto|flash|fused|unfused|local"},
+    {"--attention-dropout", DG_ARG_DOUBLE, M(attention_dropout), "dropout on attention probabilities, with --attention-backend unfused or local (default 0)", 0, 1, NULL},
     {"--hidden-dropout", DG_ARG_DOUBLE, M(hidden_dropout), "dropout after the embedding and on each residual branch (0.1)", 0, 1, NULL},
     {"--moe-layer-freq", DG_ARG_STRING, T(moe_layer_freq), "every N-th layer is MoE, or a 0/1 list per layer, e.g. \"([0]*1+[1]*3)\"", NR, NULL},
     /* batch, optimizer */
@@ -169,6 +170,7 @@ void dg_train_config_defaults(dg_train_config *c) {
     snprintf(c->moe_layer_freq, sizeof c->moe_layer_freq, "1");
     snprintf(c->drop_policy, sizeof c->drop_policy, "probs");
     snprintf(c->position_embedding_type, sizeof c->position_embedding_type, "learned_absolute");
+    snprintf(c->attention_backend, sizeof c->attention_backend, "auto");
     snprintf(c->lr_decay_style, sizeof c->lr_decay_style, "linear");
     snprintf(c->split, sizeof c->split, "969,30,1");
     c->make_vocab_divisible_by = 128;
@@ -268,6 +270,31 @@ int dg_train_config_check_tp(const dg_train_config *c, dg_err *err) {
     return DG_OK;
 }
 
+/* --attention-backend and --attention-dropout: the fused op (auto, flash,
+ * fused) has no dropout and is what CP lowers to its ring; the unfused chain
+ * (unfused, local: Megatron's own attention of 2022) has both scores and
+ * dropout as nodes. */
+static int attention_backend(dg_train_config *c, dg_err *err) {
+    dg_model_config *m = &c->model;
+    m->attention_unfused = !strcmp(c->attention_backend, "unfused") || !strcmp(c->attention_backend, "local");
+    if (!(m->attention_dropout >= 0 && m->attention_dropout < 1))
+        return dg_err_set(err, DG_EINPUT, "--attention-dropout %g: expected [0, 1)", m->attention_dropout);
+    if (m->attention_unfused && c->use_flash_attn)
+        return dg_err_set(err, DG_EINPUT, "--use-flash-attn contradicts --attention-backend %s", c->attention_backend);
+    if (m->attention_dropout > 0 && !m->attention_unfused)
+        return dg_err_set(err, DG_EINPUT,
+                          "--attention-dropout %g: dropout on attention probabilities runs only with "
+                          "--attention-backend unfused or local (the fused attention has none); pass one, or "
+                          "--attention-dropout 0",
+                          m->attention_dropout);
+    if (m->attention_unfused && c->context_parallel_size > 1)
+        return dg_err_set(err, DG_EINPUT,
+                          "--attention-backend %s: --context-parallel-size %d runs the fused attention (its ring "
+                          "or all-to-all); use --attention-backend auto, flash or fused",
+                          c->attention_backend, c->context_parallel_size);
+    return DG_OK;
+}
+
 int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *err) {
     dg_model_config *m = &c->model;
     m->normalization_layernorm = !strcmp(c->normalization, "LayerNorm");
@@ -276,11 +303,7 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
     m->position_embedding = !strcmp(c->position_embedding_type, "rope")   ? DG_MODEL_POS_ROPE
                             : !strcmp(c->position_embedding_type, "none") ? DG_MODEL_POS_NONE
                                                                           : DG_MODEL_POS_LEARNED;
-    if (c->attention_dropout != 0.0)
-        return dg_err_set(err, DG_EINPUT,
-                          "--attention-dropout %g: not supported: dropout on attention probabilities is not "
-                          "built yet, only 0 (the default here; see docs/megatron_compat.md)",
-                          c->attention_dropout);
+    DG_TRY(attention_backend(c, err));
     if (!(m->hidden_dropout < 1))
         return dg_err_set(err, DG_EINPUT, "--hidden-dropout %g: expected [0, 1)", m->hidden_dropout);
     m->score_function_sigmoid = !strcmp(c->score_function, "sigmoid");

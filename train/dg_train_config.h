@@ -35,7 +35,8 @@ typedef struct dg_train_config {
      * always does (fused attention, grouped GEMM). */
     int use_flash_attn, moe_grouped_gemm;
     char position_embedding_type[DG_ARG_STR_LEN]; /* --position-embedding-type learned_absolute|rope|none */
-    double attention_dropout; /* --attention-dropout (only 0 built; --hidden-dropout is model.hidden_dropout) */
+    char attention_backend[DG_ARG_STR_LEN]; /* --attention-backend (model.attention_unfused; the
+                                             * dropouts are model.attention_dropout, hidden_dropout) */
     int make_vocab_divisible_by;         /* --make-vocab-size-divisible-by (128) */
 
     /* batch and optimizer */
