@@ -10,12 +10,16 @@
 /* Megatron's dense GPT of the weak-scaling study: vocabulary 51,200 (GPT-2
  * BPE padded), seq 2048, learned positions, GeLU MLP of 4h, LayerNorm,
  * biases, bf16; sequence parallelism and selective recompute (the paper's
- * "present work" column). DP 1 (the README: "measured using a data
+ * "present work" column); Megatron's own attention of 2022 (no flash
+ * attention yet: the S x S scores in memory, scale-mask-softmax, attention
+ * dropout 0.1 — today's `--attention-backend local`), and its default
+ * dropouts. DP 1 (the README: "measured using a data
  * parallel size of one"), micro-batch 1, so global batch = micro-batches. */
 #define GPT_COMMON                                                                                 \
     "--seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "                     \
     "--normalization LayerNorm --position-embedding-type learned_absolute "                        \
-    "--mock-data --vocab-size 51200 --bf16 --sequence-parallel --recompute-activations "
+    "--mock-data --vocab-size 51200 --bf16 --sequence-parallel --recompute-activations "                \
+    "--attention-backend local --attention-dropout 0.1 "
 
 #define README_2022                                                                                \
     "Megatron-LM README (MFU/HFU table, May 2022 - July 2024; github.com/NVIDIA/Megatron-LM/blob/"    \

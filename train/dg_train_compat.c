@@ -66,7 +66,6 @@ static const compat_flag compat_flags[] = {
     /* accepted without effect */
     NOOP_FLAG("--use-mcore-models", "dagatron's model is Megatron-Core's GPT"),
     NOOP_VALUE("--transformer-impl", FUSED),
-    NOOP_VALUE("--attention-backend", FUSED),
     NOOP_FLAG("--no-masked-softmax-fusion", FUSED),
     NOOP_FLAG("--no-rope-fusion", FUSED),
     NOOP_FLAG("--no-bias-gelu-fusion", FUSED " (its GeLU is the tanh form either way, docs/megatron_compat.md)"),

@@ -49,7 +49,7 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--moe-router-group-topk", DG_ARG_INT, M(moe_router_group_topk), "groups each token may use", 0, 1 << 16, NULL},
     {"--moe-grouped-gemm", DG_ARG_FLAG, T(moe_grouped_gemm), "accepted: experts always run as one grouped GEMM", NR, NULL},
     {"--disable-bias-linear", DG_ARG_FLAG, T(disable_bias_linear), "no biases on linear layers", NR, NULL},
-    {"--use-flash-attn", DG_ARG_FLAG, T(use_flash_attn), "accepted: attention is always the fused flash-style kernel", NR, NULL},
+    {"--use-flash-attn", DG_ARG_FLAG, T(use_flash_attn), "accepted: --attention-backend auto is the fused flash-style kernel", NR, NULL},
     {"--position-embedding-type", DG_ARG_CHOICE, T(position_embedding_type), "position embeddings (default learned_absolute)", NR, "learned_absolute|rope|none"},
     {"--attention-backend", DG_ARG_CHOICE, T(attention_backend), "auto, flash, fused: the fused flash-style op; unfused, local: scores, softmax, dropout as nodes", NR, "auto|flash|fused|unfused|local"},
     {"--attention-dropout", DG_ARG_DOUBLE, M(attention_dropout), "dropout on attention probabilities, with --attention-backend unfused or local (default 0)", 0, 1, NULL},
