@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "dg_args.h"
+#include "dg_train_compat.h"
 #include "dg_autodiff.h"
 #include "dg_dist.h"
 #include "dg_base.h"
@@ -114,7 +115,8 @@ static int parse_dump_args(int argc, char **argv, dump_cfg *c, const dg_arg_spec
     char output_flag[] = "--output";
     for (int i = 0; i < argc; i++) av[i] = !strcmp(argv[i], "-o") ? output_flag : argv[i];
     av[argc] = NULL;
-    int st = dg_args_parse(argc, av, 1, specs, n, c, NULL, err);
+    /* train's flags and Megatron's compatibility flags (--bf16, ...), as train takes them */
+    int st = dg_train_compat_parse_in(c, offsetof(dump_cfg, train), specs, n, argc, av, 1, err);
     dg_free(av);
     if (st != DG_OK && !strcmp(err->msg, "help")) return -1;
     if (st != DG_OK) return st;

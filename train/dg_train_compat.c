@@ -205,12 +205,21 @@ static void note(dg_train_compat *x, const char *name) {
 
 int dg_train_compat_parse(dg_train_config *c, const dg_arg_spec *specs, int n, int argc, char **argv, int first,
                           dg_err *err) {
+    return dg_train_compat_parse_in(c, 0, specs, n, argc, argv, first, err);
+}
+
+int dg_train_compat_parse_in(void *obj, size_t at, const dg_arg_spec *specs, int n, int argc, char **argv,
+                             int first, dg_err *err) {
+    dg_train_config *c = (dg_train_config *)((char *)obj + at);
     int total = n + N_COMPAT;
     dg_arg_spec *all = dg_malloc(sizeof *all * (size_t)total);
     int *seen = dg_calloc((size_t)total, sizeof *seen);
     memcpy(all, specs, sizeof *all * (size_t)n);
-    for (int i = 0; i < N_COMPAT; i++) all[n + i] = compat_flags[i].spec;
-    int st = dg_args_parse(argc, argv, first, all, total, c, seen, err);
+    for (int i = 0; i < N_COMPAT; i++) {
+        all[n + i] = compat_flags[i].spec;
+        all[n + i].offset += at;
+    }
+    int st = dg_args_parse(argc, argv, first, all, total, obj, seen, err);
     for (int i = 0; st == DG_OK && i < n; i++)
         if (seen[i] && !strcmp(specs[i].name, "--train-iters")) c->compat.train_iters_given = 1;
     for (int i = 0; st == DG_OK && i < N_COMPAT; i++) {

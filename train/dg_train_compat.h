@@ -68,6 +68,12 @@ void dg_train_compat_defaults(dg_train_compat *x);
 int dg_train_compat_parse(struct dg_train_config *c, const dg_arg_spec *specs, int n, int argc, char **argv,
                           int first, dg_err *err);
 
+/* The same for a command whose flags fill a larger record `obj` holding a
+ * train config at byte offset `at` (`dagatron dump`): `specs`' offsets are
+ * into obj, and this module's flags land in the config at `at`. */
+int dg_train_compat_parse_in(void *obj, size_t at, const dg_arg_spec *specs, int n, int argc, char **argv,
+                             int first, dg_err *err);
+
 /* Checks that need the derived config (dg_train_config_finish calls it):
  * --kv-channels against hidden / heads. */
 int dg_train_compat_finish(const struct dg_train_config *c, dg_err *err);
