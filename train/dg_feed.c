@@ -34,7 +34,15 @@ int dg_feed_open(dg_feed *f, const dg_train_config *c, const int64_t num_samples
     int n_words = 0;
     dg_default_data dd;
     if (!c->data_path[0]) {
-        /* The default corpus: fortunes, byte-level tokens, built once into the cache. */
+        /* The default corpus: fortunes, byte-level tokens, built once into the cache.
+         * Another tokenizer would be recorded for tokens it did not make. */
+        if ((c->tokenizer_type[0] && strcmp(c->tokenizer_type, DG_TOK_BYTE_NAME)) || c->vocab_file[0] ||
+            c->merge_file[0] || c->tokenizer_model[0])
+            return dg_err_set(err, DG_EINPUT,
+                              "%s %s: the default corpus (no --data-path) is byte-level tokens; pass --data-path "
+                              "with a dataset `dagatron preprocess` made with that tokenizer, or --mock-data",
+                              c->tokenizer_type[0] ? "--tokenizer-type" : c->tokenizer_model[0] ? "--tokenizer-model" : "--vocab-file",
+                              c->tokenizer_type[0] ? c->tokenizer_type : c->tokenizer_model[0] ? c->tokenizer_model : c->vocab_file);
         DG_TRY(dg_corpus_default_dataset(c->data_cache_path[0] ? c->data_cache_path : NULL, 0, 1,
                                          &dd, err));
         snprintf(path_buf, sizeof path_buf, "%s", dd.prefix);

@@ -103,7 +103,7 @@ rm -rf "$TMP/noprefix"; cp -r "$TMP/hf_gpt" "$TMP/noprefix"
 # tokenizer files
 "$BIN" tokenizer train --vocab-size 300 --output-dir "$TMP/tok" --input "$HERE/../tokenizer/corpus.jsonl" >/dev/null 2>&1
 train "$TMP/tck.log" "$BIN" train --tokenizer-type GPT2BPETokenizer --vocab-file "$TMP/tok/vocab.json" \
-  --merge-file "$TMP/tok/merges.txt" --num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16 \
+  --merge-file "$TMP/tok/merges.txt" --mock-data --vocab-size 300 --num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16 \
   --micro-batch-size 1 --global-batch-size 1 --train-iters 1 --eval-iters 0 --save "$TMP/tck"
 "$BIN" convert --load "$TMP/tck" --to hf "$TMP/hf_tck" 2>/dev/null && cmp -s "$TMP/tok/vocab.json" "$TMP/hf_tck/vocab.json" &&
   cmp -s "$TMP/tok/merges.txt" "$TMP/hf_tck/merges.txt" && echo "ok: vocab.json and merges.txt exported" ||

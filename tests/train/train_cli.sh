@@ -65,6 +65,9 @@ check_bad "--seq-length: expected an integer" --seq-length abc
 check_bad "--moe-layer-freq: the list has 3 entries, --num-layers is 4" --mock-data --vocab-size 10 --moe-layer-freq "[1]*3"
 check_bad "--moe-router-num-groups 3 does not divide --num-experts 8" --mock-data --vocab-size 10 --num-experts 8 --moe-router-num-groups 3
 check_bad "--position-embedding-type: expected one of learned_absolute|rope|none" --mock-data --vocab-size 10 --position-embedding-type relative
+# the default corpus is byte-level tokens: another tokenizer would be recorded for tokens it did not make
+check_bad "--tokenizer-type SentencePieceTokenizer: the default corpus (no --data-path) is byte-level tokens" \
+  --tokenizer-type SentencePieceTokenizer --num-layers 1 --hidden-size 32 --num-attention-heads 2
 # Megatron's router options and the flags that name what dagatron always does
 $MPI "$BIN" train "${ARGS[@]}" --num-experts 8 --moe-router-num-groups 4 --moe-router-group-topk 2 \
   --moe-router-topk-scaling-factor 2.5 --moe-expert-capacity-factor 1.0 --moe-token-drop-policy position \
