@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "dg_collective.h"
+#include "dg_module.h"
 #include "dg_reemit.h"
 
 static const char *schedule_names[DG_PP_SCHEDULE_COUNT] = {"1f1b", "all-forward-all-backward", "zero-bubble-h1"};
@@ -242,6 +243,7 @@ static int copy_node(cut *c, const dg_node *n, int vstage) {
     dg_graph *g = c->g;
     dg_graph_set_phase(g, n->phase);
     dg_graph_set_layer(g, n->layer);
+    dg_graph_set_module(g, n->module); /* what activation recompute selects by */
     dg_graph_set_microbatch(g, n->microbatch);
     dg_graph_set_stage(g, vstage);
     int first = dg_graph_add(g, n->op, &n->attrs, in, n->n_in, out, n->name);
@@ -363,6 +365,7 @@ int dg_pass_pp(const dg_graph *src, const dg_pp_opts *o, dg_graph **out, int *tm
     if (st == 0) st = add_sends(&c);
     dg_graph_set_phase(c.g, DG_PHASE_FORWARD);
     dg_graph_set_layer(c.g, -1);
+    dg_graph_set_module(c.g, DG_MODULE_NONE);
     dg_graph_set_microbatch(c.g, -1);
     dg_graph_set_stage(c.g, o->rank);
     dg_free(c.stage);

@@ -4,7 +4,11 @@
 # the EP all-to-alls, which every rank recomputes in the same order), full
 # and selective recompute train 5 iterations to losses and checkpoints
 # bitwise identical to the run without recompute. The same for a dense
-# model under --tensor-model-parallel-size 2 (regions hold TP reductions).
+# model under --tensor-model-parallel-size 2 (regions hold TP reductions),
+# under --pipeline-model-parallel-size 2 (the stage's cut keeps each node's
+# module, which selective recompute selects by: it once dropped them, and
+# selective recompute under PP recomputed nothing), with unfused attention
+# and its dropout, and under --context-parallel-size 2 (ring attention).
 set -u
 BIN=$DG_BUILD/dagatron
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
@@ -44,4 +48,25 @@ run base
 [ "$(losses "$TMP/base.log" | wc -l)" = 5 ] || { echo "FAIL: the TP base run logged no 5 iterations"; cat "$TMP/base.log"; exit 1; }
 check "TP 2: full block 1" --recompute-granularity full --recompute-method block --recompute-num-layers 1
 check "TP 2: selective core_attn layernorm mlp" --recompute-granularity selective --recompute-modules core_attn layernorm mlp
+# pipeline parallelism: the same dense model on two stages
+ARGS=(--mock-data --vocab-size 100 --num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32
+      --hidden-dropout 0.1 --pipeline-model-parallel-size 2 --micro-batch-size 2 --global-batch-size 8
+      --train-iters 5 --log-interval 1 --eval-iters 0 --lr 3e-3 --lr-warmup-iters 1 --compute-threads 1)
+rm -rf "$TMP/base"
+run base
+[ "$(losses "$TMP/base.log" | wc -l)" = 5 ] || { echo "FAIL: the PP base run logged no 5 iterations"; cat "$TMP/base.log"; exit 1; }
+check "PP 2: full uniform 1" --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
+check "PP 2: selective core_attn layernorm mlp" --recompute-granularity selective --recompute-modules core_attn layernorm mlp
+ARGS+=(--attention-backend local --attention-dropout 0.1)
+rm -rf "$TMP/base"
+run base
+check "PP 2, unfused attention with dropout: selective core_attn" --recompute-activations
+# context parallelism: the ring's blocks and merges recomputed
+ARGS=(--mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32
+      --hidden-dropout 0.1 --context-parallel-size 2 --micro-batch-size 2 --global-batch-size 4
+      --train-iters 5 --log-interval 1 --eval-iters 0 --lr 3e-3 --lr-warmup-iters 1 --compute-threads 1)
+rm -rf "$TMP/base"
+run base
+[ "$(losses "$TMP/base.log" | wc -l)" = 5 ] || { echo "FAIL: the CP base run logged no 5 iterations"; cat "$TMP/base.log"; exit 1; }
+check "CP 2: selective core_attn" --recompute-activations
 exit $fail
