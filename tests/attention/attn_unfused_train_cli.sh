@@ -58,17 +58,8 @@ rec=$(run "$TMP/rec" 1 "${drop[@]}" --recompute-activations)
 echo "selective recompute: $rec"
 [ "$plain" = "$rec" ] || fail "selective recompute changed the log: '$rec' vs '$plain'"
 
-refuse() {
-    local want=$1
-    shift
-    set +e
-    $DG_MPIRUN -np 2 "$exe" train "${args[@]}" "$@" >"$TMP/out" 2>"$TMP/err"
-    local rc=$?
-    set -e
-    [ "$rc" -eq 2 ] || fail "$*: exit $rc, expected 2"
-    [ "$(grep -c dagatron: "$TMP/err")" -eq 1 ] || fail "$*: expected one line, got: $(cat "$TMP/err")"
-    grep -qF -- "$want" "$TMP/err" || fail "$*: '$(cat "$TMP/err")' lacks '$want'"
-}
+source "$(dirname "$0")/../common/refuse.sh"
+refuse() { dg_refuse "$1" $DG_MPIRUN -np 2 "$exe" train "${args[@]}" "${@:2}"; }
 refuse "--attention-dropout 0.1: dropout on attention probabilities runs only with --attention-backend unfused or local" \
     --attention-dropout 0.1
 refuse "--attention-backend unfused: --context-parallel-size 2 runs the fused attention" \

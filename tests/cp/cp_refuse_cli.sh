@@ -16,21 +16,9 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 base=(--mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --micro-batch-size 2 --train-iters 1
       --num-experts 0 --num-attention-heads 4)
-# refuse WANT LAUNCH... -- FLAGS...
-refuse() {
-    local want=$1
-    shift
-    set +e
-    "$@" >"$TMP/out" 2>"$TMP/err"
-    local rc=$?
-    set -e
-    [ "$rc" -eq 2 ] || fail "$*: exit $rc, expected 2"
-    local lines
-    lines=$(grep -c '^dagatron' "$TMP/err" || true)
-    [ "$lines" -eq 1 ] || fail "$*: expected one line, got: $(cat "$TMP/err")"
-    grep -qF -- "$want" "$TMP/err" || fail "$*: '$(cat "$TMP/err")' lacks '$want'"
-    ! grep -q "iteration " "$TMP/out" || fail "$*: trained before refusing"
-}
+# refuse WANT COMMAND...: tests/common/refuse.sh
+source "$(dirname "$0")/../common/refuse.sh"
+refuse() { dg_refuse "$@"; }
 refuse "--seq-length 30: must be divisible by 2 x --context-parallel-size = 4" \
     "$exe" train "${base[@]}" --seq-length 30 --context-parallel-size 2
 refuse "--seq-length 30: must be divisible by 2 x --context-parallel-size = 4" \

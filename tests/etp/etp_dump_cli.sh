@@ -62,17 +62,8 @@ for etp, g, size in ((2, g2, 1), (1, g1, 2)):
 print("ETP 2: experts split over ep x tp, edp 1; ETP 1: experts split over ep, edp 2 (tp x dp)")
 PY
 # refusals: one line, exit 2
-refuse() {
-    local want=$1
-    shift
-    set +e
-    "$exe" "$@" >"$TMP/out" 2>"$TMP/err"
-    local rc=$?
-    set -e
-    [ "$rc" -eq 2 ] || fail "$*: exit $rc, expected 2"
-    [ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "$*: expected one line, got: $(cat "$TMP/err")"
-    grep -qF -- "$want" "$TMP/err" || fail "$*: '$(cat "$TMP/err")' lacks '$want'"
-}
+source "$(dirname "$0")/../common/refuse.sh"
+refuse() { dg_refuse "$1" "$exe" "${@:2}"; }
 refuse "--expert-tensor-parallel-size 4: expected 1 or --tensor-model-parallel-size 2" \
     dump "${args[@]}" --expert-tensor-parallel-size 4 -o "$TMP/bad.json"
 refuse "--expert-tensor-parallel-size 2: expected 1 or --tensor-model-parallel-size 1" \

@@ -60,17 +60,10 @@ echo "np 4, pp 2 x tp 2, sp: $got"
 awk -v a="$got" -v b="$ref32" -f "$(dirname "$0")/../common/logs_close.awk" || fail "sp pp 2 x tp 2 logs differ from one rank's"
 
 # refuse NP EXPECTED_TEXT FLAGS...: exit 2, one line on stderr naming it
-refuse() {
-    local np=$1 want=$2
-    shift 2
-    local out rc=0
-    out=$($DG_MPIRUN -np "$np" "$exe" train "${common[@]}" "$@" 2>&1 >/dev/null) || rc=$?
-    out=$(printf '%s\n' "$out" | grep -v '^-\+$' | grep -vi 'mpirun\|process\|job\|exit code\|Primary\|non-zero\|^ *$' || true)
-    echo "refused ($rc): $out"
-    [ "$rc" -ne 0 ] || fail "$*: accepted"
-    printf '%s' "$out" | grep -qF -- "$want" || fail "$*: expected '$want' in: $out"
-    [ "$(printf '%s\n' "$out" | grep -c .)" -eq 1 ] || fail "$*: expected one line, got: $out"
-}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+source "$(dirname "$0")/../common/refuse.sh"
+refuse() { dg_refuse "$2" $DG_MPIRUN -np "$1" "$exe" train "${common[@]}" "${@:3}"; }
 refuse 2 "--num-layers 3 is not divisible by --pipeline-model-parallel-size 2" --pipeline-model-parallel-size 2 --num-layers 3
 refuse 2 "--decoder-first-pipeline-num-layers 4" --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 4
 refuse 2 "--num-layers-per-virtual-pipeline-stage 3: --num-layers 4 is not a multiple" \
@@ -89,8 +82,6 @@ refuse 1 "--num-virtual-stages-per-pipeline-rank needs --pipeline-model-parallel
     --num-virtual-stages-per-pipeline-rank 2
 refuse 1 "--decoder-first-pipeline-num-layers needs --pipeline-model-parallel-size > 1" --decoder-first-pipeline-num-layers 1
 # `dagatron dump` shows a stage's graph: --rank picks the stage
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
 for r in 0 1; do
     "$exe" dump --num-experts 0 --num-layers 4 --pipeline-model-parallel-size 2 --rank $r --graph step \
         --global-batch-size 8 --micro-batch-size 2 -o "$TMP/s$r.json" || fail "dump --rank $r"

@@ -80,17 +80,8 @@ print("collective counts as in the table: per layer 2 all_reduce + 2 copy_to_gro
       "2 all_reduce backward; the logits never gathered")
 PY
 # refusals: one line, exit 2
-refuse() {
-    local want=$1
-    shift
-    set +e
-    "$exe" train "$@" >"$TMP/out" 2>"$TMP/err"
-    local rc=$?
-    set -e
-    [ "$rc" -eq 2 ] || fail "$*: exit $rc, expected 2"
-    [ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "$*: expected one line, got: $(cat "$TMP/err")"
-    grep -qF -- "$want" "$TMP/err" || fail "$*: '$(cat "$TMP/err")' lacks '$want'"
-}
+source "$(dirname "$0")/../common/refuse.sh"
+refuse() { dg_refuse "$1" "$exe" train "${@:2}"; }
 base=(--mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --seq-length 16 --micro-batch-size 2
       --train-iters 1 --num-experts 0)
 refuse "--tensor-model-parallel-size 3 does not divide --num-attention-heads 8" "${base[@]}" --num-attention-heads 8 \

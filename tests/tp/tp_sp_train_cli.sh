@@ -86,17 +86,8 @@ echo "planned activation peak per rank at TP=2: $no_sp bytes without SP, $sp byt
 [ -n "$no_sp" ] && [ -n "$sp" ] || fail "no planned peak in the log"
 [ "$sp" -lt "$no_sp" ] || fail "SP does not lower the planned activation peak ($sp >= $no_sp bytes)"
 # refusals: one line, exit 2
-refuse() {
-    local want=$1
-    shift
-    set +e
-    $DG_MPIRUN -np 2 "$exe" train "${common[@]}" "${dense[@]}" "$@" >"$TMP/out" 2>"$TMP/err"
-    local rc=$?
-    set -e
-    [ "$rc" -eq 2 ] || fail "$*: exit $rc, expected 2"
-    [ "$(grep -c dagatron: "$TMP/err")" -eq 1 ] || fail "$*: expected one line, got: $(cat "$TMP/err")"
-    grep -qF -- "$want" "$TMP/err" || fail "$*: '$(cat "$TMP/err")' lacks '$want'"
-}
+source "$(dirname "$0")/../common/refuse.sh"
+refuse() { dg_refuse "$1" $DG_MPIRUN -np 2 "$exe" train "${common[@]}" "${dense[@]}" "${@:2}"; }
 refuse "--sequence-parallel: --tensor-model-parallel-size 2 does not divide --seq-length 31" \
     --tensor-model-parallel-size 2 --sequence-parallel --seq-length 31
 refuse "--tp-comm-overlap needs --sequence-parallel" --tensor-model-parallel-size 2 --tp-comm-overlap
