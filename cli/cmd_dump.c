@@ -35,7 +35,6 @@
 #include "dg_model.h"
 #include "dg_op_basic.h"
 #include "dg_pipeline.h"
-#include "dg_recompute.h"
 #include "dg_step_opts.h"
 #include "dg_train_pp.h"
 #include "dg_train_config.h"
@@ -183,16 +182,8 @@ static int build(dg_graph **out, dump_cfg *c, dg_err *err) {
     po.n_microbatches = step ? DG_MAX(t->num_microbatches, 1) : 1;
     po.stop_after = stage;
     po.step_name = c->graph;
-    /* --recompute-*: the regions train would recompute (train/dg_recompute.h) */
-    dg_recompute_sel rc = {0};
-    dg_recompute_report rcr;
-    int keep[2] = {io.lm_loss, io.loss};
-    dg_recompute_step rs = {logical, &po, keep, 2};
-    if (st == DG_OK) st = dg_recompute_plan(t, &rs, &rc, &rcr, err);
-    po.recompute = &rc.opts;
-    dg_pipeline_result r;
-    if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);
-    dg_recompute_sel_free(&rc);
+    dg_pipeline_result r; /* with the regions train would recompute */
+    if (st == DG_OK) st = dg_step_pipeline_run(t, logical, &io, &po, &r, err);
     dg_graph_free(logical);
     if (st != DG_OK) return st;
     *out = r.g;

@@ -13,7 +13,6 @@
 #include "dg_op_optim.h"
 #include "dg_op_round16.h"
 #include "dg_pipeline.h"
-#include "dg_recompute.h"
 #include "dg_sim_internal.h"
 #include "dg_step_opts.h"
 #include "dg_train_pp.h"
@@ -29,21 +28,8 @@ int dg_sim_build_stage(const dg_train_config *c, const dg_grid_sizes *sz, int pp
     dg_step_opts opts; /* train/dg_step_opts.h: the trainer's own options */
     dg_step_opts_init(&opts, c, &lio, group, grad_shards, pp_stage);
     dg_pipeline_opts po = opts.po;
-    dg_recompute_sel rc = {0};
-    dg_recompute_report rcr;
-    int rkeep[4] = {lio.lm_loss, lio.loss, lio.aux_loss, lio.z_loss}, n_rkeep = 0;
-    for (int i = 0; i < 4; i++)
-        if (rkeep[i] >= 0) rkeep[n_rkeep++] = rkeep[i];
-    dg_recompute_step rs = {logical, &po, rkeep, n_rkeep};
-    /* the flags' regions as they are; a memory budget needs the measured choice */
-    if (st == DG_OK && !dg_recompute_select_flags(c, &rc)) {
-        dg_recompute_sel_free(&rc);
-        st = dg_recompute_plan(c, &rs, &rc, &rcr, err);
-    }
-    po.recompute = &rc.opts;
     dg_pipeline_result r;
-    if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);
-    dg_recompute_sel_free(&rc);
+    if (st == DG_OK) st = dg_step_pipeline_run(c, logical, &lio, &po, &r, err);
     dg_graph_free(logical);
     if (st != DG_OK) return st;
     int n_keep;

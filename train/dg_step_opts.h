@@ -10,8 +10,7 @@
  *
  *   dg_step_opts s;
  *   dg_step_opts_init(&s, cfg, &lio, group, grad_shards, pp_stage);
- *   s.po.recompute = ...;                 // the caller's recompute regions
- *   dg_pipeline_run(logical, &s.po, &r, &err);
+ *   dg_step_pipeline_run(cfg, logical, &lio, &s.po, &r, &err); // with train's recompute regions
  *
  * s.po points into s: keep s in place while s.po (or a copy of it) is used.
  */
@@ -52,6 +51,18 @@ void dg_step_groups(const dg_grid_sizes *sz, int group[DG_AXIS_COUNT], int *grad
  * po.recompute NULL: the regions are the caller's choice. */
 void dg_step_opts_init(dg_step_opts *s, const dg_train_config *c, const dg_model_io *lio,
                        const int group[DG_AXIS_COUNT], int grad_shards, int pp_stage);
+
+/* The logical tensors the loop reads after a step, which recompute must
+ * keep: the losses and the routers' counts, those the model has. Returns
+ * how many it wrote to keep. */
+int dg_step_logical_keep(const dg_model_io *lio, int keep[4 + DG_MODEL_MAX_TRACKED]);
+
+/* The step pipeline run on `logical` with the regions `dagatron train`
+ * recomputes (train/dg_recompute.h): the flags' regions as they are, or
+ * under --recompute-memory-budget the planner's measured choice. Leaves
+ * po->recompute NULL again. */
+int dg_step_pipeline_run(const dg_train_config *c, const dg_graph *logical, const dg_model_io *lio,
+                         dg_pipeline_opts *po, dg_pipeline_result *r, dg_err *err);
 
 /* What the loop reads after a step and the plan must not reuse: every
  * micro-batch's losses and routers' counts, and the optimizer's status.

@@ -55,12 +55,7 @@ static void map_io(const dg_pipeline_result *r, int mb, const dg_model_io *l, dg
  * on the step graph with what the loop reads after a step kept. */
 static int choose_recompute(trainer *t, const dg_graph *logical, const dg_pipeline_opts *po,
                             const dg_model_io *lio, dg_recompute_sel *rc, dg_err *err) {
-    int keep[4 + DG_MODEL_MAX_TRACKED], n = 0;
-    int wanted[4] = {lio->lm_loss, lio->loss, lio->aux_loss, lio->z_loss};
-    for (int i = 0; i < 4; i++)
-        if (wanted[i] >= 0) keep[n++] = wanted[i];
-    for (int l = 0; l < DG_MODEL_MAX_TRACKED; l++)
-        if (lio->tokens_per_expert[l] >= 0) keep[n++] = lio->tokens_per_expert[l];
+    int keep[4 + DG_MODEL_MAX_TRACKED], n = dg_step_logical_keep(lio, keep);
     dg_recompute_step step = {logical, po, keep, n};
     return dg_recompute_plan(t->c, &step, rc, &t->rc, err);
 }
