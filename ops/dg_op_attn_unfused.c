@@ -4,8 +4,8 @@
 #include <math.h>
 
 #include "dg_cpu_attn_unfused.h"
-#include "dg_layout.h"
 #include "dg_op_dropout.h"
+#include "dg_op_shard.h"
 #include "dg_ops_util.h"
 
 /* ---- shapes ------------------------------------------------------------------------ */
@@ -48,8 +48,6 @@ static void cost_gemm(const dg_graph *g, const dg_node *n, int64_t S, int64_t Ha
     c->bytes = 4.0 * (double)(numel(g, n->in[0]) + numel(g, n->in[1]) + numel(g, n->out[0]));
 }
 
-static const dg_team *team_of(const dg_exec_env *e) { return e->team; }
-
 /* ---- attn_scores -------------------------------------------------------------------- */
 
 static dg_unfused_dims scores_dims(const dg_graph *g, const dg_node *n) {
@@ -77,7 +75,7 @@ static void cost_scores(const dg_graph *g, const dg_node *n, dg_cost *c) {
 
 static int k_scores(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in, void *const *out) {
     dg_unfused_dims d = scores_dims(g, n);
-    dg_cpu_attn_scores(team_of(e), &d, (float)n->attrs.f[0], in[0], in[1], out[0]);
+    dg_cpu_attn_scores(e->team, &d, (float)n->attrs.f[0], in[0], in[1], out[0]);
     return DG_OK;
 }
 
@@ -116,7 +114,7 @@ static void cost_context(const dg_graph *g, const dg_node *n, dg_cost *c) {
 static int k_context(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
                      void *const *out) {
     dg_unfused_dims d = context_dims(g, n);
-    dg_cpu_attn_context(team_of(e), &d, (float)n->attrs.f[0], in[0], in[1], out[0]);
+    dg_cpu_attn_context(e->team, &d, (float)n->attrs.f[0], in[0], in[1], out[0]);
     return DG_OK;
 }
 
@@ -159,7 +157,7 @@ static void cost_context_t(const dg_graph *g, const dg_node *n, dg_cost *c) {
 static int k_context_t(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
                        void *const *out) {
     dg_unfused_dims d = context_t_dims(g, n);
-    dg_cpu_attn_context_t(team_of(e), &d, (float)n->attrs.f[0], in[0], in[1], out[0]);
+    dg_cpu_attn_context_t(e->team, &d, (float)n->attrs.f[0], in[0], in[1], out[0]);
     return DG_OK;
 }
 
@@ -198,7 +196,7 @@ static void cost_softmax(const dg_graph *g, const dg_node *n, dg_cost *c) {
 static int k_softmax(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
                      void *const *out) {
     const dg_tensor *s = DG_IN(g, n, 0);
-    dg_cpu_attn_softmax(team_of(e), s->shape[0] * s->shape[1] * s->shape[2], s->shape[3], (int)n->attrs.i[0], in[0],
+    dg_cpu_attn_softmax(e->team, s->shape[0] * s->shape[1] * s->shape[2], s->shape[3], (int)n->attrs.i[0], in[0],
                         out[0]);
     return DG_OK;
 }
@@ -206,7 +204,7 @@ static int k_softmax(const dg_exec_env *e, const dg_graph *g, const dg_node *n, 
 static int k_softmax_bwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
                          void *const *out) {
     const dg_tensor *p = DG_IN(g, n, 0);
-    dg_cpu_attn_softmax_bwd(team_of(e), p->shape[0] * p->shape[1] * p->shape[2], p->shape[3], in[0], in[1], out[0]);
+    dg_cpu_attn_softmax_bwd(e->team, p->shape[0] * p->shape[1] * p->shape[2], p->shape[3], in[0], in[1], out[0]);
     return DG_OK;
 }
 
@@ -219,89 +217,35 @@ static int adj_softmax(dg_graph *g, const dg_node *n, const int *dout, int *din)
     return g->status;
 }
 
-/* ---- sharding ------------------------------------------------------------------------ */
-
-static bool same_dim(const dg_sharding *x, int dx, const dg_sharding *y, int dy) {
-    return x->split[dx] == y->split[dy] && x->split2[dx] == y->split2[dy] && x->stride[dx] == y->stride[dy];
-}
-
-/* [B, S, H, D]: batch or heads split; [B, H, S, S]: batch or heads split. */
-static bool heads_ok(const dg_sharding *s) {
-    return s->partial == DG_AXIS_NONE && !dg_layout_dim_split(s, 1) && !dg_layout_dim_split(s, 3);
-}
-static bool square_ok(const dg_sharding *s) {
-    return s->partial == DG_AXIS_NONE && !dg_layout_dim_split(s, 2) && !dg_layout_dim_split(s, 3);
-}
-
-/* Output [B, ., H, .] (head_dim 2) or [B, H, ., .] (head_dim 1) from x's
- * batch dim 0 and head dim xh. */
-static void heads_out(dg_sharding *out, int head_dim, const dg_sharding *x, int xh) {
-    memset(out, 0, sizeof *out);
-    out->split[0] = x->split[0];
-    out->split2[0] = x->split2[0];
-    out->stride[0] = x->stride[0];
-    out->split[head_dim] = x->split[xh];
-    out->split2[head_dim] = x->split2[xh];
-    out->stride[head_dim] = x->stride[xh];
-}
-
-static int shard_scores(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
-                        dg_attrs *attrs) {
-    (void)g, (void)n, (void)attrs;
-    if (!heads_ok(&in[0]) || !heads_ok(&in[1]) || !same_dim(&in[0], 0, &in[1], 0) || !same_dim(&in[0], 2, &in[1], 2))
-        return DG_SHARD_CANNOT;
-    heads_out(out, 1, &in[0], 2);
-    return DG_OK;
-}
-
-/* context and context_t: p [B, H, S, S] beside a heads tensor */
-static int shard_context(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
-                         dg_attrs *attrs) {
-    (void)g, (void)n, (void)attrs;
-    if (!square_ok(&in[0]) || !heads_ok(&in[1]) || !same_dim(&in[0], 0, &in[1], 0) || !same_dim(&in[0], 1, &in[1], 2))
-        return DG_SHARD_CANNOT;
-    heads_out(out, 2, &in[0], 1);
-    return DG_OK;
-}
-
-static int shard_softmax(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
-                         dg_attrs *attrs) {
-    (void)g, (void)attrs;
-    for (int k = 0; k < n->n_in; k++)
-        if (!square_ok(&in[k]) || !dg_layout_equal(&in[k], &in[0])) return DG_SHARD_CANNOT;
-    out[0] = in[0];
-    return DG_OK;
-}
-
 /* ---- the ops ---------------------------------------------------------------------------- */
 
 const dg_op_def dg_op_attn_scores = {
     .name = "attn_scores", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .fattr_names = {"scale"},
     .infer = infer_scores, .cost = cost_scores, .adjoint = adj_scores, .kernel = {k_scores},
-    .shard = shard_scores,
+    .shard = dg_shard_attn_scores,
 };
 
 const dg_op_def dg_op_attn_context = {
     .name = "attn_context", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .fattr_names = {"scale"},
     .infer = infer_context, .cost = cost_context, .adjoint = adj_context, .kernel = {k_context},
-    .shard = shard_context,
+    .shard = dg_shard_attn_context,
 };
 
 const dg_op_def dg_op_attn_context_t = {
     .name = "attn_context_t", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .iattr_names = {"group"},
     .fattr_names = {"scale"}, .infer = infer_context_t, .cost = cost_context_t, .adjoint = adj_context_t,
-    .kernel = {k_context_t}, .shard = shard_context,
+    .kernel = {k_context_t}, .shard = dg_shard_attn_context,
 };
 
 const dg_op_def dg_op_attn_softmax = {
     .name = "attn_softmax", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .iattr_names = {"causal"},
     .infer = infer_softmax, .cost = cost_softmax, .adjoint = adj_softmax, .kernel = {k_softmax},
-    .shard = shard_softmax,
+    .shard = dg_shard_attn_softmax,
 };
 
 const dg_op_def dg_op_attn_softmax_bwd = {
     .name = "attn_softmax_bwd", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .infer = infer_softmax, .cost = cost_softmax, .kernel = {k_softmax_bwd}, .shard = shard_softmax,
+    .infer = infer_softmax, .cost = cost_softmax, .kernel = {k_softmax_bwd}, .shard = dg_shard_attn_softmax,
 };
 
 static int add_scaled(dg_graph *g, const dg_op_def *op, int x, int y, double scale, int64_t iattr) {

@@ -20,9 +20,9 @@
  * whole S x S (the masked half included, as Megatron's baddbmm computes
  * it), and the S x S tensors between them as memory traffic.
  *
- * Sharding: batch and heads may be split (TP splits heads: every rank runs
- * its heads' chain, no communication); sequence, head dim and the S x S
- * dims may not. Under CP the fused attention's ring lowering is what runs,
+ * Sharding (ops/dg_op_shard.h): batch and heads may be split (TP splits
+ * heads: every rank runs its heads' chain, no communication); sequence,
+ * head dim and the S x S dims may not. Under CP the fused attention's ring lowering is what runs,
  * so the model refuses this backend with CP.
  *
  * dg_attention_unfused(q, k, v, causal, scale, dropout p, key, site):

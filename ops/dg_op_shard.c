@@ -103,6 +103,49 @@ int dg_shard_attention(const dg_graph *g, const dg_node *n, const dg_sharding *i
     return DG_OK;
 }
 
+/* Dim dx of x and dim dy of y split alike. */
+static bool same_dim(const dg_sharding *x, int dx, const dg_sharding *y, int dy) {
+    return x->split[dx] == y->split[dy] && x->split2[dx] == y->split2[dy] && x->stride[dx] == y->stride[dy];
+}
+
+/* [B, H, S, S]: batch or heads may be split; the S x S dims not. */
+static bool square_layout_ok(const dg_sharding *s) {
+    return s->partial == DG_AXIS_NONE && !dg_layout_dim_split(s, 2) && !dg_layout_dim_split(s, 3);
+}
+
+int dg_shard_attn_scores(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                         dg_attrs *attrs) {
+    (void)g, (void)n, (void)attrs;
+    if (!heads_layout_ok(&in[0]) || !heads_layout_ok(&in[1]) || !same_dim(&in[0], 0, &in[1], 0) ||
+        !same_dim(&in[0], 2, &in[1], 2))
+        return DG_SHARD_CANNOT;
+    memset(out, 0, sizeof *out); /* s [B, H, S, S] from a [B, S, H, D] */
+    copy_dim(out, 0, &in[0], 0);
+    copy_dim(out, 1, &in[0], 2);
+    return DG_OK;
+}
+
+int dg_shard_attn_context(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                          dg_attrs *attrs) {
+    (void)g, (void)n, (void)attrs;
+    if (!square_layout_ok(&in[0]) || !heads_layout_ok(&in[1]) || !same_dim(&in[0], 0, &in[1], 0) ||
+        !same_dim(&in[0], 1, &in[1], 2))
+        return DG_SHARD_CANNOT;
+    memset(out, 0, sizeof *out); /* o [B, S, H, D] from p [B, H, S, S] */
+    copy_dim(out, 0, &in[0], 0);
+    copy_dim(out, 2, &in[0], 1);
+    return DG_OK;
+}
+
+int dg_shard_attn_softmax(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                          dg_attrs *attrs) {
+    (void)g, (void)attrs;
+    for (int k = 0; k < n->n_in; k++)
+        if (!square_layout_ok(&in[k]) || !dg_layout_equal(&in[k], &in[0])) return DG_SHARD_CANNOT;
+    out[0] = in[0];
+    return DG_OK;
+}
+
 int dg_shard_rope(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
                   dg_attrs *attrs) {
     (void)g;

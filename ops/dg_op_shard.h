@@ -18,6 +18,10 @@
  *   attention         q, k, v alike, split by heads (dim 2) or batch; the
  *                     sequence cannot be split (CP lowers it to a ring) nor
  *                     the head dim.
+ *   attn_scores,      unfused attention (dg_op_attn_unfused.h): batch or
+ *   attn_context(_t), heads split, as attention's; the S x S scores and
+ *   attn_softmax(_bwd) probabilities [B, H, S, S] split alike, never on
+ *                     the S x S dims.
  *   rope              heads or batch split; sequence and head dim not.
  *   reshape           a split dim must lead the group of dims it merges
  *                     into or splits from (Hq*D <-> Hq, D); the attrs are
@@ -44,6 +48,12 @@ int dg_shard_embedding(const dg_graph *g, const dg_node *n, const dg_sharding *i
                        dg_sharding *out, dg_attrs *attrs);
 int dg_shard_attention(const dg_graph *g, const dg_node *n, const dg_sharding *in,
                        dg_sharding *out, dg_attrs *attrs);
+int dg_shard_attn_scores(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                         dg_attrs *attrs);
+int dg_shard_attn_context(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                          dg_attrs *attrs);
+int dg_shard_attn_softmax(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                          dg_attrs *attrs);
 int dg_shard_rope(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
                   dg_attrs *attrs);
 int dg_shard_reshape(const dg_graph *g, const dg_node *n, const dg_sharding *in,
