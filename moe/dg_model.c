@@ -356,7 +356,7 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
     /* dropout sites: 0 the embedding, 1 + 2l attention, 2 + 2l the MLP,
      * 1 + 2L + l the attention probabilities (L layers) */
     int key = -1;
-    if (c->hidden_dropout > 0 || (c->attention_unfused && c->attention_dropout > 0))
+    if (c->hidden_dropout > 0 || c->attention_dropout > 0) /* the latter only unfused (config check) */
         key = io->rng_key = dg_input_new(g, "rng_key", DG_I32, 1, DG_SHAPE(4));
     if (c->hidden_dropout > 0) x = dg_dropout(g, x, key, c->hidden_dropout, 0);
 

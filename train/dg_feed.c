@@ -36,13 +36,20 @@ int dg_feed_open(dg_feed *f, const dg_train_config *c, const int64_t num_samples
     if (!c->data_path[0]) {
         /* The default corpus: fortunes, byte-level tokens, built once into the cache.
          * Another tokenizer would be recorded for tokens it did not make. */
-        if ((c->tokenizer_type[0] && strcmp(c->tokenizer_type, DG_TOK_BYTE_NAME)) || c->vocab_file[0] ||
-            c->merge_file[0] || c->tokenizer_model[0])
+        const char *flag = NULL, *value = NULL;
+        if (c->tokenizer_type[0] && strcmp(c->tokenizer_type, DG_TOK_BYTE_NAME))
+            flag = "--tokenizer-type", value = c->tokenizer_type;
+        else if (c->tokenizer_model[0])
+            flag = "--tokenizer-model", value = c->tokenizer_model;
+        else if (c->vocab_file[0])
+            flag = "--vocab-file", value = c->vocab_file;
+        else if (c->merge_file[0])
+            flag = "--merge-file", value = c->merge_file;
+        if (flag)
             return dg_err_set(err, DG_EINPUT,
                               "%s %s: the default corpus (no --data-path) is byte-level tokens; pass --data-path "
                               "with a dataset `dagatron preprocess` made with that tokenizer, or --mock-data",
-                              c->tokenizer_type[0] ? "--tokenizer-type" : c->tokenizer_model[0] ? "--tokenizer-model" : "--vocab-file",
-                              c->tokenizer_type[0] ? c->tokenizer_type : c->tokenizer_model[0] ? c->tokenizer_model : c->vocab_file);
+                              flag, value);
         DG_TRY(dg_corpus_default_dataset(c->data_cache_path[0] ? c->data_cache_path : NULL, 0, 1,
                                          &dd, err));
         snprintf(path_buf, sizeof path_buf, "%s", dd.prefix);
