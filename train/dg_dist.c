@@ -166,19 +166,28 @@ typedef struct outcome {
     char msg[DG_ERR_LEN];
 } outcome;
 
-/* Who says what, once the outcomes are known: a failing rank reports its
- * own message unless a lower rank failed with the same one; the rank is
- * named unless every rank failed with that same message (bad input all
- * ranks see, which rank 0 then reports alone). */
+/* Who says what, once the outcomes are known: the run ends with one line on
+ * every rank's behalf, so only the lowest failing rank keeps a message. It is
+ * plain when every rank failed with that same message (bad input all ranks
+ * see); otherwise it names the rank, and how many other ranks failed with a
+ * message of their own (the first failure is the one to fix; the others are
+ * often its echo, a stage whose peer stopped). */
 static void agree_report(const outcome *all, int size, int me, dg_err *err) {
-    int same = 1;
-    for (int r = 1; r < size && same; r++) same = all[r].st != DG_OK && !strcmp(all[r].msg, all[0].msg);
-    const outcome *o = &all[me];
-    int dup = 0;
-    for (int r = 0; r < me && !dup; r++) dup = all[r].st != DG_OK && !strcmp(all[r].msg, o->msg);
-    if (o->st == DG_OK || dup) err->msg[0] = 0;
-    else if (same) snprintf(err->msg, sizeof err->msg, "%s", o->msg);
-    else snprintf(err->msg, sizeof err->msg, "rank %d: %.*s", me, DG_ERR_LEN - 16, o->msg);
+    int first = -1, same = 1, others = 0;
+    for (int r = 0; r < size; r++) {
+        if (all[r].st == DG_OK) {
+            same = 0;
+            continue;
+        }
+        if (first < 0) first = r;
+        else if (strcmp(all[r].msg, all[first].msg)) same = 0, others++;
+    }
+    if (me != first) err->msg[0] = 0;
+    else if (same) snprintf(err->msg, sizeof err->msg, "%s", all[me].msg);
+    else if (others == 0) snprintf(err->msg, sizeof err->msg, "rank %d: %.*s", me, DG_ERR_LEN - 16, all[me].msg);
+    else
+        snprintf(err->msg, sizeof err->msg, "rank %d: %.*s (%d other rank%s failed too)", me, DG_ERR_LEN - 48,
+                 all[me].msg, others, others == 1 ? "" : "s");
 }
 
 int dg_dist_agree(dg_comm *c, int st, dg_err *err) {

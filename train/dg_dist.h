@@ -99,11 +99,11 @@ void dg_dist_outcome(const dg_dist *d, double *norm, int *updated);
  * writer alone, a file may be missing on one rank, one data shard holds a
  * bad token): every rank of c returns DG_OK if all ranks passed DG_OK, else
  * the status of the lowest failing rank, so all ranks stop together. On
- * failure err tells each rank whether to print: it keeps this rank's own
- * message, as "rank R: <msg>", if this rank failed and no lower rank failed
- * with the same message; the message stays plain when every rank failed with
- * the same one (then only rank 0 keeps it); otherwise err->msg is emptied
- * (another rank reports). So each distinct failure is printed once. Call it
+ * failure err tells each rank whether to print, so that one line is printed
+ * on every rank's behalf: the lowest failing rank keeps its own message, plain
+ * when every rank failed with that same one, else as "rank R: <msg>", with
+ * "(N other ranks failed too)" when other ranks failed with other messages;
+ * every other rank's err->msg is emptied. Call it
  * once per failure. Collective over c: one all-reduce of a flag, plus an
  * all-gather of the messages when some rank failed (NULL or a group of one:
  * st and err are returned as they are). */

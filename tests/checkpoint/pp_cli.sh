@@ -17,6 +17,10 @@
 #  5. PP=2 with 2 virtual stages (interleaved 1F1B: rank 0 holds layers 0
 #     and 2) saves, one rank resumes: as 1.
 # And each PP save's stored boxes tile every tensor once (ckpt_tiles.py).
+#  6. a damaged PP=2 checkpoint (both ranks' shard files cut short: the
+#     first to half its size, past the tied embedding both stages read, so
+#     each stage fails on a tensor of its own, with its own message) is refused in one line on every
+#     rank's behalf (exit 2), naming a damaged file.
 # PP x EP and PP x TP saves load under other layouts in reshard_cli.sh.
 # Usage: pp_cli.sh DAGATRON
 set -u
@@ -79,4 +83,13 @@ case_ "PP=2 x DP=2 distributed optimizer -> PP=2" 4 "${PP2[*]} --use-distributed
   "$TMP/pp.log" 1e-6
 case_ "PP=2 with 2 virtual stages -> one rank" 2 "${PP2[*]} --num-virtual-stages-per-pipeline-rank 2" 1 "" \
   "$TMP/one.log" 1e-6
+# 6: the straight PP=2 run's checkpoint, both shard files truncated
+source "$HERE/../common/refuse.sh"
+fail() { echo "FAIL: $*"; exit 1; } # dg_refuse's; the variable fail is another name
+cp -r "$TMP/pp" "$TMP/damaged"
+f0="$TMP/damaged/iter_0000005/model_optim_rng.bin"
+truncate -s $(($(stat -c %s "$f0") / 2)) "$f0"
+truncate -s 1000 "$TMP/damaged/iter_0000005/model_optim_rng_rank00001.bin"
+dg_refuse "truncated" $DG_MPIRUN -np 2 --bind-to none "$BIN" train "${BASE[@]}" "${PP2[@]}" --train-iters 6 \
+  --load "$TMP/damaged" && echo "ok: a damaged PP=2 checkpoint: one line, exit 2"
 exit $fail

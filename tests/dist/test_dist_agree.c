@@ -4,8 +4,10 @@
  *   - nobody failed: DG_OK, messages untouched;
  *   - one rank failed: it keeps "rank R: <msg>", the others an empty message;
  *   - every rank failed with the same message: rank 0 keeps it plain;
- *   - different messages: each failing rank keeps its own, with its rank;
- *     a message a lower rank also had is printed by that rank only. */
+ *   - different messages: the lowest failing rank alone keeps its own,
+ *     with its rank and how many ranks failed otherwise, so one line is
+ *     printed on every rank's behalf (a damaged checkpoint under PP fails
+ *     differently on each stage). */
 #include <mpi.h>
 #include <string.h>
 
@@ -49,9 +51,15 @@ int main(int argc, char **argv) {
     /* all failed alike: bad input every rank sees, printed by rank 0, plain */
     agree_case(c, (int[]){IN, IN, IN}, (const char *[]){"bad flag", "bad flag", "bad flag"}, IN,
                (const char *[]){"bad flag", "", ""});
-    /* different failures: each printed with its rank; status of the lowest */
+    /* different failures: one line, by the lowest failing rank, which says
+     * that another failed; status of the lowest */
     agree_case(c, (int[]){IE, OK, IN}, (const char *[]){"disk", "", "bad token"}, IE,
-               (const char *[]){"rank 0: disk", "", "rank 2: bad token"});
+               (const char *[]){"rank 0: disk (1 other rank failed too)", "", ""});
+    agree_case(c, (int[]){IN, IN, IN}, (const char *[]){"a", "b", "c"}, IN,
+               (const char *[]){"rank 0: a (2 other ranks failed too)", "", ""});
+    /* rank 0 fine, ranks 1 and 2 differ: rank 1 speaks for both */
+    agree_case(c, (int[]){OK, IN, IE}, (const char *[]){"", "shard 1", "shard 2"}, IN,
+               (const char *[]){"", "rank 1: shard 1 (1 other rank failed too)", ""});
     /* ranks 1 and 2 alike, rank 0 fine: printed once, by rank 1 */
     agree_case(c, (int[]){OK, IN, IN}, (const char *[]){"", "no file", "no file"}, IN,
                (const char *[]){"", "rank 1: no file", ""});
