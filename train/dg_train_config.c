@@ -270,6 +270,24 @@ int dg_train_config_check_tp(const dg_train_config *c, dg_err *err) {
     return DG_OK;
 }
 
+/* Megatron's expert-parallel checks, on the flags rather than on the weight
+ * the EP pass would fail to split: EP needs routed experts, and an equal
+ * share of them on each EP rank. */
+static int check_ep(const dg_train_config *c, dg_err *err) {
+    int ep = c->expert_model_parallel_size, e = c->model.num_experts;
+    if (ep <= 1) return DG_OK;
+    if (e <= 0)
+        return dg_err_set(err, DG_EINPUT,
+                          "--expert-model-parallel-size %d needs routed experts (--num-experts > 0; the model is dense)",
+                          ep);
+    if (e % ep != 0)
+        return dg_err_set(err, DG_EINPUT,
+                          "--num-experts %d: expected a multiple of --expert-model-parallel-size %d (each EP rank "
+                          "holds an equal share of the experts)",
+                          e, ep);
+    return DG_OK;
+}
+
 /* --attention-backend and --attention-dropout: the fused op (auto, flash,
  * fused) has no dropout and is what CP lowers to its ring; the unfused chain
  * (unfused, local: Megatron's own attention of 2022) has both scores and
@@ -375,6 +393,7 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
     if (c->mock_data && c->data_path[0])
         return dg_err_set(err, DG_EINPUT, "--mock-data and --data-path exclude each other");
     DG_TRY(dg_train_config_check_tp(c, err));
+    DG_TRY(check_ep(c, err));
     DG_TRY(dg_model_config_check(m, err));
     return dg_recompute_check(c, err);
 }

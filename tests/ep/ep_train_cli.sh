@@ -7,7 +7,8 @@
 # norm sums the expert shards over EDP x EP), must log the single-rank run's
 # lm loss, load balancing loss and grad norm for each of 5 iterations, within
 # 1e-5 relative, and end with its parameters (compared in the final
-# checkpoints, 1e-5 relative).
+# checkpoints, 1e-5 relative). And EP sizes Megatron refuses are one line
+# naming the flag, exit 2: experts not a multiple of EP, EP on a dense model.
 set -euo pipefail
 exe=$1
 ARCH=($(cat "$DG_SRC/tests/common/moe_arch.flags")) # the MoE architecture these tests were written for
@@ -17,6 +18,11 @@ args=("${ARCH[@]}" --mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 
       --lr-decay-style constant)
 FIELDS="lm loss: [0-9.E+-]+|load_balancing_loss: [0-9.E+-]+|grad norm: [0-9.]+"
 . "$(dirname "$0")/../common/train_equiv.sh" # run, check
+. "$(dirname "$0")/../common/refuse.sh" # dg_refuse
+dg_refuse "--num-experts 3: expected a multiple of --expert-model-parallel-size 2" \
+  $DG_MPIRUN -np 2 "$exe" train "${args[@]}" --num-experts 3 --expert-model-parallel-size 2
+dg_refuse "--expert-model-parallel-size 2 needs routed experts" \
+  $DG_MPIRUN -np 2 "$exe" train "${args[@]}" --num-experts 0 --expert-model-parallel-size 2
 ref=$(run "$TMP/ref" 1)
 echo "np 1 (single rank): $ref"
 [ -n "$ref" ] || fail "the single-rank run logged nothing"
