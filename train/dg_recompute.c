@@ -7,6 +7,7 @@
 #include "dg_module.h"
 #include "dg_op.h"
 #include "dg_sched.h"
+#include "dg_train_pp.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -89,13 +90,29 @@ void dg_recompute_sel_free(dg_recompute_sel *s) {
     memset(s, 0, sizeof *s);
 }
 
+/* --recompute-granularity full's groups, as Megatron's TransformerBlock
+ * makes them: it counts --recompute-num-layers N within the layers it
+ * holds, one pipeline stage's (one virtual stage's under interleaving).
+ * uniform cuts them into groups of N from the stage's first layer (the
+ * last group shorter); block recomputes the stage's first N layers, each
+ * alone. So N beyond a stage's layers recomputes all of them. A group is
+ * named by its first layer. */
+static void full_groups(const dg_train_config *c, int *group) {
+    dg_pp_opts po;
+    dg_train_pp_opts(c, 0, &po);
+    int L = c->model.num_layers, n = c->recompute_num_layers, uniform = !strcmp(c->recompute_method, "uniform");
+    for (int l = 0, first = 0; l < L; l++) {
+        if (l > 0 && dg_pp_vstage_of_layer(&po, l) != dg_pp_vstage_of_layer(&po, l - 1)) first = l;
+        int i = l - first; /* the layer's index in its stage */
+        group[l] = uniform ? first + i / n * n : i < n ? l : -1;
+    }
+}
+
 /* The flags' regions (dg_recompute_check has passed). */
 static void from_flags(const dg_train_config *c, dg_recompute_sel *s) {
     const char *gr = granularity(c);
-    int L = c->model.num_layers, n = c->recompute_num_layers;
-    if (!strcmp(gr, "full"))
-        for (int l = 0; l < L; l++)
-            s->full_group[l] = !strcmp(c->recompute_method, "uniform") ? l / n : l < n ? l : -1;
+    int L = c->model.num_layers;
+    if (!strcmp(gr, "full")) full_groups(c, s->full_group);
     if (!strcmp(gr, "selective")) {
         unsigned bits = 0;
         dg_err e;

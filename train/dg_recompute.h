@@ -6,11 +6,13 @@
  * Megatron's meanings (megatron/training/arguments.py, TransformerConfig):
  *   --recompute-activations        = --recompute-granularity selective
  *   --recompute-granularity full   whole layers; needs --recompute-method and
- *                                  --recompute-num-layers N (1..layers):
- *       uniform  the layers in groups of N, each group recomputed as one
- *                region from its input (the group's checkpoint)
- *       block    the first N layers, each recomputed from its input; the
- *                others keep their activations
+ *                                  --recompute-num-layers N (1..layers),
+ *                                  counted within each pipeline stage (each
+ *                                  virtual stage), as TransformerBlock does:
+ *       uniform  the stage's layers in groups of N, each group recomputed
+ *                as one region from its input (the group's checkpoint)
+ *       block    the stage's first N layers, each recomputed from its
+ *                input; the others keep their activations
  *   --recompute-granularity selective  the --recompute-modules of every layer
  *                                  (default core_attn); method and num-layers
  *                                  must not be given

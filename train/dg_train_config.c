@@ -130,7 +130,7 @@ static const dg_arg_spec dg_train_specs[] = {
     /* activation recompute (train/dg_recompute.h) */
     {"--recompute-activations", DG_ARG_FLAG, T(recompute_activations), "recompute activations: --recompute-granularity selective", NR, NULL},
     {"--recompute-granularity", DG_ARG_CHOICE, T(recompute_granularity), "full: whole layers; selective: the --recompute-modules", NR, "full|selective"},
-    {"--recompute-method", DG_ARG_CHOICE, T(recompute_method), "full: uniform (groups of --recompute-num-layers) or block (the first N layers)", NR, "uniform|block"},
+    {"--recompute-method", DG_ARG_CHOICE, T(recompute_method), "full: uniform (groups of --recompute-num-layers) or block (the first N layers), per pipeline stage", NR, "uniform|block"},
     {"--recompute-num-layers", DG_ARG_INT, T(recompute_num_layers), "full: layers per group (uniform) or recomputed (block)", 1, 4096, NULL},
     {"--recompute-modules", DG_ARG_LIST, T(recompute_modules), "selective: core_attn (default) moe_act layernorm mlp moe shared_experts", NR, NULL},
     {"--recompute-memory-budget", DG_ARG_DOUBLE, T(recompute_memory_budget), "MB (MiB): recompute the cheapest activations so the planned activation peak fits", 0, 1e12, NULL},

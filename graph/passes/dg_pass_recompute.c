@@ -143,19 +143,35 @@ static int clone_tensor(dg_graph *dst, rc_ctx *c, int t, int r) {
     return c->clone[t];
 }
 
+/* The layer whose backward made the gradient that backward node n
+ * outputs: its stamp, except for a point-to-point transfer (-1). Under
+ * pipeline parallelism a stage receives the gradients of the tensors it
+ * sent, stamped with the layer that made them in the forward: the hidden
+ * state, and the running sums of the MoE aux and z losses, whose gradient
+ * (that of a loss term) every layer of the stage reads directly. Such a
+ * gradient is made on another stage, upstream of this stage's whole
+ * backward, as the loss's seed is on the last stage: it enters every
+ * region it reaches and is made inside none. */
+static int made_in_layer(const dg_node *n) {
+    if (n->op && (n->op->comm == DG_COMM_SEND || n->op->comm == DG_COMM_RECV)) return -1;
+    return n->layer;
+}
+
 /* The gradient entering region r upstream of backward node p (src): p
- * itself when it lies outside the region's layers, else what its backward
- * inputs come from, recursively. Each is recorded as a trigger of r. */
+ * itself when it is made outside the region's layers, else what its
+ * backward inputs come from, recursively. Each is recorded as a trigger of
+ * r, with the layer it is made in. */
 static void seek_entering(const dg_graph *dst, rc_ctx *c, int p, int r) {
     const dg_graph *src = c->src;
     if (c->seen[p] == r + 1) return;
     c->seen[p] = r + 1;
     const dg_node *n = &src->nodes[p];
-    if (!region_covers(c->o, r, n->layer)) {
+    int made = made_in_layer(n);
+    if (!region_covers(c->o, r, made)) {
         int d = n->n_out > 0 && c->tmap[n->out[0]] >= 0 ? dst->tensors[c->tmap[n->out[0]]].producer : -1;
         if (d >= 0 && !ivec_has(&c->triggers[r], d)) {
             ivec_push(&c->triggers[r], d);
-            ivec_push(&c->trig_layers[r], n->layer);
+            ivec_push(&c->trig_layers[r], made);
         }
         return;
     }
@@ -252,8 +268,10 @@ static void order_exits(dg_graph *dst, const rc_ctx *c) {
  * backward goes layer by layer as Megatron's checkpointed layers do, the
  * readers (weight gradients too) run as soon as their recompute has, and
  * one layer's recomputed activations are freed before the next layer's are
- * made. Only triggers inside the region above are delayed so: the gradient
- * of a loss term (aux loss) is made before any reader and stays free. */
+ * made. Only triggers made inside the region above are delayed so: the
+ * gradient of a loss term (the aux and z losses' seed on the last pipeline
+ * stage, what the stage receives on the others, see made_in_layer) is made
+ * before any reader, which may read it, and stays free. */
 static void order_clones(dg_graph *dst, const rc_ctx *c) {
     for (int r = 0; r < c->n_regions; r++) {
         const ivec *tr = &c->triggers[r], *tl = &c->trig_layers[r];

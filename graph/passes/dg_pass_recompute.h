@@ -13,7 +13,8 @@
  * When (ordering edges): a region's first recompute nodes wait for the
  * backward nodes that make the gradient entering the region (found by
  * walking the backward upstream from the nodes that read the recomputed
- * tensors to where it leaves the region's layers), so recomputation never
+ * tensors to where it leaves the region's layers; a gradient received from
+ * another pipeline stage is made in no layer here), so recomputation never
  * runs during the forward; the readers of the recomputed tensors of the
  * region above (weight gradients too) run before that gradient is made,
  * and every reader runs before the backward leaves its region's layers. So
