@@ -133,6 +133,16 @@ void dg_blending_indices(const double *weights, int n, int64_t size, int16_t *da
     dg_free(current);
 }
 
+/* A split whose range holds no documents, in one line saying what would
+ * give it some (Megatron would loop forever on it). */
+static int no_documents(const dg_indexed *set, int s, int64_t b, int64_t e, dg_err *err) {
+    return dg_err_set(err, DG_EINPUT,
+                      "%s: the %s split [%" PRId64 ", %" PRId64 ") of its %" PRId64
+                      " sequences holds no documents (give it a larger --split fraction%s)",
+                      set->prefix, split_names[s], b, e, set->num_sequences,
+                      s == DG_SPLIT_TRAIN ? "" : ", or no samples: --eval-iters 0");
+}
+
 /* Split s of the feed; b/e[k + s*n] is dataset k's sequence range for split s. */
 static int build_split(dg_data *d, const dg_data_config *cfg, int s, const int64_t *b, const int64_t *e,
                        dg_err *err) {
@@ -142,6 +152,7 @@ static int build_split(dg_data *d, const dg_data_config *cfg, int s, const int64
     sp->parts = dg_calloc((size_t)n, sizeof(dg_gpt_dataset));
     sp->present = 1;
     if (n == 1) {
+        if (b[s] >= e[s]) return no_documents(&d->sets[0], s, b[s], e[s], err);
         DG_TRY(dg_gpt_dataset_build(&sp->parts[0], &d->sets[0], b[s], e[s], want, &cfg->gpt, split_names[s], err));
         sp->size = sp->parts[0].num_samples;
         return DG_OK;
@@ -160,8 +171,10 @@ static int build_split(dg_data *d, const dg_data_config *cfg, int s, const int64
             sp->parts[k].num_samples = 0; /* weight 0: never drawn */
             continue;
         }
-        st = dg_gpt_dataset_build(&sp->parts[k], &d->sets[k], b[k + s * n], e[k + s * n], ask, &cfg->gpt,
-                                  split_names[s], err);
+        if (b[k + s * n] >= e[k + s * n]) st = no_documents(&d->sets[k], s, b[k + s * n], e[k + s * n], err);
+        else
+            st = dg_gpt_dataset_build(&sp->parts[k], &d->sets[k], b[k + s * n], e[k + s * n], ask, &cfg->gpt,
+                                      split_names[s], err);
     }
     if (st == DG_OK) {
         if (d->spec.weights && want >= 0) {
