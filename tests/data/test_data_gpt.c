@@ -263,19 +263,19 @@ static void test_blend_spec_and_index(void **s) {
     dg_blend_spec sp;
     dg_err err = {{0}};
     char *w1[] = {"0.7", "a", "0.3", "b"};
-    assert_int_equal(dg_blend_spec_parse(4, w1, &sp, &err), DG_OK);
+    assert_int_equal(dg_blend_spec_parse("--data-path", 4, w1, &sp, &err), DG_OK);
     assert_int_equal(sp.n, 2);
     assert_non_null(sp.weights);
     assert_true(sp.weights[0] > 0.699 && sp.weights[0] < 0.701);
     assert_string_equal(sp.prefixes[1], "b");
     dg_blend_spec_free(&sp);
     char *w2[] = {"a", "b"};
-    assert_int_equal(dg_blend_spec_parse(2, w2, &sp, &err), DG_OK);
+    assert_int_equal(dg_blend_spec_parse("--data-path", 2, w2, &sp, &err), DG_OK);
     assert_int_equal(sp.n, 2);
     assert_null(sp.weights);
     dg_blend_spec_free(&sp);
     char *w3[] = {"0.5", "a", "b", "c"};
-    assert_int_equal(dg_blend_spec_parse(4, w3, &sp, &err), DG_EINPUT);
+    assert_int_equal(dg_blend_spec_parse("--data-path", 4, w3, &sp, &err), DG_EINPUT);
 
     double w[3] = {0.5, 0.3, 0.2};
     int16_t di[1000];
