@@ -52,9 +52,9 @@ static int parse_weight(const char *s, double *w) {
     return end != s && *end == 0;
 }
 
-int dg_blend_spec_parse(int nwords, char **words, dg_blend_spec *spec, dg_err *err) {
+int dg_blend_spec_parse(const char *flag, int nwords, char **words, dg_blend_spec *spec, dg_err *err) {
     memset(spec, 0, sizeof *spec);
-    if (nwords <= 0) return dg_err_set(err, DG_EINPUT, "--data-path: expected one or more dataset prefixes");
+    if (nwords <= 0) return dg_err_set(err, DG_EINPUT, "%s: expected one or more dataset prefixes", flag);
     int weighted = nwords % 2 == 0;
     for (int i = 0; weighted && i < nwords; i += 2) {
         double w;
@@ -67,17 +67,17 @@ int dg_blend_spec_parse(int nwords, char **words, dg_blend_spec *spec, dg_err *e
             double w;
             if (parse_weight(words[i], &w))
                 return dg_err_set(err, DG_EINPUT,
-                                  "--data-path: the weights and prefixes do not pair up: '%s' looks like a weight "
+                                  "%s: the weights and prefixes do not pair up: '%s' looks like a weight "
                                   "but %d words cannot be weight/prefix pairs (give a weight for every prefix or none)",
-                                  words[i], nwords);
+                                  flag, words[i], nwords);
         }
         for (int i = 0; nwords % 2 == 0 && i < nwords; i += 2) {
             double w;
             if (parse_weight(words[i], &w))
                 return dg_err_set(err, DG_EINPUT,
-                                  "--data-path: '%s' looks like a weight but '%s' does not (give a weight for every "
+                                  "%s: '%s' looks like a weight but '%s' does not (give a weight for every "
                                   "prefix or none)",
-                                  words[i], words[i == 0 ? 2 : 0]);
+                                  flag, words[i], words[i == 0 ? 2 : 0]);
         }
         spec->n = nwords;
         spec->prefixes = dg_malloc(sizeof(char *) * (size_t)nwords);
@@ -93,13 +93,13 @@ int dg_blend_spec_parse(int nwords, char **words, dg_blend_spec *spec, dg_err *e
         spec->prefixes[k] = dg_strdup(words[2 * k + 1]);
         if (!(spec->weights[k] >= 0)) {
             dg_blend_spec_free(spec);
-            return dg_err_set(err, DG_EINPUT, "--data-path: weight '%s' is negative", words[2 * k]);
+            return dg_err_set(err, DG_EINPUT, "%s: weight '%s' is negative", flag, words[2 * k]);
         }
         sum += spec->weights[k];
     }
     if (!(sum > 0)) {
         dg_blend_spec_free(spec);
-        return dg_err_set(err, DG_EINPUT, "--data-path: the weights sum to 0");
+        return dg_err_set(err, DG_EINPUT, "%s: the weights sum to 0", flag);
     }
     for (int k = 0; k < spec->n; k++) spec->weights[k] /= sum;
     return DG_OK;
@@ -133,16 +133,32 @@ void dg_blending_indices(const double *weights, int n, int64_t size, int16_t *da
     dg_free(current);
 }
 
-/* Split s of the feed; b/e[k + s*n] is dataset k's sequence range for split s. */
-static int build_split(dg_data *d, const dg_data_config *cfg, int s, const int64_t *b, const int64_t *e,
-                       dg_err *err) {
+/* A split whose range holds no documents, in one line saying what would
+ * give it some (Megatron would loop forever on it). */
+static int no_documents(const dg_indexed *set, int s, int64_t b, int64_t e, int per_split, dg_err *err) {
+    static const char *path_flag[DG_SPLIT_COUNT] = {"--train-data-path", "--valid-data-path", "--test-data-path"};
+    if (per_split)
+        return dg_err_set(err, DG_EINPUT, "%s: the %s split's dataset (%s) holds no documents", set->prefix,
+                          split_names[s], path_flag[s]);
+    return dg_err_set(err, DG_EINPUT,
+                      "%s: the %s split [%" PRId64 ", %" PRId64 ") of its %" PRId64
+                      " sequences holds no documents (give it a larger --split fraction%s)",
+                      set->prefix, split_names[s], b, e, set->num_sequences,
+                      s == DG_SPLIT_TRAIN ? "" : ", or no samples: --eval-iters 0");
+}
+
+/* Split s of the feed from `src`; b/e[k] is dataset k's sequence range. */
+static int build_split(dg_data *d, const dg_data_config *cfg, int s, const dg_data_source *src, const int64_t *b,
+                       const int64_t *e, int per_split, dg_err *err) {
     dg_data_split *sp = &d->split[s];
-    int n = d->spec.n;
+    int n = src->spec.n;
     int64_t want = cfg->num_samples[s];
     sp->parts = dg_calloc((size_t)n, sizeof(dg_gpt_dataset));
+    sp->n_parts = n;
     sp->present = 1;
     if (n == 1) {
-        DG_TRY(dg_gpt_dataset_build(&sp->parts[0], &d->sets[0], b[s], e[s], want, &cfg->gpt, split_names[s], err));
+        if (b[0] >= e[0]) return no_documents(&src->sets[0], s, b[0], e[0], per_split, err);
+        DG_TRY(dg_gpt_dataset_build(&sp->parts[0], &src->sets[0], b[0], e[0], want, &cfg->gpt, split_names[s], err));
         sp->size = sp->parts[0].num_samples;
         return DG_OK;
     }
@@ -151,21 +167,22 @@ static int build_split(dg_data *d, const dg_data_config *cfg, int s, const int64
     int64_t size = 0;
     for (int k = 0; k < n && st == DG_OK; k++) {
         int64_t ask = -1;
-        if (d->spec.weights && want >= 0) {
-            int64_t target = (int64_t)ceil((double)want * d->spec.weights[k]);
+        if (src->spec.weights && want >= 0) {
+            int64_t target = (int64_t)ceil((double)want * src->spec.weights[k]);
             ask = (int64_t)ceil((double)target * 1.005);
             size += target;
         }
-        if (d->spec.weights && ask == 0) {
+        if (src->spec.weights && ask == 0) {
             sp->parts[k].num_samples = 0; /* weight 0: never drawn */
             continue;
         }
-        st = dg_gpt_dataset_build(&sp->parts[k], &d->sets[k], b[k + s * n], e[k + s * n], ask, &cfg->gpt,
-                                  split_names[s], err);
+        if (b[k] >= e[k]) st = no_documents(&src->sets[k], s, b[k], e[k], per_split, err);
+        else
+            st = dg_gpt_dataset_build(&sp->parts[k], &src->sets[k], b[k], e[k], ask, &cfg->gpt, split_names[s], err);
     }
     if (st == DG_OK) {
-        if (d->spec.weights && want >= 0) {
-            for (int k = 0; k < n; k++) w[k] = d->spec.weights[k];
+        if (src->spec.weights && want >= 0) {
+            for (int k = 0; k < n; k++) w[k] = src->spec.weights[k];
         } else {
             /* No weights (or one epoch wanted): weight by dataset size, use them whole. */
             int64_t total = 0;
@@ -182,36 +199,71 @@ static int build_split(dg_data *d, const dg_data_config *cfg, int s, const int64
     return st;
 }
 
-int dg_data_open(dg_data *d, const dg_data_config *cfg, dg_err *err) {
-    memset(d, 0, sizeof *d);
+/* Parse a blend's words and open its datasets. */
+static int open_source(dg_data_source *src, const char *flag, int n_words, char **words, dg_err *err) {
+    DG_TRY(dg_blend_spec_parse(flag, n_words, words, &src->spec, err));
+    if (src->spec.n > INT16_MAX) {
+        dg_blend_spec_free(&src->spec);
+        return dg_err_set(err, DG_EINPUT, "%s: at most %d datasets", flag, INT16_MAX);
+    }
+    src->sets = dg_calloc((size_t)src->spec.n, sizeof(dg_indexed));
+    for (int k = 0; k < src->spec.n; k++) DG_TRY(dg_indexed_open(&src->sets[k], src->spec.prefixes[k], err));
+    return DG_OK;
+}
+
+/* --data-path: every dataset cut into the --split ranges. */
+static int open_shared(dg_data *d, const dg_data_config *cfg, dg_err *err) {
     double w[DG_SPLIT_COUNT];
     DG_TRY(dg_split_parse(cfg->split ? cfg->split : "969,30,1", w, err));
-    DG_TRY(dg_blend_spec_parse(cfg->n_words, cfg->words, &d->spec, err));
-    if (d->spec.n > INT16_MAX) {
-        dg_blend_spec_free(&d->spec);
-        return dg_err_set(err, DG_EINPUT, "--data-path: at most %d datasets", INT16_MAX);
-    }
-    int n = d->spec.n, st = DG_OK;
-    d->seq_length = cfg->gpt.seq_length;
-    d->sets = dg_calloc((size_t)n, sizeof(dg_indexed));
+    dg_data_source *src = &d->source[0];
+    DG_TRY(open_source(src, "--data-path", cfg->n_words, cfg->words, err));
+    int n = src->spec.n, st = DG_OK;
     /* b/e[k + s*n]: dataset k's range for split s. */
     int64_t *b = dg_malloc(sizeof(int64_t) * (size_t)(n * DG_SPLIT_COUNT));
     int64_t *e = dg_malloc(sizeof(int64_t) * (size_t)(n * DG_SPLIT_COUNT));
     int present[DG_SPLIT_COUNT];
-    for (int k = 0; k < n && st == DG_OK; k++) {
-        st = dg_indexed_open(&d->sets[k], d->spec.prefixes[k], err);
-        if (st != DG_OK) break;
+    for (int k = 0; k < n; k++) {
         int64_t bk[DG_SPLIT_COUNT], ek[DG_SPLIT_COUNT];
-        dg_split_bounds(w, d->sets[k].num_sequences, bk, ek, present);
+        dg_split_bounds(w, src->sets[k].num_sequences, bk, ek, present);
         for (int s = 0; s < DG_SPLIT_COUNT; s++) {
             b[k + s * n] = bk[s];
             e[k + s * n] = ek[s];
         }
     }
     for (int s = 0; s < DG_SPLIT_COUNT && st == DG_OK; s++)
-        if (w[s] > 0 && cfg->num_samples[s] != 0) st = build_split(d, cfg, s, b, e, err);
+        if (w[s] > 0 && cfg->num_samples[s] != 0) st = build_split(d, cfg, s, src, b + s * n, e + s * n, 0, err);
     dg_free(b);
     dg_free(e);
+    return st;
+}
+
+/* --train/valid/test-data-path: each split's own blend, every dataset whole. */
+static int open_per_split(dg_data *d, const dg_data_config *cfg, dg_err *err) {
+    static const char *flag[DG_SPLIT_COUNT] = {"--train-data-path", "--valid-data-path", "--test-data-path"};
+    for (int s = 0; s < DG_SPLIT_COUNT; s++)
+        if (cfg->split_n_words[s] > 0)
+            DG_TRY(open_source(&d->source[s], flag[s], cfg->split_n_words[s], cfg->split_words[s], err));
+    for (int s = 0; s < DG_SPLIT_COUNT; s++) {
+        const dg_data_source *src = &d->source[s];
+        if (src->spec.n == 0 || cfg->num_samples[s] == 0) continue;
+        int64_t *b = dg_calloc((size_t)src->spec.n, sizeof(int64_t));
+        int64_t *e = dg_malloc(sizeof(int64_t) * (size_t)src->spec.n);
+        for (int k = 0; k < src->spec.n; k++) e[k] = src->sets[k].num_sequences;
+        int st = build_split(d, cfg, s, src, b, e, 1, err);
+        dg_free(b);
+        dg_free(e);
+        DG_TRY(st);
+    }
+    return DG_OK;
+}
+
+int dg_data_open(dg_data *d, const dg_data_config *cfg, dg_err *err) {
+    memset(d, 0, sizeof *d);
+    d->seq_length = cfg->gpt.seq_length;
+    int per_split = 0;
+    for (int s = 0; s < DG_SPLIT_COUNT; s++) per_split |= cfg->split_n_words[s] > 0;
+    DG_ASSERT(!(per_split && cfg->n_words > 0)); /* the caller refuses both (Megatron: one data source) */
+    int st = per_split ? open_per_split(d, cfg, err) : open_shared(d, cfg, err);
     if (st != DG_OK) dg_data_close(d);
     return st;
 }
@@ -219,17 +271,19 @@ int dg_data_open(dg_data *d, const dg_data_config *cfg, dg_err *err) {
 void dg_data_close(dg_data *d) {
     for (int s = 0; s < DG_SPLIT_COUNT; s++) {
         dg_data_split *sp = &d->split[s];
-        if (sp->parts)
-            for (int k = 0; k < d->spec.n; k++) dg_gpt_dataset_free(&sp->parts[k]);
+        for (int k = 0; k < sp->n_parts; k++) dg_gpt_dataset_free(&sp->parts[k]);
         dg_free(sp->parts);
         dg_free(sp->ds_index);
         dg_free(sp->ds_sample);
     }
-    if (d->sets)
-        for (int k = 0; k < d->spec.n; k++)
-            if (d->sets[k].prefix) dg_indexed_close(&d->sets[k]);
-    dg_free(d->sets);
-    dg_blend_spec_free(&d->spec);
+    for (int s = 0; s < DG_SPLIT_COUNT; s++) {
+        dg_data_source *src = &d->source[s];
+        if (src->sets)
+            for (int k = 0; k < src->spec.n; k++)
+                if (src->sets[k].prefix) dg_indexed_close(&src->sets[k]);
+        dg_free(src->sets);
+        dg_blend_spec_free(&src->spec);
+    }
     memset(d, 0, sizeof *d);
 }
 

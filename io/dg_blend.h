@@ -17,6 +17,12 @@
  *                                sequences: split k is [round(c_k n), round(c_{k+1} n))
  *                                with c the normalized cumulative fractions
  *                                (round half to even, as Python's round)
+ *  --train-data-path, --valid-data-path, --test-data-path
+ *                                each split its own blend, written as
+ *                                --data-path; every dataset of it is used
+ *                                whole (Megatron's blend_per_split: --split
+ *                                does not apply); a split without one is
+ *                                not built
  */
 #ifndef DG_BLEND_H
 #define DG_BLEND_H
@@ -42,8 +48,9 @@ typedef struct dg_blend_spec {
     double *weights;  /* [n] normalized, or NULL when no weights were given */
 } dg_blend_spec;
 
-/* Parse the words after --data-path (Megatron's get_blend_from_list). */
-int dg_blend_spec_parse(int nwords, char **words, dg_blend_spec *spec, dg_err *err);
+/* Parse the words after `flag` (--data-path, --train-data-path, ...) as
+ * Megatron's get_blend_from_list does; messages name `flag`. */
+int dg_blend_spec_parse(const char *flag, int nwords, char **words, dg_blend_spec *spec, dg_err *err);
 void dg_blend_spec_free(dg_blend_spec *spec);
 
 /* build_blending_indices: for i in [0, size): dataset_index[i] in [0, n) and
@@ -52,31 +59,44 @@ void dg_blend_spec_free(dg_blend_spec *spec);
 void dg_blending_indices(const double *weights, int n, int64_t size, int16_t *dataset_index,
                          int64_t *dataset_sample_index);
 
+/* A blend and its open datasets. */
+typedef struct dg_data_source {
+    dg_blend_spec spec;
+    dg_indexed *sets;       /* [spec.n] */
+} dg_data_source;
+
 /* One split of the feed: one dataset, or several blended. */
 typedef struct dg_data_split {
     int present;            /* 0 when the split is empty or not wanted */
     int64_t size;           /* samples in this split */
-    dg_gpt_dataset *parts;  /* [n] one per dataset (all share the split's seq_length) */
+    int n_parts;            /* datasets of its source */
+    dg_gpt_dataset *parts;  /* [n_parts] one per dataset (all share the split's seq_length) */
     int16_t *ds_index;      /* [size] which part, NULL for a single dataset */
     int64_t *ds_sample;     /* [size] sample within that part, NULL for a single dataset */
 } dg_data_split;
 
 typedef struct dg_data_config {
-    int n_words;            /* the --data-path words */
+    int n_words;            /* the --data-path words: one blend cut by --split */
     char **words;
+    /* --train-data-path, --valid-data-path, --test-data-path: each split's own
+     * blend (n_words must then be 0, and split is not read); 0 words: none */
+    int split_n_words[DG_SPLIT_COUNT];
+    char **split_words[DG_SPLIT_COUNT];
     const char *split;      /* --split, e.g. "969,30,1" */
     int64_t num_samples[DG_SPLIT_COUNT]; /* wanted per split; < 0: one epoch; 0: skip the split */
     dg_gpt_config gpt;      /* seq_length, seed, cache dir */
 } dg_data_config;
 
 typedef struct dg_data {
-    dg_blend_spec spec;
-    dg_indexed *sets;       /* [spec.n] open datasets */
+    /* --data-path: source[0] feeds every split; per-split paths: source[s]
+     * feeds split s (spec.n == 0: that split has none) */
+    dg_data_source source[DG_SPLIT_COUNT];
     int64_t seq_length;
     dg_data_split split[DG_SPLIT_COUNT];
 } dg_data;
 
-/* Open every dataset, build (or load cached) indices for every split. */
+/* Open every dataset, build (or load cached) indices for every split.
+ * A split without documents is DG_EINPUT naming the split and the dataset. */
 int dg_data_open(dg_data *d, const dg_data_config *cfg, dg_err *err);
 void dg_data_close(dg_data *d);
 

@@ -85,8 +85,9 @@ typedef struct dg_ckpt_tokenizer {
 
 /* Where samples came from; the position in the stream is consumed_samples. */
 typedef struct dg_ckpt_data {
-    char path[DG_CKPT_STR_LEN];  /* --data-path as given ("" = the default corpus) */
-    char split[DG_CKPT_STR_LEN]; /* --split */
+    char path[DG_CKPT_STR_LEN];  /* --data-path as given ("" = the default corpus), or
+                                  * "train: P; valid: Q; test: R" for per-split paths */
+    char split[DG_CKPT_STR_LEN]; /* --split ("" with per-split paths: not read) */
     int mock;                    /* --mock-data */
     int64_t seed;                /* --seed */
 } dg_ckpt_data;

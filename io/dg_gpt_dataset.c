@@ -11,15 +11,14 @@
 #include "dg_data_npy.h"
 #include "dg_data_rng.h"
 
-/* Smallest epoch count whose tokens cover num_samples * L + 1 tokens. */
+/* Megatron's _get_num_epochs: the smallest epoch count whose tokens cover
+ * num_samples * L + 1 tokens (its loop adds one epoch at a time; this is
+ * the same count in closed form, as a short split may need millions). */
 static int64_t count_epochs(int64_t tokens_per_epoch, int64_t num_samples, int64_t L) {
     if (num_samples < 0) return 1;
-    int64_t epochs = 1, tokens = tokens_per_epoch, want = num_samples * L + 1;
-    while (tokens < want) {
-        epochs++;
-        tokens += tokens_per_epoch;
-    }
-    return epochs;
+    int64_t want = num_samples * L + 1;
+    if (tokens_per_epoch >= want) return 1;
+    return (want + tokens_per_epoch - 1) / tokens_per_epoch;
 }
 
 /* The split's sequence ids, `epochs` times, shuffled in place by rng. */
@@ -168,7 +167,7 @@ int dg_gpt_dataset_build(dg_gpt_dataset *ds, const dg_indexed *data, int64_t seq
     if (seq_begin < 0 || seq_end > data->num_sequences || seq_begin >= seq_end)
         return dg_err_set(err, DG_EINPUT,
                           "%s: the %s split [%" PRId64 ", %" PRId64 ") of its %" PRId64
-                          " sequences holds none (give it a larger --split fraction, or no samples: --eval-iters 0)",
+                          " sequences holds no documents",
                           data->prefix, split_name, seq_begin, seq_end, data->num_sequences);
     ds->data = data;
     ds->seq_begin = seq_begin;
@@ -176,18 +175,30 @@ int dg_gpt_dataset_build(dg_gpt_dataset *ds, const dg_indexed *data, int64_t seq
     ds->seq_length = cfg->seq_length;
     ds->pad_token = cfg->pad_token;
     for (int64_t i = seq_begin; i < seq_end; i++) ds->tokens_per_epoch += dg_indexed_seq_len(data, i);
-    int64_t L = cfg->seq_length, T = ds->tokens_per_epoch;
-    if (T < L + 1)
+    int64_t L = cfg->seq_length, T = ds->tokens_per_epoch, n_seq = seq_end - seq_begin;
+    /* Fewer tokens than one sample is fine: the epochs repeat the split's
+     * sequences, as Megatron's indices do. Under 2 tokens Megatron has no
+     * sample index (its epoch loop never ends without tokens, and
+     * build_sample_idx asserts tokens_per_epoch > 1). */
+    if (T < 2)
         return dg_err_set(err, DG_EINPUT,
-                          "%s: the %s split holds %" PRId64 " tokens, fewer than one sample of --seq-length %" PRId64
-                          " + 1",
-                          data->prefix, split_name, T, L);
-    ds->num_epochs = count_epochs(T, num_samples, L);
+                          "%s: the %s split's %" PRId64 " sequences hold %" PRId64
+                          " tokens; a split needs at least 2 to draw samples from",
+                          data->prefix, split_name, n_seq, T);
+    /* Sizes beyond any memory: refuse them before they overflow. */
+    int too_big = num_samples > (INT64_MAX - 1) / L;
+    if (!too_big) ds->num_epochs = count_epochs(T, num_samples, L);
+    if (too_big || ds->num_epochs > INT64_MAX / 8 / n_seq)
+        return dg_err_set(err, DG_EINPUT,
+                          "%s: the %s split's %" PRId64 " tokens cannot give %" PRId64 " samples of --seq-length %" PRId64
+                          ": its indices would not fit in memory",
+                          data->prefix, split_name, T, num_samples, L);
     int64_t sans_final = 0;
     if (ds->num_epochs > 1) {
         sans_final = ((ds->num_epochs - 1) * T - 1) / L;
         int64_t from_final = num_samples - sans_final, per_epoch = (T - 1) / L;
         DG_ASSERT(from_final >= 0 && from_final <= per_epoch + 1);
+        /* A split shorter than one sample has per_epoch 0: never separate. */
         ds->separate_final_epoch = from_final < (int64_t)(0.80 * (double)per_epoch);
     }
 
@@ -214,7 +225,7 @@ int dg_gpt_dataset_build(dg_gpt_dataset *ds, const dg_indexed *data, int64_t seq
 
     dg_mt19937 rng;
     dg_mt_seed(&rng, cfg->seed);
-    int64_t n = seq_end - seq_begin;
+    int64_t n = n_seq;
     ds->doc_index_len = ds->num_epochs * n;
     ds->doc_index = dg_malloc(sizeof(int32_t) * (size_t)ds->doc_index_len);
     if (!ds->separate_final_epoch) {

@@ -23,7 +23,9 @@
  *    over the samples of the final epoch, which come last.
  *
  * num_epochs is the smallest count whose tokens cover num_samples *
- * seq_length + 1 tokens. The indices are cached as .npy files (Megatron's
+ * seq_length + 1 tokens; a split with fewer tokens than one sample is built
+ * the same way, its sequences repeated over as many epochs as the samples
+ * need. The indices are cached as .npy files (Megatron's
  * names: <hash>-GPTDataset-<split>-{document,sample,shuffle}_index.npy plus
  * a -description.txt) beside the data, and re-used when the description
  * matches.
@@ -67,7 +69,8 @@ typedef struct dg_gpt_dataset {
 /* Build (or load from the cache) the indices for the split [seq_begin,
  * seq_end) of `data`, with at least `num_samples` samples (num_samples < 0:
  * exactly one epoch). `split_name` ("train", "valid", "test") names the
- * cache files. A split too small for one sample is DG_EINPUT. */
+ * cache files. A split without sequences, or with fewer than 2 tokens
+ * (Megatron has no indices for those), is DG_EINPUT. */
 int dg_gpt_dataset_build(dg_gpt_dataset *ds, const dg_indexed *data, int64_t seq_begin, int64_t seq_end,
                          int64_t num_samples, const dg_gpt_config *cfg, const char *split_name, dg_err *err);
 void dg_gpt_dataset_free(dg_gpt_dataset *ds);

@@ -6,6 +6,7 @@
 
 #include "dg_ckpt_async.h"
 #include "dg_ckpt_pieces.h"
+#include "dg_feed.h"
 #include "dg_layout.h"
 #include "dg_model_record.h"
 
@@ -132,6 +133,11 @@ static void meta_of(const dg_ckpt_run *r, const dg_train_counters *k, dg_ckpt_me
     snprintf(meta->tokenizer.model_file, sizeof meta->tokenizer.model_file, "%s", c->tokenizer_model);
     snprintf(meta->data.path, sizeof meta->data.path, "%s", c->data_path);
     snprintf(meta->data.split, sizeof meta->data.split, "%s", c->split);
+    if (!c->data_path[0] && !c->mock_data) {
+        /* each split its own path: --split is not read */
+        dg_feed_split_paths_describe(c, meta->data.path, sizeof meta->data.path);
+        if (meta->data.path[0]) meta->data.split[0] = 0;
+    }
     meta->data.mock = c->mock_data;
     meta->data.seed = c->seed;
 }

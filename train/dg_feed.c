@@ -9,6 +9,9 @@
 /* splitmix64 of (seed, sample): the mock sample's parameters. */
 static uint64_t mix(uint64_t x) { return dg_splitmix64(&x); }
 
+/* A list flag's value holds at most this many words (one character and a space each). */
+#define MAX_WORDS (DG_ARG_STR_LEN / 2 + 1)
+
 /* Split the --data-path words in place into argv-style pointers. */
 static int split_words(char *s, char **words, int max) {
     int n = 0;
@@ -16,10 +19,59 @@ static int split_words(char *s, char **words, int max) {
     return n;
 }
 
+/* --train-data-path, --valid-data-path, --test-data-path: the words of each. */
+typedef struct split_paths {
+    char buf[DG_SPLIT_COUNT][DG_ARG_STR_LEN];
+    char *words[DG_SPLIT_COUNT][MAX_WORDS];
+    int n[DG_SPLIT_COUNT];
+} split_paths;
+
+static int has_split_paths(const dg_train_config *c) {
+    return c->train_data_path[0] || c->valid_data_path[0] || c->test_data_path[0];
+}
+
+void dg_feed_split_paths_describe(const dg_train_config *c, char *out, size_t cap) {
+    const char *path[DG_SPLIT_COUNT] = {c->train_data_path, c->valid_data_path, c->test_data_path};
+    static const char *name[DG_SPLIT_COUNT] = {"train", "valid", "test"};
+    size_t o = 0;
+    out[0] = 0;
+    for (int s = 0; s < DG_SPLIT_COUNT; s++)
+        if (path[s][0] && o < cap) o += (size_t)snprintf(out + o, cap - o, "%s%s: %s", o ? "; " : "", name[s], path[s]);
+}
+
+/* Megatron's rules for per-split paths (arguments.py, BlendedMegatronDatasetConfig):
+ * one data source, and no --split with them. dagatron also needs the train
+ * split's (Megatron would skip training and only evaluate). */
+static int check_split_paths(const dg_train_config *c, dg_err *err) {
+    if (!has_split_paths(c)) return DG_OK;
+    const char *given = c->train_data_path[0] ? "--train-data-path" : c->valid_data_path[0] ? "--valid-data-path"
+                                                                                            : "--test-data-path";
+    if (c->data_path[0])
+        return dg_err_set(err, DG_EINPUT, "--data-path and %s exclude each other: give one blend cut by --split, or "
+                          "each split its own", given);
+    if (c->mock_data) return dg_err_set(err, DG_EINPUT, "--mock-data and %s exclude each other", given);
+    if (c->compat.split_given)
+        return dg_err_set(err, DG_EINPUT, "--split %s: not read with %s (each split's datasets are used whole; "
+                          "Megatron refuses the two together)", c->split, given);
+    if (!c->train_data_path[0])
+        return dg_err_set(err, DG_EINPUT, "%s without --train-data-path: nothing to train on (dagatron has no "
+                          "evaluation-only run)", given);
+    return DG_OK;
+}
+
+static void split_paths_fill(split_paths *sp, const dg_train_config *c) {
+    const char *path[DG_SPLIT_COUNT] = {c->train_data_path, c->valid_data_path, c->test_data_path};
+    for (int s = 0; s < DG_SPLIT_COUNT; s++) {
+        snprintf(sp->buf[s], sizeof sp->buf[s], "%s", path[s]);
+        sp->n[s] = split_words(sp->buf[s], sp->words[s], MAX_WORDS);
+    }
+}
+
 int dg_feed_open(dg_feed *f, const dg_train_config *c, const int64_t num_samples[3], dg_err *err) {
     memset(f, 0, sizeof *f);
     f->seq_length = c->model.seq_length;
     f->seed = (uint64_t)c->seed;
+    DG_TRY(check_split_paths(c, err));
     if (c->mock_data) {
         if (c->null_vocab_size <= 0)
             return dg_err_set(err, DG_EINPUT, "--mock-data: --vocab-size is required");
@@ -30,10 +82,12 @@ int dg_feed_open(dg_feed *f, const dg_train_config *c, const int64_t num_samples
     }
 
     char path_buf[4096];
-    char *words[64];
+    char *words[MAX_WORDS];
     int n_words = 0;
     dg_default_data dd;
-    if (!c->data_path[0]) {
+    split_paths per; /* ~15 KB */
+    memset(per.n, 0, sizeof per.n);
+    if (!c->data_path[0] && !has_split_paths(c)) {
         /* The default corpus: fortunes, byte-level tokens, built once into the cache.
          * Another tokenizer would be recorded for tokens it did not make. */
         const char *flag = NULL, *value = NULL;
@@ -58,9 +112,14 @@ int dg_feed_open(dg_feed *f, const dg_train_config *c, const int64_t num_samples
         f->vocab = dd.vocab_size;
         snprintf(f->source, sizeof f->source, "the fortunes corpus, byte-level (%s)", dd.prefix);
     } else {
-        snprintf(path_buf, sizeof path_buf, "%s", c->data_path);
-        n_words = split_words(path_buf, words, 64);
-        snprintf(f->source, sizeof f->source, "%s", c->data_path);
+        if (has_split_paths(c)) {
+            split_paths_fill(&per, c);
+            dg_feed_split_paths_describe(c, f->source, sizeof f->source);
+        } else {
+            snprintf(path_buf, sizeof path_buf, "%s", c->data_path);
+            n_words = split_words(path_buf, words, MAX_WORDS);
+            snprintf(f->source, sizeof f->source, "%s", c->data_path);
+        }
         /* The tokenizer decides the vocabulary (NullTokenizer: --vocab-size). */
         dg_tokenizer tok;
         dg_tokenizer_opts to = {c->tokenizer_type[0] ? c->tokenizer_type : NULL, c->vocab_file[0] ? c->vocab_file : NULL,
@@ -74,6 +133,10 @@ int dg_feed_open(dg_feed *f, const dg_train_config *c, const int64_t num_samples
     memset(&dc, 0, sizeof dc);
     dc.n_words = n_words;
     dc.words = words;
+    for (int s = 0; s < DG_SPLIT_COUNT; s++) {
+        dc.split_n_words[s] = per.n[s];
+        dc.split_words[s] = per.words[s];
+    }
     dc.split = c->split;
     for (int s = 0; s < 3; s++) dc.num_samples[s] = num_samples[s];
     dc.gpt.seq_length = c->model.seq_length;

@@ -1,5 +1,6 @@
 /* dg_feed.h — where training samples come from: the default fortunes corpus,
- * Megatron indexed datasets (--data-path, blended, split), or generated
+ * Megatron indexed datasets (--data-path, blended, split; or each split its
+ * own: --train-data-path, --valid-data-path, --test-data-path), or generated
  * tokens (--mock-data).
  *
  * A sample is seq_length + 1 tokens; the model reads tokens [0, S) and
@@ -26,6 +27,10 @@ typedef struct dg_feed {
  * padding) in f->vocab. num_samples: wanted per split (train, valid, test). */
 int dg_feed_open(dg_feed *f, const dg_train_config *c, const int64_t num_samples[3], dg_err *err);
 void dg_feed_close(dg_feed *f);
+
+/* With --train/valid/test-data-path: "train: P; valid: Q" for logs and the
+ * checkpoint's record ("" without them). */
+void dg_feed_split_paths_describe(const dg_train_config *c, char *out, size_t cap);
 
 /* Micro-batch of `mbs` samples for data-parallel rank dp_rank of dp_size,
  * after `consumed` samples of the split: tokens [mbs][seq_length + 1]. */

@@ -220,8 +220,10 @@ int dg_train_compat_parse_in(void *obj, size_t at, const dg_arg_spec *specs, int
         all[n + i].offset += at;
     }
     int st = dg_args_parse(argc, argv, first, all, total, obj, seen, err);
-    for (int i = 0; st == DG_OK && i < n; i++)
+    for (int i = 0; st == DG_OK && i < n; i++) {
         if (seen[i] && !strcmp(specs[i].name, "--train-iters")) c->compat.train_iters_given = 1;
+        if (seen[i] && !strcmp(specs[i].name, "--split")) c->compat.split_given = 1;
+    }
     for (int i = 0; st == DG_OK && i < N_COMPAT; i++) {
         if (!seen[n + i]) continue;
         if (compat_flags[i].action == COMPAT_REFUSE) st = refuse(compat_flags[i].spec.name, compat_flags[i].spec.help, err);

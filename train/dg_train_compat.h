@@ -51,6 +51,7 @@ typedef struct dg_train_compat {
     char scratch_value[DG_ARG_STR_LEN];
     /* set by dg_train_compat_parse */
     int train_iters_given;
+    int split_given;            /* --split was on the command line */
     int lr_schedule_by_samples; /* a samples flag or --lr-warmup-fraction was given */
     char notes[DG_ARG_STR_LEN]; /* the accepted flags without effect that were given */
 } dg_train_compat;

@@ -73,6 +73,9 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--train-iters", DG_ARG_INT, T(train_iters), "iterations, counted from 0", 1, 1 << 30, NULL},
     /* data */
     {"--data-path", DG_ARG_LIST, T(data_path), "[weight] prefix ... (default: the fortunes corpus)", NR, NULL},
+    {"--train-data-path", DG_ARG_LIST, T(train_data_path), "[weight] prefix ... of the train split alone, used whole (instead of --data-path and --split)", NR, NULL},
+    {"--valid-data-path", DG_ARG_LIST, T(valid_data_path), "[weight] prefix ... of the valid split alone (none: no validation)", NR, NULL},
+    {"--test-data-path", DG_ARG_LIST, T(test_data_path), "[weight] prefix ... of the test split alone (none: no test)", NR, NULL},
     {"--mock-data", DG_ARG_FLAG, T(mock_data), "train on generated tokens", NR, NULL},
     {"--split", DG_ARG_STRING, T(split), "train,valid,test weights", NR, NULL},
     {"--tokenizer-type", DG_ARG_CHOICE, T(tokenizer_type), "tokenizer", NR, DG_TOK_TYPE_NAMES},

@@ -52,6 +52,9 @@ typedef struct dg_train_config {
 
     /* data */
     char data_path[DG_ARG_STR_LEN]; /* --data-path [w1] p1 [w2 p2 ...] ("" = the fortunes corpus) */
+    /* --train-data-path, --valid-data-path, --test-data-path: each split's own
+     * blend, written as --data-path ("" = none for that split) */
+    char train_data_path[DG_ARG_STR_LEN], valid_data_path[DG_ARG_STR_LEN], test_data_path[DG_ARG_STR_LEN];
     int mock_data;                  /* --mock-data */
     char split[DG_ARG_STR_LEN];     /* --split "969,30,1" */
     char tokenizer_type[DG_ARG_STR_LEN]; /* --tokenizer-type, one of DG_TOK_TYPE_NAMES (dg_tokenizer.h) */

@@ -80,6 +80,9 @@ def gpt_indices(lengths, begin, end, seq_length, num_samples, seed):
     if epochs > 1:
         sans = ((epochs - 1) * tokens_per_epoch - 1) // seq_length
         per_epoch = (tokens_per_epoch - 1) // seq_length
+        # Megatron asserts both bounds; a split shorter than one sample has
+        # per_epoch 0 and never a separate final epoch.
+        assert 0 <= num_samples - sans <= per_epoch + 1
         separate = (num_samples - sans) < int(0.80 * per_epoch)
     rng = np.random.RandomState(seed)
 

@@ -17,6 +17,7 @@
  *  - starting at sample k (or at any consumed-samples count) gives the same
  *    stream as reading from 0; data-parallel ranks read disjoint slices that
  *    together make the global batch;
+ *  - a split shorter than one sample repeats over epochs; an empty one is refused;
  *  - --split rounding, --data-path parsing and the blend's weighted index.
  */
 #include "dg_test_data_util.h"
@@ -208,18 +209,30 @@ static void test_deterministic_and_cached(void **s) {
     dg_indexed_close(&d);
 }
 
-static void test_too_small(void **s) {
+/* A split with fewer tokens than one sample repeats its sequences over as
+ * many epochs as the samples need (Megatron's indices do); a split with no
+ * sequences, or no tokens, is refused. */
+static void test_short_split(void **s) {
     (void)s;
     char p[300];
     snprintf(p, sizeof p, "%s/d", g_dir);
-    make_dataset(p, 5, 4, 0);
+    make_dataset(p, 5, 4, 0); /* at most 4 x 180 tokens; sequence 3 is empty */
     dg_indexed d;
     dg_err err = {{0}};
     assert_int_equal(dg_indexed_open(&d, p, &err), DG_OK);
-    dg_gpt_config c = cfg_of(100000, 1, "");
+    dg_gpt_config c = cfg_of(1000, 1, "");
     dg_gpt_dataset ds;
-    assert_int_equal(dg_gpt_dataset_build(&ds, &d, 0, 5, 10, &c, "train", &err), DG_EINPUT);
-    assert_non_null(strstr(err.msg, "fewer than one sample"));
+    assert_int_equal(dg_gpt_dataset_build(&ds, &d, 0, 5, 10, &c, "train", &err), DG_OK);
+    assert_true(ds.tokens_per_epoch < 1001);
+    assert_int_equal(ds.num_epochs, (10 * 1000 + 1 + ds.tokens_per_epoch - 1) / ds.tokens_per_epoch);
+    assert_int_equal(ds.separate_final_epoch, 0);
+    check_dataset(&ds, 0, 5, 10);
+    dg_gpt_dataset_free(&ds);
+    assert_int_equal(dg_gpt_dataset_build(&ds, &d, 2, 2, 10, &c, "valid", &err), DG_EINPUT);
+    assert_non_null(strstr(err.msg, "valid split"));
+    assert_non_null(strstr(err.msg, "holds no documents"));
+    assert_int_equal(dg_gpt_dataset_build(&ds, &d, 3, 4, 10, &c, "test", &err), DG_EINPUT);
+    assert_non_null(strstr(err.msg, "hold 0 tokens"));
     dg_indexed_close(&d);
 }
 
@@ -250,19 +263,19 @@ static void test_blend_spec_and_index(void **s) {
     dg_blend_spec sp;
     dg_err err = {{0}};
     char *w1[] = {"0.7", "a", "0.3", "b"};
-    assert_int_equal(dg_blend_spec_parse(4, w1, &sp, &err), DG_OK);
+    assert_int_equal(dg_blend_spec_parse("--data-path", 4, w1, &sp, &err), DG_OK);
     assert_int_equal(sp.n, 2);
     assert_non_null(sp.weights);
     assert_true(sp.weights[0] > 0.699 && sp.weights[0] < 0.701);
     assert_string_equal(sp.prefixes[1], "b");
     dg_blend_spec_free(&sp);
     char *w2[] = {"a", "b"};
-    assert_int_equal(dg_blend_spec_parse(2, w2, &sp, &err), DG_OK);
+    assert_int_equal(dg_blend_spec_parse("--data-path", 2, w2, &sp, &err), DG_OK);
     assert_int_equal(sp.n, 2);
     assert_null(sp.weights);
     dg_blend_spec_free(&sp);
     char *w3[] = {"0.5", "a", "b", "c"};
-    assert_int_equal(dg_blend_spec_parse(4, w3, &sp, &err), DG_EINPUT);
+    assert_int_equal(dg_blend_spec_parse("--data-path", 4, w3, &sp, &err), DG_EINPUT);
 
     double w[3] = {0.5, 0.3, 0.2};
     int16_t di[1000];
@@ -387,7 +400,7 @@ int main(void) {
         cmocka_unit_test(test_one_epoch),
         cmocka_unit_test(test_epochs_and_final_epoch),
         cmocka_unit_test(test_deterministic_and_cached),
-        cmocka_unit_test(test_too_small),
+        cmocka_unit_test(test_short_split),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_blend_spec_and_index),
         cmocka_unit_test(test_blended_feed_and_ranks),

@@ -2,7 +2,9 @@
 dataset indices (.npy, read with numpy.load) equal those computed by
 megatron_ref.gpt_indices with numpy.random.RandomState, for one epoch,
 several epochs with and without a separate final epoch, a sub-range split and
-several seeds; blending indices equal the reference for several weightings.
+several seeds, and splits with fewer tokens than one sample (their sequences
+repeated over many epochs, as Megatron builds them); blending indices equal
+the reference for several weightings.
 """
 import os
 import subprocess
@@ -43,20 +45,38 @@ def main():
             (32, (total * 5) // 32, 42, 0, 400),                # 5+ epochs
             (256, 20, 3, 100, 200),
         ]
-        for L, n, seed, b, e in cases:
-            cache = os.path.join(tmp, f"cache_{L}_{n}_{seed}")
-            p = subprocess.run([TOOL, "gpt", prefix, str(L), str(n), str(seed), str(b), str(e), cache],
+        cases = [(prefix, lengths) + c for c in cases]
+        # Splits with fewer tokens than one sample (seq_length + 1), from a
+        # dataset of short sequences (one of them empty).
+        short = os.path.join(tmp, "short")
+        short_lengths = np.array([5, 0, 9, 2, 1, 30], dtype=np.int32)
+        ref.write_indexed(short, [[list(rng.randint(0, 60000, size=int(k)))] for k in short_lengths], np.uint16)
+        cases += [(short, short_lengths) + c for c in [
+            (128, 7, 1234, 0, 1),       # one sequence, 5 tokens: 180 epochs
+            (16, 3, 99, 0, 3),          # 14 tokens, an empty sequence among them
+            (14, 5, 7, 0, 3),           # exactly seq_length tokens: one short of a sample
+            (100, 40, 5, 2, 6),         # 42 tokens
+            (200, -1, 1234, 0, 6),      # one epoch wanted: no sample at all
+            (64, 3, 8, 3, 4),           # 2 tokens per epoch: 97 epochs
+            (8, 1, 8, 3, 5),            # 3 tokens
+        ]]
+        for ds, ds_lengths, L, n, seed, b, e in cases:
+            cache = os.path.join(tmp, f"cache_{os.path.basename(ds)}_{L}_{n}_{seed}")
+            p = subprocess.run([TOOL, "gpt", ds, str(L), str(n), str(seed), str(b), str(e), cache],
                                capture_output=True, text=True)
             if p.returncode != 0:
-                sys.exit(f"data_tool failed: {p.stderr}")
+                print(f"seq_length={L} num_samples={n} split=[{b},{e}) of {os.path.basename(ds)}: data_tool "
+                      f"failed: {p.stderr.strip()}")
+                failures += 1
+                continue
             base, epochs, separate = p.stdout.split()
             di = np.load(base + "-document_index.npy")
             si = np.load(base + "-sample_index.npy")
             sh = np.load(base + "-shuffle_index.npy")
-            rdi, rsi, rsh, repochs, rsep = ref.gpt_indices(lengths, b, e, L, None if n < 0 else n, seed)
+            rdi, rsi, rsh, repochs, rsep = ref.gpt_indices(ds_lengths, b, e, L, None if n < 0 else n, seed)
             ok = (int(epochs) == repochs and bool(int(separate)) == rsep and np.array_equal(di, rdi)
                   and np.array_equal(si, rsi) and np.array_equal(sh, rsh) and di.dtype == np.int32)
-            print(f"seq_length={L} num_samples={n} seed={seed} split=[{b},{e}): epochs={epochs} "
+            print(f"{os.path.basename(ds)}: seq_length={L} num_samples={n} seed={seed} split=[{b},{e}): epochs={epochs} "
                   f"separate_final_epoch={separate} samples={len(sh)}: {'same as reference' if ok else 'MISMATCH'}")
             failures += not ok
         for weights, size in [([0.7, 0.3], 1000), ([1, 1, 1], 999), ([0.5, 0.25, 0.125, 0.125], 4321), ([3], 10)]:
