@@ -40,8 +40,11 @@ void dg_feed_split_paths_describe(const dg_train_config *c, char *out, size_t ca
 }
 
 /* Megatron's rules for per-split paths (arguments.py, BlendedMegatronDatasetConfig):
- * one data source, and no --split with them. dagatron also needs the train
- * split's (Megatron would skip training and only evaluate). */
+ * one data source. An explicit --split beside them is ignored with a note (the
+ * trainer's start-up lines): each split's datasets are read whole. (Megatron's
+ * dataset config asserts on the pair since --split lost its default; a script
+ * carrying an old --split with per-split paths is still meant.) dagatron also
+ * needs the train split's (Megatron would skip training and only evaluate). */
 static int check_split_paths(const dg_train_config *c, dg_err *err) {
     if (!has_split_paths(c)) return DG_OK;
     const char *given = c->train_data_path[0] ? "--train-data-path" : c->valid_data_path[0] ? "--valid-data-path"
@@ -50,9 +53,6 @@ static int check_split_paths(const dg_train_config *c, dg_err *err) {
         return dg_err_set(err, DG_EINPUT, "--data-path and %s exclude each other: give one blend cut by --split, or "
                           "each split its own", given);
     if (c->mock_data) return dg_err_set(err, DG_EINPUT, "--mock-data and %s exclude each other", given);
-    if (c->compat.split_given)
-        return dg_err_set(err, DG_EINPUT, "--split %s: not read with %s (each split's datasets are used whole; "
-                          "Megatron refuses the two together)", c->split, given);
     if (!c->train_data_path[0])
         return dg_err_set(err, DG_EINPUT, "%s without --train-data-path: nothing to train on (dagatron has no "
                           "evaluation-only run)", given);

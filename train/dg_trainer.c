@@ -520,6 +520,9 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         dg_trainer_print_startup(&t);
         if (c->compat.notes[0])
             printf(" note: accepted without effect here (docs/megatron_compat.md): %s\n", c->compat.notes);
+        if (c->compat.split_given && (c->train_data_path[0] || c->valid_data_path[0] || c->test_data_path[0]))
+            printf(" note: --split %s ignored: --train-data-path, --valid-data-path and --test-data-path give each "
+                   "split its own datasets, read whole\n", c->split);
         if (c->wandb_project[0]) printf(" W&B logging is not available in dagatron: --wandb-* ignored (--tensorboard-dir writes TensorBoard event files)\n");
         if (load_plan == DG_CKPT_LOAD_RESUME && c->finetune)
             printf(" loaded the parameters of %s (--finetune: optimizer state and counters start fresh)\n", c->load);

@@ -5,7 +5,8 @@ its own blend; dagatron said "unknown flag".
 With per-split paths Megatron builds each split from its own datasets, every
 dataset whole (blend_per_split; the --split fractions do not cut them), a
 split without a path is not built (no evaluation on it), and it refuses
---data-path, --mock-data or --split beside them. Checked here:
+--data-path or --mock-data beside them; an explicit --split beside them is
+ignored, with a note (each split's datasets are read whole). Checked here:
 
   * the indices each split cached (--data-cache-path) name that split's own
     file, cover all its sequences (the default --split 969,30,1 would cut
@@ -16,7 +17,8 @@ split without a path is not built (no evaluation on it), and it refuses
   * the checkpoint's manifest records the three paths (not "" = the default corpus);
   * a weighted --train-data-path asks each dataset for Megatron's
     ceil(ceil(N * w) * 1.005) samples;
-  * refusals in one line: --data-path, --mock-data or --split with them,
+  * --split 90,10,0 beside them: a note, and the same losses as without;
+  * refusals in one line: --data-path or --mock-data with them,
     valid/test paths without a train path, a per-split dataset without
     documents, weights that do not pair up (naming the per-split flag).
 """
@@ -136,6 +138,12 @@ def main():
                           r3.returncode == 0 and tr3 == tr1 and te3 == te1 and len(va3) == len(va1)
                           and all(x != y for x, y in zip(va3, va1)), r3)
 
+        r6 = train(exe, ["--split", "90,10,0", "--train-data-path", a, "--valid-data-path", v, "--test-data-path", t])
+        tr6, va6, te6 = log_losses(r6.stdout)
+        failures += check(f"--split 90,10,0 beside per-split paths: ignored with a note, losses as without it",
+                          r6.returncode == 0 and "note: --split 90,10,0 ignored" in r6.stdout
+                          and (tr6, va6, te6) == (tr1, va1, te1), r6)
+
         r4 = train(exe, ["--train-data-path", a])
         tr4, va4, te4 = log_losses(r4.stdout)
         failures += check(f"--train-data-path alone: training {tr4}, no validation {va4}, no test {te4}",
@@ -154,7 +162,6 @@ def main():
         cases = [
             (["--data-path", a, "--train-data-path", a], ["--data-path", "--train-data-path", "exclude"]),
             (["--mock-data", "--vocab-size", "64", "--valid-data-path", v], ["--mock-data", "--valid-data-path"]),
-            (["--split", "90,10,0", "--train-data-path", a], ["--split", "--train-data-path"]),
             (["--valid-data-path", v, "--test-data-path", t], ["--valid-data-path", "without --train-data-path"]),
             (["--train-data-path", a, "--valid-data-path", empty], [empty, "--valid-data-path", "no documents"]),
             (["--train-data-path", a, "--test-data-path", "0.5", t, "0.5"], ["--test-data-path", "do not pair up"]),
