@@ -23,9 +23,11 @@ char *dg_hf_config_write(const dg_model_config *c, dg_hf_arch a, dg_dtype dtype,
 
 /* Parse config.json's text (path for messages) into *c and *a; *tok gets the
  * "dagatron" block's tokenizer type and vocabulary size when present (else
- * zeroed). DG_EINPUT naming path and the key for anything dagatron cannot
- * build (an unknown model_type, an activation other than silu/gelu_new,
- * RoPE scaling, biases a Llama has not ...). */
+ * zeroed). DG_EINPUT, one line `PATH: "key": expected WHAT, got VALUE`, for
+ * anything dagatron cannot build (an unknown model_type, a count that is
+ * not a positive integer, heads that do not divide the hidden size, an
+ * activation other than silu/gelu_new, RoPE scaling, biases a Llama has
+ * not ...). */
 int dg_hf_config_read(const char *text, const char *path, dg_model_config *c, dg_hf_arch *a, dg_ckpt_tokenizer *tok,
                       dg_err *err);
 
