@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -11,6 +12,32 @@
 #include "dg_model_record.h"
 
 static void num(cJSON *o, const char *k, double v) { cJSON_AddNumberToObject(o, k, v); }
+
+/* v as a JSON float, as Python's repr writes it (json.load reads it back as
+ * a float): the shortest digits that read back as v, positional between
+ * 1e-4 and 1e16 with at least one decimal ("0.0", "10000.0", "0.01"),
+ * else with an exponent ("1e-05"). cJSON would print 0.0 as 0, and
+ * Transformers' strict config classes refuse an int for a float field. */
+static void flt(cJSON *o, const char *k, double v) {
+    if (!isfinite(v)) {
+        cJSON_AddNullToObject(o, k);
+        return;
+    }
+    char buf[48];
+    int fixed = v == 0 || (fabs(v) >= 1e-4 && fabs(v) < 1e16);
+    for (int p = fixed ? 0 : 1; p <= (fixed ? 20 : 17); p++) {
+        snprintf(buf, sizeof buf, fixed ? "%.*f" : "%.*g", p, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    if (!strpbrk(buf, ".eE")) strcat(buf, ".0");
+    cJSON_AddRawToObject(o, k, buf);
+}
+
+/* An id, or null when there is none. */
+static void id(cJSON *o, const char *k, int32_t v) {
+    if (v >= 0) num(o, k, v);
+    else cJSON_AddNullToObject(o, k);
+}
 
 static void llama_keys(cJSON *o, const dg_model_config *c, dg_hf_arch a) {
     num(o, "hidden_size", c->hidden_size);
@@ -21,10 +48,10 @@ static void llama_keys(cJSON *o, const dg_model_config *c, dg_hf_arch a) {
     num(o, "head_dim", c->hidden_size / c->num_attention_heads);
     cJSON_AddStringToObject(o, "hidden_act", "silu");
     num(o, "max_position_embeddings", c->seq_length);
-    num(o, "rms_norm_eps", c->norm_epsilon);
-    num(o, "rope_theta", c->rope_base);
+    flt(o, "rms_norm_eps", c->norm_epsilon);
+    flt(o, "rope_theta", c->rope_base);
     cJSON_AddNullToObject(o, "rope_scaling");
-    num(o, "attention_dropout", c->attention_dropout);
+    flt(o, "attention_dropout", c->attention_dropout);
     if (a == DG_HF_LLAMA) {
         cJSON_AddFalseToObject(o, "attention_bias");
         cJSON_AddFalseToObject(o, "mlp_bias");
@@ -32,8 +59,8 @@ static void llama_keys(cJSON *o, const dg_model_config *c, dg_hf_arch a) {
     }
     num(o, "num_local_experts", c->num_experts);
     num(o, "num_experts_per_tok", c->moe_router_topk);
-    num(o, "router_aux_loss_coef", c->moe_aux_loss_coeff);
-    num(o, "router_jitter_noise", 0);
+    flt(o, "router_aux_loss_coef", c->moe_aux_loss_coeff);
+    flt(o, "router_jitter_noise", 0);
     cJSON_AddFalseToObject(o, "output_router_logits");
     cJSON_AddNullToObject(o, "sliding_window");
 }
@@ -46,15 +73,23 @@ static void gpt2_keys(cJSON *o, const dg_model_config *c) {
     num(o, "n_positions", c->max_position_embeddings > 0 ? c->max_position_embeddings : c->seq_length);
     num(o, "n_ctx", c->seq_length);
     cJSON_AddStringToObject(o, "activation_function", "gelu_new");
-    num(o, "layer_norm_epsilon", c->norm_epsilon);
-    num(o, "resid_pdrop", c->hidden_dropout);
-    num(o, "embd_pdrop", c->hidden_dropout);
-    num(o, "attn_pdrop", c->attention_dropout);
+    flt(o, "layer_norm_epsilon", c->norm_epsilon);
+    flt(o, "resid_pdrop", c->hidden_dropout);
+    flt(o, "embd_pdrop", c->hidden_dropout);
+    flt(o, "attn_pdrop", c->attention_dropout);
     cJSON_AddTrueToObject(o, "scale_attn_weights");
 }
 
+static char *print(cJSON *o) {
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    char *out = dg_strdup(s);
+    cJSON_free(s);
+    return out;
+}
+
 char *dg_hf_config_write(const dg_model_config *c, dg_hf_arch a, dg_dtype dtype, const dg_ckpt_tokenizer *tok,
-                         dg_err *err) {
+                         const dg_hf_ids *ids, dg_err *err) {
     dg_ckpt_config rec;
     memset(&rec, 0, sizeof rec);
     if (dg_model_to_record(c, &rec, err) != DG_OK) return NULL;
@@ -65,6 +100,8 @@ char *dg_hf_config_write(const dg_model_config *c, dg_hf_arch a, dg_dtype dtype,
     num(o, "vocab_size", c->vocab_size);
     if (a == DG_HF_GPT2) gpt2_keys(o, c);
     else llama_keys(o, c, a);
+    id(o, "bos_token_id", ids->bos);
+    id(o, "eos_token_id", ids->eos);
     cJSON_AddBoolToObject(o, "tie_word_embeddings", !c->untie_embeddings);
     cJSON_AddStringToObject(o, "torch_dtype", dtype == DG_BF16 ? "bfloat16" : "float32");
     cJSON *dg = cJSON_AddObjectToObject(o, "dagatron");
@@ -75,11 +112,14 @@ char *dg_hf_config_write(const dg_model_config *c, dg_hf_arch a, dg_dtype dtype,
         cJSON_AddStringToObject(t, "type", tok->type);
         num(t, "vocab_size", (double)tok->vocab_size);
     }
-    char *s = cJSON_Print(o);
-    cJSON_Delete(o);
-    char *out = dg_strdup(s);
-    cJSON_free(s);
-    return out;
+    return print(o);
+}
+
+char *dg_hf_generation_config_write(const dg_hf_ids *ids) {
+    cJSON *o = cJSON_CreateObject();
+    id(o, "bos_token_id", ids->bos);
+    id(o, "eos_token_id", ids->eos);
+    return print(o);
 }
 
 /* ---- reading ------------------------------------------------------------------- */
@@ -220,6 +260,35 @@ static void read_gpt2(reader *r, dg_model_config *c) {
     if (c->seq_length <= 0 || c->seq_length > c->max_position_embeddings) c->seq_length = c->max_position_embeddings;
 }
 
+static int is_id(const cJSON *j) { return is_int(j) && j->valuedouble >= 0; }
+
+/* A token id key into *out: an id, null (-1), or when list_ok a list of ids
+ * (eos_token_id may be several; one alone is taken, several are -1). */
+static void get_id(reader *r, const char *k, int list_ok, int32_t *out) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->o, k);
+    if (r->st != DG_OK || !j) return;
+    const char *what = list_ok ? "an id, a list of ids or null" : "an id or null";
+    if (cJSON_IsNull(j)) {
+        *out = -1;
+    } else if (list_ok && cJSON_IsArray(j)) {
+        for (const cJSON *e = j->child; e; e = e->next)
+            if (!is_id(e)) {
+                expected(r, k, j, "%s", what);
+                return;
+            }
+        *out = cJSON_GetArraySize(j) == 1 ? (int32_t)j->child->valuedouble : -1;
+    } else if (!is_id(j)) {
+        expected(r, k, j, "%s", what);
+    } else {
+        *out = (int32_t)j->valuedouble;
+    }
+}
+
+static void get_ids(reader *r, dg_hf_ids *ids) {
+    get_id(r, "bos_token_id", 0, &ids->bos);
+    get_id(r, "eos_token_id", 1, &ids->eos);
+}
+
 /* The "dagatron" block: the config record and the tokenizer, when present. */
 static int read_block(const cJSON *root, const char *path, dg_model_config *c, dg_ckpt_tokenizer *tok, dg_err *err) {
     const cJSON *dg = cJSON_GetObjectItemCaseSensitive(root, "dagatron");
@@ -265,8 +334,9 @@ static void read_model_type(reader *r, dg_hf_arch *a) {
 }
 
 int dg_hf_config_read(const char *text, const char *path, dg_model_config *c, dg_hf_arch *a, dg_ckpt_tokenizer *tok,
-                      dg_err *err) {
+                      dg_hf_ids *ids, dg_err *err) {
     memset(tok, 0, sizeof *tok);
+    ids->bos = ids->eos = -1;
     cJSON *root = parse_object(text, path, err);
     if (!root) return DG_EINPUT;
     reader r = {root, path, err, DG_OK};
@@ -284,6 +354,7 @@ int dg_hf_config_read(const char *text, const char *path, dg_model_config *c, dg
     get_int(&r, "vocab_size", 1, 2, &c->vocab_size);
     if (r.st == DG_OK && *a == DG_HF_GPT2) read_gpt2(&r, c);
     else if (r.st == DG_OK) read_llama(&r, c, *a);
+    get_ids(&r, ids);
     const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
     if (r.st == DG_OK && cJSON_IsBool(tie)) c->untie_embeddings = !cJSON_IsTrue(tie);
     if (r.st == DG_OK && c->seq_length <= 0) {
@@ -295,5 +366,14 @@ int dg_hf_config_read(const char *text, const char *path, dg_model_config *c, dg
     dg_err e = {{0}};
     if (r.st == DG_OK && dg_model_config_check(c, &e) != DG_OK)
         return dg_err_set(err, DG_EINPUT, "%s: its model is not one dagatron builds: %s", path, e.msg);
+    return r.st;
+}
+
+int dg_hf_generation_config_read(const char *text, const char *path, dg_hf_ids *ids, dg_err *err) {
+    cJSON *root = parse_object(text, path, err);
+    if (!root) return DG_EINPUT;
+    reader r = {root, path, err, DG_OK};
+    get_ids(&r, ids);
+    cJSON_Delete(root);
     return r.st;
 }

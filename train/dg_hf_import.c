@@ -18,6 +18,7 @@
 #include "dg_model_record.h"
 #include "dg_safetensors.h"
 #include "dg_tokenizer.h"
+#include "dg_tokenizer_ckpt.h"
 
 #define PATH_LEN 4096
 #define INDEX_NAME "model.safetensors.index.json"
@@ -49,6 +50,8 @@ typedef struct importer {
     dg_model_config c;
     dg_hf_arch arch;
     dg_ckpt_tokenizer tok;
+    dg_hf_ids ids;       /* config.json's, or generation_config.json's when it has them */
+    const char *eos_from; /* the file that gave ids.eos */
     dg_hf_map map;
     dg_hf_params params;
     int n_files;
@@ -173,10 +176,27 @@ static int has_file(const importer *x, const char *file, char *out, size_t len) 
     return access(out, R_OK) == 0;
 }
 
+/* A NullTokenizer's record: it ends documents at the eos id the directory
+ * gives (generation_config.json or config.json), else at the last id of the
+ * model's vocabulary unless the "dagatron" block recorded its vocabulary. */
+static int null_tokenizer(importer *x, dg_ckpt_tokenizer *t, dg_err *err) {
+    int32_t eod = x->ids.eos;
+    if (eod >= x->c.vocab_size)
+        return dg_err_set(err, DG_EINPUT, "%s/%s: \"eos_token_id\": expected an id inside config.json's \"vocab_size\" "
+                          "%d (no tokenizer files: it is the end of document), got %d", x->dir, x->eos_from,
+                          x->c.vocab_size, eod);
+    if (eod < 0 && t->vocab_size > 0) return DG_OK;
+    if (eod < 0) eod = x->c.vocab_size - 1;
+    dg_ckpt_tokenizer rec;
+    if (dg_tokenizer_null_record(eod, &rec, NULL) == DG_OK) t->vocab_size = rec.vocab_size;
+    else if (t->vocab_size <= 0) t->vocab_size = x->c.vocab_size; /* no NullTokenizer ends there (id 0) */
+    return DG_OK;
+}
+
 /* The tokenizer the checkpoint will name: the "dagatron" block's type, else
  * the files in the directory (a GPT-2 BPE's vocab.json and merges.txt, a
  * SentencePiece tokenizer.model, a tokenizer.json, in that order), else
- * none (NullTokenizer over the model's vocabulary). The files are named by
+ * none (NullTokenizer, null_tokenizer above). The files are named by
  * absolute path, as --vocab-file, --merge-file, --tokenizer-model. */
 static int tokenizer_of(importer *x, dg_ckpt_tokenizer *t, dg_err *err) {
     *t = x->tok;
@@ -186,7 +206,7 @@ static int tokenizer_of(importer *x, dg_ckpt_tokenizer *t, dg_err *err) {
     if (!t->type[0])
         snprintf(t->type, sizeof t->type, "%s",
                  have_bpe ? DG_TOK_GPT2BPE_NAME : have_sp ? DG_TOK_SP_NAME : have_json ? DG_TOK_HF_NAME : DG_TOK_NULL_NAME);
-    if (!strcmp(t->type, DG_TOK_NULL_NAME) && t->vocab_size <= 0) t->vocab_size = x->c.vocab_size;
+    if (!strcmp(t->type, DG_TOK_NULL_NAME)) return null_tokenizer(x, t, err);
     const char *lacks = NULL;
     if (!strcmp(t->type, DG_TOK_GPT2BPE_NAME)) {
         if (have_bpe) DG_TRY(absolute(vocab, t->vocab_file, err));
@@ -204,13 +224,29 @@ static int tokenizer_of(importer *x, dg_ckpt_tokenizer *t, dg_err *err) {
     return DG_OK;
 }
 
-static int run(importer *x, const char *ckpt_dir, cJSON **index_root, dg_err *err) {
+/* config.json, and generation_config.json's ids over its own when the
+ * directory has one (Transformers' generate() reads that file). */
+static int read_configs(importer *x, dg_err *err) {
     char path[PATH_LEN], *text;
     size_t n;
     snprintf(path, sizeof path, "%s/config.json", x->dir);
     DG_TRY(dg_ckpt_read_file(path, &text, &n, err));
-    int st = dg_hf_config_read(text, path, &x->c, &x->arch, &x->tok, err);
+    int st = dg_hf_config_read(text, path, &x->c, &x->arch, &x->tok, &x->ids, err);
     dg_free(text);
+    x->eos_from = "config.json";
+    if (st != DG_OK || !has_file(x, "generation_config.json", path, sizeof path)) return st;
+    DG_TRY(dg_ckpt_read_file(path, &text, &n, err));
+    int32_t eos = x->ids.eos;
+    st = dg_hf_generation_config_read(text, path, &x->ids, err);
+    dg_free(text);
+    if (x->ids.eos != eos) x->eos_from = "generation_config.json";
+    return st;
+}
+
+static int run(importer *x, const char *ckpt_dir, cJSON **index_root, dg_err *err) {
+    char path[PATH_LEN];
+    snprintf(path, sizeof path, "%s/config.json", x->dir);
+    int st = read_configs(x, err);
     if (st == DG_OK) st = dg_hf_map_build(&x->c, &x->map, path, err);
     if (st == DG_OK) st = dg_hf_params_alloc(&x->c, &x->params, err);
     if (st == DG_OK) st = dg_hf_params_check(&x->params, &x->map, err);

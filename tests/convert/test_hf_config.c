@@ -2,7 +2,9 @@
  * 25, item 14): each bad value of a field of Mixtral's, Llama's or GPT-2's
  * config.json is one line `PATH: "field": expected WHAT, got VALUE`, naming
  * the file once, the field, what was expected and the value (the issue's
- * `num_attention_heads: 0` printed the path twice and an empty reason). */
+ * `num_attention_heads: 0` printed the path twice and an empty reason); and
+ * the generation ids are read back from config.json and
+ * generation_config.json. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -43,7 +45,8 @@ static cJSON *written(void (*make)(dg_model_config *), dg_hf_arch arch) {
     dg_model_config c;
     make(&c);
     dg_err err = {{0}};
-    char *text = dg_hf_config_write(&c, arch, DG_F32, NULL, &err);
+    dg_hf_ids ids = {3, 5};
+    char *text = dg_hf_config_write(&c, arch, DG_F32, NULL, &ids, &err);
     assert_non_null(text);
     cJSON *o = cJSON_Parse(text);
     dg_free(text);
@@ -69,8 +72,9 @@ static void refused(void (*make)(dg_model_config *), dg_hf_arch arch, const char
     dg_model_config c;
     dg_hf_arch a;
     dg_ckpt_tokenizer tok;
+    dg_hf_ids ids;
     dg_err err = {{0}};
-    int st = dg_hf_config_read(text, PATH, &c, &a, &tok, &err);
+    int st = dg_hf_config_read(text, PATH, &c, &a, &tok, &ids, &err);
     free(text);
     char want_key[96], want_got[128];
     snprintf(want_key, sizeof want_key, PATH ": \"%s\": expected ", key);
@@ -109,6 +113,9 @@ static void test_mixtral(void **state) {
     refused(mixtral, DG_HF_MIXTRAL, "vocab_size", "1", "1");
     refused(mixtral, DG_HF_MIXTRAL, "model_type", "\"bert\"", "\"bert\"");
     refused(mixtral, DG_HF_MIXTRAL, "model_type", NULL, "nothing");
+    refused(mixtral, DG_HF_MIXTRAL, "eos_token_id", "\"2\"", "\"2\"");
+    refused(mixtral, DG_HF_MIXTRAL, "eos_token_id", "[2,-1]", "[2,-1]");
+    refused(mixtral, DG_HF_MIXTRAL, "bos_token_id", "1.5", "1.5");
 }
 
 static void test_llama(void **state) {
@@ -132,11 +139,39 @@ static void test_gpt2(void **state) {
     refused(gpt2, DG_HF_GPT2, "activation_function", "\"relu\"", "\"relu\"");
 }
 
+/* The ids written are read back; generation_config.json's replace them;
+ * null and a list of several are "none" (-1), a list of one is its id. */
+static void test_ids(void **state) {
+    (void)state;
+    cJSON *o = written(mixtral, DG_HF_MIXTRAL);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    dg_model_config c;
+    dg_hf_arch a;
+    dg_ckpt_tokenizer tok;
+    dg_hf_ids ids;
+    dg_err err = {{0}};
+    assert_int_equal(dg_hf_config_read(text, PATH, &c, &a, &tok, &ids, &err), DG_OK);
+    free(text);
+    assert_int_equal(ids.bos, 3);
+    assert_int_equal(ids.eos, 5);
+    assert_int_equal(dg_hf_generation_config_read("{\"eos_token_id\": [7]}", "g.json", &ids, &err), DG_OK);
+    assert_int_equal(ids.bos, 3);
+    assert_int_equal(ids.eos, 7);
+    assert_int_equal(dg_hf_generation_config_read("{\"bos_token_id\": null, \"eos_token_id\": [7, 8]}", "g.json",
+                                                  &ids, &err), DG_OK);
+    assert_int_equal(ids.bos, -1);
+    assert_int_equal(ids.eos, -1);
+    assert_int_equal(dg_hf_generation_config_read("[]", "g.json", &ids, &err), DG_EINPUT);
+    assert_non_null(strstr(err.msg, "g.json"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mixtral),
         cmocka_unit_test(test_llama),
         cmocka_unit_test(test_gpt2),
+        cmocka_unit_test(test_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
