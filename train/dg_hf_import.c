@@ -12,6 +12,7 @@
 
 #include "dg_checkpoint.h"
 #include "dg_ckpt_fs.h"
+#include "dg_ckpt_paths.h"
 #include "dg_hf_config.h"
 #include "dg_hf_map.h"
 #include "dg_hf_params.h"
@@ -243,10 +244,31 @@ static int read_configs(importer *x, dg_err *err) {
     return st;
 }
 
-static int run(importer *x, const char *ckpt_dir, cJSON **index_root, dg_err *err) {
+/* The --save directory must hold no checkpoint (a tracker or an iter_*
+ * directory): the import is iteration 0, so its tracker would move back and
+ * a run resumed there would save over its iterations. With
+ * --add-to-existing it may, as long as iteration 0 is not one of them. */
+static int check_target(const char *ckpt_dir, const dg_hf_import_opts *o, dg_err *err) {
+    int64_t it = -1;
+    if (dg_ckpt_has_tracker(ckpt_dir)) DG_TRY(dg_ckpt_latest(ckpt_dir, &it, err));
+    else if (!dg_ckpt_newest_iter_dir(ckpt_dir, &it)) return DG_OK;
+    char iter0[DG_CKPT_STR_LEN + 32];
+    DG_TRY(dg_ckpt_iter_dir(iter0, sizeof iter0, ckpt_dir, 0, err));
+    if (!o->add_to_existing)
+        return dg_err_set(err, DG_EINPUT, "--save %s: already holds a checkpoint (iteration %lld); the import is iteration "
+                          "0: give a new directory, or --add-to-existing to add it there (the tracker stays at %lld)",
+                          ckpt_dir, (long long)it, (long long)it);
+    if (access(iter0, F_OK) == 0)
+        return dg_err_set(err, DG_EINPUT, "--save %s: already holds iteration 0 (%s), which the import would replace: "
+                          "give a new directory", ckpt_dir, iter0);
+    return DG_OK;
+}
+
+static int run(importer *x, const char *ckpt_dir, const dg_hf_import_opts *o, cJSON **index_root, dg_err *err) {
     char path[PATH_LEN];
     snprintf(path, sizeof path, "%s/config.json", x->dir);
-    int st = read_configs(x, err);
+    int st = check_target(ckpt_dir, o, err);
+    if (st == DG_OK) st = read_configs(x, err);
     if (st == DG_OK) st = dg_hf_map_build(&x->c, &x->map, path, err);
     if (st == DG_OK) st = dg_hf_params_alloc(&x->c, &x->params, err);
     if (st == DG_OK) st = dg_hf_params_check(&x->params, &x->map, err);
@@ -257,16 +279,18 @@ static int run(importer *x, const char *ckpt_dir, cJSON **index_root, dg_err *er
     dg_ckpt_meta_init(&m);
     if (st == DG_OK) st = tokenizer_of(x, &m.tokenizer, err);
     if (st == DG_OK) st = dg_model_to_record(&x->c, &m.config, err);
-    if (st == DG_OK) st = dg_ckpt_save(ckpt_dir, &m, x->params.t, x->params.n, NULL, err);
+    dg_ckpt_save_opts so = {.tracker_forward_only = o->add_to_existing};
+    if (st == DG_OK) st = dg_ckpt_save(ckpt_dir, &m, x->params.t, x->params.n, &so, err);
     return st;
 }
 
-int dg_hf_import(const char *hf_dir, const char *ckpt_dir, dg_err *err) {
+int dg_hf_import(const char *hf_dir, const char *ckpt_dir, const dg_hf_import_opts *o, dg_err *err) {
+    const dg_hf_import_opts none = {0};
     importer x;
     memset(&x, 0, sizeof x);
     x.dir = hf_dir;
     cJSON *index_root = NULL;
-    int st = run(&x, ckpt_dir, &index_root, err);
+    int st = run(&x, ckpt_dir, o ? o : &none, &index_root, err);
     cJSON_Delete(index_root);
     for (int i = 0; i < x.n_files; i++) dg_st_close(&x.files[i]);
     dg_free(x.files);
