@@ -2,7 +2,7 @@
  * Transformers (train/dg_hf_convert.h, docs/hf_interop.md).
  *
  *   dagatron convert --load CKPT --to hf DIR [--ckpt-step N] [--hf-dtype fp32|bf16] [--max-shard-size BYTES]
- *   dagatron convert --from hf DIR --save CKPT
+ *   dagatron convert --from hf DIR --save CKPT [--add-to-existing]
  *
  * `--to hf DIR` and `--from hf DIR` take two words, as the issue spells
  * them, so the flags are read here rather than by dg_args.
@@ -20,18 +20,25 @@ typedef struct convert_flags {
     const char *load, *save, *to_dir, *from_dir;
     int64_t ckpt_step, max_shard;
     dg_dtype dtype;
+    int add_to_existing;
 } convert_flags;
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: dagatron convert --load CKPT --to hf DIR [--ckpt-step N] [--hf-dtype fp32|bf16]\n"
             "                        [--max-shard-size BYTES]\n"
-            "       dagatron convert --from hf DIR --save CKPT\n\n"
+            "       dagatron convert --from hf DIR --save CKPT [--add-to-existing]\n\n"
             "  --load CKPT --to hf DIR   write CKPT's parameters as Hugging Face safetensors shards,\n"
-            "                            model.safetensors.index.json, config.json and tokenizer files\n"
+            "                            model.safetensors.index.json, config.json, generation_config.json\n"
+            "                            (the tokenizer's bos/eos ids) and tokenizer files\n"
             "                            (MixtralForCausalLM, LlamaForCausalLM or GPT2LMHeadModel)\n"
             "  --from hf DIR --save CKPT import such a directory (fp32, bf16 or fp16) as a checkpoint of\n"
-            "                            iteration 0; continue with `train --load CKPT --no-load-optim`\n"
+            "                            iteration 0; continue with `train --load CKPT --no-load-optim`.\n"
+            "                            CKPT must hold no checkpoint yet (its tracker would move back)\n"
+            "  --add-to-existing         with --from: add iteration 0 to a CKPT that holds a checkpoint;\n"
+            "                            its tracker stays on its newest iteration (generate and convert\n"
+            "                            --to read the import with --ckpt-step 0); refused when CKPT\n"
+            "                            holds an iteration 0 already\n"
             "  --ckpt-step N             export iteration N instead of the latest\n"
             "  --hf-dtype fp32|bf16      tensors' dtype in DIR (default fp32: exact)\n"
             "  --max-shard-size BYTES    start a new shard beyond this size (default 5000000000)\n");
@@ -69,6 +76,8 @@ static int parse(int argc, char **argv, convert_flags *f, dg_err *err) {
         } else if (!strcmp(a, "--ckpt-step") || !strcmp(a, "--max-shard-size")) {
             DG_TRY(parse_count(a, v, !strcmp(a, "--ckpt-step") ? &f->ckpt_step : &f->max_shard, err));
             i++;
+        } else if (!strcmp(a, "--add-to-existing")) {
+            f->add_to_existing = 1;
         } else if (!strcmp(a, "--hf-dtype")) {
             if (!v || (strcmp(v, "fp32") && strcmp(v, "bf16")))
                 return dg_err_set(err, DG_EINPUT, "--hf-dtype: expected fp32 or bf16, got '%s'", v ? v : "");
@@ -83,6 +92,8 @@ static int parse(int argc, char **argv, convert_flags *f, dg_err *err) {
         return dg_err_set(err, DG_EINPUT, "convert: --to hf DIR needs --load CKPT (and no --save)");
     if (from && (!f->save || f->load))
         return dg_err_set(err, DG_EINPUT, "convert: --from hf DIR needs --save CKPT (and no --load)");
+    if (to && f->add_to_existing)
+        return dg_err_set(err, DG_EINPUT, "convert: --add-to-existing applies to --from hf DIR --save CKPT only");
     return DG_OK;
 }
 
@@ -102,7 +113,8 @@ int dg_cmd_convert(int argc, char **argv) {
             fprintf(stderr, "dagatron: convert: wrote %s from %s; tokenizer %s: %s\n", f.to_dir, f.load,
                     info.tokenizer_type, info.tokenizer_files[0] ? info.tokenizer_files : "no files (it needs none)");
     } else if (st == DG_OK) {
-        st = dg_hf_import(f.from_dir, f.save, &err);
+        dg_hf_import_opts o = {f.add_to_existing};
+        st = dg_hf_import(f.from_dir, f.save, &o, &err);
         if (st == DG_OK) fprintf(stderr, "dagatron: convert: wrote %s (iteration 0) from %s\n", f.save, f.from_dir);
     }
     if (st != DG_OK) dg_err_print(&err);

@@ -169,14 +169,19 @@ typedef struct dg_ckpt_save_opts {
      * otherwise. */
     void (*at)(void *ctx, dg_ckpt_stage stage, int index);
     void *ctx;
+    /* Leave a tracker that names a newer iteration as it is (`convert
+     * --add-to-existing` adds iteration 0 beside a run's checkpoints and
+     * must not rewind them); 0: the tracker names the saved iteration. */
+    int tracker_forward_only;
 } dg_ckpt_save_opts;
 
 /* Save m and t[0..n) as <dir>/iter_<m->iteration>/ (see the top of this
  * file for the protocol), creating <dir> if needed and replacing an existing
  * checkpoint of the same iteration. Then delete the oldest iter_* directories
  * beyond the newest o->keep_last, never the one just written nor the one the
- * tracker names. o may be NULL (keep all, no stage callback). The tracker always ends up naming
- * m->iteration, even when it is older than others present (as Megatron's).
+ * tracker names. o may be NULL (keep all, no stage callback). The tracker ends up naming
+ * m->iteration, even when it is older than others present (as Megatron's),
+ * unless o->tracker_forward_only and it names a newer one already.
  * Returns DG_OK; DG_EINPUT naming the path for a file-system failure
  * (permissions, a file where a directory should be, a full disk); or
  * DG_EINTERNAL, before anything is written, for a malformed table (empty

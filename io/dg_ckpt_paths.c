@@ -65,8 +65,7 @@ static bool same_place(const char *a, const char *b) {
     return canonical(a, ca, sizeof ca) && canonical(b, cb, sizeof cb) && !strcmp(ca, cb);
 }
 
-/* The newest iter_* directory name in dir, or false if there is none. */
-static bool find_iter_dir(const char *dir, int64_t *iteration) {
+bool dg_ckpt_newest_iter_dir(const char *dir, int64_t *iteration) {
     DIR *d = opendir(dir);
     if (!d) return false;
     bool found = false;
@@ -106,7 +105,7 @@ int dg_ckpt_plan_load(const char *load, const char *save, dg_ckpt_load_plan *pla
         return DG_OK;
     }
     int64_t it;
-    if (find_iter_dir(load, &it))
+    if (dg_ckpt_newest_iter_dir(load, &it))
         return dg_err_set(err, DG_EINPUT,
                           "--load %s: holds iter_%07" PRId64 " but no %s (write the iteration to resume from into it)",
                           load, it, DG_CKPT_TRACKER);

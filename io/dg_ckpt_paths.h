@@ -17,6 +17,7 @@
 #ifndef DG_CKPT_PATHS_H
 #define DG_CKPT_PATHS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "dg_base.h"
@@ -35,6 +36,10 @@ typedef enum dg_ckpt_load_plan {
  * neither exists, the same absolute path) and holds no iter_* directory is
  * DG_CKPT_LOAD_FRESH. Reads only. */
 int dg_ckpt_plan_load(const char *load, const char *save, dg_ckpt_load_plan *plan, dg_err *err);
+
+/* The newest iteration of an iter_* directory in dir into *iteration;
+ * false when there is none (or dir cannot be listed). Reads only. */
+bool dg_ckpt_newest_iter_dir(const char *dir, int64_t *iteration);
 
 /* Can a checkpoint of `bytes` be saved into dir (--save)? dir is a
  * directory, or can be created (its nearest existing ancestor is a

@@ -178,7 +178,7 @@ static int publish_crcs(const char *tmp, int rank, const uint32_t *crc, int n, d
 
 int dg_ckpt_write_rank(const char *dir, int64_t iteration, long pid, const dg_ckpt_plan *p, int rank,
                        const dg_ckpt_piece *pieces, const dg_ckpt_save_opts *opts, dg_err *err) {
-    const dg_ckpt_save_opts none = {0, NULL, NULL}, *o = opts ? opts : &none;
+    const dg_ckpt_save_opts none = {0, NULL, NULL, 0}, *o = opts ? opts : &none;
     char tmp[PATH_LEN], path[PATH_LEN];
     DG_TRY(dg_ckpt_tmp_dir(tmp, sizeof tmp, dir, iteration, pid, err));
     side_path(path, sizeof path, tmp, rank, "");
@@ -281,7 +281,7 @@ static int write_manifest(const char *tmp, const dg_ckpt_meta *m, dg_ckpt_plan *
 
 int dg_ckpt_finish(const char *dir, long pid, const dg_ckpt_meta *m, dg_ckpt_plan *p, double timeout_s,
                    const dg_ckpt_save_opts *opts, dg_err *err) {
-    const dg_ckpt_save_opts none = {0, NULL, NULL}, *o = opts ? opts : &none;
+    const dg_ckpt_save_opts none = {0, NULL, NULL, 0}, *o = opts ? opts : &none;
     char final[DG_CKPT_STR_LEN + 32], tmp[PATH_LEN];
     DG_TRY(dg_ckpt_iter_dir(final, sizeof final, dir, m->iteration, err));
     DG_TRY(dg_ckpt_tmp_dir(tmp, sizeof tmp, dir, m->iteration, pid, err));
@@ -301,7 +301,10 @@ int dg_ckpt_finish(const char *dir, long pid, const dg_ckpt_meta *m, dg_ckpt_pla
     if ((size_t)snprintf(tracker, sizeof tracker, "%s/%s", dir, DG_CKPT_TRACKER) >= sizeof tracker)
         return dg_err_set(err, DG_EINPUT, "%s: checkpoint path too long", dir);
     int len = snprintf(num, sizeof num, "%" PRId64, m->iteration); /* Megatron writes no newline */
-    DG_TRY(dg_ckpt_replace_file(dir, tracker, num, (size_t)len, err));
+    int64_t tracked;
+    if (!(o->tracker_forward_only && dg_ckpt_has_tracker(dir) && dg_ckpt_latest(dir, &tracked, NULL) == DG_OK &&
+          tracked > m->iteration))
+        DG_TRY(dg_ckpt_replace_file(dir, tracker, num, (size_t)len, err));
     reached(o, DG_CKPT_AT_TRACKED, -1);
     return prune(dir, o->keep_last, m->iteration, err);
 }

@@ -240,11 +240,23 @@ static int load_model(dg_tok_hf *hf, const cJSON *root, const char *path, dg_err
     return load_template(hf, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), path, err);
 }
 
-/* ---- end of document ------------------------------------------------------ */
+/* ---- end of document, beginning of sequence ----------------------------------- */
 
-static int find_eod(dg_tok_hf *hf, const char *dir, dg_err *err) {
+/* tokenizer_config.json's special token `key` (a string, or an AddedToken
+ * object's "content") as an id into *id; left as it is when the key is
+ * absent or null. */
+static int special_id(dg_tok_hf *hf, const cJSON *root, const char *key, const char *cfg, int32_t *id, dg_err *err) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (cJSON_IsObject(t)) t = cJSON_GetObjectItemCaseSensitive(t, "content");
+    if (!cJSON_IsString(t)) return DG_OK;
+    *id = dg_tok_hf_lookup(hf, (const uint8_t *)t->valuestring, strlen(t->valuestring));
+    if (*id < 0) return dg_err_set(err, DG_EINPUT, "%s: %s '%s' is not a token", cfg, key, t->valuestring);
+    return DG_OK;
+}
+
+static int find_special(dg_tok_hf *hf, const char *dir, dg_err *err) {
     char cfg[4096];
-    hf->eod = -1;
+    hf->eod = hf->bos = -1;
     if (snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", dir) >= (int)sizeof cfg || !dg_file_exists(cfg)) {
         hf->eod = dg_tok_hf_lookup(hf, (const uint8_t *)DG_BPE_EOD_TEXT, strlen(DG_BPE_EOD_TEXT));
         return DG_OK;
@@ -257,13 +269,8 @@ static int find_eod(dg_tok_hf *hf, const char *dir, dg_err *err) {
         cJSON_Delete(root);
         return dg_err_set(err, DG_EINPUT, "%s: not a JSON object", cfg);
     }
-    const cJSON *eos = cJSON_GetObjectItemCaseSensitive(root, "eos_token");
-    if (cJSON_IsObject(eos)) eos = cJSON_GetObjectItemCaseSensitive(eos, "content");
-    int st = DG_OK;
-    if (cJSON_IsString(eos)) {
-        hf->eod = dg_tok_hf_lookup(hf, (const uint8_t *)eos->valuestring, strlen(eos->valuestring));
-        if (hf->eod < 0) st = dg_err_set(err, DG_EINPUT, "%s: eos_token '%s' is not a token", cfg, eos->valuestring);
-    }
+    int st = special_id(hf, root, "eos_token", cfg, &hf->eod, err);
+    if (st == DG_OK) st = special_id(hf, root, "bos_token", cfg, &hf->bos, err);
     cJSON_Delete(root);
     return st;
 }
@@ -300,7 +307,7 @@ int dg_tok_hf_open(dg_tok_hf **out, const char *path, dg_err *err) {
         st = dg_tok_hf_parse_normalizer(hf, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), file, err);
     if (st == DG_OK)
         st = dg_tok_hf_parse_pretok(hf, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), file, err);
-    if (st == DG_OK) st = find_eod(hf, dir, err);
+    if (st == DG_OK) st = find_special(hf, dir, err);
     cJSON_Delete(root);
     if (st != DG_OK) {
         dg_tok_hf_close(hf);

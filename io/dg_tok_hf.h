@@ -19,7 +19,10 @@
  * The end-of-document id is Megatron's for this tokenizer, the tokenizer's
  * eos token: "eos_token" of tokenizer_config.json beside tokenizer.json;
  * without that file, <|endoftext|> when it is a token (GPT-2's default eos);
- * else none (-1).
+ * else none (-1). The beginning-of-sequence id is tokenizer_config.json's
+ * "bos_token", none (-1) without that file or when it is null (Qwen's); it
+ * is not added to documents (the post-processor's template is what adds
+ * tokens), only reported for the generation ids of an export.
  *
  * Anything else in the file (another model type, normalizer, pre-tokenizer
  * or post-processor, an added token with lstrip/rstrip/single_word) is
@@ -72,6 +75,7 @@ typedef struct dg_tok_hf {
     size_t vcap;
     int64_t vocab_size;
     int32_t eod;
+    int32_t bos;           /* tokenizer_config.json's bos_token, -1: none */
 } dg_tok_hf;
 
 /* Per-thread scratch (lives in dg_tok_state). */

@@ -28,6 +28,7 @@ static int open_model(dg_tokenizer *t, const dg_tokenizer_opts *o, dg_err *err) 
         t->kind = DG_TOK_HF;
         t->vocab_size = t->hf->vocab_size;
         t->eod = t->hf->eod;
+        t->bos = t->hf->bos;
         return DG_OK;
     }
     char msg[DG_ERR_LEN];
@@ -36,11 +37,13 @@ static int open_model(dg_tokenizer *t, const dg_tokenizer_opts *o, dg_err *err) 
     t->kind = DG_TOK_SP;
     t->vocab_size = dg_tok_sp_vocab_size(t->sp);
     t->eod = dg_tok_sp_eos(t->sp);
+    t->bos = dg_tok_sp_bos(t->sp);
     return DG_OK;
 }
 
 int dg_tokenizer_open_opts(dg_tokenizer *t, const dg_tokenizer_opts *o, dg_err *err) {
     memset(t, 0, sizeof *t);
+    t->bos = -1; /* the types that have one set it below */
     /* Megatron requires the tokenizer type; guessing byte-level would
      * silently ignore the files the user named. */
     if (!o->type && (o->vocab_file || o->merge_file || o->model))
@@ -93,6 +96,7 @@ void dg_tokenizer_from_bpe(dg_tokenizer *t, dg_bpe *bpe) {
     t->kind = DG_TOK_GPT2BPE;
     t->bpe = *bpe;
     memset(bpe, 0, sizeof *bpe);
+    t->bos = -1;
     t->vocab_size = t->bpe.vocab_size;
     t->eod = t->bpe.eod;
 }

@@ -18,6 +18,12 @@
  *   NullTokenizer       Megatron's: --vocab-size N, ids are the text's
  *                       whitespace-separated integers, end of document N - 1.
  *
+ * Beginning of sequence (bos): SentencePiece's bos id, a HuggingFace
+ * tokenizer's "bos_token"; the others have none (Megatron's GPT-2 BPE,
+ * byte-level and null tokenizers mark documents by their end alone). No
+ * tokenizer here adds it to documents; it is reported for the generation
+ * ids of a Hugging Face export.
+ *
  * A dg_tokenizer is read-only once opened and may be shared by threads; each
  * thread encodes with its own dg_tok_state (a memo of encoded pieces and
  * scratch buffers).
@@ -57,6 +63,7 @@ typedef struct dg_tokenizer {
     dg_tok_kind kind;
     int64_t vocab_size; /* ids are [0, vocab_size) */
     int32_t eod;        /* end-of-document id, -1 when the vocabulary has none */
+    int32_t bos;        /* beginning-of-sequence id, -1 when the tokenizer has none */
     dg_bpe bpe;         /* DG_TOK_GPT2BPE only */
     dg_tok_hf *hf;      /* DG_TOK_HF only */
     dg_tok_sp *sp;      /* DG_TOK_SP only */

@@ -112,7 +112,7 @@ int dg_ckpt_async_start(dg_ckpt_async *a, const char *dir, long pid, const dg_ck
     a->plan = *plan;
     memset(plan, 0, sizeof *plan);
     snapshot(a, pieces, n_keys);
-    a->opts = o ? *o : (dg_ckpt_save_opts){0, NULL, NULL};
+    a->opts = o ? *o : (dg_ckpt_save_opts){0, NULL, NULL, 0};
     a->st = DG_OK;
     memset(&a->err, 0, sizeof a->err);
     atomic_store(&a->finished, 0);

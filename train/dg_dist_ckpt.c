@@ -188,7 +188,7 @@ int dg_dist_ckpt_save(const dg_ckpt_run *r, const dg_dist *d, const int *params,
     if (st == DG_OK) st = dg_model_to_record(&c->model, &meta.config, err);
     if (st == DG_OK && rank == 0) st = dg_ckpt_begin(c->save, k->iteration, pid0, err);
     st = agree(r, st, err);
-    dg_ckpt_save_opts o = {c->keep_last, r->at, r->at_ctx};
+    dg_ckpt_save_opts o = {c->keep_last, r->at, r->at_ctx, 0};
     if (st == DG_OK && r->async) {
         st = agree(r, dg_ckpt_async_start(r->async, c->save, pid0, &meta, &plan, rank, l.p, FINISH_TIMEOUT_S, &o, err),
                    err);

@@ -2,7 +2,9 @@
 #include "dg_hf_config.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -10,6 +12,32 @@
 #include "dg_model_record.h"
 
 static void num(cJSON *o, const char *k, double v) { cJSON_AddNumberToObject(o, k, v); }
+
+/* v as a JSON float, as Python's repr writes it (json.load reads it back as
+ * a float): the shortest digits that read back as v, positional between
+ * 1e-4 and 1e16 with at least one decimal ("0.0", "10000.0", "0.01"),
+ * else with an exponent ("1e-05"). cJSON would print 0.0 as 0, and
+ * Transformers' strict config classes refuse an int for a float field. */
+static void flt(cJSON *o, const char *k, double v) {
+    if (!isfinite(v)) {
+        cJSON_AddNullToObject(o, k);
+        return;
+    }
+    char buf[48];
+    int fixed = v == 0 || (fabs(v) >= 1e-4 && fabs(v) < 1e16);
+    for (int p = fixed ? 0 : 1; p <= (fixed ? 20 : 17); p++) {
+        snprintf(buf, sizeof buf, fixed ? "%.*f" : "%.*g", p, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    if (!strpbrk(buf, ".eE")) strcat(buf, ".0");
+    cJSON_AddRawToObject(o, k, buf);
+}
+
+/* An id, or null when there is none. */
+static void id(cJSON *o, const char *k, int32_t v) {
+    if (v >= 0) num(o, k, v);
+    else cJSON_AddNullToObject(o, k);
+}
 
 static void llama_keys(cJSON *o, const dg_model_config *c, dg_hf_arch a) {
     num(o, "hidden_size", c->hidden_size);
@@ -20,10 +48,10 @@ static void llama_keys(cJSON *o, const dg_model_config *c, dg_hf_arch a) {
     num(o, "head_dim", c->hidden_size / c->num_attention_heads);
     cJSON_AddStringToObject(o, "hidden_act", "silu");
     num(o, "max_position_embeddings", c->seq_length);
-    num(o, "rms_norm_eps", c->norm_epsilon);
-    num(o, "rope_theta", c->rope_base);
+    flt(o, "rms_norm_eps", c->norm_epsilon);
+    flt(o, "rope_theta", c->rope_base);
     cJSON_AddNullToObject(o, "rope_scaling");
-    num(o, "attention_dropout", c->attention_dropout);
+    flt(o, "attention_dropout", c->attention_dropout);
     if (a == DG_HF_LLAMA) {
         cJSON_AddFalseToObject(o, "attention_bias");
         cJSON_AddFalseToObject(o, "mlp_bias");
@@ -31,8 +59,8 @@ static void llama_keys(cJSON *o, const dg_model_config *c, dg_hf_arch a) {
     }
     num(o, "num_local_experts", c->num_experts);
     num(o, "num_experts_per_tok", c->moe_router_topk);
-    num(o, "router_aux_loss_coef", c->moe_aux_loss_coeff);
-    num(o, "router_jitter_noise", 0);
+    flt(o, "router_aux_loss_coef", c->moe_aux_loss_coeff);
+    flt(o, "router_jitter_noise", 0);
     cJSON_AddFalseToObject(o, "output_router_logits");
     cJSON_AddNullToObject(o, "sliding_window");
 }
@@ -45,15 +73,23 @@ static void gpt2_keys(cJSON *o, const dg_model_config *c) {
     num(o, "n_positions", c->max_position_embeddings > 0 ? c->max_position_embeddings : c->seq_length);
     num(o, "n_ctx", c->seq_length);
     cJSON_AddStringToObject(o, "activation_function", "gelu_new");
-    num(o, "layer_norm_epsilon", c->norm_epsilon);
-    num(o, "resid_pdrop", c->hidden_dropout);
-    num(o, "embd_pdrop", c->hidden_dropout);
-    num(o, "attn_pdrop", c->attention_dropout);
+    flt(o, "layer_norm_epsilon", c->norm_epsilon);
+    flt(o, "resid_pdrop", c->hidden_dropout);
+    flt(o, "embd_pdrop", c->hidden_dropout);
+    flt(o, "attn_pdrop", c->attention_dropout);
     cJSON_AddTrueToObject(o, "scale_attn_weights");
 }
 
+static char *print(cJSON *o) {
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    char *out = dg_strdup(s);
+    cJSON_free(s);
+    return out;
+}
+
 char *dg_hf_config_write(const dg_model_config *c, dg_hf_arch a, dg_dtype dtype, const dg_ckpt_tokenizer *tok,
-                         dg_err *err) {
+                         const dg_hf_ids *ids, dg_err *err) {
     dg_ckpt_config rec;
     memset(&rec, 0, sizeof rec);
     if (dg_model_to_record(c, &rec, err) != DG_OK) return NULL;
@@ -64,6 +100,8 @@ char *dg_hf_config_write(const dg_model_config *c, dg_hf_arch a, dg_dtype dtype,
     num(o, "vocab_size", c->vocab_size);
     if (a == DG_HF_GPT2) gpt2_keys(o, c);
     else llama_keys(o, c, a);
+    id(o, "bos_token_id", ids->bos);
+    id(o, "eos_token_id", ids->eos);
     cJSON_AddBoolToObject(o, "tie_word_embeddings", !c->untie_embeddings);
     cJSON_AddStringToObject(o, "torch_dtype", dtype == DG_BF16 ? "bfloat16" : "float32");
     cJSON *dg = cJSON_AddObjectToObject(o, "dagatron");
@@ -74,15 +112,19 @@ char *dg_hf_config_write(const dg_model_config *c, dg_hf_arch a, dg_dtype dtype,
         cJSON_AddStringToObject(t, "type", tok->type);
         num(t, "vocab_size", (double)tok->vocab_size);
     }
-    char *s = cJSON_Print(o);
-    cJSON_Delete(o);
-    char *out = dg_strdup(s);
-    cJSON_free(s);
-    return out;
+    return print(o);
+}
+
+char *dg_hf_generation_config_write(const dg_hf_ids *ids) {
+    cJSON *o = cJSON_CreateObject();
+    id(o, "bos_token_id", ids->bos);
+    id(o, "eos_token_id", ids->eos);
+    return print(o);
 }
 
 /* ---- reading ------------------------------------------------------------------- */
 
+/* Every refusal is one line: `PATH: "key": expected WHAT, got VALUE`. */
 typedef struct reader {
     const cJSON *o;
     const char *path;
@@ -90,54 +132,90 @@ typedef struct reader {
     int st;
 } reader;
 
-/* Key k as an int into *out (kept when absent and !need). */
-static void get_int(reader *r, const char *k, int need, int *out) {
+/* j as a short JSON text for messages. */
+static const char *shown(const cJSON *j, char *buf, size_t len) {
+    if (!j) return "nothing (the key is missing)";
+    char *s = cJSON_PrintUnformatted(j);
+    snprintf(buf, len, "%.60s%s", s ? s : "?", s && strlen(s) > 60 ? "..." : "");
+    cJSON_free(s);
+    return buf;
+}
+
+static void expected(reader *r, const char *k, const cJSON *j, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void expected(reader *r, const char *k, const cJSON *j, const char *fmt, ...) {
+    char what[256], got[80];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    r->st = dg_err_set(r->err, DG_EINPUT, "%s: \"%s\": expected %s, got %s", r->path, k, what,
+                       shown(j, got, sizeof got));
+}
+
+static int is_int(const cJSON *j) {
+    return cJSON_IsNumber(j) && floor(j->valuedouble) == j->valuedouble && fabs(j->valuedouble) <= 2147483647.0;
+}
+
+/* Key k as an integer >= min into *out (kept when absent or null and !need). */
+static void get_int(reader *r, const char *k, int need, int min, int *out) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->o, k);
-    if (r->st != DG_OK || (!j && !need) || cJSON_IsNull(j)) {
-        if (r->st == DG_OK && need) r->st = dg_err_set(r->err, DG_EINPUT, "%s: \"%s\" is missing", r->path, k);
-        return;
-    }
-    if (!cJSON_IsNumber(j) || floor(j->valuedouble) != j->valuedouble || fabs(j->valuedouble) > 2147483647.0) {
-        r->st = dg_err_set(r->err, DG_EINPUT, "%s: \"%s\" must be an integer", r->path, k);
+    if (r->st != DG_OK || ((!j || cJSON_IsNull(j)) && !need)) return;
+    if (!is_int(j) || j->valuedouble < min) {
+        if (min == 1) expected(r, k, j, "a positive integer");
+        else expected(r, k, j, "an integer >= %d", min);
         return;
     }
     *out = (int)j->valuedouble;
 }
 
-static void get_num(reader *r, const char *k, double *out) {
+/* Key k as a positive number into *out, when present (epsilons, RoPE's base). */
+static void get_positive(reader *r, const char *k, double *out) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->o, k);
     if (r->st != DG_OK || !j || cJSON_IsNull(j)) return;
-    if (!cJSON_IsNumber(j)) r->st = dg_err_set(r->err, DG_EINPUT, "%s: \"%s\" must be a number", r->path, k);
+    if (!cJSON_IsNumber(j) || !(j->valuedouble > 0)) expected(r, k, j, "a positive number");
     else *out = j->valuedouble;
 }
 
-/* Refuse key k unless it is absent, null, false or equal to ok_str. */
-static void refuse(reader *r, const char *k, const char *ok_str, const char *why) {
+/* Refuse key k unless it is absent, null, false or equal to ok_str; `what`
+ * says what dagatron builds. */
+static void refuse(reader *r, const char *k, const char *ok_str, const char *what) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->o, k);
     if (r->st != DG_OK || !j || cJSON_IsNull(j) || cJSON_IsFalse(j)) return;
     if (ok_str && cJSON_IsString(j) && !strcmp(j->valuestring, ok_str)) return;
-    r->st = dg_err_set(r->err, DG_EINPUT, "%s: \"%s\" is not supported (%s)", r->path, k, why);
+    expected(r, k, j, "%s", what);
+}
+
+/* `part` must divide `whole` (both read already): heads and hidden size ... */
+static void divides(reader *r, const char *k, int part, const char *whole_key, int whole) {
+    if (r->st == DG_OK && part > 0 && whole % part != 0)
+        expected(r, k, cJSON_GetObjectItemCaseSensitive(r->o, k), "a divisor of %s %d", whole_key, whole);
 }
 
 static void read_llama(reader *r, dg_model_config *c, dg_hf_arch a) {
-    get_int(r, "hidden_size", 1, &c->hidden_size);
-    get_int(r, "num_hidden_layers", 1, &c->num_layers);
-    get_int(r, "num_attention_heads", 1, &c->num_attention_heads);
+    get_int(r, "hidden_size", 1, 1, &c->hidden_size);
+    get_int(r, "num_hidden_layers", 1, 1, &c->num_layers);
+    get_int(r, "num_attention_heads", 1, 1, &c->num_attention_heads);
+    divides(r, "num_attention_heads", c->num_attention_heads, "hidden_size", c->hidden_size);
+    if (r->st == DG_OK && (c->hidden_size / c->num_attention_heads) % 2)
+        expected(r, "num_attention_heads", cJSON_GetObjectItemCaseSensitive(r->o, "num_attention_heads"),
+                 "a divisor of hidden_size %d leaving an even head size (RoPE rotates pairs)", c->hidden_size);
     c->num_query_groups = c->num_attention_heads;
-    get_int(r, "num_key_value_heads", 0, &c->num_query_groups);
-    get_int(r, "intermediate_size", 1, a == DG_HF_MIXTRAL ? &c->moe_ffn_hidden_size : &c->ffn_hidden_size);
-    get_num(r, "rms_norm_eps", &c->norm_epsilon);
-    get_num(r, "rope_theta", &c->rope_base);
+    get_int(r, "num_key_value_heads", 0, 1, &c->num_query_groups);
+    divides(r, "num_key_value_heads", c->num_query_groups, "num_attention_heads", c->num_attention_heads);
+    get_int(r, "intermediate_size", 1, 1, a == DG_HF_MIXTRAL ? &c->moe_ffn_hidden_size : &c->ffn_hidden_size);
+    get_positive(r, "rms_norm_eps", &c->norm_epsilon);
+    get_positive(r, "rope_theta", &c->rope_base);
     int head_dim = 0;
-    get_int(r, "head_dim", 0, &head_dim);
-    if (r->st == DG_OK && head_dim && c->num_attention_heads > 0 && head_dim * c->num_attention_heads != c->hidden_size)
-        r->st = dg_err_set(r->err, DG_EINPUT, "%s: \"head_dim\" %d x %d heads is not hidden_size %d", r->path, head_dim,
-                           c->num_attention_heads, c->hidden_size);
-    refuse(r, "hidden_act", "silu", "dagatron's SwiGLU is silu");
-    refuse(r, "rope_scaling", NULL, "dagatron's RoPE is unscaled");
-    refuse(r, "attention_bias", NULL, "dagatron's Llama has no biases");
-    refuse(r, "mlp_bias", NULL, "dagatron's Llama has no biases");
-    refuse(r, "sliding_window", NULL, "dagatron's attention is full causal");
+    get_int(r, "head_dim", 0, 1, &head_dim);
+    if (r->st == DG_OK && head_dim && (int64_t)head_dim * c->num_attention_heads != c->hidden_size)
+        expected(r, "head_dim", cJSON_GetObjectItemCaseSensitive(r->o, "head_dim"),
+                 "hidden_size / num_attention_heads = %d", c->hidden_size / c->num_attention_heads);
+    refuse(r, "hidden_act", "silu", "\"silu\" (dagatron's SwiGLU)");
+    refuse(r, "rope_scaling", NULL, "null (dagatron's RoPE is unscaled)");
+    refuse(r, "attention_bias", NULL, "false (dagatron's Llama has no biases)");
+    refuse(r, "mlp_bias", NULL, "false (dagatron's Llama has no biases)");
+    refuse(r, "sliding_window", NULL, "null (dagatron's attention is full causal)");
     c->position_embedding = DG_MODEL_POS_ROPE;
     c->normalization_layernorm = 0;
     c->mlp_gelu = 0;
@@ -147,8 +225,11 @@ static void read_llama(reader *r, dg_model_config *c, dg_hf_arch a) {
         c->num_experts = 0;
         return;
     }
-    get_int(r, "num_local_experts", 1, &c->num_experts);
-    get_int(r, "num_experts_per_tok", 1, &c->moe_router_topk);
+    get_int(r, "num_local_experts", 1, 1, &c->num_experts);
+    get_int(r, "num_experts_per_tok", 1, 1, &c->moe_router_topk);
+    if (r->st == DG_OK && c->moe_router_topk > c->num_experts)
+        expected(r, "num_experts_per_tok", cJSON_GetObjectItemCaseSensitive(r->o, "num_experts_per_tok"),
+                 "at most num_local_experts %d", c->num_experts);
     c->moe_layer_freq = 1;
     c->score_function_sigmoid = 0;
     c->router_pre_softmax = 0;
@@ -158,25 +239,54 @@ static void read_llama(reader *r, dg_model_config *c, dg_hf_arch a) {
 }
 
 static void read_gpt2(reader *r, dg_model_config *c) {
-    get_int(r, "n_embd", 1, &c->hidden_size);
-    get_int(r, "n_layer", 1, &c->num_layers);
-    get_int(r, "n_head", 1, &c->num_attention_heads);
+    get_int(r, "n_embd", 1, 1, &c->hidden_size);
+    get_int(r, "n_layer", 1, 1, &c->num_layers);
+    get_int(r, "n_head", 1, 1, &c->num_attention_heads);
+    divides(r, "n_head", c->num_attention_heads, "n_embd", c->hidden_size);
     c->num_query_groups = c->num_attention_heads;
     c->ffn_hidden_size = 4 * c->hidden_size;
-    get_int(r, "n_inner", 0, &c->ffn_hidden_size);
-    get_int(r, "n_positions", 1, &c->max_position_embeddings);
-    get_num(r, "layer_norm_epsilon", &c->norm_epsilon);
+    get_int(r, "n_inner", 0, 1, &c->ffn_hidden_size);
+    get_int(r, "n_positions", 1, 1, &c->max_position_embeddings);
+    get_positive(r, "layer_norm_epsilon", &c->norm_epsilon);
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(r->o, "activation_function");
     if (r->st == DG_OK && act && !(cJSON_IsString(act) && (!strcmp(act->valuestring, "gelu_new") ||
                                                            !strcmp(act->valuestring, "gelu_pytorch_tanh"))))
-        r->st = dg_err_set(r->err, DG_EINPUT, "%s: \"activation_function\" must be gelu_new (dagatron's GeLU is tanh)",
-                           r->path);
+        expected(r, "activation_function", act, "\"gelu_new\" (dagatron's GeLU is tanh)");
     c->position_embedding = DG_MODEL_POS_LEARNED;
     c->normalization_layernorm = 1;
     c->mlp_gelu = 1;
     c->add_bias_linear = 1;
     c->num_experts = 0;
     if (c->seq_length <= 0 || c->seq_length > c->max_position_embeddings) c->seq_length = c->max_position_embeddings;
+}
+
+static int is_id(const cJSON *j) { return is_int(j) && j->valuedouble >= 0; }
+
+/* A token id key into *out: an id, null (-1), or when list_ok a list of ids
+ * (eos_token_id may be several; one alone is taken, several are -1). */
+static void get_id(reader *r, const char *k, int list_ok, int32_t *out) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->o, k);
+    if (r->st != DG_OK || !j) return;
+    const char *what = list_ok ? "an id, a list of ids or null" : "an id or null";
+    if (cJSON_IsNull(j)) {
+        *out = -1;
+    } else if (list_ok && cJSON_IsArray(j)) {
+        for (const cJSON *e = j->child; e; e = e->next)
+            if (!is_id(e)) {
+                expected(r, k, j, "%s", what);
+                return;
+            }
+        *out = cJSON_GetArraySize(j) == 1 ? (int32_t)j->child->valuedouble : -1;
+    } else if (!is_id(j)) {
+        expected(r, k, j, "%s", what);
+    } else {
+        *out = (int32_t)j->valuedouble;
+    }
+}
+
+static void get_ids(reader *r, dg_hf_ids *ids) {
+    get_id(r, "bos_token_id", 0, &ids->bos);
+    get_id(r, "eos_token_id", 1, &ids->eos);
 }
 
 /* The "dagatron" block: the config record and the tokenizer, when present. */
@@ -187,9 +297,11 @@ static int read_block(const cJSON *root, const char *path, dg_model_config *c, d
     if (cJSON_IsObject(model)) {
         dg_ckpt_config rec;
         memset(&rec, 0, sizeof rec);
+        char got[80];
         for (const cJSON *j = model->child; j; j = j->next)
-            if (!cJSON_IsNumber(j) || dg_ckpt_config_set(&rec, j->string, j->valuedouble, err) != DG_OK)
-                return dg_err_set(err, DG_EINPUT, "%s: \"dagatron\".\"model\".\"%s\" is not a number", path, j->string);
+            if (!cJSON_IsNumber(j) || dg_ckpt_config_set(&rec, j->string, j->valuedouble, NULL) != DG_OK)
+                return dg_err_set(err, DG_EINPUT, "%s: \"dagatron\".\"model\".\"%s\": expected a number, got %s", path,
+                                  j->string, shown(j, got, sizeof got));
         DG_TRY(dg_model_from_record(&rec, c, path, err));
     }
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(dg, "tokenizer");
@@ -200,25 +312,36 @@ static int read_block(const cJSON *root, const char *path, dg_model_config *c, d
     return DG_OK;
 }
 
-int dg_hf_config_read(const char *text, const char *path, dg_model_config *c, dg_hf_arch *a, dg_ckpt_tokenizer *tok,
-                      dg_err *err) {
-    memset(tok, 0, sizeof *tok);
+static cJSON *parse_object(const char *text, const char *path, dg_err *err) {
     cJSON *root = cJSON_Parse(text);
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return dg_err_set(err, DG_EINPUT, "%s: not a JSON object", path);
-    }
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-    int st = DG_OK, found = 0;
+    if (cJSON_IsObject(root)) return root;
+    cJSON_Delete(root);
+    dg_err_set(err, DG_EINPUT, "%s: not a JSON object", path);
+    return NULL;
+}
+
+/* config.json's "model_type" into *a. */
+static void read_model_type(reader *r, dg_hf_arch *a) {
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(r->o, "model_type");
     for (int i = 0; i <= DG_HF_GPT2 && cJSON_IsString(mt); i++)
-        if (!strcmp(mt->valuestring, dg_hf_arch_model_type((dg_hf_arch)i))) *a = (dg_hf_arch)i, found = 1;
+        if (!strcmp(mt->valuestring, dg_hf_arch_model_type((dg_hf_arch)i))) {
+            *a = (dg_hf_arch)i;
+            return;
+        }
     /* Mistral is Llama's layout; its sliding window is refused like Llama's */
-    if (!found && cJSON_IsString(mt) && !strcmp(mt->valuestring, "mistral")) *a = DG_HF_LLAMA, found = 1;
-    if (!found)
-        st = dg_err_set(err, DG_EINPUT, "%s: \"model_type\" %s%s%s is not one dagatron imports (mixtral, llama, mistral, gpt2)",
-                        path, cJSON_IsString(mt) ? "'" : "", cJSON_IsString(mt) ? mt->valuestring : "missing",
-                        cJSON_IsString(mt) ? "'" : "");
-    if (st == DG_OK) {
+    if (cJSON_IsString(mt) && !strcmp(mt->valuestring, "mistral")) *a = DG_HF_LLAMA;
+    else expected(r, "model_type", mt, "one dagatron imports: \"mixtral\", \"llama\", \"mistral\" or \"gpt2\"");
+}
+
+int dg_hf_config_read(const char *text, const char *path, dg_model_config *c, dg_hf_arch *a, dg_ckpt_tokenizer *tok,
+                      dg_hf_ids *ids, dg_err *err) {
+    memset(tok, 0, sizeof *tok);
+    ids->bos = ids->eos = -1;
+    cJSON *root = parse_object(text, path, err);
+    if (!root) return DG_EINPUT;
+    reader r = {root, path, err, DG_OK};
+    read_model_type(&r, a);
+    if (r.st == DG_OK) {
         /* defaults for what neither side says: Megatron's */
         dg_model_config_tiny(c);
         c->micro_batch_size = 1;
@@ -226,21 +349,31 @@ int dg_hf_config_read(const char *text, const char *path, dg_model_config *c, dg
         c->seq_length = 0;
         c->norm_epsilon = *a == DG_HF_GPT2 ? 1e-5 : 1e-6;
         c->untie_embeddings = *a != DG_HF_GPT2;
-        st = read_block(root, path, c, tok, err);
+        r.st = read_block(root, path, c, tok, err);
     }
-    reader r = {root, path, err, st};
-    get_int(&r, "vocab_size", 1, &c->vocab_size);
-    if (*a == DG_HF_GPT2) read_gpt2(&r, c);
-    else read_llama(&r, c, *a);
+    get_int(&r, "vocab_size", 1, 2, &c->vocab_size);
+    if (r.st == DG_OK && *a == DG_HF_GPT2) read_gpt2(&r, c);
+    else if (r.st == DG_OK) read_llama(&r, c, *a);
+    get_ids(&r, ids);
     const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
     if (r.st == DG_OK && cJSON_IsBool(tie)) c->untie_embeddings = !cJSON_IsTrue(tie);
     if (r.st == DG_OK && c->seq_length <= 0) {
         int maxpos = 4096;
-        get_int(&r, "max_position_embeddings", 0, &maxpos);
+        get_int(&r, "max_position_embeddings", 0, 1, &maxpos);
         c->seq_length = DG_MIN(maxpos, 4096);
     }
     cJSON_Delete(root);
-    if (r.st == DG_OK && dg_model_config_check(c, err) != DG_OK)
-        return dg_err_set(err, DG_EINPUT, "%s: %s", path, err->msg);
+    dg_err e = {{0}};
+    if (r.st == DG_OK && dg_model_config_check(c, &e) != DG_OK)
+        return dg_err_set(err, DG_EINPUT, "%s: its model is not one dagatron builds: %s", path, e.msg);
+    return r.st;
+}
+
+int dg_hf_generation_config_read(const char *text, const char *path, dg_hf_ids *ids, dg_err *err) {
+    cJSON *root = parse_object(text, path, err);
+    if (!root) return DG_EINPUT;
+    reader r = {root, path, err, DG_OK};
+    get_ids(&r, ids);
+    cJSON_Delete(root);
     return r.st;
 }

@@ -17,6 +17,7 @@
 #include "dg_model_record.h"
 #include "dg_safetensors.h"
 #include "dg_tokenizer.h"
+#include "dg_tokenizer_ckpt.h"
 
 #define PATH_LEN 4096
 
@@ -182,11 +183,29 @@ int dg_hf_tokenizer_is_sp(const char *type) {
     return !strcmp(type, DG_TOK_SP_NAME) || !strcmp(type, "Llama2Tokenizer") || !strcmp(type, "GPTSentencePieceTokenizer");
 }
 
+/* The generation ids of the tokenizer the checkpoint was trained with,
+ * reopened from its record (dg_hf_config.h says which ids); they must lie
+ * inside the model's vocabulary. */
+static int generation_ids(const dg_ckpt_manifest *man, const dg_model_config *c, dg_hf_ids *ids, dg_err *err) {
+    dg_tokenizer t;
+    DG_TRY(dg_tokenizer_open_ckpt(&t, &man->meta, man->path, err));
+    ids->eos = t.eod;
+    ids->bos = t.bos >= 0 ? t.bos : t.eod;
+    dg_tokenizer_close(&t);
+    int bad = ids->eos >= c->vocab_size ? ids->eos : ids->bos >= c->vocab_size ? ids->bos : -1;
+    if (bad >= 0)
+        return dg_err_set(err, DG_EINPUT, "%s: the tokenizer's %s id %d lies outside the model's vocabulary [0, %d)",
+                          man->path, bad == ids->eos ? "end-of-document" : "beginning-of-sequence", bad, c->vocab_size);
+    return DG_OK;
+}
+
 static int run(exporter *x, const char *ckpt_dir, dg_hf_export_info *info, dg_err *err) {
     dg_ckpt_manifest man;
     DG_TRY(dg_ckpt_read_manifest(ckpt_dir, x->o->iteration, &man, err));
     dg_model_config c;
+    dg_hf_ids ids;
     int st = dg_model_from_record(&man.meta.config, &c, man.path, err);
+    if (st == DG_OK) st = generation_ids(&man, &c, &ids, err);
     if (st == DG_OK) st = dg_hf_map_build(&c, &x->map, man.path, err);
     if (st == DG_OK) st = dg_hf_params_alloc(&c, &x->params, err);
     if (st == DG_OK) st = dg_hf_params_check(&x->params, &x->map, err);
@@ -197,9 +216,12 @@ static int run(exporter *x, const char *ckpt_dir, dg_hf_export_info *info, dg_er
     if (st == DG_OK) plan_shards(x);
     for (int s = 0; st == DG_OK && s < x->n_shards; s++) st = write_shard(x, s, err);
     if (st == DG_OK) st = write_index(x, err);
-    char *cfg = st == DG_OK ? dg_hf_config_write(&c, x->map.arch, x->o->dtype, &man.meta.tokenizer, err) : NULL;
+    char *cfg = st == DG_OK ? dg_hf_config_write(&c, x->map.arch, x->o->dtype, &man.meta.tokenizer, &ids, err) : NULL;
     if (st == DG_OK && !cfg) st = DG_EINTERNAL;
     if (cfg) st = write_text(x->dir, "config.json", cfg, err);
+    dg_free(cfg);
+    cfg = st == DG_OK ? dg_hf_generation_config_write(&ids) : NULL;
+    if (cfg) st = write_text(x->dir, "generation_config.json", cfg, err);
     dg_free(cfg);
     if (st == DG_OK) st = write_tokenizer(x, &man, info, err);
     dg_ckpt_manifest_free(&man);

@@ -12,12 +12,14 @@
 
 #include "dg_checkpoint.h"
 #include "dg_ckpt_fs.h"
+#include "dg_ckpt_paths.h"
 #include "dg_hf_config.h"
 #include "dg_hf_map.h"
 #include "dg_hf_params.h"
 #include "dg_model_record.h"
 #include "dg_safetensors.h"
 #include "dg_tokenizer.h"
+#include "dg_tokenizer_ckpt.h"
 
 #define PATH_LEN 4096
 #define INDEX_NAME "model.safetensors.index.json"
@@ -49,6 +51,8 @@ typedef struct importer {
     dg_model_config c;
     dg_hf_arch arch;
     dg_ckpt_tokenizer tok;
+    dg_hf_ids ids;       /* config.json's, or generation_config.json's when it has them */
+    const char *eos_from; /* the file that gave ids.eos */
     dg_hf_map map;
     dg_hf_params params;
     int n_files;
@@ -173,10 +177,27 @@ static int has_file(const importer *x, const char *file, char *out, size_t len) 
     return access(out, R_OK) == 0;
 }
 
+/* A NullTokenizer's record: it ends documents at the eos id the directory
+ * gives (generation_config.json or config.json), else at the last id of the
+ * model's vocabulary unless the "dagatron" block recorded its vocabulary. */
+static int null_tokenizer(importer *x, dg_ckpt_tokenizer *t, dg_err *err) {
+    int32_t eod = x->ids.eos;
+    if (eod >= x->c.vocab_size)
+        return dg_err_set(err, DG_EINPUT, "%s/%s: \"eos_token_id\": expected an id inside config.json's \"vocab_size\" "
+                          "%d (no tokenizer files: it is the end of document), got %d", x->dir, x->eos_from,
+                          x->c.vocab_size, eod);
+    if (eod < 0 && t->vocab_size > 0) return DG_OK;
+    if (eod < 0) eod = x->c.vocab_size - 1;
+    dg_ckpt_tokenizer rec;
+    if (dg_tokenizer_null_record(eod, &rec, NULL) == DG_OK) t->vocab_size = rec.vocab_size;
+    else if (t->vocab_size <= 0) t->vocab_size = x->c.vocab_size; /* no NullTokenizer ends there (id 0) */
+    return DG_OK;
+}
+
 /* The tokenizer the checkpoint will name: the "dagatron" block's type, else
  * the files in the directory (a GPT-2 BPE's vocab.json and merges.txt, a
  * SentencePiece tokenizer.model, a tokenizer.json, in that order), else
- * none (NullTokenizer over the model's vocabulary). The files are named by
+ * none (NullTokenizer, null_tokenizer above). The files are named by
  * absolute path, as --vocab-file, --merge-file, --tokenizer-model. */
 static int tokenizer_of(importer *x, dg_ckpt_tokenizer *t, dg_err *err) {
     *t = x->tok;
@@ -186,7 +207,7 @@ static int tokenizer_of(importer *x, dg_ckpt_tokenizer *t, dg_err *err) {
     if (!t->type[0])
         snprintf(t->type, sizeof t->type, "%s",
                  have_bpe ? DG_TOK_GPT2BPE_NAME : have_sp ? DG_TOK_SP_NAME : have_json ? DG_TOK_HF_NAME : DG_TOK_NULL_NAME);
-    if (!strcmp(t->type, DG_TOK_NULL_NAME) && t->vocab_size <= 0) t->vocab_size = x->c.vocab_size;
+    if (!strcmp(t->type, DG_TOK_NULL_NAME)) return null_tokenizer(x, t, err);
     const char *lacks = NULL;
     if (!strcmp(t->type, DG_TOK_GPT2BPE_NAME)) {
         if (have_bpe) DG_TRY(absolute(vocab, t->vocab_file, err));
@@ -204,13 +225,50 @@ static int tokenizer_of(importer *x, dg_ckpt_tokenizer *t, dg_err *err) {
     return DG_OK;
 }
 
-static int run(importer *x, const char *ckpt_dir, cJSON **index_root, dg_err *err) {
+/* config.json, and generation_config.json's ids over its own when the
+ * directory has one (Transformers' generate() reads that file). */
+static int read_configs(importer *x, dg_err *err) {
     char path[PATH_LEN], *text;
     size_t n;
     snprintf(path, sizeof path, "%s/config.json", x->dir);
     DG_TRY(dg_ckpt_read_file(path, &text, &n, err));
-    int st = dg_hf_config_read(text, path, &x->c, &x->arch, &x->tok, err);
+    int st = dg_hf_config_read(text, path, &x->c, &x->arch, &x->tok, &x->ids, err);
     dg_free(text);
+    x->eos_from = "config.json";
+    if (st != DG_OK || !has_file(x, "generation_config.json", path, sizeof path)) return st;
+    DG_TRY(dg_ckpt_read_file(path, &text, &n, err));
+    int32_t eos = x->ids.eos;
+    st = dg_hf_generation_config_read(text, path, &x->ids, err);
+    dg_free(text);
+    if (x->ids.eos != eos) x->eos_from = "generation_config.json";
+    return st;
+}
+
+/* The --save directory must hold no checkpoint (a tracker or an iter_*
+ * directory): the import is iteration 0, so its tracker would move back and
+ * a run resumed there would save over its iterations. With
+ * --add-to-existing it may, as long as iteration 0 is not one of them. */
+static int check_target(const char *ckpt_dir, const dg_hf_import_opts *o, dg_err *err) {
+    int64_t it = -1;
+    if (dg_ckpt_has_tracker(ckpt_dir)) DG_TRY(dg_ckpt_latest(ckpt_dir, &it, err));
+    else if (!dg_ckpt_newest_iter_dir(ckpt_dir, &it)) return DG_OK;
+    char iter0[DG_CKPT_STR_LEN + 32];
+    DG_TRY(dg_ckpt_iter_dir(iter0, sizeof iter0, ckpt_dir, 0, err));
+    if (!o->add_to_existing)
+        return dg_err_set(err, DG_EINPUT, "--save %s: already holds a checkpoint (iteration %lld); the import is iteration "
+                          "0: give a new directory, or --add-to-existing to add it there (the tracker stays at %lld)",
+                          ckpt_dir, (long long)it, (long long)it);
+    if (access(iter0, F_OK) == 0)
+        return dg_err_set(err, DG_EINPUT, "--save %s: already holds iteration 0 (%s), which the import would replace: "
+                          "give a new directory", ckpt_dir, iter0);
+    return DG_OK;
+}
+
+static int run(importer *x, const char *ckpt_dir, const dg_hf_import_opts *o, cJSON **index_root, dg_err *err) {
+    char path[PATH_LEN];
+    snprintf(path, sizeof path, "%s/config.json", x->dir);
+    int st = check_target(ckpt_dir, o, err);
+    if (st == DG_OK) st = read_configs(x, err);
     if (st == DG_OK) st = dg_hf_map_build(&x->c, &x->map, path, err);
     if (st == DG_OK) st = dg_hf_params_alloc(&x->c, &x->params, err);
     if (st == DG_OK) st = dg_hf_params_check(&x->params, &x->map, err);
@@ -221,16 +279,18 @@ static int run(importer *x, const char *ckpt_dir, cJSON **index_root, dg_err *er
     dg_ckpt_meta_init(&m);
     if (st == DG_OK) st = tokenizer_of(x, &m.tokenizer, err);
     if (st == DG_OK) st = dg_model_to_record(&x->c, &m.config, err);
-    if (st == DG_OK) st = dg_ckpt_save(ckpt_dir, &m, x->params.t, x->params.n, NULL, err);
+    dg_ckpt_save_opts so = {.tracker_forward_only = o->add_to_existing};
+    if (st == DG_OK) st = dg_ckpt_save(ckpt_dir, &m, x->params.t, x->params.n, &so, err);
     return st;
 }
 
-int dg_hf_import(const char *hf_dir, const char *ckpt_dir, dg_err *err) {
+int dg_hf_import(const char *hf_dir, const char *ckpt_dir, const dg_hf_import_opts *o, dg_err *err) {
+    const dg_hf_import_opts none = {0};
     importer x;
     memset(&x, 0, sizeof x);
     x.dir = hf_dir;
     cJSON *index_root = NULL;
-    int st = run(&x, ckpt_dir, &index_root, err);
+    int st = run(&x, ckpt_dir, o ? o : &none, &index_root, err);
     cJSON_Delete(index_root);
     for (int i = 0; i < x.n_files; i++) dg_st_close(&x.files[i]);
     dg_free(x.files);

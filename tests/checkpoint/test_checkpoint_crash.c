@@ -62,7 +62,7 @@ static pid_t spawn_save(const char *dir, int64_t it, uint64_t seed, stage_ctl ct
         dg_ckpt_meta m;
         ckpt_meta_make(&m, it);
         dg_err err = {{0}};
-        dg_ckpt_save_opts o = {0, at_stage, &ctl};
+        dg_ckpt_save_opts o = {0, at_stage, &ctl, 0};
         int st = dg_ckpt_save(dir, &m, s.t, s.n, &o, &err);
         if (st) fprintf(stderr, "child save: %s\n", err.msg);
         _exit(st);

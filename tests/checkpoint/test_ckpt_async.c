@@ -152,7 +152,7 @@ static void pause_after_box(void *ctx, dg_ckpt_stage stage, int index) {
 
 static void *write_slowly(void *arg) {
     slow_rank *s = arg;
-    dg_ckpt_save_opts o = {0, pause_after_box, NULL};
+    dg_ckpt_save_opts o = {0, pause_after_box, NULL, 0};
     dg_err err = {{0}};
     s->st = dg_ckpt_write_rank(s->dir, 20, s->pid, s->plan, 1, s->p, &o, &err);
     return NULL;

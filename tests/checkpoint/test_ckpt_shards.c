@@ -187,7 +187,7 @@ static void test_sigkill_at_every_stage_of_both_ranks(void **state) {
     assert_int_equal(save_world(dir, 10, 0, NULL, &err), DG_OK);
     /* how many stages a save reaches: 7 boxes, 2 rank files, files, installed, tracked */
     counter dry = {0, -1, -1};
-    dg_ckpt_save_opts o = {0, at_stage, &dry};
+    dg_ckpt_save_opts o = {0, at_stage, &dry, 0};
     assert_int_equal(save_world(dir, 30, 500, &o, &err), DG_OK);
     assert_int_equal(dry.seen, 7 + 2 + 3);
     for (int k = 0; k < dry.seen; k++) {
@@ -200,7 +200,7 @@ static void test_sigkill_at_every_stage_of_both_ranks(void **state) {
         assert_true(pid >= 0);
         if (pid == 0) {
             counter c = {0, k, -1};
-            dg_ckpt_save_opts ok = {0, at_stage, &c};
+            dg_ckpt_save_opts ok = {0, at_stage, &c, 0};
             dg_err e2 = {{0}};
             _exit(save_world(dir, 20, 1000, &ok, &e2));
         }
