@@ -15,6 +15,7 @@
 
 #include "dg_ckpt_fs.h"
 #include "dg_ckpt_shards.h"
+#include "dg_file_out.h"
 
 #define PATH_LEN (DG_CKPT_STR_LEN + 160)
 
@@ -301,7 +302,8 @@ int dg_ckpt_finish(const char *dir, long pid, const dg_ckpt_meta *m, dg_ckpt_pla
     if ((size_t)snprintf(tracker, sizeof tracker, "%s/%s", dir, DG_CKPT_TRACKER) >= sizeof tracker)
         return dg_err_set(err, DG_EINPUT, "%s: checkpoint path too long", dir);
     int len = snprintf(num, sizeof num, "%" PRId64, m->iteration); /* Megatron writes no newline */
-    DG_TRY(dg_ckpt_replace_file(dir, tracker, num, (size_t)len, err));
+    /* path.tmp-<pid>, fsynced, renamed over the tracker, the directory fsynced */
+    DG_TRY(dg_file_out_replace(tracker, num, (size_t)len, NULL, err));
     reached(o, DG_CKPT_AT_TRACKED, -1);
     return prune(dir, o->keep_last, m->iteration, err);
 }
