@@ -24,6 +24,7 @@
 #include "dg_checkpoint.h"
 #include "dg_cli.h"
 #include "dg_cpu_gemm.h"
+#include "dg_file_out.h"
 #include "dg_model_decode.h"
 #include "dg_model_record.h"
 #include "dg_pool.h"
@@ -181,19 +182,18 @@ static int codec_encode(const codec *k, const char *prompt, dg_i32buf *out, dg_e
     return DG_OK;
 }
 
-/* Write ids[0, n) to stdout now: their text, or the ids themselves. */
+/* Write ids[0, n) to stdout now: their text, or the ids themselves. A
+ * failed write stops the generation (nobody would see the rest). */
 static int codec_emit(codec *k, const int32_t *ids, int64_t n, dg_err *err) {
     if (k->ids) {
         for (int64_t i = 0; i < n; i++) printf("%s%d", k->printed++ ? " " : "", ids[i]);
-        fflush(stdout);
-        return DG_OK;
+        return dg_stdout_flush(err);
     }
     dg_bytebuf b = {0};
     int st = dg_tokenizer_decode(&k->tok, ids, n, &b, err);
     if (st == DG_OK && b.n) fwrite(b.v, 1, (size_t)b.n, stdout);
-    fflush(stdout);
     dg_bytebuf_free(&b);
-    return st;
+    return st == DG_OK ? dg_stdout_flush(err) : st;
 }
 
 typedef struct session {
@@ -269,7 +269,7 @@ static int run(const gen_flags *f, session *s, dg_err *err) {
      * token: not shown) */
     if (k->ids && f->prompt[0]) DG_TRY(codec_emit(k, s->prompt.v, s->prompt.n, err));
     if (!k->ids) fwrite(f->prompt, 1, strlen(f->prompt), stdout);
-    fflush(stdout);
+    DG_TRY(dg_stdout_flush(err));
     double t0 = dg_now();
     const float *logits;
     DG_TRY(dg_decoder_step(s->dec, s->prompt.v, n_prompt, 0, &logits, err));
@@ -283,7 +283,7 @@ static int run(const gen_flags *f, session *s, dg_err *err) {
     }
     double dt = dg_now() - t0;
     printf("\n");
-    fflush(stdout);
+    DG_TRY(dg_stdout_flush(err));
     fprintf(stderr,
             "dagatron: generate: iteration %lld, %d prompt tokens (prefill %.1f ms), %d new tokens in %.3f s "
             "(%.1f tokens/s)\n",

@@ -11,6 +11,7 @@
 #include "dg_base.h"
 #include "dg_cli.h"
 #include "dg_corpus.h"
+#include "dg_file_out.h"
 #include "dg_indexed.h"
 #include "dg_preprocess.h"
 #include "dg_tokenizer.h"
@@ -54,6 +55,31 @@ static int values(int argc, char **argv, int *i, char ***out) {
     return e - b;
 }
 
+/* --dump-tokens: every token as little-endian int64, all or nothing. */
+static int dump_tokens(const dg_indexed *ds, const char *path, dg_err *err) {
+    dg_file_out f;
+    DG_TRY(dg_file_out_open(&f, path, "--dump-tokens", err));
+    int32_t *buf = NULL;
+    int64_t cap = 0, *wide = NULL;
+    int st = DG_OK;
+    for (int64_t s = 0; st == DG_OK && s < ds->num_sequences; s++) {
+        int64_t n = dg_indexed_seq_len(ds, s);
+        if (n > cap) {
+            cap = n;
+            buf = dg_realloc(buf, sizeof(int32_t) * (size_t)n);
+            wide = dg_realloc(wide, sizeof(int64_t) * (size_t)n);
+        }
+        dg_indexed_read(ds, s, 0, n, buf);
+        for (int64_t k = 0; k < n; k++) wide[k] = buf[k];
+        st = dg_file_out_write(&f, wide, sizeof(int64_t) * (size_t)n, err);
+    }
+    dg_free(buf);
+    dg_free(wide);
+    if (st == DG_OK) return dg_file_out_commit(&f, err);
+    dg_file_out_abort(&f);
+    return st;
+}
+
 static int inspect(const char *prefix, const char *dump) {
     dg_err err = {{0}};
     dg_indexed ds;
@@ -63,32 +89,10 @@ static int inspect(const char *prefix, const char *dump) {
     }
     printf("%s: %" PRId64 " sequences, %" PRId64 " documents, %" PRId64 " tokens of %s\n", prefix, ds.num_sequences,
            ds.num_docs, ds.num_tokens, dg_idx_dtype_name(ds.dtype));
-    int rc = 0;
-    if (dump) {
-        FILE *f = fopen(dump, "wb");
-        if (!f) {
-            fprintf(stderr, "dagatron: %s: cannot create\n", dump);
-            rc = DG_EINPUT;
-        }
-        int32_t *buf = NULL;
-        int64_t cap = 0;
-        for (int64_t s = 0; f && s < ds.num_sequences; s++) {
-            int64_t n = dg_indexed_seq_len(&ds, s);
-            if (n > cap) {
-                cap = n;
-                buf = dg_realloc(buf, sizeof(int32_t) * (size_t)n);
-            }
-            dg_indexed_read(&ds, s, 0, n, buf);
-            for (int64_t k = 0; k < n; k++) {
-                int64_t v = buf[k];
-                fwrite(&v, 8, 1, f);
-            }
-        }
-        dg_free(buf);
-        if (f && fclose(f) != 0) rc = 1;
-    }
+    int st = dump ? dump_tokens(&ds, dump, &err) : DG_OK;
+    if (st != DG_OK) dg_err_print(&err);
     dg_indexed_close(&ds);
-    return rc;
+    return st;
 }
 
 int dg_cmd_preprocess(int argc, char **argv) {

@@ -1,9 +1,10 @@
 /* dg_view_page.c — the template filled in (see dg_view_page.h). */
 #include "dg_view_page.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "dg_file_out.h"
 
 /* cli/view/, compiled in by cmake/DgEmbed.cmake (NUL-terminated). */
 extern const unsigned char dg_asset_dg_view_html[], dg_asset_dg_view_css[], dg_asset_dg_view_js[];
@@ -127,10 +128,8 @@ static void fill(FILE *f, const dg_view_input *in) {
 }
 
 int dg_view_page_write(const dg_view_input *in, const char *path, dg_err *err) {
-    FILE *f = fopen(path, "w");
-    if (!f) return dg_err_set(err, DG_EINPUT, "-o %s: cannot open for writing: %s", path, strerror(errno));
-    fill(f, in);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) return dg_err_set(err, DG_EINPUT, "-o %s: write failed: %s", path, strerror(errno));
-    return DG_OK;
+    dg_file_out o;
+    DG_TRY(dg_file_out_open(&o, path, "-o", err));
+    fill(o.f, in);
+    return dg_file_out_commit(&o, err);
 }

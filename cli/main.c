@@ -4,6 +4,7 @@
 
 #include "dg_base.h"
 #include "dg_cli.h"
+#include "dg_file_out.h"
 
 typedef struct dg_command {
     const char *name;
@@ -32,7 +33,8 @@ static void usage(FILE *f) {
     fprintf(f, "\n`dagatron <command> --help` describes a command's flags.\n");
 }
 
-int main(int argc, char **argv) {
+/* Run the command argv[1] names. */
+static int run(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? DG_EINPUT : 0;
@@ -41,4 +43,17 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[1], dg_commands[i].name)) return dg_commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "dagatron: unknown command '%s' (run `dagatron --help` for the list)\n", argv[1]);
     return DG_EINPUT;
+}
+
+int main(int argc, char **argv) {
+    int rc = run(argc, argv);
+    /* What a command printed must have reached its reader: a report lost to
+     * a full disk is a failure, not a 0. (A command that failed has said so
+     * already, and one line is enough.) */
+    dg_err err = {{0}};
+    if (rc == 0 && dg_stdout_flush(&err) != DG_OK) {
+        dg_err_print(&err);
+        rc = DG_EINPUT;
+    }
+    return rc;
 }

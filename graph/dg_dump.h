@@ -37,8 +37,9 @@ int dg_dump_json(const dg_graph *g, FILE *f, dg_err *err);
  * or DG_EINPUT with err naming the bad value. */
 int dg_dump_format_parse(const char *s, dg_dump_format *fmt, dg_err *err);
 
-/* Write the dump to path ("-" is stdout). On failure the partial file is
- * removed and err names the path. */
+/* Write the dump to path ("-" is stdout) through base/dg_file_out.h: a
+ * failure is DG_EINPUT naming the path, and leaves an existing file as it
+ * was. */
 int dg_dump_file(const dg_graph *g, dg_dump_format fmt, const char *path, dg_err *err);
 
 #endif /* DG_DUMP_H */

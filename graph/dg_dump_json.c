@@ -7,11 +7,11 @@
  * order) without building the whole document in memory first. */
 #include "dg_dump.h"
 
-#include <errno.h>
 #include <math.h>
 #include <string.h>
 
 #include "dg_collective.h"
+#include "dg_file_out.h"
 #include "dg_module.h"
 #include "dg_op.h"
 
@@ -184,24 +184,15 @@ int dg_dump_format_parse(const char *s, dg_dump_format *fmt, dg_err *err) {
 }
 
 int dg_dump_file(const dg_graph *g, dg_dump_format fmt, const char *path, dg_err *err) {
-    bool to_stdout = !strcmp(path, "-");
-    FILE *f = to_stdout ? stdout : fopen(path, "w");
-    if (!f) return dg_err_set(err, DG_EINPUT, "%s: cannot open for writing: %s", path, strerror(errno));
-    int st = fmt == DG_DUMP_DOT ? dg_dump_dot(g, f, err) : dg_dump_json(g, f, err);
-    if (to_stdout) {
-        if (fflush(f) != 0 && st == DG_OK)
-            st = dg_err_set(err, DG_EINTERNAL, "writing to stdout failed: %s", strerror(errno));
+    dg_file_out o;
+    if (!strcmp(path, "-")) dg_file_out_stdout(&o);
+    else DG_TRY(dg_file_out_open(&o, path, NULL, err));
+    int st = fmt == DG_DUMP_DOT ? dg_dump_dot(g, o.f, err) : dg_dump_json(g, o.f, err);
+    if (st != DG_OK && !ferror(o.f)) {
+        dg_file_out_abort(&o);
         return st;
     }
-    if (fclose(f) != 0 && st == DG_OK)
-        st = dg_err_set(err, DG_EINTERNAL, "write failed: %s", strerror(errno));
-    if (st != DG_OK) {
-        if (err) {
-            char why[DG_ERR_LEN];
-            snprintf(why, sizeof why, "%s", err->msg);
-            dg_err_set(err, st, "%s: %s", path, why);
-        }
-        remove(path);
-    }
-    return st;
+    /* A failed write (the writers' only failure) is reported here, naming
+     * the file; the old file, if any, is left as it was. */
+    return dg_file_out_commit(&o, err);
 }

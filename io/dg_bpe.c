@@ -3,13 +3,13 @@
 #include "dg_bpe.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "dg_data_map.h"
+#include "dg_file_out.h"
 #include "dg_memlimit.h"
 
 /* ---- pair -> rank table -------------------------------------------------- */
@@ -280,28 +280,31 @@ int dg_bpe_save(const dg_bpe *b, const char *vocab_json, const char *merges_txt,
     }
     char *json = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
-    FILE *f = fopen(vocab_json, "w");
-    int ok = f && fputs(json, f) >= 0;
-    if (f && fclose(f) != 0) ok = 0;
+    /* Both files complete before either replaces an old one: a failure
+     * leaves the old pair as it was, never a new vocabulary beside old merges. */
+    dg_file_out v = {0}, m = {0}; /* abort is a no-op on a zeroed or released handle */
+    int st = dg_file_out_open(&v, vocab_json, NULL, err);
+    if (st == DG_OK) st = dg_file_out_write(&v, json, strlen(json), err);
+    if (st == DG_OK) st = dg_file_out_close(&v, err);
     cJSON_free(json);
-    if (!ok) {
-        dg_bytebuf_free(&s);
-        return dg_err_set(err, DG_EINPUT, "%s: cannot write: %s", vocab_json, strerror(errno));
-    }
-    f = fopen(merges_txt, "w");
-    ok = f && fputs("#version: 0.2\n", f) >= 0;
-    for (int32_t r = 0; ok && r < b->n_merges; r++) {
+    const char head[] = "#version: 0.2\n";
+    if (st == DG_OK) st = dg_file_out_open(&m, merges_txt, NULL, err);
+    if (st == DG_OK) st = dg_file_out_write(&m, head, sizeof head - 1, err);
+    for (int32_t r = 0; st == DG_OK && r < b->n_merges; r++) {
         s.n = 0;
         map_token(b->tok_bytes[b->merges[r][0]], b->tok_len[b->merges[r][0]], &s);
         dg_bytebuf_append(&s, " ", 1);
         map_token(b->tok_bytes[b->merges[r][1]], b->tok_len[b->merges[r][1]], &s);
         dg_bytebuf_append(&s, "\n", 1);
-        ok = fwrite(s.v, 1, (size_t)s.n, f) == (size_t)s.n;
+        st = dg_file_out_write(&m, s.v, (size_t)s.n, err);
     }
-    if (f && fclose(f) != 0) ok = 0;
+    if (st == DG_OK) st = dg_file_out_close(&m, err);
     dg_bytebuf_free(&s);
-    if (!ok) return dg_err_set(err, DG_EINPUT, "%s: cannot write: %s", merges_txt, strerror(errno));
-    return DG_OK;
+    if (st == DG_OK) st = dg_file_out_commit(&v, err);
+    if (st == DG_OK) return dg_file_out_commit(&m, err);
+    dg_file_out_abort(&v);
+    dg_file_out_abort(&m);
+    return st;
 }
 
 void dg_bpe_from_merges(dg_bpe *b, const int32_t (*pairs)[2], int32_t n_merges) {

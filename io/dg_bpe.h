@@ -66,7 +66,9 @@ typedef struct dg_bpe {
 
 /* Read vocab.json + merges.txt. Errors name the file (and line). */
 int dg_bpe_load(dg_bpe *b, const char *vocab_json, const char *merges_txt, dg_err *err);
-/* Write vocab.json (ids in order) + merges.txt. */
+/* Write vocab.json (ids in order) + merges.txt, each through a temporary
+ * file renamed into place once both are complete (base/dg_file_out.h): a
+ * failure leaves the old files as they were. */
 int dg_bpe_save(const dg_bpe *b, const char *vocab_json, const char *merges_txt, dg_err *err);
 /* A tokenizer from merges over the 256 byte tokens: ids 0..255 are the bytes
  * in GPT-2's vocabulary order, merge k makes id 256 + k, and <|endoftext|>

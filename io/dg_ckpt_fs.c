@@ -65,20 +65,6 @@ int dg_ckpt_write_file(const char *path, const void *buf, size_t n, dg_err *err)
     return st;
 }
 
-int dg_ckpt_replace_file(const char *dir, const char *path, const void *buf, size_t n, dg_err *err) {
-    char tmp[DG_CKPT_STR_LEN + 32];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid()) >= sizeof tmp)
-        return dg_err_set(err, DG_EINPUT, "%s: path too long", path);
-    int st = dg_ckpt_write_file(tmp, buf, n, err);
-    if (st == DG_OK && rename(tmp, path) != 0)
-        st = dg_err_set(err, DG_EINPUT, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
-    if (st != DG_OK) {
-        unlink(tmp);
-        return st;
-    }
-    return dg_ckpt_fsync_dir(dir, err);
-}
-
 int dg_ckpt_read_file(const char *path, char **buf, size_t *n, dg_err *err) {
     *buf = NULL;
     *n = 0;

@@ -25,10 +25,6 @@ int dg_ckpt_read_at(int fd, void *buf, size_t n, int64_t off, const char *path, 
 /* Create a file with `n` bytes of `buf`, fsync it, close it. */
 int dg_ckpt_write_file(const char *path, const void *buf, size_t n, dg_err *err);
 
-/* Replace `path` atomically with `n` bytes of `buf`: write path.tmp-<pid>,
- * fsync, rename over path, fsync the parent directory `dir`. */
-int dg_ckpt_replace_file(const char *dir, const char *path, const void *buf, size_t n, dg_err *err);
-
 /* Read a whole (small) file, NUL-terminated. *buf is dg_malloc'd. A missing
  * file is DG_EINPUT "<path>: No such file or directory". */
 int dg_ckpt_read_file(const char *path, char **buf, size_t *n, dg_err *err);

@@ -15,6 +15,7 @@
 
 #include "dg_ckpt_fs.h"
 #include "dg_ckpt_shards.h"
+#include "dg_file_out.h"
 
 #define PATH_LEN (DG_CKPT_STR_LEN + 160)
 
@@ -302,9 +303,11 @@ int dg_ckpt_finish(const char *dir, long pid, const dg_ckpt_meta *m, dg_ckpt_pla
         return dg_err_set(err, DG_EINPUT, "%s: checkpoint path too long", dir);
     int len = snprintf(num, sizeof num, "%" PRId64, m->iteration); /* Megatron writes no newline */
     int64_t tracked;
+    /* path.tmp-<pid>, fsynced, renamed over the tracker, the directory
+     * fsynced; an import added to a newer checkpoint leaves its tracker be */
     if (!(o->tracker_forward_only && dg_ckpt_has_tracker(dir) && dg_ckpt_latest(dir, &tracked, NULL) == DG_OK &&
           tracked > m->iteration))
-        DG_TRY(dg_ckpt_replace_file(dir, tracker, num, (size_t)len, err));
+        DG_TRY(dg_file_out_replace(tracker, num, (size_t)len, NULL, err));
     reached(o, DG_CKPT_AT_TRACKED, -1);
     return prune(dir, o->keep_last, m->iteration, err);
 }

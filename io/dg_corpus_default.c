@@ -13,6 +13,7 @@
 #include "dg_bpe_train.h"
 #include "dg_corpus.h"
 #include "dg_data_map.h"
+#include "dg_file_out.h"
 #include "dg_indexed.h"
 #include "dg_preprocess.h"
 #include "dg_tokenizer.h"
@@ -155,14 +156,16 @@ int dg_corpus_default_dataset(const char *cache_dir, int32_t bpe_vocab_size, int
         DG_TRY(dg_mkdirs(tmp, err));
         int st = build(tmp, bpe_vocab_size, workers, err);
         if (st == DG_OK) {
+            /* the marker too is checked: a cache without it would be rebuilt
+             * beside, and never replace, a directory left incomplete */
             snprintf(done, sizeof done, "%s/COMPLETE", tmp);
-            FILE *f = fopen(done, "w");
-            if (f) fclose(f);
-            if (rename(tmp, dir) != 0) remove_tree(tmp); /* another process got there first */
-        } else {
-            remove_tree(tmp);
+            st = dg_file_out_replace(done, "", 0, NULL, err);
+        }
+        if (st != DG_OK) {
+            remove_tree(tmp); /* ours alone: <dir>.tmp.<pid> */
             return st;
         }
+        if (rename(tmp, dir) != 0) remove_tree(tmp); /* another process got there first */
     }
     dg_tokenizer tok;
     DG_TRY(dg_tokenizer_open(&tok, out->tokenizer_type, bpe_vocab_size > 0 ? out->vocab_file : NULL,

@@ -2,13 +2,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include "dg_data_npy.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "dg_data_map.h"
+#include "dg_file_out.h"
 
 static const char *descr_of(dg_npy_type t) {
     return t == DG_NPY_I32 ? "<i4" : t == DG_NPY_I64 ? "<i8" : "<u4";
@@ -29,16 +28,15 @@ int dg_npy_write(const char *path, dg_npy_type type, const int64_t *data, int64_
     int pad = (64 - total % 64) % 64;
     for (int i = 0; i < pad; i++) header[hl++] = ' ';
     header[hl++] = '\n';
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return dg_err_set(err, DG_EINPUT, "%s: cannot create: %s", tmp, strerror(errno));
+    dg_file_out o;
+    DG_TRY(dg_file_out_open(&o, path, NULL, err));
     uint8_t pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(hl & 0xff), (uint8_t)(hl >> 8)};
-    int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(header, 1, (size_t)hl, f) == (size_t)hl;
+    int st = dg_file_out_write(&o, pre, 10, err);
+    if (st == DG_OK) st = dg_file_out_write(&o, header, (size_t)hl, err);
     int64_t n = rows * (cols ? cols : 1);
     size_t isz = type == DG_NPY_I64 ? 8 : 4;
     uint8_t buf[8192];
-    for (int64_t i = 0; ok && i < n;) {
+    for (int64_t i = 0; st == DG_OK && i < n;) {
         size_t k = 0;
         for (; k + isz <= sizeof buf && i < n; i++, k += isz) {
             if (type == DG_NPY_I64) {
@@ -51,14 +49,11 @@ int dg_npy_write(const char *path, dg_npy_type type, const int64_t *data, int64_
                 memcpy(buf + k, &v, 4);
             }
         }
-        ok = fwrite(buf, 1, k, f) == k;
+        st = dg_file_out_write(&o, buf, k, err);
     }
-    if (fclose(f) != 0) ok = 0;
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return dg_err_set(err, DG_EINPUT, "%s: write failed: %s", path, strerror(errno));
-    }
-    return DG_OK;
+    if (st == DG_OK) return dg_file_out_commit(&o, err);
+    dg_file_out_abort(&o);
+    return st;
 }
 
 int dg_npy_read(const char *path, int64_t **data, int64_t *rows, int64_t *cols, dg_err *err) {

@@ -13,7 +13,8 @@ typedef enum dg_npy_type { DG_NPY_I32, DG_NPY_I64, DG_NPY_U32 } dg_npy_type;
 
 /* Write `data` (int64 values, rows*cols of them, row-major) converted to
  * `type`, with shape (rows,) when cols == 0 else (rows, cols). The file is
- * written to path.tmp.<pid> and renamed, so readers never see half a file. */
+ * written beside path and renamed over it (base/dg_file_out.h), so readers
+ * never see half a file. */
 int dg_npy_write(const char *path, dg_npy_type type, const int64_t *data, int64_t rows, int64_t cols, dg_err *err);
 
 /* Read a 1-D or 2-D integer array into a new int64 buffer (*data, free with

@@ -5,11 +5,11 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "dg_data_map.h"
 #include "dg_data_npy.h"
 #include "dg_data_rng.h"
+#include "dg_file_out.h"
 
 /* Megatron's _get_num_epochs: the smallest epoch count whose tokens cover
  * num_samples * L + 1 tokens (its loop adds one epoch at a time; this is
@@ -142,14 +142,7 @@ static int save_cache(const dg_gpt_dataset *ds, const char *desc, dg_err *err) {
                           ds->num_samples, 0, err);
     /* The description goes last: its presence marks a complete cache. */
     cache_path(p, sizeof p, ds->cache_base, "description.txt");
-    if (st == DG_OK) {
-        char tmpp[1200];
-        snprintf(tmpp, sizeof tmpp, "%s.tmp.%d", p, (int)getpid());
-        FILE *f = fopen(tmpp, "w");
-        int ok = f && fputs(desc, f) >= 0;
-        if (f && fclose(f) != 0) ok = 0;
-        if (!ok || rename(tmpp, p) != 0) st = dg_err_set(err, DG_EINPUT, "%s: cannot write the cache description", p);
-    }
+    if (st == DG_OK) st = dg_file_out_replace(p, desc, strlen(desc), NULL, err);
     return st;
 }
 

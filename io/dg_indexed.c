@@ -2,10 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "dg_indexed.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "dg_data_map.h"
 
@@ -239,13 +237,12 @@ int dg_indexed_writer_open(dg_indexed_writer *w, const char *prefix, int dtype, 
     w->itemsize = dg_idx_dtype_size(dtype);
     w->idx_path = path_with(prefix, ".idx");
     w->bin_path = path_with(prefix, ".bin");
-    w->bin = fopen(w->bin_path, "wb");
-    if (!w->bin) {
-        int e = errno;
+    int st = dg_file_out_open(&w->bin, w->bin_path, NULL, err);
+    if (st != DG_OK) {
         dg_free(w->idx_path);
         dg_free(w->bin_path);
         memset(w, 0, sizeof *w);
-        return dg_err_set(err, DG_EINPUT, "%s.bin: cannot create: %s", prefix, strerror(e));
+        return st;
     }
     w->cap_docs = 64;
     w->docs = dg_malloc(sizeof(int64_t) * (size_t)w->cap_docs);
@@ -300,8 +297,7 @@ int dg_indexed_writer_add(dg_indexed_writer *w, const int32_t *tokens, int64_t n
         } break;
         }
     }
-    if (bytes && fwrite(s, 1, bytes, w->bin) != bytes)
-        return dg_err_set(err, DG_EINPUT, "%s: write failed: %s", w->bin_path, strerror(errno));
+    DG_TRY(dg_file_out_write(&w->bin, s, bytes, err));
     if (w->num_sequences == w->cap_sequences) {
         w->cap_sequences = w->cap_sequences ? 2 * w->cap_sequences : 1024;
         w->lengths = dg_realloc(w->lengths, sizeof(int32_t) * (size_t)w->cap_sequences);
@@ -327,43 +323,55 @@ static void writer_free(dg_indexed_writer *w) {
     memset(w, 0, sizeof *w);
 }
 
-int dg_indexed_writer_finish(dg_indexed_writer *w, dg_err *err) {
-    int st = DG_OK;
-    if (fclose(w->bin) != 0) st = dg_err_set(err, DG_EINPUT, "%s: close failed: %s", w->bin_path, strerror(errno));
-    w->bin = NULL;
-    FILE *f = st == DG_OK ? fopen(w->idx_path, "wb") : NULL;
-    if (st == DG_OK && !f) st = dg_err_set(err, DG_EINPUT, "%s: cannot create: %s", w->idx_path, strerror(errno));
-    if (f) {
-        uint8_t hdr[DG_IDX_HEADER_LEN];
-        uint64_t version = 1, s = (uint64_t)w->num_sequences, d = (uint64_t)w->num_doc_entries;
-        memcpy(hdr, DG_IDX_MAGIC, DG_IDX_MAGIC_LEN);
-        memcpy(hdr + 9, &version, 8);
-        hdr[17] = (uint8_t)w->dtype;
-        memcpy(hdr + 18, &s, 8);
-        memcpy(hdr + 26, &d, 8);
-        int ok = fwrite(hdr, 1, sizeof hdr, f) == sizeof hdr;
-        ok = ok && (s == 0 || fwrite(w->lengths, 4, (size_t)s, f) == (size_t)s);
-        /* Byte pointers: the running sum of the lengths, in bytes. */
-        int64_t ptrbuf[1024], ptr = 0;
-        for (uint64_t i = 0; ok && i < s;) {
-            size_t k = 0;
-            for (; k < 1024 && i < s; k++, i++) {
-                ptrbuf[k] = ptr;
-                ptr += (int64_t)w->lengths[i] * (int64_t)w->itemsize;
-            }
-            ok = fwrite(ptrbuf, 8, k, f) == k;
+/* P.idx's contents (the layout at the top of dg_indexed.h) into w->idx. */
+static int write_idx(dg_indexed_writer *w, dg_err *err) {
+    uint8_t hdr[DG_IDX_HEADER_LEN];
+    uint64_t version = 1, s = (uint64_t)w->num_sequences, d = (uint64_t)w->num_doc_entries;
+    memcpy(hdr, DG_IDX_MAGIC, DG_IDX_MAGIC_LEN);
+    memcpy(hdr + 9, &version, 8);
+    hdr[17] = (uint8_t)w->dtype;
+    memcpy(hdr + 18, &s, 8);
+    memcpy(hdr + 26, &d, 8);
+    dg_file_out *f = &w->idx;
+    int st = dg_file_out_write(f, hdr, sizeof hdr, err);
+    if (st == DG_OK) st = dg_file_out_write(f, w->lengths, 4 * (size_t)s, err);
+    /* Byte pointers: the running sum of the lengths, in bytes. */
+    int64_t ptrbuf[1024], ptr = 0;
+    for (uint64_t i = 0; st == DG_OK && i < s;) {
+        size_t k = 0;
+        for (; k < 1024 && i < s; k++, i++) {
+            ptrbuf[k] = ptr;
+            ptr += (int64_t)w->lengths[i] * (int64_t)w->itemsize;
         }
-        ok = ok && fwrite(w->docs, 8, (size_t)d, f) == (size_t)d;
-        if (fclose(f) != 0) ok = 0;
-        if (!ok) st = dg_err_set(err, DG_EINPUT, "%s: write failed: %s", w->idx_path, strerror(errno));
+        st = dg_file_out_write(f, ptrbuf, 8 * k, err);
     }
-    writer_free(w);
+    if (st == DG_OK) st = dg_file_out_write(f, w->docs, 8 * (size_t)d, err);
     return st;
 }
 
+int dg_indexed_writer_close(dg_indexed_writer *w, dg_err *err) {
+    int st = dg_file_out_close(&w->bin, err);
+    if (st == DG_OK) st = dg_file_out_open(&w->idx, w->idx_path, NULL, err);
+    if (st == DG_OK) st = write_idx(w, err);
+    if (st == DG_OK) st = dg_file_out_close(&w->idx, err);
+    if (st != DG_OK) dg_indexed_writer_abort(w);
+    return st;
+}
+
+int dg_indexed_writer_commit(dg_indexed_writer *w, dg_err *err) {
+    int st = dg_file_out_commit(&w->bin, err);
+    if (st == DG_OK) st = dg_file_out_commit(&w->idx, err);
+    dg_indexed_writer_abort(w); /* the .idx's temporary if the .bin's rename failed; frees the rest */
+    return st;
+}
+
+int dg_indexed_writer_finish(dg_indexed_writer *w, dg_err *err) {
+    DG_TRY(dg_indexed_writer_close(w, err));
+    return dg_indexed_writer_commit(w, err);
+}
+
 void dg_indexed_writer_abort(dg_indexed_writer *w) {
-    if (w->bin) fclose(w->bin);
-    if (w->bin_path) unlink(w->bin_path);
-    if (w->idx_path) unlink(w->idx_path);
+    dg_file_out_abort(&w->bin);
+    dg_file_out_abort(&w->idx);
     writer_free(w);
 }

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "dg_base.h"
+#include "dg_file_out.h"
 
 /* Megatron's DType codes. */
 typedef enum dg_idx_dtype {
@@ -101,10 +102,13 @@ void dg_indexed_read(const dg_indexed *ds, int64_t seq, int64_t offset, int64_t 
 
 /* ---------------------------------------------------------------------------
  * Writing, like Megatron's IndexedDatasetBuilder: tokens stream into P.bin as
- * sequences are added; P.idx is written by dg_indexed_writer_finish.
+ * sequences are added; P.idx is written by dg_indexed_writer_close. Both go
+ * to temporary files beside P.bin and P.idx (base/dg_file_out.h), renamed
+ * over them only once both are complete: a failed run leaves an existing
+ * dataset at P as it was.
  * ------------------------------------------------------------------------- */
 typedef struct dg_indexed_writer {
-    FILE *bin;
+    dg_file_out bin, idx;
     char *idx_path, *bin_path;
     int dtype;
     size_t itemsize;
@@ -116,16 +120,23 @@ typedef struct dg_indexed_writer {
     size_t scratch_cap;
 } dg_indexed_writer;
 
-/* Create prefix.bin (truncating) for tokens of `dtype`. */
+/* Start prefix.bin (its temporary) for tokens of `dtype`. */
 int dg_indexed_writer_open(dg_indexed_writer *w, const char *prefix, int dtype, dg_err *err);
 /* Append one sequence of n tokens (n may be 0). A token that does not fit
  * the dtype is DG_EINPUT. */
 int dg_indexed_writer_add(dg_indexed_writer *w, const int32_t *tokens, int64_t n, dg_err *err);
 /* Close the current document (the sequences added since the last call). */
 void dg_indexed_writer_end_document(dg_indexed_writer *w);
-/* Write prefix.idx, close everything. The writer is unusable afterwards. */
+/* Write prefix.idx's temporary and make both temporaries complete on disk,
+ * not yet in place. On failure the writer is aborted. */
+int dg_indexed_writer_close(dg_indexed_writer *w, dg_err *err);
+/* After dg_indexed_writer_close: rename .bin, then .idx, into place. The
+ * writer is unusable afterwards. */
+int dg_indexed_writer_commit(dg_indexed_writer *w, dg_err *err);
+/* close + commit. The writer is unusable afterwards. */
 int dg_indexed_writer_finish(dg_indexed_writer *w, dg_err *err);
-/* Close and delete the partial files (after an error). */
+/* Remove the temporaries (after an error): an old dataset at the prefix is
+ * left as it was. A no-op on a finished or aborted writer. */
 void dg_indexed_writer_abort(dg_indexed_writer *w);
 
 #endif /* DG_INDEXED_H */

@@ -228,10 +228,11 @@ int dg_preprocess_run(const dg_preprocess_opts *o_in, dg_preprocess_stats *stats
     dg_free(jobs[0]);
     dg_free(jobs[1]);
     dg_free(states);
-    for (int k = 0; k < opened; k++) {
-        if (st == DG_OK) st = dg_indexed_writer_finish(&w[k], err);
-        else dg_indexed_writer_abort(&w[k]);
-    }
+    /* Every key's files complete before any replaces an old dataset: a
+     * failure anywhere leaves all of them as they were. */
+    for (int k = 0; k < opened && st == DG_OK; k++) st = dg_indexed_writer_close(&w[k], err);
+    for (int k = 0; k < opened && st == DG_OK; k++) st = dg_indexed_writer_commit(&w[k], err);
+    for (int k = 0; k < opened; k++) dg_indexed_writer_abort(&w[k]); /* a no-op on a committed writer */
     stats->seconds = dg_now() - t0;
     return st;
 }

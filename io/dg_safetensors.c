@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "dg_ckpt_fs.h"
+#include "dg_file_out.h"
 
 static const struct {
     const char *name;
@@ -196,18 +197,19 @@ int dg_st_write(const char *path, const dg_st_tensor *t, int n, dg_err *err) {
     size_t hlen;
     char *h = header_json(t, n, &hlen, err);
     if (!h) return DG_EINTERNAL;
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) {
+    dg_file_out o;
+    int st = dg_file_out_open(&o, path, NULL, err);
+    if (st != DG_OK) {
         dg_free(h);
-        return dg_err_set(err, DG_EINPUT, "%s: %s", path, strerror(errno));
+        return st;
     }
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
-    int st = dg_ckpt_write_all(fd, len8, 8, path, err);
-    if (st == DG_OK) st = dg_ckpt_write_all(fd, h, hlen, path, err);
-    for (int i = 0; i < n && st == DG_OK; i++) st = dg_ckpt_write_all(fd, t[i].data, (size_t)tensor_bytes(&t[i]), path, err);
-    if (st == DG_OK && fsync(fd) != 0) st = dg_err_set(err, DG_EINPUT, "%s: fsync: %s", path, strerror(errno));
-    if (close(fd) != 0 && st == DG_OK) st = dg_err_set(err, DG_EINPUT, "%s: close: %s", path, strerror(errno));
+    st = dg_file_out_write(&o, len8, 8, err);
+    if (st == DG_OK) st = dg_file_out_write(&o, h, hlen, err);
+    for (int i = 0; i < n && st == DG_OK; i++) st = dg_file_out_write(&o, t[i].data, (size_t)tensor_bytes(&t[i]), err);
     dg_free(h);
+    if (st == DG_OK) return dg_file_out_commit(&o, err);
+    dg_file_out_abort(&o);
     return st;
 }

@@ -61,7 +61,8 @@ typedef struct dg_st_tensor {
     const void *data;
 } dg_st_tensor;
 
-/* Write t[0, n) to path (created or replaced, then fsynced), in order.
+/* Write t[0, n) to path, in order: written beside it, fsynced and renamed
+ * over it (base/dg_file_out.h), so a failure leaves an old file as it was.
  * DG_EINPUT naming the path for a file-system failure; DG_EINTERNAL for a
  * dtype safetensors cannot name. */
 int dg_st_write(const char *path, const dg_st_tensor *t, int n, dg_err *err);

@@ -1,9 +1,9 @@
 /* dg_trace.c — the Chrome trace-event recorder (see dg_trace.h). */
 #include "dg_trace.h"
 
-#include <errno.h>
 #include <string.h>
 
+#include "dg_file_out.h"
 #include "dg_op.h"
 
 typedef struct trace_ev {
@@ -159,13 +159,10 @@ void dg_trace_put_events(const dg_trace *tr, FILE *f, int64_t shift_ns) {
 }
 
 int dg_trace_write(const dg_trace *tr, const char *path, dg_err *err) {
-    FILE *f = fopen(path, "w");
-    if (!f) return dg_err_set(err, DG_EINPUT, "--trace %s: cannot open for writing: %s", path, strerror(errno));
-    fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
-    dg_trace_put_events(tr, f, 0);
-    fprintf(f, "\n]}\n");
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return dg_err_set(err, DG_EINPUT, "--trace %s: write failed: %s", path, strerror(errno));
-    return DG_OK;
+    dg_file_out o;
+    DG_TRY(dg_file_out_open(&o, path, "--trace", err));
+    fprintf(o.f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
+    dg_trace_put_events(tr, o.f, 0);
+    fprintf(o.f, "\n]}\n");
+    return dg_file_out_commit(&o, err);
 }

@@ -6,11 +6,11 @@
  * them one after the other. The times are moved onto the earliest recorder's
  * origin so that a stage's forward lines up under the send that fed it. */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "dg_comm.h"
+#include "dg_file_out.h"
 #include "dg_trace.h"
 
 /* All-gather `n` bytes from every rank into all[size * n]. */
@@ -22,18 +22,16 @@ static int gather_bytes(dg_comm *c, const void *mine, void *all, int64_t n, dg_e
 
 static int write_parts(const char *path, const char *parts, const int64_t *len, int64_t stride, int n,
                        dg_err *err) {
-    FILE *f = fopen(path, "w");
-    if (!f) return dg_err_set(err, DG_EINPUT, "--trace %s: cannot open for writing: %s", path, strerror(errno));
+    dg_file_out o;
+    DG_TRY(dg_file_out_open(&o, path, "--trace", err));
+    FILE *f = o.f;
     fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
     for (int r = 0; r < n; r++) {
         if (r) fprintf(f, ",\n");
         fwrite(parts + (size_t)r * (size_t)stride, 1, (size_t)len[r], f);
     }
     fprintf(f, "\n]}\n");
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return dg_err_set(err, DG_EINPUT, "--trace %s: write failed: %s", path, strerror(errno));
-    return DG_OK;
+    return dg_file_out_commit(&o, err);
 }
 
 /* The gathers below are collectives: a rank that failed to make its part

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dg_file_out.h"
 #include "dg_sim.h"
 
 static const char *kind_names[DG_SIM_KIND_COUNT] = {"gemm", "attention", "elemwise", "embed", "optim"};
@@ -207,13 +208,15 @@ static char *device_json(const dg_sim_device *d) {
 }
 
 int dg_sim_device_save(const dg_sim_device *d, const char *path, dg_err *err) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return dg_err_set(err, DG_EINPUT, "calibration: cannot write '%s'", path);
     char *s = device_json(d);
-    int ok = fputs(s, f) >= 0 && fputc('\n', f) != EOF;
+    size_t n = strlen(s);
+    char *text = dg_malloc(n + 1);
+    memcpy(text, s, n);
+    text[n] = '\n';
     cJSON_free(s);
-    if (fclose(f) != 0 || !ok) return dg_err_set(err, DG_EINPUT, "calibration: cannot write '%s'", path);
-    return DG_OK;
+    int st = dg_file_out_replace(path, text, n + 1, "calibration:", err);
+    dg_free(text);
+    return st;
 }
 
 void dg_sim_device_print(const dg_sim_device *d, FILE *f) {

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dg_file_out.h"
 #include "dg_flops.h"
 #include "dg_sim_engine.h"
 #include "dg_step_opts.h"
@@ -23,8 +24,9 @@ static double persistent_bytes(const dg_sim_stage *s) {
  * world rank it stands for (sched/dg_trace.h's format). */
 static int write_trace(const char *path, dg_sim_stage *st, const dg_sim_prog *pr, int n, int ranks_per_stage,
                        dg_err *err) {
-    FILE *f = fopen(path, "w");
-    if (!f) return dg_err_set(err, DG_EINPUT, "--trace: cannot write '%s'", path);
+    dg_file_out o;
+    DG_TRY(dg_file_out_open(&o, path, "--trace", err));
+    FILE *f = o.f;
     fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
     for (int i = 0; i < n; i++) {
         dg_trace *tr = dg_trace_new(i * ranks_per_stage);
@@ -39,8 +41,7 @@ static int write_trace(const char *path, dg_sim_stage *st, const dg_sim_prog *pr
         dg_trace_free(tr);
     }
     fprintf(f, "\n]}\n");
-    if (fclose(f) != 0) return dg_err_set(err, DG_EINPUT, "--trace: cannot write '%s'", path);
-    return DG_OK;
+    return dg_file_out_commit(&o, err);
 }
 
 /* Build stage i and compact it; keep the graph only for the trace. */

@@ -11,6 +11,7 @@
 
 #include "dg_checkpoint.h"
 #include "dg_ckpt_fs.h"
+#include "dg_file_out.h"
 #include "dg_hf_config.h"
 #include "dg_hf_map.h"
 #include "dg_hf_params.h"
@@ -93,7 +94,7 @@ static int write_shard(exporter *x, int s, dg_err *err) {
 static int write_text(const char *dir, const char *file, const char *text, dg_err *err) {
     char path[PATH_LEN];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    return dg_ckpt_write_file(path, text, strlen(text), err);
+    return dg_file_out_replace(path, text, strlen(text), NULL, err);
 }
 
 static int write_index(exporter *x, dg_err *err) {
@@ -123,7 +124,7 @@ static int copy_file(const char *from, const char *dir, const char *to, const ch
         return dg_err_set(err, DG_EINPUT, "%s: cannot copy the tokenizer's file: %s", where, e.msg);
     char path[PATH_LEN];
     snprintf(path, sizeof path, "%s/%s", dir, to);
-    int st = dg_ckpt_write_file(path, buf, n, err);
+    int st = dg_file_out_replace(path, buf, n, NULL, err);
     dg_free(buf);
     return st;
 }

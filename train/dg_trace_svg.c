@@ -2,10 +2,10 @@
  * dg_trace_svg.h). */
 #include "dg_trace_svg.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dg_file_out.h"
 #include "dg_trace_read.h"
 
 typedef struct block {
@@ -216,8 +216,9 @@ static void put_row(FILE *f, const dg_sched_picture *p, int i, double scale) {
 }
 
 int dg_sched_picture_svg(const dg_sched_picture *p, const char *path, dg_err *err) {
-    FILE *f = fopen(path, "w");
-    if (!f) return dg_err_set(err, DG_EINPUT, "-o %s: cannot open for writing: %s", path, strerror(errno));
+    dg_file_out o;
+    DG_TRY(dg_file_out_open(&o, path, "-o", err));
+    FILE *f = o.f;
     double span = p->t1 > p->t0 ? p->t1 - p->t0 : 1.0, scale = PLOT_W / span;
     int h = TOP + p->n_rows * ROW_H + 30;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\">\n",
@@ -230,9 +231,7 @@ int dg_sched_picture_svg(const dg_sched_picture *p, const char *path, dg_err *er
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"end\">%.0f us</text>\n", LABEL_W + PLOT_W,
             h - 10, span);
     fprintf(f, "</svg>\n");
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) return dg_err_set(err, DG_EINPUT, "-o %s: write failed: %s", path, strerror(errno));
-    return DG_OK;
+    return dg_file_out_commit(&o, err);
 }
 
 void dg_sched_picture_bubble(const dg_sched_picture *p, FILE *f) {

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Acceptance 3: `dagatron topo` prints the topology and the placement, and
 # under mpirun -np 2 the two ranks pin their compute worker to different cores.
+# Its report lost to a full device is one line and exit 2 (issue 25, item 12).
 set -euo pipefail
 exe=$1
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -16,6 +17,13 @@ set +e
 rc=$?
 set -e
 [ "$rc" -eq 2 ] || fail "--threads 0 exited $rc, expected 2"
+# standard output on a full device: one line, exit 2 (it exited 0, the report lost)
+set +e
+err=$("$exe" topo 2>&1 >/dev/full)
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "topo >/dev/full exited $rc, expected 2"
+[ "$err" = "dagatron: standard output: write failed: No space left on device" ] || fail "topo >/dev/full said: $err"
 
 # two ranks: different cores
 out=$($DG_MPIRUN -np 2 "$exe" topo)
