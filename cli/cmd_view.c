@@ -2,11 +2,11 @@
  * JSON dump) as one self-contained HTML page (cli/dg_view_page.h), with
  * each rank's busy time, exposed communication and h, and the critical
  * path, printed too (train/dg_trace_stats.h; docs/viewer.md). */
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "dg_cli.h"
+#include "dg_read_file.h"
 #include "dg_trace_stats.h"
 #include "dg_view_page.h"
 
@@ -68,8 +68,9 @@ static void print_summary(const dg_trace_file *t, const dg_trace_path *p, const 
 
 /* Read and check the graph dump: its text for the page, its edges for the path. */
 static int load_graph(const char *path, char **text, dg_graph_deps *deps, dg_err *err) {
-    *text = dg_slurp(path, NULL);
-    if (!*text) return dg_err_set(err, DG_EINPUT, "--graph %s: cannot read: %s", path, strerror(errno));
+    char what[1100];
+    snprintf(what, sizeof what, "--graph %s", path);
+    DG_TRY(dg_read_file(path, what, DG_GRAPH_DUMP_MAX_BYTES, text, NULL, err));
     return dg_graph_deps_parse(*text, path, deps, err);
 }
 

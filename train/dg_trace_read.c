@@ -2,30 +2,14 @@
 #include "dg_trace_read.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <string.h>
 
-char *dg_slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t n = 0, cap = 0, got;
-    do {
-        if (n + 65536 > cap) buf = dg_realloc(buf, cap = 2 * cap + 65536);
-        got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-    } while (got > 0);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        dg_free(buf);
-        errno = EIO;
-        return NULL;
-    }
-    buf[n] = 0;
-    if (len) *len = n;
-    return buf;
-}
+#include "dg_memlimit.h"
+#include "dg_read_file.h"
+
+/* cJSON's tree of a trace takes about six times the text (measured on a
+ * merged PP=2 trace); eight leaves room. */
+#define PARSE_BYTES_PER_BYTE 8.0
 
 static double num(const cJSON *o, const char *k, double dflt) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -37,34 +21,60 @@ static void str(const cJSON *o, const char *k, char *dst, size_t len) {
     snprintf(dst, len, "%s", cJSON_IsString(v) ? v->valuestring : "");
 }
 
-static void take_label(dg_trace_file *t, const cJSON *e, int is_thread) {
+/* realloc to hold `need` items of `elem` bytes, doubling; DG_EINPUT when
+ * memory runs out (never an abort: the trace named is too big for here). */
+static int grow(void **p, int *cap, int need, size_t elem, const char *path, dg_err *err) {
+    if (need <= *cap) return DG_OK;
+    int want = DG_MAX(need, 2 * *cap + 256);
+    void *q = realloc(*p, elem * (size_t)want);
+    if (!q)
+        return dg_err_set(err, DG_EINPUT, "--trace %s: out of memory holding its events (%zu bytes)", path,
+                          elem * (size_t)want);
+    *p = q;
+    *cap = want;
+    return DG_OK;
+}
+
+typedef struct read_state {
+    dg_trace_file *t;
+    const char *path;
+    dg_err *err;
+    int cap_ev, cap_label, cap_after;
+} read_state;
+
+static int take_label(read_state *s, const cJSON *e, int is_thread) {
     char nm[96];
     str(cJSON_GetObjectItemCaseSensitive(e, "args"), "name", nm, sizeof nm);
-    if (!nm[0]) return;
-    t->label = dg_realloc(t->label, sizeof *t->label * (size_t)(t->n_label + 1));
+    if (!nm[0]) return DG_OK;
+    dg_trace_file *t = s->t;
+    DG_TRY(grow((void **)&t->label, &s->cap_label, t->n_label + 1, sizeof *t->label, s->path, s->err));
     dg_trace_label *l = &t->label[t->n_label++];
     l->pid = (int)num(e, "pid", 0);
     l->tid = is_thread ? (int)num(e, "tid", 0) : -1;
     memcpy(l->name, nm, sizeof nm);
+    return DG_OK;
 }
 
 /* An event's "after" list into the pool. */
-static void take_after(dg_trace_file *t, const cJSON *list, dg_trace_event *v, int *cap) {
+static int take_after(read_state *s, const cJSON *list, dg_trace_event *v) {
+    dg_trace_file *t = s->t;
     v->after_at = t->n_after;
     v->n_after = 0;
-    if (!cJSON_IsArray(list)) return;
+    if (!cJSON_IsArray(list)) return DG_OK;
     t->has_after = 1;
     const cJSON *x;
     cJSON_ArrayForEach(x, list) {
         if (!cJSON_IsNumber(x)) continue;
-        if (t->n_after == *cap) t->after = dg_realloc(t->after, sizeof(int) * (size_t)(*cap = 2 * *cap + 1024));
+        DG_TRY(grow((void **)&t->after, &s->cap_after, t->n_after + 1, sizeof(int), s->path, s->err));
         t->after[t->n_after++] = x->valueint;
         v->n_after++;
     }
+    return DG_OK;
 }
 
-static void take_event(dg_trace_file *t, const cJSON *e, int *cap, int *cap_after) {
-    if (t->n_ev == *cap) t->ev = dg_realloc(t->ev, sizeof *t->ev * (size_t)(*cap = 2 * *cap + 256));
+static int take_event(read_state *s, const cJSON *e) {
+    dg_trace_file *t = s->t;
+    DG_TRY(grow((void **)&t->ev, &s->cap_ev, t->n_ev + 1, sizeof *t->ev, s->path, s->err));
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, "args");
     dg_trace_event *v = &t->ev[t->n_ev++];
     v->ts = num(e, "ts", 0);
@@ -80,35 +90,59 @@ static void take_event(dg_trace_file *t, const cJSON *e, int *cap, int *cap_afte
     str(e, "name", v->name, sizeof v->name);
     str(a, "op", v->op, sizeof v->op);
     str(a, "phase", v->phase, sizeof v->phase);
-    take_after(t, cJSON_GetObjectItemCaseSensitive(a, "after"), v, cap_after);
+    return take_after(s, cJSON_GetObjectItemCaseSensitive(a, "after"), v);
+}
+
+/* The file's text as JSON, within the memory there is. */
+static int parse(const char *path, cJSON **root, dg_err *err) {
+    char what[1100], *text = NULL;
+    size_t len = 0;
+    snprintf(what, sizeof what, "--trace %s", path);
+    DG_TRY(dg_read_file(path, what, DG_TRACE_MAX_BYTES, &text, &len, err));
+    snprintf(what, sizeof what, "--trace %s: parsing its %zu bytes", path, len);
+    int st = dg_mem_check(PARSE_BYTES_PER_BYTE * (double)len, what, err);
+    const char *end = NULL;
+    /* len + 1: cJSON wants the terminating NUL inside the length it is given */
+    *root = st == DG_OK ? cJSON_ParseWithLengthOpts(text, len + 1, &end, 1) : NULL;
+    if (st == DG_OK && (!*root || end != text + len)) {
+        const char *at = *root ? end : cJSON_GetErrorPtr();
+        long off = at && at >= text && at <= text + len ? (long)(at - text) : -1;
+        st = dg_err_set(err, DG_EINPUT, "--trace %s: not a Chrome trace (not valid JSON: error at byte %ld)",
+                        path, off);
+        cJSON_Delete(*root);
+        *root = NULL;
+    }
+    dg_free(text);
+    return st;
 }
 
 int dg_trace_read(const char *path, dg_trace_file *out, dg_err *err) {
     memset(out, 0, sizeof *out);
-    char *text = dg_slurp(path, NULL);
-    if (!text) return dg_err_set(err, DG_EINPUT, "--trace %s: cannot read: %s", path, strerror(errno));
-    cJSON *root = cJSON_Parse(text);
-    dg_free(text);
+    cJSON *root = NULL;
+    DG_TRY(parse(path, &root, err));
     const cJSON *evs = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
     if (!cJSON_IsArray(evs)) {
         cJSON_Delete(root);
         return dg_err_set(err, DG_EINPUT, "--trace %s: not a Chrome trace (no traceEvents array)", path);
     }
-    int cap = 0, cap_after = 0;
+    read_state s = {out, path, err, 0, 0, 0};
+    int st = DG_OK;
     const cJSON *e;
     cJSON_ArrayForEach(e, evs) {
         const cJSON *ph = cJSON_GetObjectItemCaseSensitive(e, "ph");
         const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name");
         if (!cJSON_IsString(ph)) continue;
         if (!strcmp(ph->valuestring, "X"))
-            take_event(out, e, &cap, &cap_after);
+            st = take_event(&s, e);
         else if (!strcmp(ph->valuestring, "M") && cJSON_IsString(nm) && !strcmp(nm->valuestring, "process_name"))
-            take_label(out, e, 0);
+            st = take_label(&s, e, 0);
         else if (!strcmp(ph->valuestring, "M") && cJSON_IsString(nm) && !strcmp(nm->valuestring, "thread_name"))
-            take_label(out, e, 1);
+            st = take_label(&s, e, 1);
+        if (st != DG_OK) break;
     }
     cJSON_Delete(root);
-    return DG_OK;
+    if (st != DG_OK) dg_trace_file_free(out);
+    return st;
 }
 
 void dg_trace_file_free(dg_trace_file *t) {

@@ -5,9 +5,13 @@
  * the task events ("ph": "X") with their args, the processes' names
  * (process_name: "rank 3 (pp 1, tp 1)") and the streams' names
  * (thread_name: "compute", "comm"). Other events are skipped; a missing arg
- * reads as -1 (0 for wgrad; no "after": the dependencies unknown), so
- * traces from older writers still load.
+ * reads as -1 (0 for wgrad and stage; no "after": the dependencies unknown),
+ * so traces from older writers still load.
  * Times stay in the file's unit, microseconds.
+ *
+ * What a trace may hold: a regular file of at most DG_TRACE_MAX_BYTES
+ * (fstat before reading, and again while reading: /dev/zero, a FIFO or a
+ * growing file is refused, not read until memory runs out).
  */
 #ifndef DG_TRACE_READ_H
 #define DG_TRACE_READ_H
@@ -15,6 +19,8 @@
 #include "dg_base.h"
 
 #define DG_TRACE_STR_LEN 64
+
+#define DG_TRACE_MAX_BYTES ((size_t)1 << 30) /* 1 GiB: a rank's traced step is KB to MB */
 
 typedef struct dg_trace_event {
     double ts, dur; /* microseconds */
@@ -44,7 +50,9 @@ typedef struct dg_trace_file {
 } dg_trace_file;
 
 /* Read `path`. DG_EINPUT naming the file (as "--trace PATH") when it cannot
- * be read or is not a trace (no traceEvents array). An empty trace loads. */
+ * be read, is not a regular file or is too big, is not a trace (no
+ * traceEvents array), or needs more memory than there is. An empty trace
+ * loads. */
 int dg_trace_read(const char *path, dg_trace_file *out, dg_err *err);
 void dg_trace_file_free(dg_trace_file *t);
 
@@ -52,9 +60,5 @@ void dg_trace_file_free(dg_trace_file *t);
  * ("stream T" if the file names none). */
 const char *dg_trace_proc_name(const dg_trace_file *t, int pid, char *buf, size_t len);
 const char *dg_trace_stream_name(const dg_trace_file *t, int pid, int tid, char *buf, size_t len);
-
-/* The whole of a file, NUL-terminated (dg_free it); NULL with errno set
- * when it cannot be read. */
-char *dg_slurp(const char *path, size_t *len);
 
 #endif /* DG_TRACE_READ_H */

@@ -45,6 +45,9 @@ typedef struct dg_graph_deps {
     char (*name)[DG_TRACE_STR_LEN]; /* the nodes' names */
 } dg_graph_deps;
 
+/* The most a graph dump read for its edges may hold (checked as it is read). */
+#define DG_GRAPH_DUMP_MAX_BYTES ((size_t)1 << 30)
+
 /* Parse dump text (read from `path`, named in errors as "--graph PATH").
  * DG_EINPUT when it is not JSON or not a dagatron.graph dump. */
 int dg_graph_deps_parse(const char *text, const char *path, dg_graph_deps *out, dg_err *err);
