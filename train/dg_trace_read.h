@@ -9,9 +9,22 @@
  * so traces from older writers still load.
  * Times stay in the file's unit, microseconds.
  *
- * What a trace may hold: a regular file of at most DG_TRACE_MAX_BYTES
- * (fstat before reading, and again while reading: /dev/zero, a FIFO or a
- * growing file is refused, not read until memory runs out).
+ * What a trace may hold, checked as it is read (a damaged file is refused
+ * with one line naming the file, the event's index in traceEvents, the field
+ * and what was expected, rather than drawn or summed into wrong figures):
+ *   - the file: a regular file of at most DG_TRACE_MAX_BYTES (fstat before
+ *     reading, and again while reading), JSON with a traceEvents array;
+ *   - every event: an object with a string "ph";
+ *   - a task ("X"): a string "name"; "ts" and "dur" numbers of microseconds,
+ *     ts >= 0, dur >= 0, ts + dur <= DG_TRACE_MAX_US; "pid" and "tid"
+ *     integers in [0, DG_TRACE_MAX_ID]; "args", if there, an object whose
+ *     fields, each optional, are: node, stage integers in [0, MAX_ID];
+ *     layer, microbatch, step in [-1, MAX_ID]; wgrad 0 or 1; op, phase
+ *     strings; after an array of node ids in [0, MAX_ID];
+ *   - a metadata event ("M"): a string "name"; for process_name an integer
+ *     "pid" and for thread_name an integer "pid" and "tid" (as above), and
+ *     for both a string args.name. Other metadata is skipped.
+ * Everything sched/dg_trace.c writes is within these bounds.
  */
 #ifndef DG_TRACE_READ_H
 #define DG_TRACE_READ_H
@@ -21,6 +34,8 @@
 #define DG_TRACE_STR_LEN 64
 
 #define DG_TRACE_MAX_BYTES ((size_t)1 << 30) /* 1 GiB: a rank's traced step is KB to MB */
+#define DG_TRACE_MAX_US 1e13                 /* about 115 days from the recorder's start */
+#define DG_TRACE_MAX_ID ((1 << 24) - 1)      /* ranks, streams, nodes, layers, micro-batches, steps */
 
 typedef struct dg_trace_event {
     double ts, dur; /* microseconds */
@@ -50,9 +65,8 @@ typedef struct dg_trace_file {
 } dg_trace_file;
 
 /* Read `path`. DG_EINPUT naming the file (as "--trace PATH") when it cannot
- * be read, is not a regular file or is too big, is not a trace (no
- * traceEvents array), or needs more memory than there is. An empty trace
- * loads. */
+ * be read, is not a trace (no traceEvents array), breaks a bound above, or
+ * needs more memory than there is. An empty trace loads. */
 int dg_trace_read(const char *path, dg_trace_file *out, dg_err *err);
 void dg_trace_file_free(dg_trace_file *t);
 
