@@ -60,7 +60,7 @@ static void print_summary(const dg_trace_file *t, const dg_trace_path *p, const 
                "hidden comm h = %.3f (overlapped %.1f%%) | span %.3f us\n",
                dg_trace_proc_name(t, r[k].pid, name, sizeof name), r[k].busy[DG_TRACE_COMPUTE],
                r[k].n_ev[DG_TRACE_COMPUTE], r[k].busy[DG_TRACE_COMM], r[k].n_ev[DG_TRACE_COMM], r[k].exposed, r[k].h,
-               100 * r[k].overlapped, r[k].span);
+               100 * r[k].h, r[k].span);
     printf("critical path: %d tasks, %.3f us of tasks over %.3f us (dependencies: %s)\n", p->n, p->busy, p->span,
            deps);
     dg_free(r);
