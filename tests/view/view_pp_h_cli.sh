@@ -65,4 +65,11 @@ for rank, h, span in lines:
     if idle <= 0:
         sys.exit("rank %d: the step left no idle time, which is what this test is about" % rank)
 PY
+# The trainer's own step line (sched/dg_sched.h) printed h = -2.9 for the
+# same step: the same figure, in [0, 1].
+grep -q "^   step [0-9]*: .*hidden comm h = " "$TMP/train.log" || fail "no step line with h in the run's log"
+grep -o "hidden comm h = [-0-9.]*" "$TMP/train.log" | while read -r _ _ _ _ h; do
+    awk -v h="$h" 'BEGIN { exit !(h >= 0 && h <= 1) }' || fail "the trainer printed h = $h, outside [0, 1]"
+    echo "trainer: h = $h"
+done
 echo "OK"
