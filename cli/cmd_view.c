@@ -2,11 +2,11 @@
  * JSON dump) as one self-contained HTML page (cli/dg_view_page.h), with
  * each rank's busy time, exposed communication and h, and the critical
  * path, printed too (train/dg_trace_stats.h; docs/viewer.md). */
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "dg_cli.h"
+#include "dg_read_file.h"
 #include "dg_trace_stats.h"
 #include "dg_view_page.h"
 
@@ -60,7 +60,7 @@ static void print_summary(const dg_trace_file *t, const dg_trace_path *p, const 
                "hidden comm h = %.3f (overlapped %.1f%%) | span %.3f us\n",
                dg_trace_proc_name(t, r[k].pid, name, sizeof name), r[k].busy[DG_TRACE_COMPUTE],
                r[k].n_ev[DG_TRACE_COMPUTE], r[k].busy[DG_TRACE_COMM], r[k].n_ev[DG_TRACE_COMM], r[k].exposed, r[k].h,
-               100 * r[k].overlapped, r[k].span);
+               100 * r[k].h, r[k].span);
     printf("critical path: %d tasks, %.3f us of tasks over %.3f us (dependencies: %s)\n", p->n, p->busy, p->span,
            deps);
     dg_free(r);
@@ -68,8 +68,9 @@ static void print_summary(const dg_trace_file *t, const dg_trace_path *p, const 
 
 /* Read and check the graph dump: its text for the page, its edges for the path. */
 static int load_graph(const char *path, char **text, dg_graph_deps *deps, dg_err *err) {
-    *text = dg_slurp(path, NULL);
-    if (!*text) return dg_err_set(err, DG_EINPUT, "--graph %s: cannot read: %s", path, strerror(errno));
+    char what[1100];
+    snprintf(what, sizeof what, "--graph %s", path);
+    DG_TRY(dg_read_file(path, what, DG_GRAPH_DUMP_MAX_BYTES, text, NULL, err));
     return dg_graph_deps_parse(*text, path, deps, err);
 }
 

@@ -155,10 +155,10 @@ typedef struct dg_sched_stats {
     double t_step;                      /* wall seconds from first task start to last task end */
     double busy[DG_STREAM_COUNT];       /* seconds each stream ran tasks */
     double exposed_comm;                /* comm seconds with no compute running */
-    double hidden_frac;                 /* h = (T_comp + T_comm - T_step) / T_comm; 0 without comm.
-                                         * Idle gaps in the step make it smaller, even negative. */
-    double overlap_frac;                /* 1 - exposed_comm / T_comm: comm time that ran under
-                                         * compute (ignores idle gaps); 0 without comm */
+    double hidden_frac;                 /* h = 1 - exposed_comm / T_comm: the comm time that ran
+                                         * under compute, in [0, 1]; 0 without comm. Idle time
+                                         * (neither stream running) is no part of it. */
+    double overlap_frac;                /* the same figure (older name, printed as a percentage) */
     double overhead_per_task;           /* seconds of scheduler work (dequeue, release) per task */
     double wall;                        /* seconds inside dg_sched_run, hand-off included */
 } dg_sched_stats;

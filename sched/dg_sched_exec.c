@@ -367,11 +367,15 @@ static void step_stats(const dg_sched_plan *p, const run_state *rs, dg_sched_sta
         iv[s][ni[s]++] = (ival){rs->t0[v], rs->t1[v]};
     }
     st->t_step = hi - lo;
-    double tc = st->busy[DG_STREAM_COMPUTE], tm = st->busy[DG_STREAM_COMM];
+    double tm = st->busy[DG_STREAM_COMM];
     st->exposed_comm = exposed(iv[DG_STREAM_COMPUTE], ni[DG_STREAM_COMPUTE], iv[DG_STREAM_COMM],
                                ni[DG_STREAM_COMM]);
-    st->hidden_frac = tm > 0 ? (tc + tm - st->t_step) / tm : 0;
-    st->overlap_frac = tm > 0 ? 1.0 - st->exposed_comm / tm : 0;
+    /* h: the comm time that ran under compute, over all comm. Not
+     * (T_compute + T_comm - t_step) / T_comm: that counts the time neither
+     * stream ran (a pipeline's bubble, a late peer) as exposed comm, and
+     * went negative under PP. */
+    st->overlap_frac = tm > 0 ? DG_MIN(DG_MAX(1.0 - st->exposed_comm / tm, 0.0), 1.0) : 0;
+    st->hidden_frac = st->overlap_frac;
     double sched = 0;
     for (int s = 0; s < DG_STREAM_COUNT; s++) {
         sched += rs->sched_time[s];

@@ -95,10 +95,11 @@ typedef struct dg_sim_device {
 } dg_sim_device;
 
 /* Load a profile: a built-in name ("local", or a vendor profile from
- * dg_sim_device_vendor) or a JSON file with the fields above (those left
- * out keep the local defaults; see docs/simulate.md). "local" reads the
- * calibration cache (dg_sim_calibration_path) when it exists, else the
- * uncalibrated defaults. DG_EINPUT with one line naming the name/file. */
+ * dg_sim_device_vendor) or a JSON file with the fields above (each figure
+ * required; name, source, devices_per_node and native16 optional; see
+ * docs/simulate.md). "local" reads the calibration cache
+ * (dg_sim_calibration_path) when it exists, else the uncalibrated defaults.
+ * DG_EINPUT with one line naming the name/file. */
 int dg_sim_device_load(const char *name, dg_sim_device *out, dg_err *err);
 
 /* The uncalibrated local profile (a few CPU cores, MPI over shared memory). */

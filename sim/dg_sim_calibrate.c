@@ -23,8 +23,10 @@
 #include "dg_collective.h"
 #include "dg_flops.h"
 #include "dg_grouped_gemm.h"
+#include "dg_read_file.h"
 #include "dg_sim_internal.h"
 #include "dg_step_opts.h"
+#include "dg_trace_read.h"
 
 typedef struct kind_acc {
     double dur, flops, bytes;
@@ -272,17 +274,9 @@ static void fit_free(fit *f) {
 }
 
 static cJSON *load_events(const char *path, cJSON **root, dg_err *err) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        dg_err_set(err, DG_EINPUT, "--calibrate-from: cannot open '%s'", path);
-        return NULL;
-    }
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *s = dg_malloc((size_t)DG_MAX(n, 0) + 1);
-    s[fread(s, 1, (size_t)DG_MAX(n, 0), fp)] = 0;
-    fclose(fp);
+    char what[1100], *s = NULL;
+    snprintf(what, sizeof what, "--calibrate-from %s", path);
+    if (dg_read_file(path, what, DG_TRACE_MAX_BYTES, &s, NULL, err) != DG_OK) return NULL;
     *root = cJSON_Parse(s);
     dg_free(s);
     cJSON *ev = cJSON_GetObjectItemCaseSensitive(*root, "traceEvents");

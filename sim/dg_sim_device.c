@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "dg_file_out.h"
-#include "dg_sim.h"
+#include "dg_sim_internal.h"
 
 static const char *kind_names[DG_SIM_KIND_COUNT] = {"gemm", "attention", "elemwise", "embed", "optim"};
 
@@ -82,77 +82,6 @@ int dg_sim_device_check(const dg_sim_device *d, dg_err *err) {
 
 /* ---- JSON ---------------------------------------------------------------- */
 
-static void get_num(const cJSON *o, const char *key, double *v) {
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (cJSON_IsNumber(x)) *v = x->valuedouble;
-}
-
-static void get_link(const cJSON *o, const char *key, dg_link *l) {
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsObject(x)) return;
-    get_num(x, "gbps", &l->gbps);
-    get_num(x, "usec", &l->usec);
-}
-
-static void get_kinds(const cJSON *o, const char *key, double *v) {
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsObject(x)) return;
-    for (int k = 0; k < DG_SIM_KIND_COUNT; k++) get_num(x, kind_names[k], &v[k]);
-}
-
-static char *slurp(const char *path, dg_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        dg_err_set(err, DG_EINPUT, "--device-profile: cannot open '%s' (expected local, a built-in name or a JSON file)",
-                   path);
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = dg_malloc((size_t)DG_MAX(n, 0) + 1);
-    size_t got = fread(s, 1, (size_t)DG_MAX(n, 0), f);
-    s[got] = 0;
-    fclose(f);
-    return s;
-}
-
-static int load_json(const char *path, dg_sim_device *d, dg_err *err) {
-    char *s = slurp(path, err);
-    if (!s) return DG_EINPUT;
-    cJSON *o = cJSON_Parse(s);
-    dg_free(s);
-    if (!cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        return dg_err_set(err, DG_EINPUT, "--device-profile: '%s' is not a JSON object", path);
-    }
-    dg_sim_device_local_default(d);
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, "name");
-    snprintf(d->name, sizeof d->name, "%s", cJSON_IsString(x) ? x->valuestring : path);
-    x = cJSON_GetObjectItemCaseSensitive(o, "source");
-    snprintf(d->source, sizeof d->source, "%s", cJSON_IsString(x) ? x->valuestring : path);
-    get_num(o, "peak_fp32", &d->peak_fp32);
-    get_num(o, "peak_16", &d->peak_16);
-    get_num(o, "mem_bytes_per_s", &d->mem_bytes_per_s);
-    get_num(o, "task_s", &d->task_s);
-    get_num(o, "comm_task_s", &d->comm_task_s);
-    get_kinds(o, "eff", d->eff);
-    get_kinds(o, "mem_eff", d->mem_eff);
-    get_link(o, "intra", &d->intra);
-    get_link(o, "inter", &d->inter);
-    double n16 = d->native16;
-    get_num(o, "native16", &n16);
-    d->native16 = n16 != 0;
-    double dpn = d->devices_per_node;
-    get_num(o, "devices_per_node", &dpn);
-    d->devices_per_node = dpn >= 1 && dpn < 1e9 ? (int)dpn : 0;
-    cJSON_Delete(o);
-    dg_err e = {{0}};
-    if (dg_sim_device_check(d, &e) != DG_OK)
-        return dg_err_set(err, DG_EINPUT, "--device-profile '%s': %s", path, e.msg);
-    return DG_OK;
-}
-
 int dg_sim_device_load(const char *name, dg_sim_device *out, dg_err *err) {
     if (!name || !name[0] || !strcmp(name, "local")) {
         char path[1024];
@@ -163,7 +92,9 @@ int dg_sim_device_load(const char *name, dg_sim_device *out, dg_err *err) {
             return DG_OK;
         }
         fclose(f);
-        DG_TRY(load_json(path, out, err));
+        char what[1100];
+        snprintf(what, sizeof what, "--device-profile local (%s)", path);
+        DG_TRY(dg_sim_device_read_json(path, what, out, err));
         snprintf(out->name, sizeof out->name, "local");
         return DG_OK;
     }
@@ -171,7 +102,9 @@ int dg_sim_device_load(const char *name, dg_sim_device *out, dg_err *err) {
     if (!strchr(name, '.') && !strchr(name, '/'))
         return dg_err_set(err, DG_EINPUT,
                           "--device-profile: unknown profile '%s' (expected local, h100, a100 or a JSON file)", name);
-    return load_json(name, out, err);
+    char what[1100];
+    snprintf(what, sizeof what, "--device-profile %s", name);
+    return dg_sim_device_read_json(name, what, out, err);
 }
 
 static cJSON *kinds_json(const double *v) {

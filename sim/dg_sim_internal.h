@@ -6,6 +6,11 @@
 #include "dg_sched.h"
 #include "dg_sim.h"
 
+/* Read the device profile JSON file `path` (dg_sim_profile_read.c): every
+ * figure required, of its type and range, no unknown key. `what` opens the
+ * one-line DG_EINPUT message ("--device-profile FILE: peak_fp32: expected a
+ * finite number > 0, it is missing"). */
+int dg_sim_device_read_json(const char *path, const char *what, dg_sim_device *d, dg_err *err);
 
 /* One pipeline stage's step graph, as the trainer builds it, and its plan
  * (sched/dg_sched.h, the trainer's default cost model, so the priorities

@@ -5,9 +5,26 @@
  * the task events ("ph": "X") with their args, the processes' names
  * (process_name: "rank 3 (pp 1, tp 1)") and the streams' names
  * (thread_name: "compute", "comm"). Other events are skipped; a missing arg
- * reads as -1 (0 for wgrad; no "after": the dependencies unknown), so
- * traces from older writers still load.
+ * reads as -1 (0 for wgrad and stage; no "after": the dependencies unknown),
+ * so traces from older writers still load.
  * Times stay in the file's unit, microseconds.
+ *
+ * What a trace may hold, checked as it is read (a damaged file is refused
+ * with one line naming the file, the event's index in traceEvents, the field
+ * and what was expected, rather than drawn or summed into wrong figures):
+ *   - the file: a regular file of at most DG_TRACE_MAX_BYTES (fstat before
+ *     reading, and again while reading), JSON with a traceEvents array;
+ *   - every event: an object with a string "ph";
+ *   - a task ("X"): a string "name"; "ts" and "dur" numbers of microseconds,
+ *     ts >= 0, dur >= 0, ts + dur <= DG_TRACE_MAX_US; "pid" and "tid"
+ *     integers in [0, DG_TRACE_MAX_ID]; "args", if there, an object whose
+ *     fields, each optional, are: node, stage integers in [0, MAX_ID];
+ *     layer, microbatch, step in [-1, MAX_ID]; wgrad 0 or 1; op, phase
+ *     strings; after an array of node ids in [0, MAX_ID];
+ *   - a metadata event ("M"): a string "name"; for process_name an integer
+ *     "pid" and for thread_name an integer "pid" and "tid" (as above), and
+ *     for both a string args.name. Other metadata is skipped.
+ * Everything sched/dg_trace.c writes is within these bounds.
  */
 #ifndef DG_TRACE_READ_H
 #define DG_TRACE_READ_H
@@ -15,6 +32,10 @@
 #include "dg_base.h"
 
 #define DG_TRACE_STR_LEN 64
+
+#define DG_TRACE_MAX_BYTES ((size_t)1 << 30) /* 1 GiB: a rank's traced step is KB to MB */
+#define DG_TRACE_MAX_US 1e13                 /* about 115 days from the recorder's start */
+#define DG_TRACE_MAX_ID ((1 << 24) - 1)      /* ranks, streams, nodes, layers, micro-batches, steps */
 
 typedef struct dg_trace_event {
     double ts, dur; /* microseconds */
@@ -44,7 +65,8 @@ typedef struct dg_trace_file {
 } dg_trace_file;
 
 /* Read `path`. DG_EINPUT naming the file (as "--trace PATH") when it cannot
- * be read or is not a trace (no traceEvents array). An empty trace loads. */
+ * be read, is not a trace (no traceEvents array), breaks a bound above, or
+ * needs more memory than there is. An empty trace loads. */
 int dg_trace_read(const char *path, dg_trace_file *out, dg_err *err);
 void dg_trace_file_free(dg_trace_file *t);
 
@@ -52,9 +74,5 @@ void dg_trace_file_free(dg_trace_file *t);
  * ("stream T" if the file names none). */
 const char *dg_trace_proc_name(const dg_trace_file *t, int pid, char *buf, size_t len);
 const char *dg_trace_stream_name(const dg_trace_file *t, int pid, int tid, char *buf, size_t len);
-
-/* The whole of a file, NUL-terminated (dg_free it); NULL with errno set
- * when it cannot be read. */
-char *dg_slurp(const char *path, size_t *len);
 
 #endif /* DG_TRACE_READ_H */

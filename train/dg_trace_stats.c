@@ -65,10 +65,13 @@ static void rank_stats(const dg_trace_file *t, int pid, span_iv *iv[2], dg_trace
         n[s] = merge(iv[s], r->n_ev[s]);
         r->busy[s] = total(iv[s], n[s]);
     }
-    double tm = r->busy[DG_TRACE_COMM], tc = r->busy[DG_TRACE_COMPUTE];
+    double tm = r->busy[DG_TRACE_COMM];
     r->exposed = minus(iv[DG_TRACE_COMM], n[DG_TRACE_COMM], iv[DG_TRACE_COMPUTE], n[DG_TRACE_COMPUTE]);
-    r->h = tm > 0 ? (tc + tm - r->span) / tm : 0;
-    r->overlapped = tm > 0 ? 1.0 - r->exposed / tm : 0;
+    /* The comm time that ran under compute, over all comm: in [0, 1] since
+     * 0 <= exposed <= tm. (T_compute + T_comm - T_span) / T_comm counted
+     * the time neither stream ran (a pipeline's bubble, a late peer) as
+     * comm left exposed, and went negative under PP.) */
+    r->h = tm > 0 ? DG_MIN(DG_MAX(1.0 - r->exposed / tm, 0.0), 1.0) : 0;
 }
 
 static int by_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }

@@ -3,9 +3,11 @@
  * Per rank (trace process): how long each stream was busy (the union of its
  * tasks' intervals), the exposed communication (time the comm stream ran a
  * task while the compute stream ran none: the union of comm intervals minus
- * the union of compute intervals), and the hidden fraction the trainer
- * prints, h = (T_compute + T_comm - T_span) / T_comm (dg_sched.h), beside
- * the overlapped fraction 1 - exposed / T_comm.
+ * the union of compute intervals), and the hidden fraction of the
+ * communication h = 1 - exposed / T_comm = (T_compute + T_comm - T_busy) /
+ * T_comm, T_busy the union of both streams' tasks: in [0, 1], and the
+ * simulator's h (docs/simulate.md). Idle time, when neither stream runs (a
+ * pipeline's bubble), is no part of it: it is in the span.
  *
  * The critical path: the chain of tasks that set the traced step's end.
  * From the task that ended last, walk back: each task's predecessor is,
@@ -30,8 +32,7 @@ typedef struct dg_trace_rank_stats {
     double busy[DG_TRACE_N_STREAMS];  /* microseconds: union of the stream's tasks */
     double span;                      /* first start to last end over the rank's tasks */
     double exposed;                   /* comm busy while compute idle */
-    double h;                         /* hidden fraction (above); 0 without comm */
-    double overlapped;                /* 1 - exposed / busy[comm]; 0 without comm */
+    double h;                         /* hidden fraction (above), in [0, 1]; 0 without comm */
 } dg_trace_rank_stats;
 
 /* One entry per pid that has task events, ascending (dg_free *out). */
@@ -44,6 +45,9 @@ typedef struct dg_graph_deps {
     int *off, *pred;
     char (*name)[DG_TRACE_STR_LEN]; /* the nodes' names */
 } dg_graph_deps;
+
+/* The most a graph dump read for its edges may hold (checked as it is read). */
+#define DG_GRAPH_DUMP_MAX_BYTES ((size_t)1 << 30)
 
 /* Parse dump text (read from `path`, named in errors as "--graph PATH").
  * DG_EINPUT when it is not JSON or not a dagatron.graph dump. */

@@ -74,9 +74,11 @@
     const exposed = minus(comm, comp);
     const tc = total(comp), tm = total(comm);
     const span = mine.length ? maxOf(mine, (e) => e.end) - minOf(mine, (e) => e.ts) : 0;
+    // h: the comm time that ran under compute, over all comm (train/dg_trace_stats.h)
+    const h = tm > 0 ? Math.min(Math.max(1 - total(exposed) / tm, 0), 1) : 0;
     stats.set(pid, { tc, tm, exposed, exposedUs: total(exposed), span,
       nc: mine.filter((e) => e.tid === 0).length, nm: mine.filter((e) => e.tid === COMM).length,
-      h: tm > 0 ? (tc + tm - span) / tm : 0, overlapped: tm > 0 ? 1 - total(exposed) / tm : 0 });
+      h });
   }
   const t0 = events.length ? minOf(events, (e) => e.ts) : 0;
   const t1 = events.length ? maxOf(events, (e) => e.end) : 1;
@@ -206,7 +208,7 @@
     Object.assign(tr.dataset, { rank: pid, busyComputeUs: s.tc.toFixed(3), busyCommUs: s.tm.toFixed(3),
       exposedUs: s.exposedUs.toFixed(3), h: s.h.toFixed(3), nCompute: s.nc, nComm: s.nm });
     for (const v of [procName.get(pid) || "rank " + pid, s.tc.toFixed(1), s.nc, s.tm.toFixed(1), s.nm,
-      s.exposedUs.toFixed(1), s.h.toFixed(3), (100 * s.overlapped).toFixed(1) + "%", s.span.toFixed(1)]) {
+      s.exposedUs.toFixed(1), s.h.toFixed(3), (100 * s.h).toFixed(1) + "%", s.span.toFixed(1)]) {
       const td = document.createElement("td");
       td.textContent = v;
       tr.appendChild(td);

@@ -2,9 +2,10 @@
 # `dagatron view`'s figures on a hand-made two-rank trace (tiny_trace.json)
 # whose answers are worked out by hand (issue 19; docs/viewer.md):
 #   rank 0: compute [100,110] [120,130], comm [105,125]: exposed [110,120]
-#           = 10 us, h = (20 + 20 - 30) / 20 = 0.5;
+#           = 10 us, h = 1 - 10 / 20 = 0.5;
 #   rank 1: compute [100,104] [130,140], comm [106,128]: exposed 22 us,
-#           h = (14 + 22 - 40) / 22 = -0.182;
+#           h = 1 - 22 / 22 = 0 (the gaps [104,106] and [128,130], when
+#           neither stream ran, are no part of it: issue 25);
 #   critical path from the last task (rank 1's matmul_2, after the
 #   all-to-all) back through the all-to-all, whose peer on rank 0 waited for
 #   rank 0's matmul_0 (ended at 110, later than rank 1's at 104): 3 tasks,
@@ -24,7 +25,7 @@ trap 'rm -rf "$TMP"' EXIT
 cat "$TMP/out"
 expect() { grep -qF -- "$1" "$TMP/out" || fail "expected '$1' in the output"; }
 expect "rank 0 (ep 0): compute busy 20.000 us (2 tasks) | comm busy 20.000 us (1 tasks) | exposed comm 10.000 us | hidden comm h = 0.500 (overlapped 50.0%) | span 30.000 us"
-expect "rank 1 (ep 1): compute busy 14.000 us (2 tasks) | comm busy 22.000 us (1 tasks) | exposed comm 22.000 us | hidden comm h = -0.182 (overlapped 0.0%) | span 40.000 us"
+expect "rank 1 (ep 1): compute busy 14.000 us (2 tasks) | comm busy 22.000 us (1 tasks) | exposed comm 22.000 us | hidden comm h = 0.000 (overlapped 0.0%) | span 40.000 us"
 expect "critical path: 3 tasks, 42.000 us of tasks over 40.000 us (dependencies: the trace's graph edges"
 
 # the page: the three markers filled, "</script" only where the page's two
