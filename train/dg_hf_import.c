@@ -186,7 +186,13 @@ static int tokenizer_of(importer *x, dg_ckpt_tokenizer *t, dg_err *err) {
     if (!t->type[0])
         snprintf(t->type, sizeof t->type, "%s",
                  have_bpe ? DG_TOK_GPT2BPE_NAME : have_sp ? DG_TOK_SP_NAME : have_json ? DG_TOK_HF_NAME : DG_TOK_NULL_NAME);
-    if (!strcmp(t->type, DG_TOK_NULL_NAME) && t->vocab_size <= 0) t->vocab_size = x->c.vocab_size;
+    if (!strcmp(t->type, DG_TOK_NULL_NAME)) {
+        if (t->vocab_size <= 0) t->vocab_size = x->c.vocab_size;
+        /* unless config.json said: Megatron's NullTokenizer, whose last id
+         * ends a document */
+        if (!t->eod_recorded) t->eod = dg_tok_null_eod(t->vocab_size - 1);
+        t->eod_recorded = 1;
+    }
     const char *lacks = NULL;
     if (!strcmp(t->type, DG_TOK_GPT2BPE_NAME)) {
         if (have_bpe) DG_TRY(absolute(vocab, t->vocab_file, err));

@@ -79,7 +79,7 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--tokenizer-model", DG_ARG_STRING, T(tokenizer_model), "tokenizer.json (HuggingFaceTokenizer) or tokenizer.model (SentencePiece)", NR, NULL},
     {"--vocab-file", DG_ARG_STRING, T(vocab_file), "GPT-2 BPE vocab.json", NR, NULL},
     {"--merge-file", DG_ARG_STRING, T(merge_file), "GPT-2 BPE merges.txt", NR, NULL},
-    {"--vocab-size", DG_ARG_INT, T(null_vocab_size), "vocabulary of NullTokenizer / mock data", 2, 1 << 30, NULL},
+    {"--vocab-size", DG_ARG_INT, T(null_vocab_size), "NullTokenizer / mock data: ids 0..N, N the end of document", 2, 1 << 30, NULL},
     {"--data-cache-path", DG_ARG_STRING, T(data_cache_path), "where built datasets and indices go", NR, NULL},
     /* parallelism */
     {"--tensor-model-parallel-size", DG_ARG_INT, T(tensor_model_parallel_size), "TP ranks", 1, 1 << 16, NULL},
@@ -346,7 +346,7 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
         if (c->null_vocab_size <= 0)
             return dg_err_set(err, DG_EINPUT,
                               "--vocab-size: required with --tokenizer-type NullTokenizer or --mock-data");
-        v = (int64_t)c->null_vocab_size; /* Megatron's NullTokenizer: N ids, the last one the EOD */
+        v = dg_tok_null_vocab_size(c->null_vocab_size); /* Megatron's NullTokenizer: N + 1 ids, EOD N */
     }
     int64_t d = (int64_t)c->make_vocab_divisible_by * DG_MAX(c->tensor_model_parallel_size, 1); /* Megatron: x tp */
     m->vocab_size = (int)((v + d - 1) / d * d);
