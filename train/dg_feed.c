@@ -58,7 +58,7 @@ int dg_feed_open(dg_feed *f, const dg_train_config *c, const int64_t num_samples
         /* The default corpus: fortunes, byte-level tokens, built once into the cache.
          * Another tokenizer would be recorded for tokens it did not make. */
         const char *flag = NULL, *value = NULL;
-        if (c->tokenizer_type[0] && strcmp(c->tokenizer_type, DG_TOK_BYTE_NAME))
+        if (c->tokenizer_type[0] && strcmp(c->tokenizer_type, DG_TOK_BYTE_NAME) && !c->tokenizer_type_default)
             flag = "--tokenizer-type", value = c->tokenizer_type;
         else if (c->tokenizer_model[0])
             flag = "--tokenizer-model", value = c->tokenizer_model;

@@ -487,6 +487,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     int64_t want[3] = {(int64_t)c->train_iters * gbs, (int64_t)evals * c->eval_iters * gbs,
                        (int64_t)c->eval_iters * gbs};
     if (st == DG_OK) st = dg_feed_open(&t.feed, c, want, err);
+    if (st == DG_OK && t.log) dg_trainer_print_tokenizer_default(c);
     if (st == DG_OK) st = dg_train_config_finish(c, t.feed.vocab, err);
     if (st == DG_OK) st = check_memory_flags(&t, 1, err);
     if (st == DG_OK) st = setup(&t, err);
