@@ -29,7 +29,7 @@
 #include "dg_model_record.h"
 #include "dg_pool.h"
 #include "dg_generate.h"
-#include "dg_tokenizer.h"
+#include "dg_tok_ckpt.h"
 
 typedef struct gen_flags {
     char load[DG_ARG_STR_LEN];
@@ -125,30 +125,19 @@ static int load_params(const char *dir, int64_t iteration, const dg_model_config
  * token ids separated by spaces, both ways. */
 typedef struct codec {
     int ids;           /* NullTokenizer: ids in, ids out */
-    dg_tokenizer tok;  /* otherwise, the tokenizer */
+    dg_tokenizer tok;  /* the checkpoint's tokenizer (io/dg_tok_ckpt.h) */
     int have_tok;
     int64_t vocab;     /* ids are [0, vocab) */
     int32_t eod;       /* end-of-document id, -1: none */
     int printed;       /* ids printed so far (for the separators) */
 } codec;
 
-static int codec_open(codec *k, const dg_ckpt_manifest *man, const dg_model_config *c, dg_err *err) {
-    const dg_ckpt_tokenizer *tk = &man->meta.tokenizer;
-    if (!strcmp(tk->type, "NullTokenizer")) {
-        k->ids = 1;
-        k->vocab = tk->vocab_size > 0 ? tk->vocab_size : c->vocab_size;
-        /* Megatron's NullTokenizer: the last of its --vocab-size ids is the
-         * end of document; mock data has none. */
-        k->eod = man->meta.data.mock ? -1 : (int32_t)(k->vocab - 1);
-        return DG_OK;
-    }
-    const char *type = tk->type[0] ? tk->type : DG_TOK_BYTE_NAME;
-    dg_tokenizer_opts to = {type, tk->vocab_file[0] ? tk->vocab_file : NULL, tk->merge_file[0] ? tk->merge_file : NULL,
-                            tk->model_file[0] ? tk->model_file : NULL, 0};
-    dg_err e = {{0}};
-    if (dg_tokenizer_open_opts(&k->tok, &to, &e) != DG_OK)
-        return dg_err_set(err, DG_EINPUT, "%s: cannot reopen the checkpoint's %s: %s", man->path, type, e.msg);
+static int codec_open(codec *k, const dg_ckpt_manifest *man, dg_err *err) {
+    /* the ids and the end of document as the checkpoint's run had them,
+     * whichever NullTokenizer rule it followed (io/dg_tok_ckpt.h) */
+    DG_TRY(dg_tokenizer_open_ckpt(&k->tok, &man->meta, man->path, err));
     k->have_tok = 1;
+    k->ids = k->tok.kind == DG_TOK_NULL;
     k->vocab = k->tok.vocab_size;
     k->eod = k->tok.eod;
     return DG_OK;
@@ -226,7 +215,7 @@ static int run(const gen_flags *f, session *s, dg_err *err) {
     DG_TRY(dg_model_from_record(&m->config, &s->model, s->man.path, err));
     const dg_model_config *c = &s->model;
     codec *k = &s->codec;
-    DG_TRY(codec_open(k, &s->man, c, err));
+    DG_TRY(codec_open(k, &s->man, err));
     if (k->vocab > c->vocab_size)
         return dg_err_set(err, DG_EINPUT, "%s: tokenizer has %lld tokens, the model's vocabulary only %d",
                           s->man.path, (long long)k->vocab, c->vocab_size);

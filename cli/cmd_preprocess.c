@@ -38,7 +38,7 @@ static void usage(FILE *f) {
             "  --vocab-file F           vocab.json for %s\n"
             "  --merge-file F           merges.txt for %s\n"
             "  --tokenizer-model F      tokenizer.json (or its folder) / tokenizer.model\n"
-            "  --vocab-size N           NullTokenizer's vocabulary (end of document N - 1)\n"
+            "  --vocab-size N           NullTokenizer: ids 0..N, N the end of document\n"
             "  --log-interval N         progress every N documents (default 0: quiet)\n"
             "  --dataset-impl mmap      accepted for older Megatron scripts (the only format)\n"
             "  --inspect PREFIX         validate PREFIX.idx/.bin and print a summary\n"

@@ -81,6 +81,13 @@ typedef struct dg_ckpt_tokenizer {
     char merge_file[DG_CKPT_STR_LEN]; /* --merge-file ("" when none) */
     int64_t vocab_size;               /* before padding (model.vocab_size is padded) */
     char model_file[DG_CKPT_STR_LEN]; /* --tokenizer-model ("" when none; "model_file", absent when "") */
+    /* The end-of-document id the run's tokenizer had (-1: none), "eod".
+     * Recorded since NullTokenizer follows Megatron (--vocab-size N: N + 1
+     * ids, EOD N); a checkpoint without it (eod_recorded 0) is older, and
+     * its NullTokenizer had N ids and EOD N - 1, none on mock data.
+     * dg_tokenizer_open_ckpt (io/dg_tok_ckpt.h) applies both rules. */
+    int32_t eod;
+    int eod_recorded;
 } dg_ckpt_tokenizer;
 
 /* Where samples came from; the position in the stream is consumed_samples. */

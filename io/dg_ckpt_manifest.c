@@ -67,6 +67,7 @@ char *dg_ckpt_manifest_to_json(const dg_ckpt_meta *m, const dg_ckpt_entry *e, in
     cJSON_AddNumberToObject(tok, "vocab_size", (double)m->tokenizer.vocab_size);
     /* only when set: checkpoints without it read and write back as before */
     if (m->tokenizer.model_file[0]) cJSON_AddStringToObject(tok, "model_file", m->tokenizer.model_file);
+    if (m->tokenizer.eod_recorded) cJSON_AddNumberToObject(tok, "eod", m->tokenizer.eod);
     cJSON *data = cJSON_AddObjectToObject(root, "data");
     cJSON_AddStringToObject(data, "path", m->data.path);
     cJSON_AddStringToObject(data, "split", m->data.split);
@@ -262,6 +263,12 @@ static int parse_root(const rd *r, const cJSON *root, dg_ckpt_manifest *man) {
     DG_TRY(get_int(r, tok, "tokenizer ", "vocab_size", 0, big, &m->tokenizer.vocab_size));
     if (cJSON_GetObjectItemCaseSensitive(tok, "model_file")) /* absent before --tokenizer-model was kept */
         DG_TRY(get_str(r, tok, "tokenizer ", "model_file", m->tokenizer.model_file, sizeof m->tokenizer.model_file));
+    if (cJSON_GetObjectItemCaseSensitive(tok, "eod")) { /* absent before NullTokenizer followed Megatron */
+        int64_t eod;
+        DG_TRY(get_int(r, tok, "tokenizer ", "eod", -1, INT32_MAX, &eod));
+        m->tokenizer.eod = (int32_t)eod;
+        m->tokenizer.eod_recorded = 1;
+    }
     DG_TRY(get_str(r, data, "data ", "path", m->data.path, sizeof m->data.path));
     DG_TRY(get_str(r, data, "data ", "split", m->data.split, sizeof m->data.split));
     DG_TRY(get_int(r, data, "data ", "seed", -(int64_t)MAX_EXACT, big, &m->data.seed));

@@ -58,12 +58,12 @@ int dg_tokenizer_open_opts(dg_tokenizer *t, const dg_tokenizer_opts *o, dg_err *
         return DG_OK;
     }
     if (!strcmp(type, DG_TOK_NULL_NAME)) {
-        /* Megatron's NullTokenizer: vocabulary N, end of document N - 1. */
-        if (o->vocab_size < 2)
-            return dg_err_set(err, DG_EINPUT, "--tokenizer-type NullTokenizer needs --vocab-size N (N >= 2)");
+        if (o->vocab_size < 2 || o->vocab_size > INT32_MAX) /* ids, the end of document too, are int32 */
+            return dg_err_set(err, DG_EINPUT, "--tokenizer-type NullTokenizer needs --vocab-size N (2 <= N <= %d)",
+                              INT32_MAX);
         t->kind = DG_TOK_NULL;
-        t->vocab_size = o->vocab_size;
-        t->eod = (int32_t)(o->vocab_size - 1);
+        t->vocab_size = dg_tok_null_vocab_size(o->vocab_size);
+        t->eod = dg_tok_null_eod(o->vocab_size);
         return DG_OK;
     }
     if (is_type(type, "HuggingFaceTokenizer|HFTokenizer|SentencePieceTokenizer|Llama2Tokenizer|"

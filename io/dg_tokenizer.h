@@ -15,8 +15,11 @@
  *                       --tokenizer-model tokenizer.model through
  *                       libsentencepiece (dg_tok_sp.h); end of document: its
  *                       eos id.
- *   NullTokenizer       Megatron's: --vocab-size N, ids are the text's
- *                       whitespace-separated integers, end of document N - 1.
+ *   NullTokenizer       Megatron's: --vocab-size N is the vocabulary before
+ *                       the end-of-document token, so the ids are [0, N]
+ *                       (N + 1 of them) and N is the end of document
+ *                       (dg_tok_null_*, below); the text is whitespace-
+ *                       separated integers.
  *
  * Beginning of sequence (bos): SentencePiece's bos id, a HuggingFace
  * tokenizer's "bos_token"; the others have none (Megatron's GPT-2 BPE,
@@ -55,6 +58,13 @@ typedef enum dg_tok_kind {
 #define DG_TOK_TYPE_NAMES                                                                                       \
     "ByteLevelTokenizer|GPT2BPETokenizer|HuggingFaceTokenizer|HFTokenizer|SentencePieceTokenizer|"           \
     "Llama2Tokenizer|GPTSentencePieceTokenizer|NullTokenizer"
+
+/* Megatron's NullTokenizer over --vocab-size n: n + 1 ids, the last one (n)
+ * the end of document. Every place that derives ids from --vocab-size asks
+ * these (the tokenizer, mock data, the vocabulary to pad). Checkpoints
+ * written before this rule record none (io/dg_tok_ckpt.h reads them). */
+static inline int64_t dg_tok_null_vocab_size(int64_t n) { return n + 1; }
+static inline int32_t dg_tok_null_eod(int64_t n) { return (int32_t)n; }
 
 typedef struct dg_tok_hf dg_tok_hf;
 typedef struct dg_tok_sp dg_tok_sp;

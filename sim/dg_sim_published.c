@@ -8,7 +8,8 @@
 #include "dg_sim.h"
 
 /* Megatron's dense GPT of the weak-scaling study: vocabulary 51,200 (GPT-2
- * BPE padded), seq 2048, learned positions, GeLU MLP of 4h, LayerNorm,
+ * BPE's 50,257 ids padded at tp 8: NullTokenizer's --vocab-size 50256 and
+ * its end of document), seq 2048, learned positions, GeLU MLP of 4h, LayerNorm,
  * biases, bf16; sequence parallelism and selective recompute (the paper's
  * "present work" column); Megatron's own attention of 2022 (no flash
  * attention yet: the S x S scores in memory, scale-mask-softmax, attention
@@ -18,7 +19,7 @@
 #define GPT_COMMON                                                                                 \
     "--seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "                     \
     "--normalization LayerNorm --position-embedding-type learned_absolute "                        \
-    "--mock-data --vocab-size 51200 --bf16 --sequence-parallel --recompute-activations "                \
+    "--mock-data --vocab-size 50256 --bf16 --sequence-parallel --recompute-activations "                \
     "--attention-backend local --attention-dropout 0.1 "
 
 #define README_2022                                                                                \
@@ -45,7 +46,8 @@ static const dg_sim_published_row ROWS[] = {
     /* Mixtral 8x7B: 438 TFLOPS/GPU of H100's 989.4 dense bf16 = 44.3% MFU.
      * Model from the README's example script (32 layers, hidden 4096, FFN
      * 14336, 32 heads / 8 groups, RoPE, SwiGLU, RMSNorm, no biases, untied
-     * output, 8 experts top-2, aux loss 1e-2, vocab 32K, bf16, distributed
+     * output, 8 experts top-2, aux loss 1e-2, vocab 32K (NullTokenizer's
+     * --vocab-size 31999 and its end of document), bf16, distributed
      * optimizer, overlapped gradient reduce and parameter gather); layout
      * from its "reference best parallel mapping" table: 64 GPUs, seq 4096,
      * TP 1, EP 8, PP 4, VP 8, MBS 1, GBS 256, all-to-all dispatcher. */
@@ -55,7 +57,7 @@ static const dg_sim_published_row ROWS[] = {
      "--position-embedding-type rope --swiglu --normalization RMSNorm --disable-bias-linear "
      "--untie-embeddings-and-output-weights --num-experts 8 --moe-router-topk 2 --moe-aux-loss-coeff 1e-2 "
      "--moe-grouped-gemm --moe-token-dispatcher-type alltoall "
-     "--mock-data --vocab-size 32000 --bf16 --micro-batch-size 1 --global-batch-size 256 "
+     "--mock-data --vocab-size 31999 --bf16 --micro-batch-size 1 --global-batch-size 256 "
      "--tensor-model-parallel-size 1 --expert-model-parallel-size 8 --pipeline-model-parallel-size 4 "
      "--num-layers-per-virtual-pipeline-stage 1 "
      "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather",

@@ -9,6 +9,7 @@
 #include "dg_feed.h"
 #include "dg_layout.h"
 #include "dg_model_record.h"
+#include "dg_tokenizer.h"
 
 #define FINISH_TIMEOUT_S 600.0 /* rank 0 waits this long for the other ranks' files */
 
@@ -130,6 +131,8 @@ static void meta_of(const dg_ckpt_run *r, const dg_train_counters *k, dg_ckpt_me
     snprintf(meta->tokenizer.vocab_file, sizeof meta->tokenizer.vocab_file, "%s", c->vocab_file);
     snprintf(meta->tokenizer.merge_file, sizeof meta->tokenizer.merge_file, "%s", c->merge_file);
     meta->tokenizer.vocab_size = r->vocab;
+    meta->tokenizer.eod = r->eod; /* recorded: NullTokenizer follows Megatron's rule (io/dg_tok_ckpt.h) */
+    meta->tokenizer.eod_recorded = 1;
     snprintf(meta->tokenizer.model_file, sizeof meta->tokenizer.model_file, "%s", c->tokenizer_model);
     snprintf(meta->data.path, sizeof meta->data.path, "%s", c->data_path);
     snprintf(meta->data.split, sizeof meta->data.split, "%s", c->split);
@@ -203,6 +206,24 @@ int dg_dist_ckpt_save(const dg_ckpt_run *r, const dg_dist *d, const int *params,
     return st;
 }
 
+/* A NullTokenizer checkpoint of the older rule (no "eod" recorded: its
+ * --vocab-size N was N ids, io/dg_tok_ckpt.h) whose padded vocabulary is
+ * not this run's: refused as the architecture check would, saying which
+ * --vocab-size gives its ids under Megatron's rule. */
+static int check_older_null(const dg_ckpt_manifest *man, const dg_train_config *c, dg_err *err) {
+    const dg_ckpt_meta *m = &man->meta;
+    const double *v = dg_ckpt_config_get(&m->config, "vocab_size");
+    if (m->tokenizer.eod_recorded || strcmp(m->tokenizer.type, DG_TOK_NULL_NAME) || !dg_feed_null_tokenizer(c) ||
+        !v || *v == c->model.vocab_size || m->tokenizer.vocab_size < 2)
+        return DG_OK;
+    return dg_err_set(err, DG_EINPUT,
+                      "%s: the checkpoint's model has vocab_size = %g, this run has %d: it was saved when --vocab-size "
+                      "N meant N ids (now N + 1 with the end of document, as Megatron); --vocab-size %lld gives its "
+                      "%lld ids",
+                      man->path, *v, c->model.vocab_size, (long long)m->tokenizer.vocab_size - 1,
+                      (long long)m->tokenizer.vocab_size);
+}
+
 int dg_dist_ckpt_load(const dg_ckpt_run *r, dg_dist *d, const int *params, int n_params,
                       void *const *ptrs, dg_train_counters *k, dg_err *err) {
     const dg_train_config *c = r->c;
@@ -222,6 +243,7 @@ int dg_dist_ckpt_load(const dg_ckpt_run *r, dg_dist *d, const int *params, int n
     int st = build(r, d, params, n_params, ptrs, optim, m, v, 1, NULL, &l, err);
     dg_ckpt_expect same_arch = dg_model_expect(&c->model);
     if (st == DG_OK) st = dg_ckpt_read_manifest(c->load, DG_CKPT_LATEST, &man, err);
+    if (st == DG_OK) st = check_older_null(&man, c, err);
     if (st == DG_OK) st = same_arch.check(&man.meta.config, same_arch.ctx, man.path, err);
     /* Read straight into the parameters: the loader checks names, shapes
      * and coverage before it reads a byte, so a bad checkpoint leaves them be. */

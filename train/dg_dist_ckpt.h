@@ -67,6 +67,7 @@ typedef struct dg_ckpt_run {
      * writes (the tied embedding's later copy, dg_train_pp_ckpt_skip):
      * saves leave it and its moments out, loads read it. NULL: none. */
     const char *skip;
+    int32_t eod;        /* the tokenizer's end of document (-1: none), recorded with vocab */
 } dg_ckpt_run;
 
 /* Save iteration k->iteration of the run into c->save (collective; every

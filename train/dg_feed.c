@@ -67,17 +67,38 @@ static void split_paths_fill(split_paths *sp, const dg_train_config *c) {
     }
 }
 
+int dg_feed_null_tokenizer(const dg_train_config *c) {
+    return !strcmp(c->tokenizer_type, DG_TOK_NULL_NAME) || (c->mock_data && !c->tokenizer_type[0]);
+}
+
+/* The ids and end of document of the tokenizer the flags name (NullTokenizer:
+ * --vocab-size N gives N + 1 ids, dg_tokenizer.h); `type` stands in when no
+ * --tokenizer-type was given (NULL: dg_tokenizer_open_opts's default). */
+static int tokenizer_ids(dg_feed *f, const dg_train_config *c, const char *type, dg_err *err) {
+    dg_tokenizer tok;
+    dg_tokenizer_opts to = {c->tokenizer_type[0] ? c->tokenizer_type : type, c->vocab_file[0] ? c->vocab_file : NULL,
+                            c->merge_file[0] ? c->merge_file : NULL, c->tokenizer_model[0] ? c->tokenizer_model : NULL,
+                            c->null_vocab_size};
+    DG_TRY(dg_tokenizer_open_opts(&tok, &to, err));
+    f->vocab = tok.vocab_size;
+    f->eod = tok.eod;
+    dg_tokenizer_close(&tok);
+    return DG_OK;
+}
+
 int dg_feed_open(dg_feed *f, const dg_train_config *c, const int64_t num_samples[3], dg_err *err) {
     memset(f, 0, sizeof *f);
     f->seq_length = c->model.seq_length;
     f->seed = (uint64_t)c->seed;
     DG_TRY(check_split_paths(c, err));
     if (c->mock_data) {
-        if (c->null_vocab_size <= 0)
+        /* Megatron's mock data draws its tokens from the tokenizer's ids;
+         * naming no other, that is NullTokenizer over --vocab-size */
+        if (dg_feed_null_tokenizer(c) && c->null_vocab_size <= 0)
             return dg_err_set(err, DG_EINPUT, "--mock-data: --vocab-size is required");
         f->mock = 1;
-        f->vocab = c->null_vocab_size;
-        snprintf(f->source, sizeof f->source, "mock data (vocabulary %d)", c->null_vocab_size);
+        DG_TRY(tokenizer_ids(f, c, DG_TOK_NULL_NAME, err));
+        snprintf(f->source, sizeof f->source, "mock data (vocabulary %lld)", (long long)f->vocab);
         return DG_OK;
     }
 
@@ -91,7 +112,7 @@ int dg_feed_open(dg_feed *f, const dg_train_config *c, const int64_t num_samples
         /* The default corpus: fortunes, byte-level tokens, built once into the cache.
          * Another tokenizer would be recorded for tokens it did not make. */
         const char *flag = NULL, *value = NULL;
-        if (c->tokenizer_type[0] && strcmp(c->tokenizer_type, DG_TOK_BYTE_NAME))
+        if (c->tokenizer_type[0] && strcmp(c->tokenizer_type, DG_TOK_BYTE_NAME) && !c->tokenizer_type_default)
             flag = "--tokenizer-type", value = c->tokenizer_type;
         else if (c->tokenizer_model[0])
             flag = "--tokenizer-model", value = c->tokenizer_model;
@@ -110,6 +131,7 @@ int dg_feed_open(dg_feed *f, const dg_train_config *c, const int64_t num_samples
         words[0] = path_buf;
         n_words = 1;
         f->vocab = dd.vocab_size;
+        f->eod = dd.eod;
         snprintf(f->source, sizeof f->source, "the fortunes corpus, byte-level (%s)", dd.prefix);
     } else {
         if (has_split_paths(c)) {
@@ -121,13 +143,7 @@ int dg_feed_open(dg_feed *f, const dg_train_config *c, const int64_t num_samples
             snprintf(f->source, sizeof f->source, "%s", c->data_path);
         }
         /* The tokenizer decides the vocabulary (NullTokenizer: --vocab-size). */
-        dg_tokenizer tok;
-        dg_tokenizer_opts to = {c->tokenizer_type[0] ? c->tokenizer_type : NULL, c->vocab_file[0] ? c->vocab_file : NULL,
-                                c->merge_file[0] ? c->merge_file : NULL, c->tokenizer_model[0] ? c->tokenizer_model : NULL,
-                                c->null_vocab_size};
-        DG_TRY(dg_tokenizer_open_opts(&tok, &to, err));
-        f->vocab = tok.vocab_size;
-        dg_tokenizer_close(&tok);
+        DG_TRY(tokenizer_ids(f, c, NULL, err));
     }
     dg_data_config dc;
     memset(&dc, 0, sizeof dc);

@@ -18,7 +18,7 @@
 #include "dg_model_record.h"
 #include "dg_safetensors.h"
 #include "dg_tokenizer.h"
-#include "dg_tokenizer_ckpt.h"
+#include "dg_tok_ckpt.h"
 
 #define PATH_LEN 4096
 

@@ -19,7 +19,7 @@
 #include "dg_model_record.h"
 #include "dg_safetensors.h"
 #include "dg_tokenizer.h"
-#include "dg_tokenizer_ckpt.h"
+#include "dg_tok_ckpt.h"
 
 #define PATH_LEN 4096
 #define INDEX_NAME "model.safetensors.index.json"
@@ -177,9 +177,12 @@ static int has_file(const importer *x, const char *file, char *out, size_t len) 
     return access(out, R_OK) == 0;
 }
 
-/* A NullTokenizer's record: it ends documents at the eos id the directory
- * gives (generation_config.json or config.json), else at the last id of the
- * model's vocabulary unless the "dagatron" block recorded its vocabulary. */
+/* A NullTokenizer's record (io/dg_tok_ckpt.h): it ends documents at the eos
+ * id the directory gives (generation_config.json or config.json), with the
+ * ids up to it (Megatron's NullTokenizer of --vocab-size eos) unless the
+ * "dagatron" block recorded its vocabulary; without an eos id, a recorded
+ * vocabulary keeps the rule of the checkpoint it came from (no "eod"
+ * recorded), else the model's last id ends a document. */
 static int null_tokenizer(importer *x, dg_ckpt_tokenizer *t, dg_err *err) {
     int32_t eod = x->ids.eos;
     if (eod >= x->c.vocab_size)
@@ -188,9 +191,9 @@ static int null_tokenizer(importer *x, dg_ckpt_tokenizer *t, dg_err *err) {
                           x->c.vocab_size, eod);
     if (eod < 0 && t->vocab_size > 0) return DG_OK;
     if (eod < 0) eod = x->c.vocab_size - 1;
-    dg_ckpt_tokenizer rec;
-    if (dg_tokenizer_null_record(eod, &rec, NULL) == DG_OK) t->vocab_size = rec.vocab_size;
-    else if (t->vocab_size <= 0) t->vocab_size = x->c.vocab_size; /* no NullTokenizer ends there (id 0) */
+    if (t->vocab_size <= eod) t->vocab_size = (int64_t)eod + 1;
+    t->eod = eod;
+    t->eod_recorded = 1;
     return DG_OK;
 }
 

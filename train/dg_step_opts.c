@@ -11,13 +11,17 @@
 #include "dg_op_optim.h"
 #include "dg_op_round16.h"
 #include "dg_recompute.h"
+#include "dg_tokenizer.h"
 #include "dg_train_pp.h"
 
 /* The tokenizer's vocabulary when the config reads data (the default
- * corpus, --data-path): the trainer sizes the model by it. */
+ * corpus, --data-path) or names a tokenizer other than NullTokenizer (mock
+ * data draws from its ids): the trainer sizes the model by it. Otherwise
+ * dg_train_config_finish knows it from --vocab-size. */
 static int data_vocab(const dg_train_config *c, int64_t *vocab, dg_err *err) {
     *vocab = 0;
-    if (c->null_vocab_size > 0 || c->mock_data) return DG_OK;
+    int other = c->tokenizer_type[0] && strcmp(c->tokenizer_type, DG_TOK_NULL_NAME);
+    if (!other && (c->null_vocab_size > 0 || c->mock_data)) return DG_OK;
     dg_feed f;
     memset(&f, 0, sizeof f);
     int64_t want[3] = {1, 0, 0};

@@ -78,11 +78,11 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--test-data-path", DG_ARG_LIST, T(test_data_path), "[weight] prefix ... of the test split alone (none: no test)", NR, NULL},
     {"--mock-data", DG_ARG_FLAG, T(mock_data), "train on generated tokens", NR, NULL},
     {"--split", DG_ARG_STRING, T(split), "train,valid,test weights", NR, NULL},
-    {"--tokenizer-type", DG_ARG_CHOICE, T(tokenizer_type), "tokenizer", NR, DG_TOK_TYPE_NAMES},
+    {"--tokenizer-type", DG_ARG_CHOICE, T(tokenizer_type), "tokenizer (with --vocab-file/--merge-file: GPT2BPETokenizer)", NR, DG_TOK_TYPE_NAMES},
     {"--tokenizer-model", DG_ARG_STRING, T(tokenizer_model), "tokenizer.json (HuggingFaceTokenizer) or tokenizer.model (SentencePiece)", NR, NULL},
     {"--vocab-file", DG_ARG_STRING, T(vocab_file), "GPT-2 BPE vocab.json", NR, NULL},
     {"--merge-file", DG_ARG_STRING, T(merge_file), "GPT-2 BPE merges.txt", NR, NULL},
-    {"--vocab-size", DG_ARG_INT, T(null_vocab_size), "vocabulary of NullTokenizer / mock data", 2, 1 << 30, NULL},
+    {"--vocab-size", DG_ARG_INT, T(null_vocab_size), "NullTokenizer / mock data: ids 0..N, N the end of document", 2, 1 << 30, NULL},
     {"--data-cache-path", DG_ARG_STRING, T(data_cache_path), "where built datasets and indices go", NR, NULL},
     /* parallelism */
     {"--tensor-model-parallel-size", DG_ARG_INT, T(tensor_model_parallel_size), "TP ranks", 1, 1 << 16, NULL},
@@ -203,7 +203,21 @@ void dg_train_config_defaults(dg_train_config *c) {
 
 int dg_train_config_parse(dg_train_config *c, int argc, char **argv, int first, dg_err *err) {
     /* dagatron's flags, then the rest of Megatron's (dg_train_compat.h) */
-    return dg_train_compat_parse(c, dg_train_specs, (int)DG_ARRAY_LEN(dg_train_specs), argc, argv, first, err);
+    DG_TRY(dg_train_compat_parse(c, dg_train_specs, (int)DG_ARRAY_LEN(dg_train_specs), argc, argv, first, err));
+    /* Megatron's pretrain_gpt.py defaults --tokenizer-type to GPT2BPETokenizer;
+     * dagatron's own default (byte-level, NullTokenizer on mock data) needs
+     * no files, so it stays unless GPT-2 BPE files are named. With
+     * --tokenizer-model too the files are ambiguous, and stay refused. */
+    if (c->tokenizer_type[0] || c->tokenizer_model[0] || (!c->vocab_file[0] && !c->merge_file[0])) return DG_OK;
+    if (!c->vocab_file[0] || !c->merge_file[0])
+        return dg_err_set(err, DG_EINPUT,
+                          "%s given without %s: the default --tokenizer-type, %s (Megatron's pretrain_gpt.py), "
+                          "needs both",
+                          c->vocab_file[0] ? "--vocab-file" : "--merge-file",
+                          c->vocab_file[0] ? "--merge-file" : "--vocab-file", DG_TOK_GPT2BPE_NAME);
+    snprintf(c->tokenizer_type, sizeof c->tokenizer_type, "%s", DG_TOK_GPT2BPE_NAME);
+    c->tokenizer_type_default = 1;
+    return DG_OK;
 }
 
 /* --moe-layer-freq as Megatron takes it: an integer N (every N-th layer,
@@ -367,7 +381,7 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
         if (c->null_vocab_size <= 0)
             return dg_err_set(err, DG_EINPUT,
                               "--vocab-size: required with --tokenizer-type NullTokenizer or --mock-data");
-        v = (int64_t)c->null_vocab_size; /* Megatron's NullTokenizer: N ids, the last one the EOD */
+        v = dg_tok_null_vocab_size(c->null_vocab_size); /* Megatron's NullTokenizer: N + 1 ids, EOD N */
     }
     int64_t d = (int64_t)c->make_vocab_divisible_by * DG_MAX(c->tensor_model_parallel_size, 1); /* Megatron: x tp */
     m->vocab_size = (int)((v + d - 1) / d * d);

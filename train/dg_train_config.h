@@ -61,6 +61,8 @@ typedef struct dg_train_config {
     char tokenizer_model[DG_ARG_STR_LEN]; /* --tokenizer-model (HuggingFace / SentencePiece) */
     char vocab_file[DG_ARG_STR_LEN], merge_file[DG_ARG_STR_LEN];
     int null_vocab_size;            /* --vocab-size (NullTokenizer / mock data) */
+    int tokenizer_type_default;     /* --tokenizer-type not given with --vocab-file/--merge-file: set to
+                                     * GPT2BPETokenizer, Megatron's pretrain_gpt.py default */
     char data_cache_path[DG_ARG_STR_LEN]; /* --data-cache-path */
 
     /* checkpoints, logs */
@@ -125,7 +127,8 @@ typedef struct dg_train_config {
 void dg_train_config_defaults(dg_train_config *c);
 
 /* Parse flags argv[first..). `seen` is internal. Returns DG_OK or DG_EINPUT;
- * err->msg is "help" for --help. */
+ * err->msg is "help" for --help. --vocab-file/--merge-file without
+ * --tokenizer-type name GPT2BPETokenizer (tokenizer_type_default). */
 int dg_train_config_parse(dg_train_config *c, int argc, char **argv, int first, dg_err *err);
 
 /* Resolve derived values (vocabulary from the tokenizer when known, padded;

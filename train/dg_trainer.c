@@ -32,6 +32,7 @@
 #include "dg_recompute.h"
 #include "dg_sched.h"
 #include "dg_tensorboard.h"
+#include "dg_tokenizer.h"
 #include "dg_train_exit.h"
 #include "dg_train_trace.h"
 #include "dg_train_log.h"
@@ -406,7 +407,7 @@ static int check_memory_flags(trainer *t, int data_open, dg_err *err) {
     const dg_train_config *c = t->c;
     int64_t vocab = c->model.vocab_size;
     if (!data_open)
-        vocab = c->mock_data || !strcmp(c->tokenizer_type, "NullTokenizer") ? (int64_t)c->null_vocab_size + 1 : 0;
+        vocab = dg_feed_null_tokenizer(c) ? dg_tok_null_vocab_size(c->null_vocab_size) : 0;
     dg_mem_need need;
     dg_mem_estimate_config(c, vocab, t->data_size, !data_open, &need);
     return dg_mem_need_check(&need, t->ranks_on_node, err);
@@ -424,7 +425,7 @@ static dg_ckpt_run ckpt_run_of(const trainer *t) {
     return (dg_ckpt_run){t->c, t->feed.vocab, t->log, t->grid ? t->grid->world_comm : NULL,
                          t->grid ? t->grid->group[DG_AXIS_EP] : NULL, hook ? save_stage : NULL,
                          hook ? (void *)t : NULL, t->grid ? t->grid->group[DG_AXIS_TP] : NULL, t->ckpt_async,
-                         t->ckpt_skip};
+                         t->ckpt_skip, t->feed.eod};
 }
 
 /* --save can take a checkpoint of this run (the writer checks: it alone
@@ -486,6 +487,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     int64_t want[3] = {(int64_t)c->train_iters * gbs, (int64_t)evals * c->eval_iters * gbs,
                        (int64_t)c->eval_iters * gbs};
     if (st == DG_OK) st = dg_feed_open(&t.feed, c, want, err);
+    if (st == DG_OK && t.log) dg_trainer_print_tokenizer_default(c);
     if (st == DG_OK) st = dg_train_config_finish(c, t.feed.vocab, err);
     if (st == DG_OK) st = check_memory_flags(&t, 1, err);
     if (st == DG_OK) st = setup(&t, err);

@@ -68,6 +68,9 @@ typedef struct dg_trainer_losses {
 
 /* What the run prints (dg_trainer_log.c). */
 void dg_trainer_print_startup(const dg_trainer_state *t);
+/* The tokenizer the flags left to Megatron's default, in one line (once it
+ * opened, as Megatron's "> building ... tokenizer"); nothing otherwise. */
+void dg_trainer_print_tokenizer_default(const dg_train_config *c);
 /* Megatron's iteration line for the log window ending at iteration it. */
 void dg_trainer_log_line(const dg_trainer_state *t, int it, int64_t consumed, double ms,
                          const dg_trainer_losses *l, double lr, double gnorm, int64_t skipped, int64_t nans);

@@ -60,6 +60,14 @@ void dg_trainer_log_line(const dg_trainer_state *t, int it, int64_t consumed, do
     fflush(stdout);
 }
 
+void dg_trainer_print_tokenizer_default(const dg_train_config *c) {
+    if (!c->tokenizer_type_default) return;
+    printf("dagatron train: tokenizer %s from --vocab-file and --merge-file (no --tokenizer-type: Megatron's "
+           "pretrain_gpt.py default)\n",
+           c->tokenizer_type);
+    fflush(stdout);
+}
+
 void dg_trainer_print_startup(const dg_trainer_state *t) {
     const dg_train_config *c = t->c;
     printf("dagatron train: %s; model: %d layers, hidden %d, %d heads (%d query groups), %d experts top-%d, "

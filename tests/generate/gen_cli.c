@@ -6,7 +6,9 @@
  *                            tokenizer, padded vocabulary 320) as a
  *                            checkpoint of iteration 7 in DIR; or one
  *                            trained with NullTokenizer (300 ids), on
- *                            mock data or not
+ *                            mock data or not, recorded as before "eod"
+ *                            was (the older rule: EOD 299, none on mock
+ *                            data; io/dg_tok_ckpt.h)
  *   gen_cli generate FLAGS   dg_cmd_generate(FLAGS)
  */
 #include <stdio.h>

@@ -82,8 +82,9 @@ def run_set(exe, mpirun, tmp, s, subst, corpus):
         for k, v in subst.items():
             line = line.replace("${%s}" % k, v)
         words += shlex.split(line)
-    # the data: the corpus preprocessed with this set's tokenizer
-    typ = flag_value(words, "--tokenizer-type")
+    # the data: the corpus preprocessed with this set's tokenizer (none named:
+    # pretrain_gpt.py's default, GPT2BPETokenizer)
+    typ = flag_value(words, "--tokenizer-type") or "GPT2BPETokenizer"
     pre = [exe, "preprocess", "--input", corpus, "--output-prefix", os.path.join(tmp, "corpus"),
            "--tokenizer-type", typ, "--append-eod", "--workers", "2"]
     for f in ("--tokenizer-model", "--vocab-file", "--merge-file"):

@@ -16,6 +16,9 @@ and NullTokenizer through `dagatron preprocess`.
          encode the corpus as hf_reference.py does, run live (python3-regex).
   bad    wrong files and unsupported tokenizer.json parts exit 2 with one
          line naming the flag or the part.
+  null   NullTokenizer and mock data by Megatron's rule: --vocab-size N is
+         N + 1 ids with EOD N, padded from N + 1 (128 at 128 pads to 256),
+         as the checkpoint records (issue 25).
 """
 import json
 import os
@@ -70,16 +73,16 @@ def check_ids(exe, tmp):
                        "--text", text]).stdout.split()
         if list(map(int, out)) != e["ids"][14]:
             print(f"FAIL: {name}: tokenizer encode differs on document 14"); fail = 1
-    # NullTokenizer: ids are the text's integers; Megatron's EOD is vocab - 1.
+    # NullTokenizer: ids are the text's integers; Megatron's EOD is --vocab-size itself.
     nums = os.path.join(tmp, "nums.jsonl")
     with open(nums, "w") as f:
         f.write('{"text": "1 2 3 40"}\n{"text": "7  8\\n9"}\n')
     docs = [list(map(int, s)) for s in ref.read_indexed(
         preprocess(exe, tmp, "null", "NullTokenizer", None, ["--vocab-size", "50"], nums))[4]]
-    if docs != [[1, 2, 3, 40, 49], [7, 8, 9, 49]]:
+    if docs != [[1, 2, 3, 40, 50], [7, 8, 9, 50]]:
         print(f"FAIL: NullTokenizer --vocab-size 50: {docs}"); fail = 1
     else:
-        print("ok: NullTokenizer: the text's ids, EOD 49 = --vocab-size - 1")
+        print("ok: NullTokenizer: the text's ids, EOD 50 = --vocab-size")
     return fail
 
 
@@ -115,6 +118,49 @@ def check_train(exe, tmp):
         print(f"FAIL: NullTokenizer training:\n{out}"); fail = 1
     else:
         print("ok: NullTokenizer --vocab-size 100: trained 2 iterations, vocabulary 128")
+    return fail
+
+
+def megatron_null_padded(n, divisible_by, tp=1):
+    """Megatron: _NullTokenizer(n).vocab_size is n + 1 (the ids and the EOD n),
+    then _vocab_size_with_padding rounds it up to divisible_by x tp."""
+    multiple = divisible_by * tp
+    return -(-(n + 1) // multiple) * multiple
+
+
+def check_null(exe, tmp):
+    """Issue 25, item 1: --vocab-size N with NullTokenizer (named, or mock data)
+    is N ids before the end of document: N + 1 ids, EOD N, padded from N + 1;
+    the checkpoint records both; a dataset holding the EOD N trains."""
+    fail = 0
+    tiny = ["--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "16",
+            "--micro-batch-size", "1", "--global-batch-size", "1", "--train-iters", "1", "--eval-iters", "0"]
+    nums = os.path.join(tmp, "nums.jsonl")
+    with open(nums, "w") as f:  # every id below 128; --append-eod adds 128
+        for i in range(20):
+            f.write(json.dumps({"text": " ".join(str((i * 7 + k) % 128) for k in range(30))}) + "\n")
+    data = preprocess(exe, tmp, "null128", "NullTokenizer", None, ["--vocab-size", "128"], nums)
+    eods = sorted({d[-1] for d in map(list, ref.read_indexed(data)[4])})
+    cases = [(n, d, ["--mock-data"]) for n, d in ((128, 128), (127, 128), (100, 128), (255, 64), (256, 64),
+                                                  (50256, 128))]
+    cases.append((128, 128, ["--tokenizer-type", "NullTokenizer", "--data-path", data, "--split", "100,0,0"]))
+    for n, div, src in cases:
+        ckpt = os.path.join(tmp, f"null_{n}_{div}_{len(src)}")
+        out = ref.run([exe, "train"] + src + ["--vocab-size", str(n), "--make-vocab-size-divisible-by", str(div),
+                                              "--save", ckpt] + tiny).stdout
+        padded = megatron_null_padded(n, div)
+        m = re.search(r"vocabulary (\d+) \(padded\)", out)
+        meta = json.load(open(os.path.join(ckpt, "iter_0000001", "metadata.json")))["tokenizer"]
+        ok = m and int(m.group(1)) == padded and meta.get("vocab_size") == n + 1 and meta.get("eod") == n
+        what = f"{'--mock-data' if src[0] == '--mock-data' else 'NullTokenizer data'} --vocab-size {n} " \
+               f"--make-vocab-size-divisible-by {div}"
+        if not ok:
+            print(f"FAIL: {what}: expected vocabulary {padded} (padded) and tokenizer ids {n + 1}, eod {n}; "
+                  f"got {m.group(0) if m else None}, checkpoint tokenizer {meta}"); fail = 1
+        else:
+            print(f"ok: {what}: {n + 1} ids, EOD {n}, vocabulary {padded} (Megatron: {n} + 1 padded)")
+    if eods != [128]:
+        print(f"FAIL: preprocess --vocab-size 128 ended documents with {eods}, Megatron's EOD is 128"); fail = 1
     return fail
 
 
@@ -196,7 +242,8 @@ def main():
     exe = ref.dagatron()
     what = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
-        fail = {"ids": check_ids, "train": check_train, "bad": check_bad, "variants": check_variants}[what](exe, tmp)
+        fail = {"ids": check_ids, "train": check_train, "bad": check_bad, "variants": check_variants,
+                "null": check_null}[what](exe, tmp)
     if fail:
         sys.exit(1)
     print(f"PASS: {what}")

@@ -9,9 +9,10 @@
 # tensors, gathered over tp; compared within 1e-5 relative); and a TP=2 run
 # resumed from the single-rank checkpoint continues as the single rank does.
 # The vocabulary is split over tp (vocab-parallel embedding and cross
-# entropy, tied and untied): 97 ids padded as Megatron pads, to a multiple
-# of --make-vocab-size-divisible-by x tp (32 x 1, 32 x 2, 32 x 4: 128 rows
-# in every run), so a wrong slice offset or a missing reduction over tp
+# entropy, tied and untied): 98 ids (--vocab-size 97 and the end of
+# document) padded as Megatron pads, to a multiple of
+# --make-vocab-size-divisible-by x tp (32 x 1, 32 x 2, 32 x 4: 128 rows in
+# every run), so a wrong slice offset or a missing reduction over tp
 # changes the loss. `dagatron generate` runs on the TP=2 checkpoint.
 set -euo pipefail
 exe=$1
