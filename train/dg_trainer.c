@@ -479,6 +479,9 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     /* What --load means is known before any work (dg_ckpt_paths.h). */
     dg_ckpt_load_plan load_plan = DG_CKPT_LOAD_NONE;
     if (st == DG_OK) st = dg_ckpt_plan_load(c->load, c->save, &load_plan, err);
+    /* --trace can be written, found before iteration 1 rather than after
+     * the traced one; rank 0 writes it alone (dg_trace_write_merged). */
+    if (st == DG_OK && t.log && c->trace[0]) st = dg_train_trace_check_path(c->trace, err);
     if (st == DG_OK) st = check_memory_flags(&t, 0, err);
     int gbs = c->global_batch_size > 0 ? c->global_batch_size : c->model.micro_batch_size * c->dp_size;
     int evals = c->eval_iters > 0 ? c->train_iters / c->eval_interval + 1 : 0;
