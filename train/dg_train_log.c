@@ -22,6 +22,20 @@ double dg_train_log_peak_rss_mb(void) {
     return (double)ru.ru_maxrss / 1024.0;
 }
 
+void dg_train_log_rss_mb(double *now, double *peak) {
+    *peak = dg_train_log_peak_rss_mb();
+    *now = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb;
+    while (f && fgets(line, sizeof line, f)) {
+        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1) *now = (double)kb / 1024.0;
+        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) *peak = (double)kb / 1024.0;
+    }
+    if (f) fclose(f);
+    if (*now < 0) *now = *peak;
+}
+
 void dg_train_log_timestamp(char *out, size_t cap) {
     struct timeval tv;
     gettimeofday(&tv, NULL);
@@ -52,10 +66,8 @@ int dg_train_log_iteration(char *out, size_t cap, const dg_train_log_fields *f) 
     APPEND(" learning rate: %.6E |", f->learning_rate);
     APPEND(" global batch size: %5d |", f->global_batch_size);
     /* Megatron prints a loss only when its average is >= 0 (a NaN is not) */
-    if (!(f->lm_loss < 0)) APPEND(" lm loss: %.6E |", f->lm_loss);
-    if (f->has_load_balancing_loss && !(f->load_balancing_loss < 0))
-        APPEND(" load_balancing_loss: %.6E |", f->load_balancing_loss);
-    if (f->has_z_loss && !(f->z_loss < 0)) APPEND(" z_loss: %.6E |", f->z_loss);
+    for (int i = 0; i < f->n_losses && i < DG_TRAIN_LOG_MAX_LOSSES; i++)
+        if (f->loss[i] >= 0) APPEND(" %s: %.6E |", f->loss_name[i], f->loss[i]);
     APPEND(" loss scale: %.1f |", f->loss_scale);
     /* Megatron has no norm for a step its fp16 scaler skipped: left out */
     if (isfinite(f->grad_norm)) APPEND(" grad norm: %.3f |", f->grad_norm);
@@ -67,6 +79,14 @@ int dg_train_log_iteration(char *out, size_t cap, const dg_train_log_fields *f) 
         APPEND(" activation memory (MB): %.1f planned, %.1f saved by recompute |", f->activation_planned_mb,
                f->activation_saved_mb);
     return o;
+}
+
+int dg_train_log_memory(char *out, size_t cap, int rank, int iteration, double allocated_mb,
+                        double max_allocated_mb, double reserved_mb, double max_reserved_mb) {
+    return snprintf(out, cap,
+                    "[Rank %d] (after %d iterations) memory (MB) | allocated: %.2f | max allocated: %.2f | "
+                    "reserved: %.2f | max reserved: %.2f",
+                    rank, iteration, allocated_mb, max_allocated_mb, reserved_mb, max_reserved_mb);
 }
 
 void dg_train_log_eval(FILE *f, const char *prefix, double lm_loss) {

@@ -12,7 +12,15 @@
  *    number of skipped iterations:   0 | number of nan iterations:   0 |
  *
  * (one line), followed by dagatron's own fields in the same " key: value |"
- * shape: tokens per second, MFU, peak memory (MB). An evaluation is
+ * shape: tokens per second, MFU, peak memory (MB). The losses are those of
+ * Megatron's total_loss_dict, in the order it first saw them (which
+ * losses, and when, is the trainer's: train/dg_trainer_log.c). After the
+ * first logged iterations Megatron's report_memory line follows:
+ *
+ *    [Rank 0] (after 1 iterations) memory (MB) | allocated: 1.50 | max allocated: 2.25 |
+ *    reserved: 180.12 | max reserved: 181.00
+ *
+ * An evaluation is
  *
  *    ------------------------------------------------------------------------
  *     validation loss at iteration 10 | lm loss value: 4.5E+00 | lm loss PPL: 9.1E+01 |
@@ -29,6 +37,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The most losses one line carries: lm loss, load_balancing_loss,
+ * seq_load_balancing_loss, z_loss. */
+#define DG_TRAIN_LOG_MAX_LOSSES 4
+
 /* What one iteration line reports (averages over the log window where
  * Megatron averages: time, losses). */
 typedef struct dg_train_log_fields {
@@ -39,11 +51,11 @@ typedef struct dg_train_log_fields {
     double tflops_per_gpu;     /* model FLOPs / time / ranks, in TFLOP/s */
     double learning_rate;
     int global_batch_size;
-    double lm_loss;
-    /* MoE losses as Megatron tracks them: each layer's loss divided by its
-     * coefficient, averaged over the MoE layers; printed when has_* */
-    int has_load_balancing_loss, has_z_loss;
-    double load_balancing_loss, z_loss;
+    /* Megatron's losses (its total_loss_dict) in its order, each printed
+     * " name: value |" when the value is >= 0 (a NaN is not) */
+    int n_losses;
+    const char *loss_name[DG_TRAIN_LOG_MAX_LOSSES];
+    double loss[DG_TRAIN_LOG_MAX_LOSSES];
     double loss_scale;         /* 1.0 without a loss scaler */
     double grad_norm;          /* printed when finite */
     int64_t skipped_iterations, nan_iterations;
@@ -65,12 +77,24 @@ double dg_train_log_moe_loss(const struct dg_model_config *m, double raw, double
 /* This process's peak resident memory, MB. */
 double dg_train_log_peak_rss_mb(void);
 
+/* This process's resident memory now and at its peak (VmRSS, VmHWM of
+ * /proc/self/status), MB; the peak from getrusage and now = peak where
+ * /proc is not there. */
+void dg_train_log_rss_mb(double *now, double *peak);
+
 /* Megatron's timestamp prefix " [YYYY-MM-DD HH:MM:SS.ffffff]" (local time). */
 void dg_train_log_timestamp(char *out, size_t cap);
 
 /* Write the iteration line (no newline) into out[cap]. Returns its length
  * (snprintf's: >= cap means it was cut). */
 int dg_train_log_iteration(char *out, size_t cap, const dg_train_log_fields *f);
+
+/* Megatron's report_memory line, as training_log prints it after the
+ * first logged iterations, figures in MB:
+ *   "[Rank R] (after N iterations) memory (MB) | allocated: A | max allocated: M | reserved: V | max reserved: X"
+ * (no newline) into out[cap]. Returns its length, as snprintf. */
+int dg_train_log_memory(char *out, size_t cap, int rank, int iteration, double allocated_mb,
+                        double max_allocated_mb, double reserved_mb, double max_reserved_mb);
 
 /* Print an evaluation block to f: prefix is "iteration N", "iteration N on
  * validation set" or "iteration N on test set". */

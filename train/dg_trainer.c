@@ -109,9 +109,8 @@ static int setup(trainer *t, dg_err *err) {
     t->plan = dg_sched_plan_new(t->g, &so, err);
     dg_free(keep);
     if (!t->plan) return DG_EINPUT;
-    dg_mem_need need;
-    dg_mem_estimate_plan(t->plan, &t->buckets, c, &need);
-    DG_TRY(dg_mem_need_check(&need, t->ranks_on_node, err)); /* check 3 of dg_mem_estimate.h */
+    dg_mem_estimate_plan(t->plan, &t->buckets, c, &t->mem);
+    DG_TRY(dg_mem_need_check(&t->mem, t->ranks_on_node, err)); /* check 3 of dg_mem_estimate.h */
     dg_runtime_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.compute_threads = c->compute_threads;
@@ -481,6 +480,9 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     /* What --load means is known before any work (dg_ckpt_paths.h). */
     dg_ckpt_load_plan load_plan = DG_CKPT_LOAD_NONE;
     if (st == DG_OK) st = dg_ckpt_plan_load(c->load, c->save, &load_plan, err);
+    /* --trace can be written, found before iteration 1 rather than after
+     * the traced one; rank 0 writes it alone (dg_trace_write_merged). */
+    if (st == DG_OK && t.log && c->trace[0]) st = dg_train_trace_check_path(c->trace, err);
     if (st == DG_OK) st = check_memory_flags(&t, 0, err);
     int gbs = c->global_batch_size > 0 ? c->global_batch_size : c->model.micro_batch_size * c->dp_size;
     int evals = c->eval_iters > 0 ? c->train_iters / c->eval_interval + 1 : 0;
@@ -546,9 +548,8 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
                                                                             : DG_LR_COSINE};
     dg_train_compat_schedule(c, &sched); /* by samples, --lr-warmup-init */
     t.eval_consumed = k.consumed_valid;
-    losses window = {0};
-    double window_ms = 0.0;
-    int window_n = 0, window_adv = 0, window_skipped = 0, window_nans = 0, saved_at = -1, exited = 0;
+    dg_trainer_window window = {0};
+    int saved_at = -1, exited = 0, report_memory = 1;
     int first_it = (int)k.iteration + 1;
     const dg_train_compat *x = &c->compat;
     dg_loss_scaler_init(&t.scaler, x->fp16 ? x->loss_scale : 1.0, x->initial_loss_scale, x->min_loss_scale,
@@ -594,13 +595,14 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         int nan_loss = 0;
         int skip = optimizer_end(&t, &l, &k, &gnorm, &nan_loss);
         dg_loss_scaler_update(&t.scaler, skip); /* a skipped fp16 step overflowed */
-        window_skipped += skip;
-        window_nans += nan_loss;
         k.iteration = it;
         if (hooks && hooks->on_iteration)
             hooks->on_iteration(hooks->ctx, it, l.lm, l.aux, l.z, gnorm, lr);
+        /* Megatron logs its scheduler's learning rate after the step, which
+         * a skipped step did not advance: that of the updates so far. */
+        double lr_logged = dg_lr_at(&sched, (int)k.updates);
         if (t.tb && it % c->tensorboard_log_interval == 0) {
-            dg_tb_iteration tbi = {it, k.consumed, lr, c->global_batch_size, l.lm,
+            dg_tb_iteration tbi = {it, k.consumed, lr_logged, c->global_batch_size, l.lm,
                                    dg_trainer_moe_loss_logged(&t, t.lio.aux_loss, l.aux, c->model.moe_aux_loss_coeff),
                                    dg_trainer_moe_loss_logged(&t, t.lio.z_loss, l.z, c->model.moe_z_loss_coeff),
                                    t.scaler.scale, gnorm};
@@ -610,28 +612,20 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         if (res->iterations == 0) res->first_lm_loss = l.lm;
         res->last_lm_loss = l.lm;
         res->iterations++;
-        /* As Megatron's training_log: losses averaged over the window's
-         * iterations that were not skipped, time over all of them, the
-         * learning rate and grad norm of this iteration, and the skipped and
-         * NaN iterations counted per window. */
-        if (!skip) {
-            window.lm += l.lm;
-            window.aux += l.aux;
-            window.z += l.z;
-            window_adv++;
-        }
-        window_ms += ms;
-        window_n++;
-        if (it % c->log_interval == 0 || it == c->train_iters) {
-            double adv = window_adv > 0 ? window_adv : 1;
-            losses avg = {window.lm / adv, window.aux / adv, window.z / adv, 0};
-            if (t.log)
-                dg_trainer_log_line(&t, it, k.consumed, window_ms / window_n, &avg, lr, gnorm, window_skipped,
-                         window_nans);
-            st = dg_trainer_log_expert_tokens(&t, err);
-            memset(&window, 0, sizeof window);
-            window_ms = 0.0;
-            window_n = window_adv = window_skipped = window_nans = 0;
+        /* As Megatron's training_log: a line every --log-interval
+         * iterations and after the first iteration of the run (not after
+         * the last); the first line leaves its window open, so the next
+         * line covers its iteration too. Then report_memory, after the
+         * first logged iteration and the next one (Megatron's flag clears
+         * once a report is past the run's first iteration). */
+        dg_trainer_window_add(&t, &window, &l, skip, nan_loss, ms);
+        int first = it == first_it;
+        if (it % c->log_interval == 0 || first) {
+            if (t.log) dg_trainer_log_line(&t, it, k.consumed, &window, lr_logged, gnorm);
+            if (report_memory) dg_trainer_report_memory(&t, it);
+            report_memory = report_memory && it <= first_it;
+            st = dg_trainer_log_expert_tokens(&t, !first, err);
+            if (!first) dg_trainer_window_reset(&window);
         }
         if (st == DG_OK && it % c->eval_interval == 0) {
             char prefix[64];

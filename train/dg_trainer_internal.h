@@ -1,7 +1,7 @@
 /* dg_trainer_internal.h — the training run's state, shared by the two files
  * of the trainer: dg_trainer.c (setup, the step, the loop) and
  * dg_trainer_log.c (what the run prints: the startup lines, Megatron's
- * iteration line, the routed tokens per expert). Not a public header.
+ * iteration and memory lines, the routed tokens per expert). Not a public header.
  */
 #ifndef DG_TRAINER_INTERNAL_H
 #define DG_TRAINER_INTERNAL_H
@@ -11,6 +11,7 @@
 #include "dg_feed.h"
 #include "dg_grid.h"
 #include "dg_loss_scaler.h"
+#include "dg_mem_estimate.h"
 #include "dg_pipeline.h"
 #include "dg_recompute.h"
 #include "dg_sched.h"
@@ -58,6 +59,7 @@ typedef struct dg_trainer_state {
     dg_comm *pp_comm;          /* the pipeline group (NULL: no PP): losses live on its last stage */
     char *ckpt_skip;           /* per tensor: another stage writes it to checkpoints (dg_train_pp_ckpt_skip) */
     uint64_t ckpt_bytes;       /* what one checkpoint takes on disk (dg_dist_ckpt_bytes) */
+    dg_mem_need mem;           /* what the runtime and the optimizer allocate (dg_mem_estimate_plan) */
 } dg_trainer_state;
 
 /* A step's logged losses: the language-model loss, the MoE aux and z
@@ -66,20 +68,50 @@ typedef struct dg_trainer_losses {
     double lm, aux, z, total;
 } dg_trainer_losses;
 
+/* The losses of the log line, by Megatron's names (dg_trainer_log.c). */
+typedef enum dg_trainer_log_key {
+    DG_LOG_LM_LOSS,               /* "lm loss" */
+    DG_LOG_LOAD_BALANCING_LOSS,   /* "load_balancing_loss" */
+    DG_LOG_SEQ_LOAD_BALANCING_LOSS, /* "seq_load_balancing_loss" */
+    DG_LOG_Z_LOSS,                /* "z_loss" */
+    DG_LOG_N_KEYS
+} dg_trainer_log_key;
+
+/* Megatron's training_log accumulators (its total_loss_dict) over the
+ * iterations since the last log line that reset them. */
+typedef struct dg_trainer_window {
+    double sum[DG_LOG_N_KEYS];  /* per key: the iterations' values added up */
+    int order[DG_LOG_N_KEYS];   /* keys in the order first added (the dict's), n_keys of them */
+    int n_keys;
+    int advanced, skipped, nans; /* iterations that updated, were skipped, had a NaN loss */
+    double ms;                   /* their time */
+} dg_trainer_window;
+
 /* What the run prints (dg_trainer_log.c). */
 void dg_trainer_print_startup(const dg_trainer_state *t);
 /* The tokenizer the flags left to Megatron's default, in one line (once it
  * opened, as Megatron's "> building ... tokenizer"); nothing otherwise. */
 void dg_trainer_print_tokenizer_default(const dg_train_config *c);
-/* Megatron's iteration line for the log window ending at iteration it. */
-void dg_trainer_log_line(const dg_trainer_state *t, int it, int64_t consumed, double ms,
-                         const dg_trainer_losses *l, double lr, double gnorm, int64_t skipped, int64_t nans);
+/* Add one iteration to the window as Megatron's training_log does: the lm
+ * loss of an iteration that updated, the MoE losses of every iteration. */
+void dg_trainer_window_add(const dg_trainer_state *t, dg_trainer_window *w, const dg_trainer_losses *l, int skipped,
+                           int nan_loss, double ms);
+/* Start the next window (the keys already seen stay: Megatron zeroes its
+ * dict's values, it keeps their keys). */
+void dg_trainer_window_reset(dg_trainer_window *w);
+/* Megatron's iteration line for the window ending at iteration it: lr and
+ * gnorm are the iteration's. */
+void dg_trainer_log_line(const dg_trainer_state *t, int it, int64_t consumed, const dg_trainer_window *w, double lr,
+                         double gnorm);
+/* Megatron's report_memory line after iteration it, printed by every rank
+ * of data-parallel rank 0 (each its own line). */
+void dg_trainer_report_memory(const dg_trainer_state *t, int it);
 /* A MoE loss as the log shows it (dg_train_log_moe_loss), or -1 when the
  * graph has none (tensor < 0: a dense model). */
 double dg_trainer_moe_loss_logged(const dg_trainer_state *t, int tensor, double raw, double coeff);
 /* Routed tokens per expert over the log window, summed over the data
  * shards (and pipeline stages), printed with --moe-per-layer-logging; the
- * window restarts. A collective: every rank calls it. */
-int dg_trainer_log_expert_tokens(dg_trainer_state *t, dg_err *err);
+ * window restarts when `reset`. A collective: every rank calls it. */
+int dg_trainer_log_expert_tokens(dg_trainer_state *t, int reset, dg_err *err);
 
 #endif /* DG_TRAINER_INTERNAL_H */

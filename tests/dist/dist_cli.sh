@@ -68,7 +68,9 @@ fi
 
 # ---- 3. checkpoints with the distributed optimizer ---------------------------------
 # DP = 2 with sharded moments: 8 iterations straight vs 4, save, resume, 4
-# more: identical log lines and byte-identical iteration-8 checkpoints (the
+# more: identical log lines (but for iteration 6: as Megatron's, a run's
+# first line leaves its window open, so the resumed run's line 6 averages 5
+# and 6) and byte-identical iteration-8 checkpoints (the
 # moments are gathered into whole tensors on save); the DP = 2 checkpoint
 # also loads into a one-rank run (the format does not depend on DP).
 iters() { grep -o 'iteration *[0-9]*/.*' "$1" | sed 's#^iteration *\([0-9]*\)/ *[0-9]*#iteration \1#; s/elapsed[^|]*|//;
@@ -79,7 +81,7 @@ $MPI -np 2 "$BIN" train "${ARGS[@]}" "${CK[@]}" --train-iters 4 --save "$TMP/cb"
 $MPI -np 2 "$BIN" train "${ARGS[@]}" "${CK[@]}" --train-iters 8 --load "$TMP/cb" --save "$TMP/cb" >"$TMP/cb2.log" 2>&1 \
   || { echo "FAIL: resumed run exited $?"; cat "$TMP/cb2.log"; fail=1; }
 if grep -q "loaded checkpoint" "$TMP/cb2.log" && [ "$(iters "$TMP/cb2.log" 1 | wc -l)" -eq 4 ] &&
-   diff <(iters "$TMP/ca.log" 5) <(iters "$TMP/cb2.log" 5) >/dev/null &&
+   diff <(iters "$TMP/ca.log" 5 | grep -v '^iteration 6 ') <(iters "$TMP/cb2.log" 5 | grep -v '^iteration 6 ') >/dev/null &&
    cmp -s "$TMP/ca/iter_0000008/model_optim_rng.bin" "$TMP/cb/iter_0000008/model_optim_rng.bin"; then
   echo "ok: DP=2 distributed optimizer: 8 straight = 4 + resume + 4 (log lines, iteration-8 checkpoint bytes)"
 else

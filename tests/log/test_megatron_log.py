@@ -29,6 +29,7 @@ ITERATION_PIECES = [
     ("gbs", " global batch size: {:5d} |", True),
     ("lm_loss", " lm loss: {:.6E} |", True),
     ("load_balancing_loss", " load_balancing_loss: {:.6E} |", "aux"),
+    ("seq_load_balancing_loss", " seq_load_balancing_loss: {:.6E} |", "seq_aux"),
     ("z_loss", " z_loss: {:.6E} |", "z"),
     ("loss_scale", " loss scale: {:.1f} |", True),
     ("grad_norm", " grad norm: {:.3f} |", "grad_norm"),  # None on a skipped fp16 step

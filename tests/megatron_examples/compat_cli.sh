@@ -59,11 +59,16 @@ f1=$(ffn); f2=$(ffn --swiglu)
 # seq_aux_loss: the load-balancing loss per sequence. With one sequence per
 # micro-batch it is the batch's loss; with two it differs.
 MOE=(--num-experts 4 --moe-router-topk 2 --swiglu --disable-bias-linear --moe-aux-loss-coeff 1e-2 --train-iters 2)
-lb() { "$BIN" train "${ARGS[@]}" "${MOE[@]}" "$@" 2>&1 | grep -o 'load_balancing_loss: [0-9.E+-]*' | awk '{print $2}' | paste -sd' '; }
-a1=$(lb --micro-batch-size 1 --moe-router-load-balancing-type aux_loss)
-s1=$(lb --micro-batch-size 1 --moe-router-load-balancing-type seq_aux_loss)
-a2=$(lb --moe-router-load-balancing-type aux_loss)
-s2=$(lb --moe-router-load-balancing-type seq_aux_loss)
+# (Megatron's field: load_balancing_loss for aux_loss, seq_load_balancing_loss
+# for seq_aux_loss; tests/log checks which fields each type prints.)
+lb() { # field flags...
+  local key=$1; shift
+  "$BIN" train "${ARGS[@]}" "${MOE[@]}" "$@" 2>&1 | grep -oE " $key: [0-9.E+-]*" | awk '{print $2}' | paste -sd' '
+}
+a1=$(lb load_balancing_loss --micro-batch-size 1 --moe-router-load-balancing-type aux_loss)
+s1=$(lb seq_load_balancing_loss --micro-batch-size 1 --moe-router-load-balancing-type seq_aux_loss)
+a2=$(lb load_balancing_loss --moe-router-load-balancing-type aux_loss)
+s2=$(lb seq_load_balancing_loss --moe-router-load-balancing-type seq_aux_loss)
 if python3 -c "
 import sys
 a1, s1, a2, s2 = [list(map(float, x.split())) for x in ('$a1', '$s1', '$a2', '$s2')]

@@ -24,8 +24,12 @@ if len(lines) != 40:
 # Megatron's DynamicGradScaler (initial 2^32, window 4, hysteresis 2, min 1)
 scale, growth, hyst = 2.0 ** 32, 0, 2
 skips, after_clean, fail = 0, 0, 0
+counts = []
 for i, l in enumerate(lines, 1):
-    skipped = int(re.search(r"number of skipped iterations: +(\d+)", l).group(1))
+    counts.append(int(re.search(r"number of skipped iterations: +(\d+)", l).group(1)))
+    # as Megatron's training_log, the first line leaves its window open:
+    # line 2 counts iterations 1 and 2
+    skipped = counts[-1] - (counts[0] if i == 2 else 0)
     logged = float(re.search(r"loss scale: ([0-9.]+)", l).group(1))
     has_norm = " grad norm: " in l
     if skipped:

@@ -156,20 +156,29 @@ def main():
         checks = {"lm loss": r"lm loss: " + num, "learning-rate": r"learning rate: " + num,
                   "grad-norm": r"grad norm: " + num, "load_balancing_loss": r"load_balancing_loss: " + num,
                   "z_loss": r"z_loss: " + num}
-        n_checked = 0
+        # The event file holds each iteration's values, as Megatron's; the
+        # log line averages the losses over its window, which for the line
+        # after the first starts at the first iteration (Megatron's first
+        # line leaves its window open).
+        averaged = {"lm loss", "load_balancing_loss", "z_loss"}
+        n_checked, start = 0, None
         for line in p.stdout.splitlines():
             m = re.search(r"iteration\s+(\d+)/\s*\d+", line)
             if not m:
                 continue
             it = int(m.group(1))
+            window = list(range(start if start else it, it + 1))
+            start = it + 1 if start else it  # the first line leaves its window open
             consumed = int(re.search(r"consumed samples:\s+(\d+)", line).group(1))
             for tag, rx in checks.items():
                 v = re.search(rx, line)
                 if not v:
                     print(f"FAIL: log line of iteration {it} lacks {tag}"); fail = 1; continue
-                got = by.get(tag, {}).get(it)
+                steps = window if tag in averaged else [it]
+                vals = [by.get(tag, {}).get(k) for k in steps]
+                got = None if None in vals else sum(vals) / len(vals)
                 if got is None or not close(v.group(1), got):
-                    print(f"FAIL: {tag} at step {it}: log {v.group(1)}, event file {got}"); fail = 1
+                    print(f"FAIL: {tag} at step {it} (window {steps}): log {v.group(1)}, event file {vals}"); fail = 1
                 n_checked += 1
             for tag in ("lm loss", "learning-rate", "grad-norm"):
                 if by.get(tag + " vs samples", {}).get(consumed) != by.get(tag, {}).get(it):
