@@ -4,7 +4,7 @@
 #     DP = 2 and with EP = 2: exit 2 within 10 s, the error printed once,
 #     naming the rank that found it (before the fix: the other rank waited in
 #     the step's all-reduce forever);
-#  2. an unwritable --trace path (written by rank 0 alone): the same;
+#  2. an unwritable --trace path (checked by rank 0 alone, at start-up): the same;
 #  3. a flag error under mpirun is printed once, not once per rank.
 # `timeout 10` turns a hang into a failure instead of a stuck CI job
 # (times DG_TEST_SLOWDOWN under sanitizers, scripts/run_sanitizers.sh).
@@ -62,7 +62,7 @@ OOV='^dagatron: rank [01]: data: token id 1000 is outside the vocabulary \[0, 12
 expect_once "DP=2, a bad token on one shard" "$OOV" --data-path "$TMP/oov" "${ARGS[@]}"
 expect_once "EP=2, a bad token on one shard" "$OOV" --data-path "$TMP/oov" "${ARGS[@]}" \
   --expert-model-parallel-size 2
-TRACE='^dagatron: rank 0: --trace /nonexistent-dir/t.json: cannot open for writing'
+TRACE='^dagatron: rank 0: --trace /nonexistent-dir/t.json: directory /nonexistent-dir: No such file'
 expect_once "DP=2, unwritable --trace" "$TRACE" --data-path "$TMP/ok" "${ARGS[@]}" --trace /nonexistent-dir/t.json
 expect_once "EP=2, unwritable --trace" "$TRACE" --data-path "$TMP/ok" "${ARGS[@]}" --trace /nonexistent-dir/t.json \
   --expert-model-parallel-size 2

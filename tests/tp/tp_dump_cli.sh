@@ -32,7 +32,11 @@ for row in "${layouts[@]}"; do
     "$exe" dump "${args[@]}" "${flags[@]}" --graph forward --after ep -o "$TMP/$name.fwd.json"
     "$exe" dump "${args[@]}" "${flags[@]}" --graph step --after autodiff -o "$TMP/$name.step.json"
 done
-"$py" - "$TMP" 3 200 <<'PY' || fail "collective counts"
+# the model's vocabulary: --vocab-size 200 is NullTokenizer's 201 ids (200 and
+# the end of document, as Megatron), padded to a multiple of tp 2 (dump's
+# --make-vocab-size-divisible-by is 1)
+vocab=$(((200 + 1 + 1) / 2 * 2))
+"$py" - "$TMP" 3 "$vocab" <<'PY' || fail "collective counts"
 import collections, json, sys
 d, layers, vocab = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 # name: (per layer forward, per layer backward, outside the layers forward, outside backward),
