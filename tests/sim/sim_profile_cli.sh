@@ -14,6 +14,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 source "$here/../common/refuse.sh"
+source "$here/../common/memcap.sh" # dg_memcap
 PY=${DG_REF_PYTHON:-/usr/bin/python3}
 ARGS=(--num-layers 2 --swiglu --disable-bias-linear --mock-data --vocab-size 64 --expert-model-parallel-size 2
       --num-experts 4 --train-iters 10 --world-size 4 --pipeline-model-parallel-size 2)
@@ -69,8 +70,8 @@ while IFS=$'\t' read -r case want; do
     dg_refuse "--device-profile $TMP/$case.json: $want" "$D" simulate "${ARGS[@]}" --device-profile "$TMP/$case.json"
     echo "refused ($case): $(cat "$TMP/refuse.err")"
 done <"$TMP/cases"
-(ulimit -v 4000000; dg_refuse "--device-profile /dev/zero: not a regular file (a character device)" \
-    timeout 60 "$D" simulate "${ARGS[@]}" --device-profile /dev/zero)
+dg_memcap "$D" dg_refuse "--device-profile /dev/zero: not a regular file (a character device)" \
+    timeout 60 "$D" simulate "${ARGS[@]}" --device-profile /dev/zero
 dg_refuse "--device-profile $TMP: not a regular file (a directory)" "$D" simulate "${ARGS[@]}" --device-profile "$TMP"
 dg_refuse "--calibrate-from $TMP: not a regular file (a directory)" \
     "$D" simulate "${ARGS[@]}" --calibrate --calibrate-from "$TMP" --profile-out "$TMP/p.json"

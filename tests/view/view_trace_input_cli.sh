@@ -20,6 +20,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 source "$here/../common/refuse.sh"
+source "$here/../common/memcap.sh" # dg_memcap
 PY=${DG_REF_PYTHON:-/usr/bin/python3}
 
 ARCH=($(cat "$here/../common/moe_arch.flags"))
@@ -55,17 +56,17 @@ mkfifo "$TMP/fifo"
 truncate -s 1100M "$TMP/huge.json"
 for cmd in view trace-svg; do
     o=$(out_of $cmd)
-    (ulimit -v 4000000; dg_refuse "--trace /dev/zero: not a regular file (a character device)" \
-        timeout 60 "$exe" $cmd --trace /dev/zero -o "$o")
+    dg_memcap "$exe" dg_refuse "--trace /dev/zero: not a regular file (a character device)" \
+        timeout 60 "$exe" $cmd --trace /dev/zero -o "$o"
     dg_refuse "--trace $TMP: not a regular file (a directory)" "$exe" $cmd --trace "$TMP" -o "$o"
     dg_refuse "--trace $TMP/fifo: not a regular file (a FIFO)" timeout 60 "$exe" $cmd --trace "$TMP/fifo" -o "$o"
-    (ulimit -v 4000000; dg_refuse "--trace $TMP/huge.json: 1153433600 bytes, more than the 1073741824 allowed" \
-        timeout 60 "$exe" $cmd --trace "$TMP/huge.json" -o "$o")
+    dg_memcap "$exe" dg_refuse "--trace $TMP/huge.json: 1153433600 bytes, more than the 1073741824 allowed" \
+        timeout 60 "$exe" $cmd --trace "$TMP/huge.json" -o "$o"
     [ ! -e "$o" ] || fail "$cmd wrote $o for a refused trace"
 done
 # view's --graph dump goes through the same reader
-(ulimit -v 4000000; dg_refuse "--graph /dev/zero: not a regular file (a character device)" \
-    timeout 60 "$exe" view --trace "$TMP/t.json" --graph /dev/zero -o "$TMP/out.html")
+dg_memcap "$exe" dg_refuse "--graph /dev/zero: not a regular file (a character device)" \
+    timeout 60 "$exe" view --trace "$TMP/t.json" --graph /dev/zero -o "$TMP/out.html"
 
 # Damaged events: CASE FIELD WANT per line, then one file per case.
 "$PY" - "$TMP/t.json" "$TMP" >"$TMP/cases" <<'PY'
