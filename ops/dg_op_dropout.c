@@ -78,8 +78,9 @@ static int shard_dropout(const dg_graph *g, const dg_node *n, const dg_sharding 
     return DG_OK;
 }
 
-/* A pass that splits x's dim 1 (SP) lowers dropout to the form with the
- * splitting axis' coordinate; otherwise a copy. */
+/* A pass that splits x's dim 1 (SP's sequence, TP's heads of unfused
+ * attention's probabilities) lowers dropout to the form with the splitting
+ * axis' coordinate; otherwise a copy. */
 static int lower_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
                          const void *opts, dg_err *err) {
     (void)src;

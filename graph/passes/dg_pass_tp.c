@@ -51,18 +51,12 @@ static int tp_leaf(dg_graph *dst, const dg_graph *src, int t, void *ctx) {
     return id;
 }
 
-/* Whether n's rule takes inputs `in` (tensors of dst). */
+/* Whether n's rule, in the form the pass emits n (dg_tp_rule_on: a dropout
+ * with the tp coordinate), takes inputs `in` (tensors of dst). */
 static int rule_takes(const dg_graph *dst, const dg_node *n, const int *in) {
-    dg_node tmp = *n;
-    for (int k = 0; k < n->n_in; k++) tmp.in[k] = in[k];
-    for (int j = 0; j < DG_MAX_OUTPUTS; j++) tmp.out[j] = -1;
     dg_sharding lay[DG_MAX_INPUTS], out[DG_MAX_OUTPUTS];
     for (int k = 0; k < n->n_in; k++) lay[k] = dst->tensors[in[k]].sharding;
-    memset(out, 0, sizeof out);
-    dg_attrs a = n->attrs;
-    int (*rule)(const dg_graph *, const dg_node *, const dg_sharding *, dg_sharding *, dg_attrs *) =
-        n->op->shard ? n->op->shard : dg_shard_replicated;
-    return rule(dst, &tmp, lay, out, &a) == DG_OK;
+    return dg_tp_rule_on(dst, n, in, lay, out) == DG_OK;
 }
 
 static void grow(tp_pass *s, int n) {
@@ -127,11 +121,7 @@ static int fit_inputs(dg_graph *dst, const dg_node *n, int *in, tp_pass *s) {
     if (is_op(n, "softmax_xent") && dg_layout_dim_split(&dst->tensors[in[0]].sharding, dst->tensors[in[0]].ndim - 1))
         return DG_OK;
     if (s->overlap && chunked_linear(s, dst, n, in)) return DG_OK; /* its lowering gathers or scatters */
-    if (s->sp) {
-        DG_TRY(dg_tp_seq_inputs(&s->seq, dst, n, in, whole_linear(dst, n, in)));
-        const dg_sharding *x = &dst->tensors[in[0]].sharding;
-        if (dg_tp_seq_lowers(n) && x->split[DG_TP_SEQ_DIM] == DG_AXIS_TP) return DG_OK; /* tp_lower's */
-    }
+    if (s->sp) DG_TRY(dg_tp_seq_inputs(&s->seq, dst, n, in, whole_linear(dst, n, in)));
     /* A partial sum is all-reduced at its first reader, as Megatron does,
      * even where the rule would carry it (partial + partial is partial):
      * the residual stream stays whole, so what crosses a pipeline stage or
@@ -170,15 +160,18 @@ static int fit_inputs(dg_graph *dst, const dg_node *n, int *in, tp_pass *s) {
     return dg_graph_fail(dst, "tp: no collective makes the inputs' layouts fit the rule of %s", n->op->name);
 }
 
-/* The nodes the pass lowers: the vocabulary's ops (vocab parallel), under
- * SP dropout (its form with the tp coordinate, dg_tp_seq.h), and under
+/* The nodes the pass lowers: the vocabulary's ops (vocab parallel),
+ * dropout (its form with the tp coordinate, dg_tp_lowers: SP's sequence
+ * slice, or without SP the heads of unfused attention's probabilities, so
+ * the chain from the scores to the context stays on this rank's heads
+ * instead of being gathered and run whole on every rank), and under
  * --tp-comm-overlap the chunked linears fit_inputs chose. */
 static int tp_lower(const dg_graph *src, const dg_node *n, void *ctx) {
     (void)src;
     tp_pass *s = ctx;
     bool chunked = s->lower_next;
     s->lower_next = false;
-    return chunked || (s->tp > 1 && is_vocab_op(n)) || (s->sp && dg_tp_seq_lowers(n));
+    return chunked || (s->tp > 1 && is_vocab_op(n)) || (s->tp > 1 && dg_tp_lowers(n));
 }
 
 static int tp_inputs(dg_graph *dst, const dg_node *n, int *in, void *ctx) {

@@ -27,7 +27,10 @@
  *      output layer is column-parallel, tied or not) becomes per-row
  *      statistics on the slice, one all-gather of those (2 floats a row),
  *      and the loss on every rank: the whole logits never exist on a rank,
- *      and the backward is local to the slice.
+ *      and the backward is local to the slice; and lowers dropout to its
+ *      form with the tp coordinate (dg_op_dropout.h), so unfused
+ *      attention's dropout runs on this rank's heads of the probabilities
+ *      and the chain from the scores to the context is never gathered.
  *
  * Gradients of the replicated parameters (norms, row-parallel biases) are
  * identical on every tp rank, since their inputs are replicated without SP.

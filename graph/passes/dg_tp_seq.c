@@ -28,19 +28,15 @@ static void grow(dg_tp_seq *s, int n) {
     s->cap = cap;
 }
 
-bool dg_tp_seq_lowers(const dg_node *n) { return !strcmp(n->op->name, "dropout"); }
+bool dg_tp_lowers(const dg_node *n) { return !strcmp(n->op->name, "dropout"); }
 
-/* n's rule on inputs `in` laid out `lay`: DG_OK and the outputs' layouts, or
- * DG_SHARD_CANNOT. A dropout is asked in the form the pass lowers it to,
- * with the tp coordinate (replicated; input 1 stands in for its id). */
-static int rule_on(const dg_graph *dst, const dg_node *n, const int *in, dg_sharding *lay,
-                   dg_sharding *out) {
+int dg_tp_rule_on(const dg_graph *dst, const dg_node *n, const int *in, dg_sharding *lay, dg_sharding *out) {
     dg_node tmp = *n;
     for (int k = 0; k < n->n_in; k++) tmp.in[k] = in[k];
     for (int j = 0; j < DG_MAX_OUTPUTS; j++) tmp.out[j] = -1;
     memset(out, 0, sizeof(dg_sharding) * DG_MAX_OUTPUTS);
     dg_attrs a = n->attrs;
-    if (dg_tp_seq_lowers(n) && n->n_in == 2) {
+    if (dg_tp_lowers(n) && n->n_in == 2) {
         tmp.n_in = 3;
         tmp.in[2] = in[1];
         memset(&lay[2], 0, sizeof lay[2]);
@@ -97,7 +93,7 @@ int dg_tp_seq_inputs(dg_tp_seq *s, dg_graph *dst, const dg_node *n, int *in, boo
         lay[k].split[DG_TP_SEQ_DIM] = DG_AXIS_TP;
         n_fix++;
     }
-    if (!n_fix || rule_on(dst, n, in, lay, out) != DG_OK) return DG_OK; /* the TP rules decide */
+    if (!n_fix || dg_tp_rule_on(dst, n, in, lay, out) != DG_OK) return DG_OK; /* the TP rules decide */
     for (int k = 0; k < n->n_in; k++) {
         if (!fix[k]) continue;
         /* a tensor is either partial or replicated: one memo for both */
@@ -110,7 +106,7 @@ int dg_tp_seq_inputs(dg_tp_seq *s, dg_graph *dst, const dg_node *n, int *in, boo
 int dg_tp_seq_params(dg_tp_seq *s, dg_graph *dst, const dg_node *n, int *in) {
     dg_sharding lay[DG_MAX_INPUTS], out[DG_MAX_OUTPUTS];
     for (int k = 0; k < n->n_in; k++) lay[k] = dst->tensors[in[k]].sharding;
-    if (n->n_out < 1 || rule_on(dst, n, in, lay, out) != DG_OK) return DG_OK;
+    if (n->n_out < 1 || dg_tp_rule_on(dst, n, in, lay, out) != DG_OK) return DG_OK;
     for (int k = 0; k < n->n_in; k++) {
         if (!dg_param_grad_partial(&dst->tensors[in[k]], &out[0], DG_MAX_DIMS, DG_AXIS_TP)) continue;
         grow(s, dst->n_tensors);

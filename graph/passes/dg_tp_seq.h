@@ -1,5 +1,6 @@
 /* dg_tp_seq.h — sequence parallelism (Megatron's SP), the part of the TP
- * pass (dg_pass_tp.c) that runs when --sequence-parallel is on. Internal to
+ * pass (dg_pass_tp.c) that runs when --sequence-parallel is on, and the
+ * dropout lowering both share (dg_tp_lowers, dg_tp_rule_on). Internal to
  * that pass.
  *
  * Under SP the activations between the linears, [B, S, H], are split on the
@@ -28,8 +29,8 @@
  * (dg_verify_sharding.c, 'grad-group').
  *
  * Dropout runs on the slice too: the pass lowers it to its form with the
- * tp coordinate (dg_op_dropout.h), whose mask is the whole sample's at the
- * slice's place. Ops whose rule refuses a sequence split keep the TP
+ * tp coordinate (dg_op_dropout.h, dg_tp_lowers), whose mask is the whole
+ * sample's at the slice's place. Ops whose rule refuses a sequence split keep the TP
  * layouts: attention and RoPE (after the gathered QKV), the learned
  * position table's add, the cross entropy (on vocab-split logits).
  */
@@ -60,9 +61,19 @@ void dg_tp_seq_free(dg_tp_seq *s);
  * sequence (its weight split over tp). */
 int dg_tp_seq_inputs(dg_tp_seq *s, dg_graph *dst, const dg_node *n, int *in, bool whole_linear);
 
-/* Nodes the pass lowers under SP (dropout, to its coordinate form): their
- * inputs are fitted here only, and the op's lower callback emits them. */
-bool dg_tp_seq_lowers(const dg_node *n);
+/* Nodes the TP pass lowers, with or without SP: dropout, to its form with
+ * the tp coordinate (dg_op_dropout.h), which takes an input split on dim 1
+ * over tp: SP's sequence, or the heads of unfused attention's
+ * probabilities [B, H, S, S]; on a replicated input the lowering copies it.
+ * The op's lower callback emits them. */
+bool dg_tp_lowers(const dg_node *n);
+
+/* n's rule on inputs `in` (dst tensors) laid out `lay`, as the TP pass emits
+ * n: DG_OK and the outputs' layouts in out[DG_MAX_OUTPUTS], or
+ * DG_SHARD_CANNOT. A dropout is asked in the form dg_tp_lowers lowers it to,
+ * with the tp coordinate (replicated; input 1 stands in for its id). May
+ * write lay[n_in]. */
+int dg_tp_rule_on(const dg_graph *dst, const dg_node *n, const int *in, dg_sharding *lay, dg_sharding *out);
 
 /* After them: the copy_to_group of each replicated parameter of a node that
  * runs on a tp slice. */

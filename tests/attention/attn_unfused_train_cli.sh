@@ -5,9 +5,10 @@
 #  - without dropout it trains as the fused attention does (losses, grad
 #    norms and final parameters within 1e-5), GQA included;
 #  - with --attention-dropout 0.1 (and Megatron's default --hidden-dropout
-#    0.1) every layout draws the single rank's masks: TP=2 with SP, PP=2,
-#    DP=2 with the distributed optimizer, and EP=2 on the MoE model match the
-#    single-rank run within 1e-5;
+#    0.1) every layout draws the single rank's masks: TP=2 without SP (the
+#    chain on each rank's heads, its dropout with the tp coordinate) and
+#    with SP, PP=2, DP=2 with the distributed optimizer, and EP=2 on the MoE
+#    model match the single-rank run within 1e-5;
 #  - selective recompute (core_attn: the chain and its dropout) gives the
 #    same bits as no recompute;
 #  - --attention-dropout without the unfused backend, the unfused backend
@@ -44,6 +45,7 @@ echo "np 1 ${drop[*]}: $want"
 [ -n "$want" ] || fail "the single-rank run with attention dropout logged nothing"
 nodrop=$(run "$TMP/nodrop" 1 --attention-backend local --hidden-dropout 0.1)
 [ "$want" != "$nodrop" ] || fail "--attention-dropout 0.1 changed nothing"
+check 2 "$want" "$TMP/ref" "${drop[@]}" --tensor-model-parallel-size 2
 check 2 "$want" "$TMP/ref" "${drop[@]}" --tensor-model-parallel-size 2 --sequence-parallel
 check 2 "$want" "$TMP/ref" "${drop[@]}" --pipeline-model-parallel-size 2
 check 2 "$want" "$TMP/ref" "${drop[@]}" --use-distributed-optimizer
