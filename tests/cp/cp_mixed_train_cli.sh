@@ -11,8 +11,8 @@
 # folded into the expert grid; the aux loss from tokens per expert summed
 # over cp, the z loss a mean over cp): CP=2, CP=2 x EP=2 (allgather and
 # alltoall dispatchers), CP=2 x TP=2 (with SP too, p2p and a2a: SP's scatter
-# of the MoE layer's output splits each rank's chunks over tp) and CP=2 x
-# PP=2. Megatron's default dense GPT (LayerNorm, biases, learned positions
+# of the MoE layer's output splits each rank's chunks over tp; and with EP=2,
+# 8 ranks) and CP=2 x PP=2. Megatron's default dense GPT (LayerNorm, biases, learned positions
 # added before SP's scatter, hidden dropout 0.1 drawn on each rank's slice
 # of its chunks) at CP=2 x TP=2 x SP, MHA and GQA, p2p and a2a; and CP=2 x
 # TP=3 x SP, where a rank's sequence slice straddles its two chunks (issue
@@ -73,6 +73,8 @@ check 4 "$ref_moe" "$TMP/ref_moe" "${moe[@]}" --context-parallel-size 2 --expert
 check 4 "$ref_moe" "$TMP/ref_moe" "${moe[@]}" "${cptp[@]}"
 check 4 "$ref_moe" "$TMP/ref_moe" "${moe[@]}" "${cptp[@]}" --sequence-parallel
 check 4 "$ref_moe" "$TMP/ref_moe" "${moe[@]}" "${cptp[@]}" --sequence-parallel --cp-comm-type a2a
+check 8 "$ref_moe" "$TMP/ref_moe" "${moe[@]}" "${cptp[@]}" --sequence-parallel --expert-model-parallel-size 2 \
+    --moe-token-dispatcher-type alltoall
 check 4 "$ref_moe" "$TMP/ref_moe" "${moe[@]}" --context-parallel-size 2 --pipeline-model-parallel-size 2
 # Megatron's default dense GPT. The key bias's gradient is zero in exact
 # arithmetic (softmax is invariant to it), so Adam would steer it by
