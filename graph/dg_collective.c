@@ -226,16 +226,23 @@ static int shard_copy_to_group(const dg_graph *g, const dg_node *n, const dg_sha
     return DG_OK;
 }
 
-/* A replicated dim becomes split over the axis (the slice each rank keeps). */
+/* The dim becomes split over the axis (the slice each rank keeps): a
+ * replicated dim, or one split over another axis, whose local slice is then
+ * split inside it, as reduce_scatter's (SP's sequence slice of CP's chunks,
+ * cp+tp, which all_gather over tp undoes). */
 static int shard_scatter_to_group(const dg_graph *g, const dg_node *n, const dg_sharding *in,
                                   dg_sharding *out, dg_attrs *attrs) {
     (void)g;
     int d = (int)attrs->i[DG_COLL_DIM];
     out[0] = in[0];
-    if (d < 0 || d >= DG_MAX_DIMS || in[0].partial != DG_AXIS_NONE || dg_layout_dim_split(&in[0], d) ||
-        dg_axis_is_data(n->group))
+    if (d < 0 || d >= DG_MAX_DIMS || in[0].partial != DG_AXIS_NONE || dg_axis_is_data(n->group))
         return DG_SHARD_CANNOT;
-    out[0].split[d] = (uint8_t)n->group;
+    if (in[0].split[d] == DG_AXIS_NONE && in[0].split2[d] == DG_AXIS_NONE)
+        out[0].split[d] = (uint8_t)n->group;
+    else if (in[0].split2[d] == DG_AXIS_NONE && in[0].split[d] != n->group && in[0].stride[d] <= 1)
+        out[0].split2[d] = (uint8_t)n->group;
+    else
+        return DG_SHARD_CANNOT;
     return DG_OK;
 }
 

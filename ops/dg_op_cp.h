@@ -101,8 +101,9 @@ int dg_cp_lower_moe_aux(dg_graph *g, const dg_graph *src, const dg_node *n, cons
 int dg_cp_lower_moe_z(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
                       const void *opts, dg_err *err);
 /* dropout of x split over cp on dim 1 (called by dropout's own lowering):
- * the coordinate form with attrs i[2] = cp, so each element draws the one
- * rank's mask at its global token (dg_op_dropout.h). */
+ * the coordinate form with attrs i[2] = cp, and with SP's split inside
+ * cp's (CP x TP x SP) the inner axis' coordinate too, so each element draws
+ * the one rank's mask at its global token (dg_op_dropout.h). */
 int dg_cp_lower_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
                         const void *opts, dg_err *err);
 

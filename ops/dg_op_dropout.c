@@ -10,6 +10,7 @@ static int infer_dropout(const dg_graph *g, const dg_node *n, dg_tensor_desc *o,
     DG_INFER_DTYPE(g, n, 0, DG_F32, err);
     DG_INFER_DTYPE(g, n, 1, DG_I32, err);
     if (n->n_in > 2) DG_INFER_DTYPE(g, n, 2, DG_I32, err);
+    if (n->n_in > 3) DG_INFER_DTYPE(g, n, 3, DG_I32, err);
     const dg_tensor *x = DG_IN(g, n, 0), *k = DG_IN(g, n, 1);
     char s[64];
     if (x->ndim < 1 || dg_tensor_numel(k) != 4)
@@ -27,22 +28,32 @@ static void cost_dropout(const dg_graph *g, const dg_node *n, dg_cost *c) {
     c->bytes = 8.0 * e;
 }
 
+/* CP's row: chunks r and 2cp-1-r of each sample, half the rank's row each;
+ * with an inner split (SP's over tp, attrs i[4] parts, coord in[3]) x holds
+ * part t of that row, which may lie in either chunk or straddle them. */
+static void dropout_cp(const dg_exec_env *e, const dg_node *n, const float *xs, float *ys, const int32_t *key,
+                       int64_t B, int64_t per, int64_t r, int64_t t, int64_t parts) {
+    int64_t cp = n->attrs.i[2], half = per * parts / 2, start = t * per;
+    for (int64_t b = 0; b < B; b++) {
+        int32_t kb[4] = {key[0], key[1], key[2] + (int32_t)b, key[3]}; /* sample b's index */
+        for (int64_t h = 0; h < 2; h++) {
+            int64_t lo = DG_MAX(start, h * half), hi = DG_MIN(start + per, (h + 1) * half);
+            if (lo < hi)
+                dg_cpu_dropout_at(e->team, xs + b * per + lo - start, ys + b * per + lo - start, kb, n->attrs.i[0],
+                                  n->attrs.f[0], 1, hi - lo, (h ? 2 * cp - 1 - r : r) * half + lo - h * half);
+        }
+    }
+}
+
 static int k_dropout(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
                      void *const *out) {
     const dg_tensor *x = DG_IN(g, n, 0);
     int64_t B = x->shape[0], per = dg_tensor_numel(x) / (B > 0 ? B : 1), cp = n->attrs.i[2];
     int64_t r = n->n_in > 2 ? (int64_t)*(const int32_t *)in[2] : 0;
-    if (n->n_in > 2 && cp > 1) { /* CP: chunks r and 2cp-1-r of each sample, half a row each */
-        const int32_t *key = in[1];
-        const float *xs = in[0];
-        float *ys = out[0];
-        int64_t half = per / 2;
-        for (int64_t b = 0; b < B; b++) {
-            int32_t kb[4] = {key[0], key[1], key[2] + (int32_t)b, key[3]}; /* sample b's index */
-            for (int h = 0; h < 2; h++)
-                dg_cpu_dropout_at(e->team, xs + b * per + h * half, ys + b * per + h * half, kb, n->attrs.i[0],
-                                  n->attrs.f[0], 1, half, (h ? 2 * cp - 1 - r : r) * half);
-        }
+    if (n->n_in > 2 && cp > 1) {
+        int inner = n->n_in > 3;
+        dropout_cp(e, n, in[0], out[0], in[1], B, per, r, inner ? (int64_t)*(const int32_t *)in[3] : 0,
+                   inner ? n->attrs.i[4] : 1);
         return DG_OK;
     }
     /* with the coordinate: x is this rank's run of each sample (dim 1 split) */
@@ -51,11 +62,10 @@ static int k_dropout(const dg_exec_env *e, const dg_graph *g, const dg_node *n, 
 }
 
 static int adj_dropout(dg_graph *g, const dg_node *n, const int *dout, int *din) {
-    int nin = n->n_in;
+    int nin = n->n_in, ins[4] = {dout[0], n->in[1], nin > 2 ? n->in[2] : -1, nin > 3 ? n->in[3] : -1};
     dg_attrs a = n->attrs; /* adding a node may move g->nodes */
-    din[0] = dg_add1(g, &dg_op_dropout, &a, (int[]){dout[0], n->in[1], nin > 2 ? n->in[2] : -1}, nin, NULL);
-    din[1] = -1;
-    if (nin > 2) din[2] = -1;
+    din[0] = dg_add1(g, &dg_op_dropout, &a, ins, nin, NULL);
+    for (int k = 1; k < nin; k++) din[k] = -1;
     return g->status;
 }
 
@@ -72,7 +82,11 @@ static int shard_dropout(const dg_graph *g, const dg_node *n, const dg_sharding 
         if (!dg_layout_is_replicated(&in[k])) return DG_SHARD_CANNOT;
     int nd = g->tensors[n->in[0]].ndim;
     dg_sharding rest = in[0];
-    if (n->n_in > 2 && nd > 1 && rest.split[1] == attrs->i[1] && rest.split2[1] == DG_AXIS_NONE) rest.split[1] = 0;
+    int inner = n->n_in > 3 ? (int)attrs->i[3] : DG_AXIS_NONE; /* the split inside CP's (dg_op_dropout.h) */
+    if (n->n_in > 2 && nd > 1 && rest.split[1] == attrs->i[1] && rest.split2[1] == inner) {
+        rest.split[1] = DG_AXIS_NONE;
+        rest.split2[1] = DG_AXIS_NONE;
+    }
     if (!dg_layout_is_replicated(&rest)) return DG_SHARD_CANNOT;
     out[0] = in[0];
     return DG_OK;
@@ -85,10 +99,12 @@ static int lower_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, con
                          const void *opts, dg_err *err) {
     (void)src;
     (void)opts;
-    (void)err;
     const dg_tensor *x = &g->tensors[in[0]];
-    dg_axis a = x->ndim > 1 && x->sharding.split2[1] == DG_AXIS_NONE ? (dg_axis)x->sharding.split[1] : DG_AXIS_NONE;
+    dg_axis a = x->ndim > 1 ? (dg_axis)x->sharding.split[1] : DG_AXIS_NONE;
     if (a == DG_AXIS_CP) return dg_cp_lower_dropout(g, src, n, in, out, opts, err); /* two chunks, dg_op_cp.h */
+    if (x->ndim > 1 && x->sharding.split2[1] != DG_AXIS_NONE)
+        return dg_err_set(err, DG_EINTERNAL, "dropout '%s': its sequence is split inside a %s split, which only "
+                                             "CP's is built for", n->name, dg_axis_name(a));
     out[0] = a == DG_AXIS_NONE ? dg_add1(g, &dg_op_dropout, &n->attrs, in, 2, n->name)
                                : dg_dropout_slice(g, in[0], in[1], dg_mesh_coord_input(g, a), a, n->attrs.f[0],
                                                   (int)n->attrs.i[0]);
@@ -96,8 +112,8 @@ static int lower_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, con
 }
 
 const dg_op_def dg_op_dropout = {
-    .name = "dropout", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1,
-    .iattr_names = {"site", "axis", "cp"}, .fattr_names = {"p"}, .lower = lower_dropout,
+    .name = "dropout", .min_inputs = 2, .max_inputs = 4, .n_outputs = 1,
+    .iattr_names = {"site", "axis", "cp", "inner_axis", "inner"}, .fattr_names = {"p"}, .lower = lower_dropout,
     .infer = infer_dropout, .cost = cost_dropout, .adjoint = adj_dropout, .kernel = {k_dropout},
     .shard = shard_dropout,
 };

@@ -12,10 +12,14 @@
  *       its elements draw the whole sample's mask at their own places.
  *       With attrs i[2] = cp > 1 (CP's split, dg_pass_cp.h) each row is
  *       the rank's two chunks, coord r and 2cp-1-r, each half the row.
- * Sharding: no split but the coordinate form's dim 1 over its axis (any
- * other split would shift the sample or element index the mask hashes);
- * key and coord replicated. A pass that splits dim 1 lowers dropout to the
- * coordinate form (dg_op_def.lower).
+ *   dropout(x, key, coord, inner i32 [1]) with attrs i[1] = cp's axis,
+ *       i[2] = cp, i[3] = inner axis, i[4] = its size: CP x SP, x is part
+ *       `inner` (of i[4]) of the rank's two chunks (dim 1 split over cp,
+ *       then the inner axis inside it); a part may straddle the chunks.
+ * Sharding: no split but the coordinate form's dim 1 over its axis (and the
+ * inner axis inside it; any other split would shift the sample or element
+ * index the mask hashes); key and coords replicated. A pass that splits
+ * dim 1 lowers dropout to the coordinate form (dg_op_def.lower).
  */
 #ifndef DG_OP_DROPOUT_H
 #define DG_OP_DROPOUT_H

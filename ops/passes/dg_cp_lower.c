@@ -171,10 +171,18 @@ int dg_cp_lower_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, cons
                         const void *opts, dg_err *err) {
     (void)src;
     (void)opts;
-    int cp = g->mesh[DG_AXIS_CP];
-    out[0] = dg_dropout_slice(g, in[0], in[1], dg_mesh_coord_input(g, DG_AXIS_CP), DG_AXIS_CP, n->attrs.f[0],
-                              (int)n->attrs.i[0]);
+    dg_axis inner = (dg_axis)g->tensors[in[0]].sharding.split2[1]; /* SP's split of this rank's chunks */
+    dg_attrs a = dg_attrs_zero();
+    a.f[0] = n->attrs.f[0];
+    a.i[0] = n->attrs.i[0];
+    a.i[1] = DG_AXIS_CP;
+    a.i[2] = g->mesh[DG_AXIS_CP]; /* the mask of chunks r and 2cp-1-r */
+    a.i[3] = inner;
+    a.i[4] = inner != DG_AXIS_NONE ? g->mesh[inner] : 0;
+    int ins[4] = {in[0], in[1], dg_mesh_coord_input(g, DG_AXIS_CP),
+                  inner != DG_AXIS_NONE ? dg_mesh_coord_input(g, inner) : 0};
+    int nin = inner != DG_AXIS_NONE ? 4 : 3;
+    out[0] = ins[2] < 0 || ins[3] < 0 ? -1 : dg_add1(g, &dg_op_dropout, &a, ins, nin, NULL);
     if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp dropout: %s", g->err.msg);
-    g->nodes[g->tensors[out[0]].producer].attrs.i[2] = cp; /* the mask of chunks r and 2cp-1-r */
     return DG_OK;
 }

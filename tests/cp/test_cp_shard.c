@@ -11,7 +11,14 @@
  *    sequence (dim 1), not the batch;
  *  - a split the dims cannot carry (tp on the sequence, merged into heads
  *    behind another dim) is refused, not guessed;
- *  - the Ulysses all-to-all over cp moves cp inside a tp split of the heads.
+ *  - the Ulysses all-to-all over cp moves cp inside a tp split of the heads;
+ *  - SP's scatter over tp of a sequence split over cp (CP x TP x SP: the
+ *    MoE layer's output, the learned positions' sum) splits each rank's
+ *    chunks over tp inside cp, as the reduce-scatter does, and the
+ *    all-gather over tp undoes it (issue 30: the rule refused, the layout
+ *    fell back to replicated and a later reshape broke);
+ *  - dropout on that slice takes both coordinates (cp's and tp's); the
+ *    form with cp's alone refuses it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +28,8 @@
 
 #include "dg_collective.h"
 #include "dg_graph.h"
+#include "dg_layout.h"
+#include "dg_op_dropout.h"
 #include "dg_op_shape.h"
 #include "dg_op_shard.h"
 #include "dg_ops_util.h"
@@ -111,11 +120,51 @@ static void test_ulysses_layout(void **state) {
     dg_graph_free(g);
 }
 
+static void test_sp_scatter_in_cp(void **state) {
+    (void)state;
+    dg_graph *g = mesh22();
+    int x = dg_input_new(g, "h", DG_F32, 3, DG_SHAPE(2, 16, 64)); /* [B, S/cp, H] */
+    dg_T(g, x)->sharding.split[1] = DG_AXIS_CP;
+    int y = dg_scatter_to_group(g, x, DG_AXIS_TP, 2, 1);
+    assert_true(y >= 0);
+    assert_memory_equal(dg_Tc(g, y)->shape, DG_SHAPE(2, 8, 64), 3 * sizeof(int64_t));
+    assert_int_equal(dg_Tc(g, y)->sharding.split[1], DG_AXIS_CP);
+    assert_int_equal(dg_Tc(g, y)->sharding.split2[1], DG_AXIS_TP);
+    int z = dg_all_gather(g, y, DG_AXIS_TP, 2, 1);
+    assert_true(z >= 0);
+    assert_int_equal(dg_Tc(g, z)->sharding.split[1], DG_AXIS_CP);
+    assert_int_equal(dg_Tc(g, z)->sharding.split2[1], DG_AXIS_NONE);
+    /* a dim the group splits already cannot be split by it again */
+    dg_node n = *dg_N(g, dg_Tc(g, y)->producer);
+    dg_sharding o[DG_MAX_OUTPUTS];
+    n.in[0] = y;
+    assert_int_not_equal(dg_layout_infer(g, &n, o, NULL), DG_OK);
+    /* dropout of the slice: the form with both coordinates keeps the layout */
+    int key = dg_input_new(g, "rng_key", DG_I32, 1, DG_SHAPE(4));
+    int cp_rank = dg_mesh_coord_input(g, DG_AXIS_CP), tp_rank = dg_mesh_coord_input(g, DG_AXIS_TP);
+    dg_attrs a = dg_attrs_zero();
+    a.f[0] = 0.1;
+    a.i[1] = DG_AXIS_CP;
+    a.i[2] = 2;
+    a.i[3] = DG_AXIS_TP;
+    a.i[4] = 2;
+    int d = dg_add1(g, &dg_op_dropout, &a, (int[]){y, key, cp_rank, tp_rank}, 4, NULL);
+    assert_true(d >= 0);
+    assert_true(dg_layout_infer(g, dg_N(g, dg_Tc(g, d)->producer), o, NULL) == DG_OK);
+    assert_int_equal(o[0].split[1], DG_AXIS_CP);
+    assert_int_equal(o[0].split2[1], DG_AXIS_TP);
+    dg_node three = *dg_N(g, dg_Tc(g, d)->producer);
+    three.n_in = 3;
+    assert_int_not_equal(dg_layout_infer(g, &three, o, NULL), DG_OK);
+    dg_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mixed_locality),
         cmocka_unit_test(test_cp_tokens),
         cmocka_unit_test(test_ulysses_layout),
+        cmocka_unit_test(test_sp_scatter_in_cp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
