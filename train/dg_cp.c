@@ -28,11 +28,6 @@ int dg_train_config_check_cp(const dg_train_config *c, dg_err *err) {
                           "--tp-comm-overlap with --context-parallel-size %d: not supported yet (the chunked "
                           "linears take whole sequences)",
                           cp);
-    if (!strcmp(c->recompute_granularity, "full")) /* its schedule has a cycle (issue 30's report) */
-        return dg_err_set(err, DG_EINPUT,
-                          "--recompute-granularity full with --context-parallel-size %d: not built yet (selective "
-                          "recomputation, --recompute-activations, is)",
-                          cp);
     const char *unbuilt = m->num_experts <= 0                          ? NULL
                           : !strcmp(c->load_balancing, "seq_aux_loss") ? "--moe-router-load-balancing-type seq_aux_loss"
                           : m->moe_router_num_groups > 0               ? "--moe-router-num-groups"

@@ -4,8 +4,7 @@
 # linears (--tp-comm-overlap), and CP with the per-sequence aux loss or
 # token dropping each exit 2 with one line naming the flags, before any
 # work; under mpirun every rank ends with exit 2 and the line is printed
-# once; a2a needs cp to divide the heads and query groups of each tp rank;
-# full recomputation under CP (its schedule had a cycle, exit 1) is refused.
+# once; a2a needs cp to divide the heads and query groups of each tp rank.
 # And the
 # pass's shape in `dagatron dump`: a layer's ring at CP=2 and CP=4 has the
 # send/recv pairs, blocks and merges ring attention needs, one positions
@@ -31,9 +30,6 @@ refuse "--cp-comm-type allgather: not built yet" \
 refuse "--cp-comm-type a2a: --context-parallel-size 4 must divide --num-attention-heads 4 and the query groups (2)" \
     "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 4 --cp-comm-type a2a \
     --group-query-attention --num-query-groups 2
-refuse "--recompute-granularity full with --context-parallel-size 2: not built yet" \
-    $DG_MPIRUN -np 4 "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 2 --tensor-model-parallel-size 2 \
-    --sequence-parallel --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
 refuse "--tp-comm-overlap with --context-parallel-size 2: not supported yet" \
     "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 2 --tensor-model-parallel-size 2 \
     --sequence-parallel --tp-comm-overlap
