@@ -153,7 +153,11 @@ static int clone_tensor(dg_graph *dst, rc_ctx *c, int t, int r) {
  * backward, as the loss's seed is on the last stage: it enters every
  * region it reaches and is made inside none. */
 static int made_in_layer(const dg_node *n) {
-    if (n->op && (n->op->comm == DG_COMM_SEND || n->op->comm == DG_COMM_RECV)) return -1;
+    /* only the pipeline's transfers: CP's ring exchanges K/V blocks inside
+     * a layer's attention, and its backward receives are made in that layer
+     * (taken as made in none, the region's recompute would wait for them
+     * while they wait for it: a cycle) */
+    if (n->op && (n->op->comm == DG_COMM_SEND || n->op->comm == DG_COMM_RECV) && n->group == DG_AXIS_PP) return -1;
     return n->layer;
 }
 

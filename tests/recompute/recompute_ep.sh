@@ -8,7 +8,8 @@
 # under --pipeline-model-parallel-size 2 (the stage's cut keeps each node's
 # module, which selective recompute selects by: it once dropped them, and
 # selective recompute under PP recomputed nothing), with unfused attention
-# and its dropout, and under --context-parallel-size 2 (ring attention).
+# and its dropout, and under --context-parallel-size 2 (ring attention),
+# selective and full.
 set -u
 BIN=$DG_BUILD/dagatron
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
@@ -55,4 +56,8 @@ check "PP 2, unfused attention with dropout: selective core_attn" --recompute-ac
 # context parallelism: the ring's blocks and merges recomputed
 base CP --num-layers 2 --context-parallel-size 2 --micro-batch-size 2 --global-batch-size 4
 check "CP 2: selective core_attn" --recompute-activations
+# full recompute over the ring: its backward receives are made inside the
+# layer (once taken as PP's, made in none: a cycle refused the layout)
+check "CP 2: full uniform 1" --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
+check "CP 2: full block 2" --recompute-granularity full --recompute-method block --recompute-num-layers 2
 exit $fail
