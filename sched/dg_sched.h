@@ -158,7 +158,6 @@ typedef struct dg_sched_stats {
     double hidden_frac;                 /* h = 1 - exposed_comm / T_comm: the comm time that ran
                                          * under compute, in [0, 1]; 0 without comm. Idle time
                                          * (neither stream running) is no part of it. */
-    double overlap_frac;                /* the same figure (older name, printed as a percentage) */
     double overhead_per_task;           /* seconds of scheduler work (dequeue, release) per task */
     double wall;                        /* seconds inside dg_sched_run, hand-off included */
 } dg_sched_stats;

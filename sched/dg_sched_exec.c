@@ -374,8 +374,7 @@ static void step_stats(const dg_sched_plan *p, const run_state *rs, dg_sched_sta
      * (T_compute + T_comm - t_step) / T_comm: that counts the time neither
      * stream ran (a pipeline's bubble, a late peer) as exposed comm, and
      * went negative under PP. */
-    st->overlap_frac = tm > 0 ? DG_MIN(DG_MAX(1.0 - st->exposed_comm / tm, 0.0), 1.0) : 0;
-    st->hidden_frac = st->overlap_frac;
+    st->hidden_frac = tm > 0 ? DG_MIN(DG_MAX(1.0 - st->exposed_comm / tm, 0.0), 1.0) : 0;
     double sched = 0;
     for (int s = 0; s < DG_STREAM_COUNT; s++) {
         sched += rs->sched_time[s];
@@ -452,5 +451,5 @@ void dg_sched_stats_print(const dg_sched_stats *s, FILE *f, const char *prefix) 
             prefix, s->step, s->n_tasks, 1e3 * s->t_step, 1e3 * s->busy[DG_STREAM_COMPUTE],
             s->n_tasks_stream[DG_STREAM_COMPUTE], 1e3 * s->busy[DG_STREAM_COMM],
             s->n_tasks_stream[DG_STREAM_COMM], 1e3 * s->exposed_comm, s->hidden_frac,
-            100.0 * s->overlap_frac, 1e6 * s->overhead_per_task);
+            100.0 * s->hidden_frac, 1e6 * s->overhead_per_task);
 }
