@@ -43,15 +43,48 @@ static const dg_cuda_entry table[] = {
     {&dg_op_moe_aux_loss_grad, dg_cuda_k_aux_loss_grad, dg_cuda_ws_aux_grad},
 };
 
+/* The table is three parts, so kernel families can grow in files of their
+ * own: the ops above, the training-path ops (optimizer, bias, positions,
+ * dropout, 16-bit rounding, the unfused attention chain, dp pack/unpack:
+ * dg_cuda_table_train.cu) and the parallel layouts' ops (vocab-parallel
+ * embedding and cross entropy, TP-overlap chunks, EP sort/count/split, CP
+ * ring and block ops: dg_cuda_table_par.cu). */
+static const dg_cuda_entry *part(int k, int *n) {
+    switch (k) {
+    case 0: *n = (int)(sizeof table / sizeof table[0]); return table;
+    case 1: *n = dg_cuda_table_train_n; return dg_cuda_table_train;
+    default: *n = dg_cuda_table_par_n; return dg_cuda_table_par;
+    }
+}
+
 const dg_cuda_entry *dg_cuda_entry_for(const dg_op_def *op) {
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (table[i].op == op) return &table[i];
+    for (int k = 0; k < 3; k++) {
+        int n;
+        const dg_cuda_entry *t = part(k, &n);
+        for (int i = 0; i < n; i++)
+            if (t[i].op == op) return &t[i];
+    }
     return NULL;
 }
 
-const dg_cuda_entry *dg_cuda_entries(int *n) {
-    *n = (int)(sizeof table / sizeof table[0]);
-    return table;
+const dg_cuda_entry *dg_cuda_entry_at(int i) {
+    for (int k = 0; k < 3; k++) {
+        int n;
+        const dg_cuda_entry *t = part(k, &n);
+        if (i < n) return &t[i];
+        i -= n;
+    }
+    return NULL;
+}
+
+int dg_cuda_entry_count(void) {
+    int total = 0;
+    for (int k = 0; k < 3; k++) {
+        int n;
+        part(k, &n);
+        total += n;
+    }
+    return total;
 }
 
 extern "C" dg_kernel_fn dg_cuda_kernel_for(const dg_op_def *op) {

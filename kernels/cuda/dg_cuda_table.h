@@ -18,8 +18,16 @@ typedef struct dg_cuda_entry {
 /* The entry of op, or NULL when it has no CUDA kernel. */
 const dg_cuda_entry *dg_cuda_entry_for(const dg_op_def *op);
 
-/* All entries (the tests walk them to check each has a test case). */
-const dg_cuda_entry *dg_cuda_entries(int *n);
+/* All entries, 0 <= i < dg_cuda_entry_count() (the tests walk them to
+ * check each has a test case). */
+int dg_cuda_entry_count(void);
+const dg_cuda_entry *dg_cuda_entry_at(int i);
+
+/* The table's parts (dg_cuda_table.cu says which ops each holds). */
+extern const dg_cuda_entry dg_cuda_table_train[];
+extern const int dg_cuda_table_train_n;
+extern const dg_cuda_entry dg_cuda_table_par[];
+extern const int dg_cuda_table_par_n;
 
 #ifdef __cplusplus
 }
