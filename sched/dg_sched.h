@@ -58,6 +58,7 @@
 #include <stdio.h>
 
 #include "dg_comm.h"
+#include "dg_device.h"
 #include "dg_memplan.h"
 #include "dg_prio.h"
 #include "dg_stream.h"
@@ -95,6 +96,7 @@ typedef struct dg_sched_plan {
     int *seq[DG_STREAM_COUNT];      /* each stream's tasks in plan order */
     dg_memplan mem;
     int planned;       /* 0 with opts->no_memory_plan */
+    int *keep, n_keep; /* opts->keep, copied */
 } dg_sched_plan;
 
 /* Build the plan. Returns NULL with err set (a cycle, a node without op). */
@@ -119,6 +121,13 @@ typedef struct dg_runtime_opts {
      * (kernels/cuda/dg_cuda_exec.h); a NULL result fails dg_runtime_new. */
     dg_stream *(*make_compute)(const dg_team *team, void *arg);
     void *make_compute_arg;
+    /* Run every step on a device (dg_device.h) instead of the CPU streams:
+     * called with the compute team and make_device_arg; the runtime owns the
+     * result, and a NULL result fails dg_runtime_new with the factory's err.
+     * The emulated device (dg_device_emu.h) and CUDA plug in here. On a
+     * device, dg_runtime_ptr gives the host view (below). */
+    dg_device *(*make_device)(const dg_team *team, void *arg, dg_err *err);
+    void *make_device_arg;
 } dg_runtime_opts;
 
 typedef struct dg_runtime dg_runtime;
@@ -143,8 +152,29 @@ int dg_runtime_bind(dg_runtime *rt, const dg_sched_plan *p, dg_err *err);
 
 /* Host pointer of tensor t in the bound plan (NULL before binding). Arena
  * tensors are valid from their producer to their last reader, so read them
- * after a step only if they are unread or listed in opts->keep. */
+ * after a step only if they are unread or listed in opts->keep.
+ *
+ * On a device the kernels' memory is the device's, and this is the host
+ * view: pinned buffers for every persistent tensor and for the kept and
+ * unread activations (NULL for the other activations). A step copies up
+ * the host view of every input (role DG_ROLE_INPUT: tokens, targets, masks,
+ * the rng key, the optimizer's hyper-parameters, the loss scale) before it
+ * runs, and copies down the kept and unread activations (losses, the
+ * optimizer's status, tokens per expert) after; parameters, gradients and
+ * optimizer state stay on the device. Move them explicitly with
+ * dg_runtime_upload / dg_runtime_download (initialisation, checkpoints). */
 void *dg_runtime_ptr(const dg_runtime *rt, int t);
+
+/* The device's name ("emulated", "cuda"), or NULL for the CPU runtime. */
+const char *dg_runtime_device(const dg_runtime *rt);
+
+/* Between steps, on a device: copy every persistent tensor whose role is in
+ * `roles` (a mask of 1u << dg_role) from the host view up to the device, or
+ * down into the host view, and wait. No-ops on the CPU runtime, whose host
+ * view is the kernels' memory. */
+#define DG_ROLES_STATE ((1u << DG_ROLE_PARAMETER) | (1u << DG_ROLE_GRADIENT) | (1u << DG_ROLE_OPTIMIZER))
+int dg_runtime_upload(dg_runtime *rt, unsigned roles, dg_err *err);
+int dg_runtime_download(dg_runtime *rt, unsigned roles, dg_err *err);
 
 /* ---- a step ------------------------------------------------------------------------ */
 
@@ -160,6 +190,7 @@ typedef struct dg_sched_stats {
                                          * (neither stream running) is no part of it. */
     double overhead_per_task;           /* seconds of scheduler work (dequeue, release) per task */
     double wall;                        /* seconds inside dg_sched_run, hand-off included */
+    size_t bytes_up, bytes_down;        /* on a device: copied up before / down after the step */
 } dg_sched_stats;
 
 /* Run one step of p on rt and return when it is finished. stats may be

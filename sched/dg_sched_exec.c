@@ -23,6 +23,7 @@
 #include "dg_pool.h"
 #include "dg_prio.h"
 #include "dg_sched.h"
+#include "dg_runtime_internal.h"
 #include "dg_stream.h"
 
 typedef struct run_state {
@@ -35,48 +36,6 @@ typedef struct run_state {
     double *t0, *t1;                /* per node: start and end (dg_now) */
     double sched_time[DG_STREAM_COUNT];
 } run_state;
-
-/* Iterations of the pre-sleep spin: some 10-30 us. Waking a thread on
- * another core costs 5-30 us (more on VMs, whose idle vCPUs halt), so a
- * driver with a core of its own waits that long before it sleeps. */
-#define DG_DRIVER_SPIN 30000
-
-typedef struct driver {
-    struct dg_runtime *rt;
-    int s; /* stream index */
-    pthread_t thread;
-} driver;
-
-struct dg_runtime {
-    dg_topo *topo;
-    dg_pool *pool;
-    int nthreads, rank, pin;
-    int spin;        /* drivers spin before sleeping: only if each has a core of its own */
-    int comm_slot;   /* the comm driver's core slot, -1: the whole rank cpuset */
-    dg_stream *streams[DG_STREAM_COUNT];
-    dg_comm *self;
-    dg_comm *groups[DG_AXIS_COUNT];
-    driver drivers[DG_STREAM_COUNT];
-    int started; /* drivers that have bound themselves */
-
-    pthread_mutex_t mu;
-    pthread_cond_t cv[DG_STREAM_COUNT];
-    pthread_cond_t cv_caller;
-    atomic_ulong kick[DG_STREAM_COUNT]; /* bumped when a stream may have new work */
-    run_state *run; /* the step in progress, NULL when idle */
-    int stop;
-
-    dg_trace *trace;
-    int step;
-
-    /* buffers of the bound plan */
-    const dg_graph *bound_graph;
-    int bound_nt;
-    void *arena;
-    size_t arena_bytes;
-    void **persist; /* per tensor: its own buffer, or NULL */
-    void **ptr;     /* per tensor: where it lives now */
-};
 
 /* ---- the step's state machine (all under rt->mu) ---------------------------------- */
 
@@ -231,29 +190,36 @@ dg_runtime *dg_runtime_new(const dg_runtime_opts *o, dg_err *err) {
     rt->self = dg_comm_self_new();
     for (int a = 0; a < DG_AXIS_COUNT; a++) rt->groups[a] = o->groups[a] ? o->groups[a] : rt->self;
     rt->pool = dg_pool_new(nth, rt->pin ? topo : NULL, 0, "compute");
+    DG_CHECK0(pthread_mutex_init(&rt->mu, NULL));
+    DG_CHECK0(pthread_cond_init(&rt->cv_caller, NULL));
+    if (o->make_device) { /* a device runs the steps: no stream drivers here */
+        rt->dev = o->make_device(dg_pool_team(rt->pool), o->make_device_arg, err);
+        if (!rt->dev) {
+            dg_runtime_free(rt);
+            return NULL;
+        }
+        rt->dev->ops->set_groups(rt->dev, rt->groups);
+        return rt;
+    }
     rt->streams[DG_STREAM_COMPUTE] =
         o->make_compute ? o->make_compute(dg_pool_team(rt->pool), o->make_compute_arg)
                         : dg_stream_cpu_compute_new(dg_pool_team(rt->pool));
     if (!rt->streams[DG_STREAM_COMPUTE]) {
-        dg_pool_free(rt->pool);
-        dg_comm_free(rt->self);
-        dg_topo_free(topo);
-        dg_free(rt);
+        dg_runtime_free(rt);
         dg_err_set(err, DG_EINPUT, "runtime: the device's compute stream could not be made (no usable GPU?)");
         return NULL;
     }
     rt->streams[DG_STREAM_COMM] = dg_stream_cpu_comm_new(rt->groups);
-    DG_CHECK0(pthread_mutex_init(&rt->mu, NULL));
-    DG_CHECK0(pthread_cond_init(&rt->cv_caller, NULL));
     for (int s = 0; s < DG_STREAM_COUNT; s++) {
         atomic_init(&rt->kick[s], 0);
         DG_CHECK0(pthread_cond_init(&rt->cv[s], NULL));
         rt->drivers[s] = (driver){rt, s, 0};
         DG_CHECK0(pthread_create(&rt->drivers[s].thread, NULL, driver_main, &rt->drivers[s]));
+        rt->n_drivers++;
     }
     /* Wait until the drivers are pinned, so a placement report is complete. */
     pthread_mutex_lock(&rt->mu);
-    while (rt->started < DG_STREAM_COUNT) pthread_cond_wait(&rt->cv_caller, &rt->mu);
+    while (rt->started < rt->n_drivers) pthread_cond_wait(&rt->cv_caller, &rt->mu);
     pthread_mutex_unlock(&rt->mu);
     return rt;
 }
@@ -262,13 +228,13 @@ void dg_runtime_free(dg_runtime *rt) {
     if (!rt) return;
     pthread_mutex_lock(&rt->mu);
     rt->stop = 1;
-    for (int s = 0; s < DG_STREAM_COUNT; s++) pthread_cond_broadcast(&rt->cv[s]);
+    for (int s = 0; s < rt->n_drivers; s++) pthread_cond_broadcast(&rt->cv[s]);
     pthread_mutex_unlock(&rt->mu);
-    for (int s = 0; s < DG_STREAM_COUNT; s++) DG_CHECK0(pthread_join(rt->drivers[s].thread, NULL));
-    for (int s = 0; s < DG_STREAM_COUNT; s++) {
-        dg_stream_free(rt->streams[s]);
-        pthread_cond_destroy(&rt->cv[s]);
-    }
+    for (int s = 0; s < rt->n_drivers; s++) DG_CHECK0(pthread_join(rt->drivers[s].thread, NULL));
+    for (int s = 0; s < rt->n_drivers; s++) pthread_cond_destroy(&rt->cv[s]);
+    for (int s = 0; s < DG_STREAM_COUNT; s++) dg_stream_free(rt->streams[s]);
+    if (rt->dev) dg_runtime_dev_free(rt); /* its buffers, then the device (its threads) */
+    dg_device_free(rt->dev);
     pthread_cond_destroy(&rt->cv_caller);
     pthread_mutex_destroy(&rt->mu);
     dg_pool_free(rt->pool);
@@ -288,7 +254,7 @@ dg_topo *dg_runtime_topo(dg_runtime *rt) { return rt->topo; }
 void dg_runtime_set_trace(dg_runtime *rt, dg_trace *tr) { rt->trace = tr; }
 
 int dg_runtime_bind(dg_runtime *rt, const dg_sched_plan *p, dg_err *err) {
-    (void)err;
+    if (rt->dev) return dg_runtime_dev_bind(rt, p, err);
     const dg_graph *g = p->g;
     int nt = g->n_tensors;
     if (rt->bound_graph != g || rt->bound_nt != nt) {
@@ -323,6 +289,8 @@ void *dg_runtime_ptr(const dg_runtime *rt, int t) {
     return rt->ptr && t >= 0 && t < rt->bound_nt ? rt->ptr[t] : NULL;
 }
 
+const char *dg_runtime_device(const dg_runtime *rt) { return rt->dev ? rt->dev->ops->name : NULL; }
+
 /* ---- a step ---------------------------------------------------------------------------- */
 
 typedef struct ival {
@@ -351,20 +319,21 @@ static double exposed(ival *comp, int nc, ival *comm, int nm) {
     return total;
 }
 
-static void step_stats(const dg_sched_plan *p, const run_state *rs, dg_sched_stats *st) {
+void dg_sched_step_stats(const dg_sched_plan *p, const double *t0, const double *t1,
+                         double sched_seconds, dg_sched_stats *st) {
     int nn = p->n_nodes;
-    double lo = nn ? rs->t0[0] : 0, hi = nn ? rs->t1[0] : 0;
+    double lo = nn ? t0[0] : 0, hi = nn ? t1[0] : 0;
     ival *iv[DG_STREAM_COUNT];
     int ni[DG_STREAM_COUNT] = {0};
     for (int s = 0; s < DG_STREAM_COUNT; s++) iv[s] = dg_malloc(sizeof(ival) * (size_t)DG_MAX(nn, 1));
     st->n_tasks = nn;
     for (int v = 0; v < nn; v++) {
         int s = p->stream[v];
-        lo = DG_MIN(lo, rs->t0[v]);
-        hi = DG_MAX(hi, rs->t1[v]);
-        st->busy[s] += rs->t1[v] - rs->t0[v];
+        lo = DG_MIN(lo, t0[v]);
+        hi = DG_MAX(hi, t1[v]);
+        st->busy[s] += t1[v] - t0[v];
         st->n_tasks_stream[s]++;
-        iv[s][ni[s]++] = (ival){rs->t0[v], rs->t1[v]};
+        iv[s][ni[s]++] = (ival){t0[v], t1[v]};
     }
     st->t_step = hi - lo;
     double tm = st->busy[DG_STREAM_COMM];
@@ -375,15 +344,12 @@ static void step_stats(const dg_sched_plan *p, const run_state *rs, dg_sched_sta
      * stream ran (a pipeline's bubble, a late peer) as exposed comm, and
      * went negative under PP. */
     st->hidden_frac = tm > 0 ? DG_MIN(DG_MAX(1.0 - st->exposed_comm / tm, 0.0), 1.0) : 0;
-    double sched = 0;
-    for (int s = 0; s < DG_STREAM_COUNT; s++) {
-        sched += rs->sched_time[s];
-        dg_free(iv[s]);
-    }
-    st->overhead_per_task = nn ? sched / nn : 0;
+    for (int s = 0; s < DG_STREAM_COUNT; s++) dg_free(iv[s]);
+    st->overhead_per_task = nn ? sched_seconds / nn : 0;
 }
 
 int dg_sched_run(dg_sched_plan *p, dg_runtime *rt, dg_sched_stats *stats, dg_err *err) {
+    if (rt->dev) return dg_runtime_dev_run(p, rt, stats, err);
     double w0 = dg_now();
     /* Cheap when already bound (a pointer per tensor), and it re-points the
      * arena tensors if the caller alternates plans of one graph. */
@@ -427,7 +393,9 @@ int dg_sched_run(dg_sched_plan *p, dg_runtime *rt, dg_sched_stats *stats, dg_err
     memset(&local, 0, sizeof local);
     local.step = rt->step;
     if (st == DG_OK) {
-        step_stats(p, &rs, &local);
+        double sched = 0;
+        for (int s = 0; s < DG_STREAM_COUNT; s++) sched += rs.sched_time[s];
+        dg_sched_step_stats(p, rs.t0, rs.t1, sched, &local);
         if (rt->trace)
             for (int v = 0; v < nn; v++)
                 dg_trace_add(rt->trace, p->g, v, p->stream[v], rt->step, rs.t0[v], rs.t1[v]);

@@ -295,6 +295,9 @@ dg_sched_plan *dg_sched_plan_new(const dg_graph *g, const dg_sched_opts *o, dg_e
 
     /* 5. the memory plan on the simulated timeline, checked */
     p->planned = !o->no_memory_plan;
+    p->n_keep = o->n_keep;
+    p->keep = dg_malloc(sizeof(int) * (size_t)DG_MAX(o->n_keep, 1));
+    if (o->n_keep) memcpy(p->keep, o->keep, sizeof(int) * (size_t)o->n_keep);
     if (p->planned) {
         if (dg_memplan_build_timed(g, p->sim_start, p->sim_end, o->keep, o->n_keep, &p->mem, err) != DG_OK ||
             dg_memplan_validate(g, &p->mem, err) != DG_OK) {
@@ -339,6 +342,7 @@ void dg_sched_plan_free(dg_sched_plan *p) {
     dg_free(p->succ_off);
     dg_free(p->succ);
     dg_free(p->npred);
+    dg_free(p->keep);
     for (int s = 0; s < DG_STREAM_COUNT; s++) dg_free(p->seq[s]);
     if (p->mem.offset) dg_memplan_free(&p->mem);
     dg_free(p);

@@ -33,7 +33,7 @@ tsan)
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
   # The scheduler's threads (worker team, comm stream) in one process; the
   # MPI tests are left out (Open MPI's progress threads are not built for TSan).
-  select=(-R '^test_sched_(pool|exec|memplan|trace|moe_memplan|moe_bitwise)$')
+  select=(-R '^test_(sched_(pool|exec|memplan|trace|moe_memplan|moe_bitwise)|device_emu)$')
   ;;
 *)
   echo "usage: bash scripts/run_sanitizers.sh asan|tsan [ctest arguments]" >&2

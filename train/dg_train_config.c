@@ -129,7 +129,8 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--wandb-save-dir", DG_ARG_STRING, T(wandb_save_dir), "accepted: W&B is not available", NR, NULL},
     {"--trace", DG_ARG_STRING, T(trace), "Chrome trace-event JSON of one step", NR, NULL},
     {"--compute-threads", DG_ARG_INT, T(compute_threads), "compute workers (default: this rank's cores)", 0, 1024, NULL},
-    {"--device", DG_ARG_CHOICE, T(device), "where kernels run (default: cuda when a GPU is usable, else cpu)", NR, "cuda|cpu"},
+    {"--device", DG_ARG_CHOICE, T(device), "where kernels run (default: cuda when a GPU is usable, else cpu; emulated: the GPU runtime on the CPU, for testing)", NR, "cuda|cpu|emulated"},
+    {"--emulated-delay-us", DG_ARG_INT, T(emulated_delay_us), "--device emulated: each stream task first waits a random 0..N microseconds (0)", 0, 1000000, NULL},
     /* activation recompute (train/dg_recompute.h) */
     {"--recompute-activations", DG_ARG_FLAG, T(recompute_activations), "recompute activations: --recompute-granularity selective", NR, NULL},
     {"--recompute-granularity", DG_ARG_CHOICE, T(recompute_granularity), "full: whole layers; selective: the --recompute-modules", NR, "full|selective"},

@@ -10,6 +10,7 @@
 #include "dg_comm_emulate.h"
 #include "dg_cpu_gemm.h"
 #include "dg_cuda_exec.h"
+#include "dg_device_emu.h"
 #include "dg_dist.h"
 #include "dg_ckpt_async.h"
 #include "dg_dist_ckpt.h"
@@ -59,6 +60,13 @@ static int choose_recompute(trainer *t, const dg_graph *logical, const dg_pipeli
     int keep[4 + DG_MODEL_MAX_TRACKED], n = dg_step_logical_keep(lio, keep);
     dg_recompute_step step = {logical, po, keep, n};
     return dg_recompute_plan(t->c, &step, rc, &t->rc, err);
+}
+
+/* --device emulated: the device runtime on the CPU (sched/dg_device_emu.h). */
+static dg_device *make_emulated(const dg_team *team, void *arg, dg_err *err) {
+    const dg_train_config *c = arg;
+    dg_device_emu_opts o = {team, c->emulated_delay_us, (uint64_t)c->seed};
+    return dg_device_emu_new(&o, err);
 }
 
 /* The step graph: the model builder's logical micro-batch through the step
@@ -115,10 +123,11 @@ static int setup(trainer *t, dg_err *err) {
     memset(&ro, 0, sizeof ro);
     ro.compute_threads = c->compute_threads;
     if (!strcmp(c->device, "cuda")) ro.make_compute = dg_stream_cuda_compute_new; /* kernels/cuda */
+    if (!strcmp(c->device, "emulated")) ro.make_device = make_emulated, ro.make_device_arg = (void *)c;
     ro.rank = t->grid ? t->grid->rank : 0;
     for (int a = 0; a < DG_AXIS_COUNT; a++) ro.groups[a] = groups[a];
     t->rt = dg_runtime_new(&ro, err);
-    if (!t->rt) return DG_EINTERNAL;
+    if (!t->rt) return ro.make_device ? DG_EINPUT : DG_EINTERNAL;
     DG_TRY(dg_runtime_bind(t->rt, t->plan, err));
     t->team = dg_runtime_team(t->rt);
     t->ptrs = dg_malloc(sizeof(void *) * (size_t)t->g->n_tensors);
@@ -149,6 +158,7 @@ static int setup(trainer *t, dg_err *err) {
     dg_param_init(t->g, t->params, t->param_seed, t->n_params, t->ptrs, &pio); /* Megatron's init */
     /* After init: the master weights start as a copy of the parameters. */
     dg_dist_init(&t->dist, t->g, &t->buckets, &t->optim, t->grid ? groups : NULL, t->ptrs);
+    DG_TRY(dg_runtime_upload(t->rt, DG_ROLES_STATE, err)); /* on a device: the state goes up once */
     t->expert_tokens = dg_calloc((size_t)c->model.num_layers * (size_t)DG_MAX(c->model.num_experts, 1),
                                  sizeof(int64_t));
     t->batch = dg_malloc(sizeof(int32_t) * (size_t)c->model.micro_batch_size *
@@ -435,7 +445,9 @@ static int check_save(const trainer *t, dg_err *err) {
 }
 
 static int save_ckpt(trainer *t, const dg_train_counters *k, dg_err *err) {
+    DG_TRY(dg_runtime_download(t->rt, DG_ROLES_STATE, err)); /* on a device: the state comes down */
     DG_TRY(dg_dist_sync_params(&t->dist, t->ptrs, err));
+    DG_TRY(dg_runtime_upload(t->rt, 1u << DG_ROLE_PARAMETER, err));
     dg_ckpt_run r = ckpt_run_of(t);
     int st = dg_dist_ckpt_save(&r, &t->dist, t->params, t->n_params, t->ptrs, k, err);
     t->failure_agreed = st != DG_OK; /* dg_dist_ckpt_save agrees on its outcome */
@@ -500,6 +512,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     if (st == DG_OK && load_plan == DG_CKPT_LOAD_RESUME) {
         dg_ckpt_run r = ckpt_run_of(&t);
         st = dg_dist_ckpt_load(&r, &t.dist, t.params, t.n_params, t.ptrs, &k, err);
+        if (st == DG_OK) st = dg_runtime_upload(t.rt, DG_ROLES_STATE, err);
     }
     /* Setup can fail on one rank alone (a file only it cannot read): every
      * rank stops before training, and each distinct reason is printed once. */
@@ -663,6 +676,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     }
     if (st == DG_OK && !exited) st = final_evals(&t, (int)k.iteration, err);
     k.consumed_valid = t.eval_consumed;
+    if (st == DG_OK) st = dg_runtime_download(t.rt, DG_ROLES_STATE, err);
     if (st == DG_OK) st = dg_dist_sync_params(&t.dist, t.ptrs, err);
     for (int i = 0; st == DG_OK && final && final->on_param && i < t.n_params; i++)
         final->on_param(final->ctx, &t.g->tensors[t.params[i]], t.ptrs[t.params[i]]);

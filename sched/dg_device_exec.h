@@ -1,0 +1,54 @@
+/* dg_device_exec.h — running a plan's step on a device (dg_device.h).
+ *
+ * Written once against the device interface, so the emulated device runs
+ * every line of it in CI and CUDA runs the same lines on a GPU. The host
+ * enqueues the whole step without waiting, then waits once:
+ *   1. the step's inputs go up on the compute stream (from pinned staging
+ *      buffers), and the comm stream waits for them;
+ *   2. every node, in the plan's order, is launched on its stream. An edge
+ *      between two nodes of one stream is free (a stream runs in order); an
+ *      edge from another stream is a wait on the producer's event, recorded
+ *      right after the producer's launch. Only the latest such producer on
+ *      each other stream is waited for: the earlier ones precede it there;
+ *   3. the comm stream's end is joined into the compute stream, and the
+ *      logged values go down;
+ *   4. sync: the step is finished, and its first error (naming the node)
+ *      comes back.
+ * The plan order is a topological order over data, ordering and memory
+ * edges, and each stream's tasks run in it: the same schedule the CPU
+ * runtime keeps for its in-order comm stream, so collectives are issued in
+ * the same order on every rank.
+ */
+#ifndef DG_DEVICE_EXEC_H
+#define DG_DEVICE_EXEC_H
+
+#include "dg_device.h"
+#include "dg_sched.h"
+
+/* One copy: `bytes` between a host staging buffer and device memory. */
+typedef struct dg_device_xfer {
+    void *host;
+    void *dev;
+    size_t bytes;
+} dg_device_xfer;
+
+/* What the executor derives from a plan once: which event each node waits
+ * for on each other stream, and which nodes record theirs. */
+typedef struct dg_device_step {
+    const dg_sched_plan *p;
+    int *wait_on;         /* [n_nodes][DG_STREAM_COUNT]: node to wait for, -1: none */
+    unsigned char *record; /* [n_nodes]: 1 if a node of another stream waits for it */
+    int n_waits, n_records;
+} dg_device_step;
+
+void dg_device_step_init(dg_device_step *ds, const dg_sched_plan *p);
+void dg_device_step_free(dg_device_step *ds);
+
+/* Run one step of ds->p on d: dptr[t] is tensor t's device memory; up[] go
+ * up before the first node, down[] come down after the last. Returns DG_OK
+ * or the first error of the step. */
+int dg_device_run_step(dg_device *d, const dg_device_step *ds, void *const *dptr,
+                       const dg_device_xfer *up, int n_up, const dg_device_xfer *down, int n_down,
+                       dg_err *err);
+
+#endif /* DG_DEVICE_EXEC_H */
