@@ -171,7 +171,7 @@ static void run_matmul_op(void *p) {
     gemm_job *j = p;
     const dg_node *n = &j->g->nodes[j->node];
     dg_exec_env env = {j->team, NULL, 0, DG_BACKEND_CPU, NULL};
-    DG_ASSERT(n->op->kernel[DG_BACKEND_CPU](&env, j->g, n, j->in, j->out) == DG_OK);
+    DG_ASSERT(n->op->kernel(&env, j->g, n, j->in, j->out) == DG_OK);
 }
 
 typedef struct attn_job {

@@ -2,7 +2,7 @@
  *
  * An op is a static const dg_op_def. graph/ calls infer() when a node is
  * added and adjoint() during autodiff; sched/ calls cost() for priorities and
- * kernel[backend] to run a node. ops/ and moe/ define the concrete ops; the
+ * kernel (the CPU kernel) to run a node. ops/ and moe/ define the concrete ops; the
  * collectives (dg_collective.h) are defined in graph/ and have no kernel: the
  * executor hands them to the comm backend instead.
  */
@@ -82,7 +82,11 @@ typedef struct dg_op_def {
     /* Scratch bytes the kernel needs for this node with nthreads threads. Optional. */
     size_t (*workspace)(const dg_graph *g, const dg_node *n, int nthreads);
 
-    dg_kernel_fn kernel[DG_BACKEND_COUNT];
+    /* The CPU kernel: the reference every other backend is tested against.
+     * A device maps an op to its own kernel in one place (dg_device.h's
+     * has_kernel/launch: the emulated device runs this one, CUDA looks the op
+     * up in kernels/cuda's table), so the op rooms never see a device. */
+    dg_kernel_fn kernel;
 
     /* Sharding rule (graph/dg_layout.h): from the inputs' layouts in[0..n_in),
      * write the layouts of the outputs to out[0..n_out) and return DG_OK, or

@@ -52,7 +52,7 @@ static int adj_sort(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 const dg_op_def dg_op_moe_ep_sort_chunks = {
     .name = "moe_ep_sort_chunks", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .iattr_names = {"num_ranks", "inverse", NULL},
-    .infer = infer_sort, .cost = cost_sort, .adjoint = adj_sort, .kernel = {k_sort},
+    .infer = infer_sort, .cost = cost_sort, .adjoint = adj_sort, .kernel = k_sort,
 };
 
 int dg_moe_ep_sort_chunks(dg_graph *g, int x, int counts, int P, int inverse) {
@@ -84,7 +84,7 @@ static int k_count_sum(const dg_exec_env *env, const dg_graph *g, const dg_node 
 const dg_op_def dg_op_moe_ep_count_sum = {
     .name = "moe_ep_count_sum", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .iattr_names = {"num_ranks", "over_ranks", NULL},
-    .infer = infer_count_sum, .kernel = {k_count_sum},
+    .infer = infer_count_sum, .kernel = k_count_sum,
 };
 
 int dg_moe_ep_count_sum(dg_graph *g, int counts, int P, int over_ranks) {
@@ -119,7 +119,7 @@ static int k_transpose(const dg_exec_env *env, const dg_graph *g, const dg_node 
 const dg_op_def dg_op_moe_ep_transpose = {
     .name = "moe_ep_transpose", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .iattr_names = {"a", "b", NULL},
-    .infer = infer_transpose, .kernel = {k_transpose},
+    .infer = infer_transpose, .kernel = k_transpose,
 };
 
 int dg_moe_ep_transpose(dg_graph *g, int x, int A, int B) {
@@ -172,7 +172,7 @@ static int adj_split(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 
 #define SPLIT_DEF(C)                                                                      \
     {.name = "moe_ep_split_rows", .min_inputs = 1, .max_inputs = 1, .n_outputs = (C),      \
-     .infer = infer_split, .cost = cost_copy, .adjoint = adj_split, .kernel = {k_split}}
+     .infer = infer_split, .cost = cost_copy, .adjoint = adj_split, .kernel = k_split}
 const dg_op_def dg_op_moe_ep_split_rows[DG_EP_MAX_CHUNKS + 1] = {
     SPLIT_DEF(1), SPLIT_DEF(1), SPLIT_DEF(2), SPLIT_DEF(3), SPLIT_DEF(4)};
 
@@ -240,7 +240,7 @@ static int adj_concat(dg_graph *g, const dg_node *n, const int *dout, int *din) 
 
 const dg_op_def dg_op_moe_ep_concat_rows = {
     .name = "moe_ep_concat_rows", .min_inputs = 1, .max_inputs = DG_MAX_INPUTS, .n_outputs = 1,
-    .infer = infer_concat, .cost = cost_copy, .adjoint = adj_concat, .kernel = {k_concat},
+    .infer = infer_concat, .cost = cost_copy, .adjoint = adj_concat, .kernel = k_concat,
 };
 
 int dg_moe_ep_concat_rows(dg_graph *g, const int *xs, int n) {
@@ -281,7 +281,7 @@ static int k_local(const dg_exec_env *env, const dg_graph *g, const dg_node *n, 
 const dg_op_def dg_op_moe_ep_local_indices = {
     .name = "moe_ep_local_indices", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .iattr_names = {"experts_per_rank", "num_ranks", NULL},
-    .infer = infer_local, .kernel = {k_local},
+    .infer = infer_local, .kernel = k_local,
 };
 
 int dg_moe_ep_local_indices(dg_graph *g, int indices, int ep_rank, int G, int P) {

@@ -77,13 +77,13 @@ static int adj_mask_rows(dg_graph *g, const dg_node *n, const int *dout, int *di
 const dg_op_def dg_op_moe_tp_mask_indices = {
     .name = "moe_tp_mask_indices", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .iattr_names = {"tp_size", NULL},
-    .infer = infer_mask, .cost = cost_mask, .kernel = {k_mask},
+    .infer = infer_mask, .cost = cost_mask, .kernel = k_mask,
 };
 
 const dg_op_def dg_op_moe_tp_mask_rows = {
     .name = "moe_tp_mask_rows", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .iattr_names = {"tp_size", NULL},
-    .infer = infer_mask, .cost = cost_mask, .adjoint = adj_mask_rows, .kernel = {k_mask},
+    .infer = infer_mask, .cost = cost_mask, .adjoint = adj_mask_rows, .kernel = k_mask,
     .shard = shard_mask_rows,
 };
 

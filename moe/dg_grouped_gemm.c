@@ -118,7 +118,7 @@ static int shard_gg(const dg_graph *g, const dg_node *n, const dg_sharding *in, 
 const dg_op_def dg_op_grouped_gemm = {
     .name = "grouped_gemm", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
     .iattr_names = {"transpose_w", "expected_rows"},
-    .infer = infer_gg, .cost = cost_gg, .adjoint = adj_gg, .kernel = {k_gg}, .shard = shard_gg,
+    .infer = infer_gg, .cost = cost_gg, .adjoint = adj_gg, .kernel = k_gg, .shard = shard_gg,
 };
 
 static int gg_add(dg_graph *g, int x, int c, int w, int tw, int64_t rows) {
@@ -183,7 +183,7 @@ static int adj_wgrad(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 const dg_op_def dg_op_grouped_gemm_wgrad = {
     .name = "grouped_gemm_wgrad", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
     .iattr_names = {"expected_rows"},
-    .infer = infer_wgrad, .cost = cost_wgrad, .adjoint = adj_wgrad, .kernel = {k_wgrad},
+    .infer = infer_wgrad, .cost = cost_wgrad, .adjoint = adj_wgrad, .kernel = k_wgrad,
 };
 
 static int wgrad_add(dg_graph *g, int a, int b, int c, int64_t rows) {

@@ -135,7 +135,7 @@ const dg_op_def dg_op_moe_aux_loss = {
     .name = "moe_aux_loss", .min_inputs = 1, .max_inputs = 2, .n_outputs = 1,
     .iattr_names = {"topk", "score_function", "num_seqs", "seq_major"}, .fattr_names = {"coeff"},
     .infer = infer_aux, .cost = cost_aux, .adjoint = adj_aux, .workspace = ws_aux,
-    .kernel = {k_aux}, .lower = dg_cp_lower_moe_aux, /* statistics reduced over cp (dg_op_cp.h) */
+    .kernel = k_aux, .lower = dg_cp_lower_moe_aux, /* statistics reduced over cp (dg_op_cp.h) */
 };
 
 int dg_moe_aux_loss(dg_graph *g, int logits, int routing, int topk, dg_moe_score_fn score,
@@ -192,7 +192,7 @@ const dg_op_def dg_op_moe_aux_loss_grad = {
     .name = "moe_aux_loss_grad", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1,
     .iattr_names = {"topk", "score_function", "num_seqs", "seq_major"}, .fattr_names = {"coeff"},
     .infer = infer_aux_grad, .cost = cost_aux_grad, .workspace = ws_aux_grad,
-    .kernel = {k_aux_grad},
+    .kernel = k_aux_grad,
 };
 
 /* ---- z-loss ------------------------------------------------------------------------------ */
@@ -231,7 +231,7 @@ static int adj_z(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 const dg_op_def dg_op_moe_z_loss = {
     .name = "moe_z_loss", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .fattr_names = {"coeff"},
-    .infer = infer_z, .cost = cost_z, .adjoint = adj_z, .workspace = ws_z, .kernel = {k_z},
+    .infer = infer_z, .cost = cost_z, .adjoint = adj_z, .workspace = ws_z, .kernel = k_z,
     .lower = dg_cp_lower_moe_z, /* a mean over cp (dg_op_cp.h) */
 };
 
@@ -265,5 +265,5 @@ static int k_z_grad(const dg_exec_env *env, const dg_graph *g, const dg_node *n,
 const dg_op_def dg_op_moe_z_loss_grad = {
     .name = "moe_z_loss_grad", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .fattr_names = {"coeff"},
-    .infer = infer_z_grad, .cost = cost_z_grad, .kernel = {k_z_grad},
+    .infer = infer_z_grad, .cost = cost_z_grad, .kernel = k_z_grad,
 };

@@ -87,7 +87,7 @@ const dg_op_def dg_op_moe_permute = {
     .name = "moe_permute", .min_inputs = 2, .max_inputs = 2, .n_outputs = 3,
     .iattr_names = {"num_experts"},
     .infer = infer_permute, .cost = cost_permute, .adjoint = adj_permute, .workspace = ws_permute,
-    .kernel = {k_permute},
+    .kernel = k_permute,
 };
 
 int dg_moe_permute(dg_graph *g, int x, int indices, int num_experts, dg_permute_out *out) {
@@ -155,7 +155,7 @@ const dg_op_def dg_op_moe_unpermute = {
     .name = "moe_unpermute", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1,
     .iattr_names = {"num_tokens", "topk"},
     .infer = infer_unpermute, .cost = cost_unpermute, .adjoint = adj_unpermute,
-    .workspace = ws_unpermute, .kernel = {k_unpermute},
+    .workspace = ws_unpermute, .kernel = k_unpermute,
 };
 
 static int unpermute_node(dg_graph *g, int y_perm, int row_map, int probs, int64_t T, int k) {
@@ -232,7 +232,7 @@ static int adj_gather(dg_graph *g, const dg_node *n, const int *dout, int *din) 
 const dg_op_def dg_op_moe_gather = {
     .name = "moe_gather", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1,
     .iattr_names = {"topk"},
-    .infer = infer_gather, .cost = cost_gather, .adjoint = adj_gather, .kernel = {k_gather},
+    .infer = infer_gather, .cost = cost_gather, .adjoint = adj_gather, .kernel = k_gather,
 };
 
 int dg_moe_gather(dg_graph *g, int x, int row_map, int probs, int topk) {
@@ -284,5 +284,5 @@ static int k_dprobs(const dg_exec_env *env, const dg_graph *g, const dg_node *n,
 const dg_op_def dg_op_moe_unpermute_probs_grad = {
     .name = "moe_unpermute_probs_grad", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
     .iattr_names = {"topk"},
-    .infer = infer_dprobs, .cost = cost_dprobs, .workspace = ws_dprobs, .kernel = {k_dprobs},
+    .infer = infer_dprobs, .cost = cost_dprobs, .workspace = ws_dprobs, .kernel = k_dprobs,
 };

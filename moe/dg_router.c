@@ -137,7 +137,7 @@ const dg_op_def dg_op_moe_router = {
     .iattr_names = {"topk", "score_function", "pre_softmax", "drop_policy", "num_groups", "group_topk"},
     .fattr_names = {"capacity_factor", "scaling_factor"},
     .infer = infer_router, .cost = cost_router, .adjoint = adj_router, .workspace = ws_router,
-    .kernel = {k_router},
+    .kernel = k_router,
 };
 
 int dg_moe_router(dg_graph *g, int logits, const dg_router_opts *o, dg_router_out *out) {
@@ -195,5 +195,5 @@ const dg_op_def dg_op_moe_router_grad = {
     .name = "moe_router_grad", .min_inputs = 3, .max_inputs = 4, .n_outputs = 1,
     .iattr_names = {"topk", "score_function", "pre_softmax", "drop_policy", "num_groups", "group_topk"},
     .fattr_names = {"capacity_factor", "scaling_factor"},
-    .infer = infer_router_grad, .cost = cost_router_grad, .kernel = {k_router_grad},
+    .infer = infer_router_grad, .cost = cost_router_grad, .kernel = k_router_grad,
 };

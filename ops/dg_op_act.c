@@ -43,7 +43,7 @@ static int adj_swiglu(dg_graph *g, const dg_node *n, const int *dout, int *din) 
 
 const dg_op_def dg_op_swiglu = {
     .name = "swiglu", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-    .infer = infer_swiglu, .cost = cost_swiglu, .adjoint = adj_swiglu, .kernel = {k_swiglu},
+    .infer = infer_swiglu, .cost = cost_swiglu, .adjoint = adj_swiglu, .kernel = k_swiglu,
     .shard = dg_shard_swiglu,
 };
 
@@ -82,7 +82,7 @@ static int k_swiglu_bwd(const dg_exec_env *e, const dg_graph *g, const dg_node *
 
 const dg_op_def dg_op_swiglu_bwd = {
     .name = "swiglu_bwd", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .infer = infer_swiglu_bwd, .cost = cost_swiglu_bwd, .kernel = {k_swiglu_bwd},
+    .infer = infer_swiglu_bwd, .cost = cost_swiglu_bwd, .kernel = k_swiglu_bwd,
 };
 
 /* ---- gelu_tanh -------------------------------------------------------------------------- */
@@ -112,7 +112,7 @@ static int adj_gelu(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 
 const dg_op_def dg_op_gelu_tanh = {
     .name = "gelu_tanh", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-    .infer = infer_gelu, .cost = cost_gelu, .adjoint = adj_gelu, .kernel = {k_gelu},
+    .infer = infer_gelu, .cost = cost_gelu, .adjoint = adj_gelu, .kernel = k_gelu,
     .shard = dg_shard_pointwise,
 };
 
@@ -139,5 +139,5 @@ static int k_gelu_bwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n,
 
 const dg_op_def dg_op_gelu_tanh_bwd = {
     .name = "gelu_tanh_bwd", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .infer = infer_gelu_bwd, .cost = cost_gelu, .kernel = {k_gelu_bwd},
+    .infer = infer_gelu_bwd, .cost = cost_gelu, .kernel = k_gelu_bwd,
 };

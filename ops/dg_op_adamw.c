@@ -52,7 +52,7 @@ const dg_op_def dg_op_adamw = {
     .name = "adamw", .min_inputs = 4, .max_inputs = 4, .n_outputs = 3,
     .iattr_names = {"step"},
     .fattr_names = {"lr", "beta1", "beta2", "eps", "weight_decay"},
-    .infer = infer_adamw, .cost = cost_adamw, .kernel = {k_adamw},
+    .infer = infer_adamw, .cost = cost_adamw, .kernel = k_adamw,
 };
 
 int dg_adamw(dg_graph *g, int param, int grad, int m, int v, const dg_adamw_hparams *h,

@@ -138,7 +138,7 @@ const dg_op_def dg_op_attention = {
     .name = "attention", .min_inputs = 3, .max_inputs = 3, .n_outputs = 2,
     .iattr_names = {"causal"}, .fattr_names = {"scale"},
     .infer = infer_attn, .cost = cost_attn, .adjoint = adj_attn, .workspace = ws_attn,
-    .kernel = {k_attn},
+    .kernel = k_attn,
     .shard = dg_shard_attention,
     .lower = dg_cp_lower_attention, /* ring attention under CP (dg_op_ring_attn.h) */
 };
@@ -202,5 +202,5 @@ const dg_op_def dg_op_attention_bwd = {
     .name = "attention_bwd", .min_inputs = 6, .max_inputs = 7, .n_outputs = 3,
     .iattr_names = {"causal"}, .fattr_names = {"scale"},
     .infer = infer_attn_bwd, .cost = cost_attn_bwd, .workspace = ws_attn_bwd,
-    .kernel = {k_attn_bwd},
+    .kernel = k_attn_bwd,
 };

@@ -66,7 +66,7 @@ static int adj_add(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 
 const dg_op_def dg_op_add = {
     .name = "add", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .infer = infer_same2, .cost = cost_ew, .adjoint = adj_add, .kernel = {k_add},
+    .infer = infer_same2, .cost = cost_ew, .adjoint = adj_add, .kernel = k_add,
     .shard = dg_shard_elementwise,
 };
 
@@ -90,7 +90,7 @@ static int adj_mul(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 
 const dg_op_def dg_op_mul = {
     .name = "mul", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .infer = infer_same2, .cost = cost_ew, .adjoint = adj_mul, .kernel = {k_mul},
+    .infer = infer_same2, .cost = cost_ew, .adjoint = adj_mul, .kernel = k_mul,
     .shard = dg_shard_elementwise,
 };
 
@@ -112,7 +112,7 @@ static int adj_scale(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 const dg_op_def dg_op_scale = {
     .name = "scale", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .fattr_names = {"alpha"},
-    .infer = infer_same1, .cost = cost_ew, .adjoint = adj_scale, .kernel = {k_scale},
+    .infer = infer_same1, .cost = cost_ew, .adjoint = adj_scale, .kernel = k_scale,
     .shard = dg_shard_linear_unary,
 };
 
@@ -139,7 +139,7 @@ static int k_fill(const dg_exec_env *e, const dg_graph *g, const dg_node *n, voi
 const dg_op_def dg_op_fill = {
     .name = "fill", .min_inputs = 0, .max_inputs = 0, .n_outputs = 1,
     .iattr_names = {"ndim", "d0", "d1", "d2", "d3"}, .fattr_names = {"value"},
-    .infer = infer_fill, .cost = cost_ew, .kernel = {k_fill},
+    .infer = infer_fill, .cost = cost_ew, .kernel = k_fill,
 };
 
 int dg_fill(dg_graph *g, int ndim, const int64_t *shape, double value) {
@@ -179,7 +179,7 @@ static int adj_sum(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 const dg_op_def dg_op_sum = {
     .name = "sum", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .iattr_names = {"mean"},
-    .infer = infer_sum, .cost = cost_ew, .adjoint = adj_sum, .kernel = {k_sum},
+    .infer = infer_sum, .cost = cost_ew, .adjoint = adj_sum, .kernel = k_sum,
     .shard = dg_shard_sum,
 };
 
@@ -216,7 +216,7 @@ static int adj_bcast(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 const dg_op_def dg_op_broadcast_scalar = {
     .name = "broadcast_scalar", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .iattr_names = {"ndim", "d0", "d1", "d2", "d3"}, .fattr_names = {"alpha"},
-    .infer = infer_bcast, .cost = cost_ew, .adjoint = adj_bcast, .kernel = {k_bcast},
+    .infer = infer_bcast, .cost = cost_ew, .adjoint = adj_bcast, .kernel = k_bcast,
     .shard = dg_shard_linear_unary,
 };
 

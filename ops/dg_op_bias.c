@@ -55,7 +55,7 @@ static int shard_bias_add(const dg_graph *g, const dg_node *n, const dg_sharding
 
 const dg_op_def dg_op_bias_add = {
     .name = "bias_add", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .infer = infer_bias_add, .cost = cost_rows, .adjoint = adj_bias_add, .kernel = {k_bias_add},
+    .infer = infer_bias_add, .cost = cost_rows, .adjoint = adj_bias_add, .kernel = k_bias_add,
     .shard = shard_bias_add,
 };
 
@@ -81,7 +81,7 @@ static int k_bias_grad(const dg_exec_env *e, const dg_graph *g, const dg_node *n
 
 const dg_op_def dg_op_bias_grad = {
     .name = "bias_grad", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-    .infer = infer_bias_grad, .cost = cost_rows, .kernel = {k_bias_grad},
+    .infer = infer_bias_grad, .cost = cost_rows, .kernel = k_bias_grad,
 };
 
 /* ---- pos_embed_add: (x [B, S, H], table [P, H]) -> [B, S, H] ------------------------------- */
@@ -128,7 +128,7 @@ static int shard_pos_add(const dg_graph *g, const dg_node *n, const dg_sharding 
 
 const dg_op_def dg_op_pos_embed_add = {
     .name = "pos_embed_add", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .infer = infer_pos_add, .cost = cost_rows, .adjoint = adj_pos_add, .kernel = {k_pos_add},
+    .infer = infer_pos_add, .cost = cost_rows, .adjoint = adj_pos_add, .kernel = k_pos_add,
     .shard = shard_pos_add,
     .lower = dg_cp_lower_pos_embed, /* positions from each chunk's offset under CP (dg_op_cp.h) */
 };
@@ -162,7 +162,7 @@ static int k_pos_grad(const dg_exec_env *e, const dg_graph *g, const dg_node *n,
 const dg_op_def dg_op_pos_embed_grad = {
     .name = "pos_embed_grad", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .iattr_names = {"positions"},
-    .infer = infer_pos_grad, .cost = cost_rows, .kernel = {k_pos_grad},
+    .infer = infer_pos_grad, .cost = cost_rows, .kernel = k_pos_grad,
 };
 
 /* ---- pos_embed_add_at: (x [B, L, H], table [P, H], pos i32 [B]) -> [B, L, H] --------------- */
@@ -198,7 +198,7 @@ static int k_pos_add_at(const dg_exec_env *e, const dg_graph *g, const dg_node *
 
 const dg_op_def dg_op_pos_embed_add_at = {
     .name = "pos_embed_add_at", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
-    .infer = infer_pos_add_at, .cost = cost_rows, .kernel = {k_pos_add_at},
+    .infer = infer_pos_add_at, .cost = cost_rows, .kernel = k_pos_add_at,
 };
 
 int dg_pos_embed_add_at(dg_graph *g, int x, int table, int pos) {

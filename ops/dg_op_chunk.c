@@ -131,20 +131,20 @@ static int shard_chunk(const dg_graph *g, const dg_node *n, const dg_sharding *i
 const dg_op_def dg_op_slice_dim = {
     .name = "slice_dim", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .iattr_names = {"dim", "chunk", "chunks"},
-    .infer = infer_slice, .cost = cost_copy, .adjoint = adj_slice, .kernel = {k_slice}, .shard = shard_chunk,
+    .infer = infer_slice, .cost = cost_copy, .adjoint = adj_slice, .kernel = k_slice, .shard = shard_chunk,
 };
 
 const dg_op_def dg_op_unslice_dim = {
     .name = "unslice_dim", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .iattr_names = {"dim", "chunk", "chunks"},
-    .infer = infer_unslice, .cost = cost_copy, .adjoint = adj_unslice, .kernel = {k_unslice},
+    .infer = infer_unslice, .cost = cost_copy, .adjoint = adj_unslice, .kernel = k_unslice,
     .shard = shard_chunk,
 };
 
 const dg_op_def dg_op_concat_dim = {
     .name = "concat_dim", .min_inputs = 1, .max_inputs = DG_MAX_INPUTS, .n_outputs = 1,
     .iattr_names = {"dim"},
-    .infer = infer_concat, .cost = cost_copy, .adjoint = adj_concat, .kernel = {k_concat}, .shard = shard_chunk,
+    .infer = infer_concat, .cost = cost_copy, .adjoint = adj_concat, .kernel = k_concat, .shard = shard_chunk,
 };
 
 int dg_slice_dim(dg_graph *g, int x, int dim, int j, int C) {

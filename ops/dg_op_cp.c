@@ -55,7 +55,7 @@ static int shard_pos(const dg_graph *g, const dg_node *n, const dg_sharding *in,
 const dg_op_def dg_op_cp_positions = {
     .name = "cp_positions", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .iattr_names = {"cp", "tokens", "offset"},
-    .infer = infer_pos, .cost = cost_none, .kernel = {k_pos}, .shard = shard_pos,
+    .infer = infer_pos, .cost = cost_none, .kernel = k_pos, .shard = shard_pos,
 };
 
 int dg_cp_positions(dg_graph *g, int cp, int64_t S, int64_t offset) {
@@ -154,7 +154,7 @@ const dg_op_def dg_op_rope_pos = {
     .name = "rope_pos", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .iattr_names = {"unused", "inverse", "rotary_dim"}, .fattr_names = {"base"},
     .infer = infer_rope_pos, .cost = cost_rope_pos, .adjoint = adj_rope_pos, .workspace = ws_rope_pos,
-    .kernel = {k_rope_pos}, .shard = shard_rope_pos,
+    .kernel = k_rope_pos, .shard = shard_rope_pos,
 };
 
 /* ---- pos_embed_pos and its gradient --------------------------------------------------- */
@@ -215,7 +215,7 @@ static int shard_pe_pos(const dg_graph *g, const dg_node *n, const dg_sharding *
 
 const dg_op_def dg_op_pos_embed_pos = {
     .name = "pos_embed_pos", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
-    .infer = infer_pe_pos, .cost = cost_rows3, .adjoint = adj_pe_pos, .kernel = {k_pe_pos},
+    .infer = infer_pe_pos, .cost = cost_rows3, .adjoint = adj_pe_pos, .kernel = k_pe_pos,
     .shard = shard_pe_pos,
 };
 
@@ -250,7 +250,7 @@ static int k_pe_grad(const dg_exec_env *e, const dg_graph *g, const dg_node *n, 
 const dg_op_def dg_op_pos_embed_pos_grad = {
     .name = "pos_embed_pos_grad", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .iattr_names = {"positions"},
-    .infer = infer_pe_grad, .cost = cost_rows3, .kernel = {k_pe_grad},
+    .infer = infer_pe_grad, .cost = cost_rows3, .kernel = k_pe_grad,
 };
 
 /* ---- cp_xent_sum ---------------------------------------------------------------------- */
@@ -267,7 +267,7 @@ static int k_xsum(const dg_exec_env *e, const dg_graph *g, const dg_node *n, voi
     const dg_tensor *lg = DG_IN(g, n, 0);
     int64_t rows = dg_rows(lg);
     const float *mask = n->n_in > 2 ? in[2] : NULL;
-    DG_TRY(dg_op_softmax_xent.kernel[DG_BACKEND_CPU](e, g, n, in, out));
+    DG_TRY(dg_op_softmax_xent.kernel(e, g, n, in, out));
     dg_cp_mean_to_sum(out[0], out[2], mask, rows);
     return DG_OK;
 }
@@ -312,7 +312,7 @@ static int shard_xsum(const dg_graph *g, const dg_node *n, const dg_sharding *in
 
 const dg_op_def dg_op_cp_xent_sum = {
     .name = "cp_xent_sum", .min_inputs = 2, .max_inputs = 3, .n_outputs = 3,
-    .infer = infer_xsum, .adjoint = adj_xsum, .kernel = {k_xsum}, .shard = shard_xsum,
+    .infer = infer_xsum, .adjoint = adj_xsum, .kernel = k_xsum, .shard = shard_xsum,
 };
 
 /* ---- cp_div ------------------------------------------------------------------------- */
@@ -345,5 +345,5 @@ static int adj_div(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 
 const dg_op_def dg_op_cp_div = {
     .name = "cp_div", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .infer = infer_div, .adjoint = adj_div, .kernel = {k_div},
+    .infer = infer_div, .adjoint = adj_div, .kernel = k_div,
 };

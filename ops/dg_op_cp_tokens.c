@@ -68,7 +68,7 @@ static int shard_relabel(const dg_graph *g, const dg_node *n, const dg_sharding 
 const dg_op_def dg_op_cp_relabel = {
     .name = "cp_relabel", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .iattr_names = {"mode"},
-    .infer = infer_relabel, .cost = cost_relabel, .adjoint = adj_relabel, .kernel = {k_relabel},
+    .infer = infer_relabel, .cost = cost_relabel, .adjoint = adj_relabel, .kernel = k_relabel,
     .shard = shard_relabel,
 };
 

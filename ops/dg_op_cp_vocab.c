@@ -61,5 +61,5 @@ static int shard_vsum(const dg_graph *g, const dg_node *n, const dg_sharding *in
 const dg_op_def dg_op_cp_vocab_xent_sum = {
     .name = "cp_vocab_xent_sum", .min_inputs = 5, .max_inputs = 6, .n_outputs = 2,
     .iattr_names = {"vocab"},
-    .infer = infer_vsum, .adjoint = adj_vsum, .kernel = {k_vsum}, .shard = shard_vsum,
+    .infer = infer_vsum, .adjoint = adj_vsum, .kernel = k_vsum, .shard = shard_vsum,
 };

@@ -114,7 +114,7 @@ static int lower_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, con
 const dg_op_def dg_op_dropout = {
     .name = "dropout", .min_inputs = 2, .max_inputs = 4, .n_outputs = 1,
     .iattr_names = {"site", "axis", "cp", "inner_axis", "inner"}, .fattr_names = {"p"}, .lower = lower_dropout,
-    .infer = infer_dropout, .cost = cost_dropout, .adjoint = adj_dropout, .kernel = {k_dropout},
+    .infer = infer_dropout, .cost = cost_dropout, .adjoint = adj_dropout, .kernel = k_dropout,
     .shard = shard_dropout,
 };
 

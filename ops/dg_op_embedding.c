@@ -47,7 +47,7 @@ static int adj_embedding(dg_graph *g, const dg_node *n, const int *dout, int *di
 const dg_op_def dg_op_embedding = {
     .name = "embedding", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .infer = infer_embedding, .cost = cost_embedding, .adjoint = adj_embedding,
-    .kernel = {k_embedding},
+    .kernel = k_embedding,
     .shard = dg_shard_embedding,
     .lower = dg_vocab_lower_embedding, /* a table split on the vocabulary: vocab_embedding */
 };
@@ -90,5 +90,5 @@ static int k_embedding_bwd(const dg_exec_env *e, const dg_graph *g, const dg_nod
 const dg_op_def dg_op_embedding_bwd = {
     .name = "embedding_bwd", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .iattr_names = {"vocab"},
-    .infer = infer_embedding_bwd, .cost = cost_embedding_bwd, .kernel = {k_embedding_bwd},
+    .infer = infer_embedding_bwd, .cost = cost_embedding_bwd, .kernel = k_embedding_bwd,
 };

@@ -75,7 +75,7 @@ static int k_append(const dg_exec_env *e, const dg_graph *g, const dg_node *n, v
 
 const dg_op_def dg_op_kv_append = {
     .name = "kv_append", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
-    .infer = infer_append, .cost = cost_append, .kernel = {k_append},
+    .infer = infer_append, .cost = cost_append, .kernel = k_append,
 };
 
 int dg_kv_append(dg_graph *g, int cache, int x, int pos) {
@@ -134,7 +134,7 @@ static int k_kv_attn(const dg_exec_env *e, const dg_graph *g, const dg_node *n, 
 const dg_op_def dg_op_kv_attention = {
     .name = "kv_attention", .min_inputs = 4, .max_inputs = 4, .n_outputs = 1,
     .fattr_names = {"scale"},
-    .infer = infer_kv_attn, .cost = cost_kv_attn, .kernel = {k_kv_attn},
+    .infer = infer_kv_attn, .cost = cost_kv_attn, .kernel = k_kv_attn,
 };
 
 int dg_kv_attention(dg_graph *g, int q, int k_cache, int v_cache, int pos, double scale) {
@@ -201,7 +201,7 @@ static int k_rope_at(const dg_exec_env *e, const dg_graph *g, const dg_node *n, 
 const dg_op_def dg_op_rope_at = {
     .name = "rope_at", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .iattr_names = {"rotary_dim"}, .fattr_names = {"base"},
-    .infer = infer_rope_at, .cost = cost_rope_at, .workspace = ws_rope_at, .kernel = {k_rope_at},
+    .infer = infer_rope_at, .cost = cost_rope_at, .workspace = ws_rope_at, .kernel = k_rope_at,
 };
 
 int dg_rope_at(dg_graph *g, int x, int pos, double base, int64_t rotary_dim) {
@@ -235,7 +235,7 @@ static int k_seq_last(const dg_exec_env *e, const dg_graph *g, const dg_node *n,
 
 const dg_op_def dg_op_seq_last = {
     .name = "seq_last", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-    .infer = infer_seq_last, .cost = cost_seq_last, .kernel = {k_seq_last},
+    .infer = infer_seq_last, .cost = cost_seq_last, .kernel = k_seq_last,
 };
 
 int dg_seq_last(dg_graph *g, int x) {

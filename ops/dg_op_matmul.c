@@ -79,7 +79,7 @@ static int adj_matmul(dg_graph *g, const dg_node *n, const int *dout, int *din) 
 const dg_op_def dg_op_matmul = {
     .name = "matmul", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .iattr_names = {"ta", "tb"},
-    .infer = infer_matmul, .cost = cost_matmul, .adjoint = adj_matmul, .kernel = {k_matmul},
+    .infer = infer_matmul, .cost = cost_matmul, .adjoint = adj_matmul, .kernel = k_matmul,
     .shard = dg_shard_matmul, .lower = dg_matmul_lower_tp_overlap,
 };
 

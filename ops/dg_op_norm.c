@@ -80,7 +80,7 @@ static int adj_rmsnorm(dg_graph *g, const dg_node *n, const int *dout, int *din)
 const dg_op_def dg_op_rmsnorm = {
     .name = "rmsnorm", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .fattr_names = {"eps"},
-    .infer = infer_rmsnorm, .cost = cost_rmsnorm, .adjoint = adj_rmsnorm, .kernel = {k_rmsnorm},
+    .infer = infer_rmsnorm, .cost = cost_rmsnorm, .adjoint = adj_rmsnorm, .kernel = k_rmsnorm,
     .shard = dg_shard_rowwise,
 };
 
@@ -127,7 +127,7 @@ const dg_op_def dg_op_rmsnorm_bwd = {
     .name = "rmsnorm_bwd", .min_inputs = 3, .max_inputs = 3, .n_outputs = 2,
     .fattr_names = {"eps"},
     .infer = infer_rmsnorm_bwd, .cost = cost_rmsnorm_bwd, .workspace = ws_rmsnorm_bwd,
-    .kernel = {k_rmsnorm_bwd},
+    .kernel = k_rmsnorm_bwd,
 };
 
 /* ---- layernorm --------------------------------------------------------------------- */
@@ -166,7 +166,7 @@ const dg_op_def dg_op_layernorm = {
     .name = "layernorm", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
     .fattr_names = {"eps"},
     .infer = infer_layernorm, .cost = cost_layernorm, .adjoint = adj_layernorm,
-    .kernel = {k_layernorm},
+    .kernel = k_layernorm,
     .shard = dg_shard_rowwise,
 };
 
@@ -210,5 +210,5 @@ const dg_op_def dg_op_layernorm_bwd = {
     .name = "layernorm_bwd", .min_inputs = 3, .max_inputs = 3, .n_outputs = 3,
     .fattr_names = {"eps"},
     .infer = infer_layernorm_bwd, .cost = cost_layernorm_bwd, .workspace = ws_layernorm_bwd,
-    .kernel = {k_layernorm_bwd},
+    .kernel = k_layernorm_bwd,
 };

@@ -36,7 +36,7 @@ static int k_sumsq(const dg_exec_env *e, const dg_graph *g, const dg_node *n, vo
 
 const dg_op_def dg_op_optim_sumsq = {
     .name = "optim_sumsq", .min_inputs = 1, .max_inputs = DG_MAX_INPUTS, .n_outputs = 1,
-    .fattr_names = {"scale", NULL}, .infer = infer_sumsq, .cost = cost_sumsq, .kernel = {k_sumsq},
+    .fattr_names = {"scale", NULL}, .infer = infer_sumsq, .cost = cost_sumsq, .kernel = k_sumsq,
 };
 
 /* ---- optim_sum -------------------------------------------------------------------- */
@@ -61,7 +61,7 @@ static int k_sum(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void
 
 const dg_op_def dg_op_optim_sum = {
     .name = "optim_sum", .min_inputs = 1, .max_inputs = DG_MAX_INPUTS, .n_outputs = 1,
-    .infer = infer_sum, .kernel = {k_sum},
+    .infer = infer_sum, .kernel = k_sum,
 };
 
 /* ---- optim_clip ------------------------------------------------------------------- */
@@ -88,7 +88,7 @@ static int k_clip(const dg_exec_env *e, const dg_graph *g, const dg_node *n, voi
 
 const dg_op_def dg_op_optim_clip = {
     .name = "optim_clip", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .fattr_names = {"max_norm", NULL}, .infer = infer_clip, .kernel = {k_clip},
+    .fattr_names = {"max_norm", NULL}, .infer = infer_clip, .kernel = k_clip,
 };
 
 /* ---- optim_adamw ------------------------------------------------------------------ */
@@ -161,7 +161,7 @@ const dg_op_def dg_op_optim_adamw = {
     .name = "optim_adamw", .min_inputs = 7, .max_inputs = 8, .n_outputs = 1,
     .iattr_names = {"p0", "numel", "shard", "axis", "grad_shard", "target_shard", NULL},
     .fattr_names = {"grad_scale", "beta1", "beta2", "eps", "weight_decay", NULL},
-    .infer = infer_adamw, .cost = cost_adamw, .kernel = {k_adamw},
+    .infer = infer_adamw, .cost = cost_adamw, .kernel = k_adamw,
 };
 
 /* ---- optim_commit ------------------------------------------------------------------ */
@@ -186,7 +186,7 @@ static int k_commit(const dg_exec_env *e, const dg_graph *g, const dg_node *n, v
 
 const dg_op_def dg_op_optim_commit = {
     .name = "optim_commit", .min_inputs = 1, .max_inputs = DG_MAX_INPUTS, .n_outputs = 1,
-    .infer = infer_commit, .cost = cost_copy, .kernel = {k_commit},
+    .infer = infer_commit, .cost = cost_copy, .kernel = k_commit,
 };
 
 /* ---- optim_param_store --------------------------------------------------------------- */
@@ -212,7 +212,7 @@ static int k_store(const dg_exec_env *e, const dg_graph *g, const dg_node *n, vo
 
 const dg_op_def dg_op_optim_param_store = {
     .name = "optim_param_store", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1,
-    .iattr_names = {"offset", NULL}, .infer = infer_store, .cost = cost_copy, .kernel = {k_store},
+    .iattr_names = {"offset", NULL}, .infer = infer_store, .cost = cost_copy, .kernel = k_store,
 };
 
 dg_optim_ops dg_optim_ops_get(void) {

@@ -130,7 +130,7 @@ const dg_op_def dg_op_cp_attn_block = {
     .name = "cp_attn_block", .min_inputs = 4, .max_inputs = 4, .n_outputs = 2,
     .iattr_names = {"cp", "step"}, .fattr_names = {"scale"},
     .infer = infer_block, .cost = cost_block, .adjoint = adj_block, .workspace = ws_block,
-    .kernel = {k_block}, .shard = shard_block,
+    .kernel = k_block, .shard = shard_block,
 };
 
 /* ---- cp_attn_block_bwd --------------------------------------------------------------- */
@@ -177,7 +177,7 @@ const dg_op_def dg_op_cp_attn_block_bwd = {
     .name = "cp_attn_block_bwd", .min_inputs = 7, .max_inputs = 8, .n_outputs = 3,
     .iattr_names = {"cp", "step"}, .fattr_names = {"scale"},
     .infer = infer_block_bwd, .cost = cost_block_bwd, .workspace = ws_block_bwd,
-    .kernel = {k_block_bwd},
+    .kernel = k_block_bwd,
 };
 
 /* ---- lse_merge ------------------------------------------------------------------------ */
@@ -247,7 +247,7 @@ static int shard_merge(const dg_graph *g, const dg_node *n, const dg_sharding *i
 
 const dg_op_def dg_op_lse_merge = {
     .name = "lse_merge", .min_inputs = 4, .max_inputs = 4, .n_outputs = 2,
-    .infer = infer_merge, .cost = cost_merge, .adjoint = adj_merge, .kernel = {k_merge},
+    .infer = infer_merge, .cost = cost_merge, .adjoint = adj_merge, .kernel = k_merge,
     .shard = shard_merge,
 };
 
@@ -273,7 +273,7 @@ static int k_merge_bwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n
 
 const dg_op_def dg_op_lse_merge_bwd = {
     .name = "lse_merge_bwd", .min_inputs = 7, .max_inputs = 8, .n_outputs = 4,
-    .infer = infer_merge_bwd, .cost = cost_merge, .kernel = {k_merge_bwd},
+    .infer = infer_merge_bwd, .cost = cost_merge, .kernel = k_merge_bwd,
 };
 
 /* ---- the ring's send/recv ------------------------------------------------------------ */
@@ -386,7 +386,7 @@ static int shard_out(const dg_graph *g, const dg_node *n, const dg_sharding *in,
 const dg_op_def dg_op_cp_ring_attn_out = {
     .name = "cp_ring_attn_out", .min_inputs = 6, .max_inputs = 6, .n_outputs = 2,
     .iattr_names = {"cp"}, .fattr_names = {"scale"},
-    .infer = infer_out, .cost = cost_out, .adjoint = adj_out, .kernel = {k_out}, .shard = shard_out,
+    .infer = infer_out, .cost = cost_out, .adjoint = adj_out, .kernel = k_out, .shard = shard_out,
 };
 
 /* ---- the ring ------------------------------------------------------------------------- */

@@ -74,7 +74,7 @@ const dg_op_def dg_op_rope = {
     .name = "rope", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .iattr_names = {"pos_offset", "inverse", "rotary_dim"}, .fattr_names = {"base"},
     .infer = infer_rope, .cost = cost_rope, .adjoint = adj_rope, .workspace = ws_rope,
-    .kernel = {k_rope},
+    .kernel = k_rope,
     .shard = dg_shard_rope,
     .lower = dg_cp_lower_rope, /* positions from each chunk's offset under CP (dg_op_cp.h) */
 };

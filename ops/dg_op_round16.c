@@ -75,7 +75,7 @@ static int shard_round16(const dg_graph *g, const dg_node *n, const dg_sharding 
 const dg_op_def dg_op_round16 = {
     .name = "round16", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .iattr_names = {"format", "round_grad"},
-    .infer = infer_round16, .cost = cost_round16, .adjoint = adj_round16, .kernel = {k_round16},
+    .infer = infer_round16, .cost = cost_round16, .adjoint = adj_round16, .kernel = k_round16,
     .shard = shard_round16,
 };
 
@@ -119,7 +119,7 @@ const dg_op_def dg_op_loss_scaling = {
     .name = "loss_scaling", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .iattr_names = {"k", "apply_forward"},
     .infer = infer_loss_scaling, .cost = cost_round16, .adjoint = adj_loss_scaling,
-    .kernel = {k_loss_scaling}, .shard = shard_round16,
+    .kernel = k_loss_scaling, .shard = shard_round16,
 };
 
 int dg_loss_scaling(dg_graph *g, int x, int s, int k, int apply_forward) {

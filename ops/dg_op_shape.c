@@ -66,7 +66,7 @@ static int adj_reshape(dg_graph *g, const dg_node *n, const int *dout, int *din)
 const dg_op_def dg_op_reshape = {
     .name = "reshape", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .iattr_names = {"ndim", "d0", "d1", "d2", "d3"},
-    .infer = infer_reshape, .cost = cost_reshape, .adjoint = adj_reshape, .kernel = {k_reshape},
+    .infer = infer_reshape, .cost = cost_reshape, .adjoint = adj_reshape, .kernel = k_reshape,
     .shard = dg_shard_reshape,
     .lower = dg_cp_lower_reshape, /* CP's tokens to the MoE layer's data and back (dg_op_cp.h) */
 };

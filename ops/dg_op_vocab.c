@@ -55,7 +55,7 @@ static int adj_vemb(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 const dg_op_def dg_op_vocab_embedding = {
     .name = "vocab_embedding", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
     .iattr_names = {"vocab"},
-    .infer = infer_vemb, .adjoint = adj_vemb, .kernel = {k_vemb},
+    .infer = infer_vemb, .adjoint = adj_vemb, .kernel = k_vemb,
     .shard = dg_shard_embedding, /* the rank input is replicated; the rule reads table and tokens */
 };
 
@@ -85,7 +85,7 @@ static int k_vemb_bwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n,
 const dg_op_def dg_op_vocab_embedding_bwd = {
     .name = "vocab_embedding_bwd", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
     .iattr_names = {"vocab", "local_vocab"},
-    .infer = infer_vemb_bwd, .kernel = {k_vemb_bwd},
+    .infer = infer_vemb_bwd, .kernel = k_vemb_bwd,
 };
 
 /* ---- vocab_xent_stats(logits [..., Vl], targets, rank) -> [1, N, 2] ------------------------ */
@@ -141,7 +141,7 @@ static int shard_stats(const dg_graph *g, const dg_node *n, const dg_sharding *i
 
 const dg_op_def dg_op_vocab_xent_stats = {
     .name = "vocab_xent_stats", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
-    .infer = infer_stats, .kernel = {k_stats}, .shard = shard_stats,
+    .infer = infer_stats, .kernel = k_stats, .shard = shard_stats,
 };
 
 /* ---- vocab_xent_combine(stats [P, N, 2], targets) -> lse, tlogit ----------------------------- */
@@ -183,7 +183,7 @@ static int shard_combine(const dg_graph *g, const dg_node *n, const dg_sharding 
 
 const dg_op_def dg_op_vocab_xent_combine = {
     .name = "vocab_xent_combine", .min_inputs = 2, .max_inputs = 2, .n_outputs = 2,
-    .infer = infer_combine, .kernel = {k_combine}, .shard = shard_combine,
+    .infer = infer_combine, .kernel = k_combine, .shard = shard_combine,
 };
 
 /* ---- vocab_xent(logits, targets, rank, lse, tlogit [, mask]) -> loss ----------------------- */
@@ -230,7 +230,7 @@ static int shard_vxent(const dg_graph *g, const dg_node *n, const dg_sharding *i
 const dg_op_def dg_op_vocab_xent = {
     .name = "vocab_xent", .min_inputs = 5, .max_inputs = 6, .n_outputs = 1,
     .iattr_names = {"vocab"},
-    .infer = infer_vxent, .adjoint = adj_vxent, .kernel = {k_vxent}, .shard = shard_vxent,
+    .infer = infer_vxent, .adjoint = adj_vxent, .kernel = k_vxent, .shard = shard_vxent,
     .lower = dg_cp_lower_vocab_xent, /* the loss as a sum and a count under CP x TP (dg_op_cp.h) */
 };
 
@@ -258,7 +258,7 @@ static int k_vxent_bwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n
 const dg_op_def dg_op_vocab_xent_bwd = {
     .name = "vocab_xent_bwd", .min_inputs = 5, .max_inputs = 6, .n_outputs = 1,
     .iattr_names = {"vocab"},
-    .infer = infer_vxent_bwd, .kernel = {k_vxent_bwd},
+    .infer = infer_vxent_bwd, .kernel = k_vxent_bwd,
 };
 
 /* ---- lowerings --------------------------------------------------------------------------- */

@@ -77,7 +77,7 @@ static int lower_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const 
 
 const dg_op_def dg_op_softmax_xent = {
     .name = "softmax_xent", .min_inputs = 2, .max_inputs = 3, .n_outputs = 2,
-    .infer = infer_xent, .cost = cost_xent, .adjoint = adj_xent, .kernel = {k_xent},
+    .infer = infer_xent, .cost = cost_xent, .adjoint = adj_xent, .kernel = k_xent,
     .lower = lower_xent, /* vocab-parallel chain (dg_op_vocab.h), or the loss over CP (dg_op_cp.h) */
 };
 
@@ -120,5 +120,5 @@ static int k_xent_bwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n,
 
 const dg_op_def dg_op_softmax_xent_bwd = {
     .name = "softmax_xent_bwd", .min_inputs = 4, .max_inputs = 5, .n_outputs = 1,
-    .infer = infer_xent_bwd, .cost = cost_xent_bwd, .kernel = {k_xent_bwd},
+    .infer = infer_xent_bwd, .cost = cost_xent_bwd, .kernel = k_xent_bwd,
 };

@@ -89,7 +89,7 @@ static int run_launch(worker *w, task *t, dg_err *err) {
                               n->name, dg_axis_name(n->group));
         return dg_comm_run_node(c, t->g, n, t->in, t->out, err);
     }
-    dg_kernel_fn fn = n->op->kernel[DG_BACKEND_CPU];
+    dg_kernel_fn fn = n->op->kernel;
     const dg_team *team = w->s == DG_STREAM_COMPUTE ? d->o.team : NULL;
     dg_exec_env env = {team, w->ws, w->ws_bytes, DG_BACKEND_CPU, NULL};
     int st = fn(&env, t->g, n, t->in, t->out);
@@ -235,7 +235,7 @@ static int emu_prepare(dg_device *dev, const dg_graph *g, dg_err *err) {
 
 static int emu_has_kernel(const dg_device *dev, const dg_op_def *op) {
     (void)dev;
-    return op->comm != DG_COMM_NONE || op->kernel[DG_BACKEND_CPU] != NULL;
+    return op->comm != DG_COMM_NONE || op->kernel != NULL;
 }
 
 static int emu_copy(dg_device *dev, int s, void *dst, const void *src, size_t bytes, dg_copy_dir dir,

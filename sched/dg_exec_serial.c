@@ -19,7 +19,7 @@ static int run(const dg_graph *g, const int *order_in, dg_buffers *b, const dg_t
     for (int k = 0; k < g->n_nodes && st == DG_OK; k++) {
         const dg_node *n = &g->nodes[order_in[k]];
         if (phase >= 0 && (int)n->phase != phase) continue;
-        dg_kernel_fn fn = n->op->kernel[DG_BACKEND_CPU];
+        dg_kernel_fn fn = n->op->kernel;
         if (n->op->comm != DG_COMM_NONE || !fn) {
             st = dg_err_set(err, DG_EINPUT,
                             "serial executor: node %d '%s' (op %s) has no CPU kernel%s", n->id,

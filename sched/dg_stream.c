@@ -12,7 +12,7 @@ typedef struct compute_impl {
 /* Run node n's CPU kernel on team c->team with c's workspace. */
 static int run_kernel(compute_impl *c, const dg_graph *g, const dg_node *n, void *const *in,
                       void *const *out, dg_err *err) {
-    dg_kernel_fn fn = n->op ? n->op->kernel[DG_BACKEND_CPU] : NULL;
+    dg_kernel_fn fn = n->op ? n->op->kernel : NULL;
     if (!fn)
         return dg_err_set(err, DG_EINPUT, "node %d '%s' (op %s): no CPU kernel", n->id, n->name,
                           n->op ? n->op->name : "?");

@@ -44,7 +44,7 @@ static int k_pack(const dg_exec_env *e, const dg_graph *g, const dg_node *n, voi
 static const dg_op_def dg_op_dp_pack = {
     .name = "dp_pack", .min_inputs = 1, .max_inputs = DG_MAX_INPUTS, .n_outputs = 1,
     .iattr_names = {"padded", NULL}, .stream = DG_STREAM_COMPUTE, .comm = DG_COMM_NONE,
-    .infer = infer_pack, .cost = cost_pack, .kernel = {k_pack},
+    .infer = infer_pack, .cost = cost_pack, .kernel = k_pack,
 };
 
 const dg_op_def *dg_dist_pack_op(void) { return &dg_op_dp_pack; }
@@ -80,7 +80,7 @@ static int k_unpack(const dg_exec_env *e, const dg_graph *g, const dg_node *n, v
 static const dg_op_def dg_op_dp_unpack = {
     .name = "dp_unpack", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .iattr_names = {"offset", "ndim", "d0", "d1", "d2", "d3", NULL}, .stream = DG_STREAM_COMPUTE,
-    .comm = DG_COMM_NONE, .infer = infer_unpack, .cost = cost_unpack, .kernel = {k_unpack},
+    .comm = DG_COMM_NONE, .infer = infer_unpack, .cost = cost_unpack, .kernel = k_unpack,
 };
 
 const dg_op_def *dg_dist_unpack_op(void) { return &dg_op_dp_unpack; }

@@ -97,7 +97,7 @@ static int run_device_node(dg_cuda_ctx *c, const dg_cuda_entry *en, const dg_gra
  * in *ws / *ws_bytes). */
 static int run_host_node(const dg_team *team, const dg_graph *g, const dg_node *n, void *const *hin,
                          void *const *hout, void **ws, size_t *ws_bytes, dg_err *err) {
-    dg_kernel_fn fn = n->op->kernel[DG_BACKEND_CPU];
+    dg_kernel_fn fn = n->op->kernel;
     if (!fn)
         return dg_err_set(err, DG_EINPUT, "node %d '%s' (op %s): no CUDA kernel and no CPU kernel",
                           n->id, n->name, n->op->name);

@@ -1,10 +1,10 @@
 /* dg_cuda_exec.h — running graph nodes on a GPU.
  *
- * How CUDA kernels reach the ops (the least invasive wiring): op definitions
- * in ops/ and moe/ keep kernel[DG_BACKEND_CUDA] NULL, so the CPU build pays
- * nothing and those rooms never include a CUDA header. kernels/cuda instead
- * holds one table from op definition to CUDA kernel (dg_cuda_kernel_for);
- * the device executor and the staged compute stream below consult it.
+ * How CUDA kernels reach the ops: an op definition in ops/ or moe/ carries
+ * only its CPU kernel, so the CPU build pays nothing and those rooms never
+ * include a CUDA header. kernels/cuda holds the one table from op
+ * definition to CUDA kernel (dg_cuda_kernel_for); every CUDA executor
+ * consults it and nothing else.
  *
  * A CUDA kernel has the dg_kernel_fn signature with these meanings:
  *   in/out       device pointers, dense row-major, the tensors' shapes and

@@ -1,5 +1,5 @@
 /* dg_cuda_table.cu — which CUDA kernel runs which op (see dg_cuda_exec.h
- * for why this is a table here rather than the ops' kernel[] slots), and
+ * for why this is a table here rather than a slot of the op definitions), and
  * the device scratch each one needs. An op absent from the table has no
  * CUDA kernel yet; the executors run its CPU kernel on host copies. */
 #include "dg_cuda_internal.h"

@@ -139,8 +139,8 @@ static void test_masks(void **state) {
     for (int k = 0; k < 10; k++) yv[k] = (float)(k + 1);
     for (int32_t rank = 0; rank < 2; rank++) {
         const dg_node *ny = &g->nodes[g->tensors[my].producer], *ni = &g->nodes[g->tensors[mi].producer];
-        assert_int_equal(ny->op->kernel[0](NULL, g, ny, (void *const[]){yv, &rank}, (void *const[]){yo}), DG_OK);
-        assert_int_equal(ni->op->kernel[0](NULL, g, ni, (void *const[]){iv, &rank}, (void *const[]){io}), DG_OK);
+        assert_int_equal(ny->op->kernel(NULL, g, ny, (void *const[]){yv, &rank}, (void *const[]){yo}), DG_OK);
+        assert_int_equal(ni->op->kernel(NULL, g, ni, (void *const[]){iv, &rank}, (void *const[]){io}), DG_OK);
         for (int t = 0; t < 5; t++) {
             int mine = rank == 0 ? t < 2 : t >= 2;
             assert_true(yo[2 * t] == (mine ? yv[2 * t] : 0.0f) && yo[2 * t + 1] == (mine ? yv[2 * t + 1] : 0.0f));
@@ -149,7 +149,7 @@ static void test_masks(void **state) {
     }
     int32_t bad = 2; /* a rank outside the group: the input was not filled in */
     const dg_node *ny = &g->nodes[g->tensors[my].producer];
-    assert_int_not_equal(ny->op->kernel[0](NULL, g, ny, (void *const[]){yv, &bad}, (void *const[]){yo}), DG_OK);
+    assert_int_not_equal(ny->op->kernel(NULL, g, ny, (void *const[]){yv, &bad}, (void *const[]){yo}), DG_OK);
     dg_graph_free(g);
 }
 

@@ -89,7 +89,7 @@ static void test_infer_shapes(void **state) {
         assert_int_equal(g->nodes[i].stream, DG_STREAM_COMM);
         assert_int_not_equal(g->nodes[i].group, DG_AXIS_NONE);
         assert_int_not_equal(g->nodes[i].op->comm, DG_COMM_NONE);
-        assert_null(g->nodes[i].op->kernel[DG_BACKEND_CPU]);
+        assert_null(g->nodes[i].op->kernel);
     }
     assert_int_equal(producer_of(g, ag)->group, DG_AXIS_CP);
     assert_int_equal(g->status, DG_OK);

@@ -106,17 +106,17 @@ static int fail_kernel(const dg_exec_env *env, const dg_graph *g, const dg_node 
 const dg_op_def t_op_mix = {
     .name = "t_mix", .min_inputs = 1, .max_inputs = 4, .n_outputs = 1,
     .iattr_names = {"jitter_us", NULL}, .stream = DG_STREAM_COMPUTE, .comm = DG_COMM_NONE,
-    .infer = infer_like0, .cost = cost_numel, .kernel = {mix_kernel, NULL}};
+    .infer = infer_like0, .cost = cost_numel, .kernel = mix_kernel};
 
 const dg_op_def t_op_sum = {
     .name = "t_sum", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .stream = DG_STREAM_COMPUTE, .comm = DG_COMM_NONE,
-    .infer = infer_scalar, .cost = cost_numel, .kernel = {sum_kernel, NULL}};
+    .infer = infer_scalar, .cost = cost_numel, .kernel = sum_kernel};
 
 const dg_op_def t_op_fail = {
     .name = "t_fail", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .stream = DG_STREAM_COMPUTE, .comm = DG_COMM_NONE,
-    .infer = infer_like0, .kernel = {fail_kernel, NULL}};
+    .infer = infer_like0, .kernel = fail_kernel};
 
 int t_mix(dg_graph *g, const int *in, int n_in, int jitter_us, const char *name) {
     dg_attrs at;
