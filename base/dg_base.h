@@ -86,7 +86,10 @@ double dg_now(void);
  * 64 random bits. Every seeded stream in dagatron (initialisation, mock
  * data, samplers, tests) starts from it, so runs are bitwise reproducible
  * on any platform. */
-static inline uint64_t dg_splitmix64(uint64_t *state) {
+#ifndef DG_HD /* __host__ __device__ in kernels/cuda: the dropout mask hashes with it */
+#define DG_HD
+#endif
+static inline DG_HD uint64_t dg_splitmix64(uint64_t *state) {
     uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;

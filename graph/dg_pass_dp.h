@@ -70,7 +70,8 @@
  * micro-batch's forward, as its gradients are reduced once.
  *
  * graph/ knows no compute op, so the pack and unpack ops are handed in
- * (train/ defines them: dg_dist_pack_op(), dg_dist_unpack_op()). pack: inputs
+ * (ops/dg_op_dp_pack.h defines them, train/ hands them in: dg_dist_pack_op(),
+ * dg_dist_unpack_op()). pack: inputs
  * are the gradients, attrs.i[0] = padded length, output f32 [padded].
  * unpack: input the gathered bucket, attrs.i[0] = element offset, i[1] = ndim,
  * i[2..5] = shape; output the parameter.

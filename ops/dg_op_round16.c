@@ -6,29 +6,6 @@
 
 #include "dg_ops_util.h"
 
-float dg_round_bf16(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7f800000u) == 0x7f800000u) return x; /* inf, NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);                /* to nearest, ties to even */
-    u &= 0xffff0000u;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
-float dg_round_fp16(float x) {
-    if (!isfinite(x)) return x;
-    float a = fabsf(x);
-    if (a >= 65520.0f) return copysignf(INFINITY, x); /* past the largest value's half ulp */
-    if (a < 0x1p-14f) return rintf(x * 0x1p24f) * 0x1p-24f; /* subnormal: a fixed step of 2^-24 */
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    u += 0xfffu + ((u >> 13) & 1u); /* keep 10 of the 23 mantissa bits, ties to even */
-    u &= ~0x1fffu;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 static int infer_round16(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
     DG_INFER_DTYPE(g, n, 0, DG_F32, err);
     if (n->attrs.i[0] != DG_ROUND16_BF16 && n->attrs.i[0] != DG_ROUND16_FP16)

@@ -33,8 +33,8 @@ int dg_loss_scaling(dg_graph *g, int x, int s, int k, int apply_forward);
 /* x (f32) rounded to `format`; round_grad: see above. Returns the id or -1. */
 int dg_round16(dg_graph *g, int x, int format, int round_grad);
 
-/* The scalar rounding (exposed for tests). */
-float dg_round_bf16(float x);
-float dg_round_fp16(float x);
+/* The scalar rounding, dg_round_bf16 and dg_round_fp16 (exposed for tests;
+ * shared with the CUDA kernel). */
+#include "dg_cpu_round16.h"
 
 #endif /* DG_OP_ROUND16_H */

@@ -51,10 +51,11 @@
 #include "dg_pass_optim.h"
 
 /* The pack op dg_pass_dp() needs: copies its inputs one after the other
- * into a flat f32 [attrs.i[0]], zero-filling the rest. */
+ * into a flat f32 [attrs.i[0]], zero-filling the rest (dg_op_dp_pack,
+ * ops/dg_op_dp_pack.h). */
 const dg_op_def *dg_dist_pack_op(void);
 
-/* The unpack op of the parameter gather (dg_pass_dp.h). */
+/* The unpack op of the parameter gather (dg_pass_dp.h; dg_op_dp_unpack). */
 const dg_op_def *dg_dist_unpack_op(void);
 
 /* What one rank owns of one bucket. */

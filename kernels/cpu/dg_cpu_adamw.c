@@ -3,22 +3,6 @@
 
 #include <math.h>
 
-dg_adamw_coef dg_adamw_coef_make(const dg_adamw_hparams *h) {
-    double t = (double)h->step;
-    double bc1 = 1.0 - pow(h->beta1, t), bc2 = 1.0 - pow(h->beta2, t);
-    dg_adamw_coef c = {
-        .decay = (float)(1.0 - h->lr * h->weight_decay),
-        .beta1 = (float)h->beta1,
-        .one_m_beta1 = (float)(1.0 - h->beta1),
-        .beta2 = (float)h->beta2,
-        .one_m_beta2 = (float)(1.0 - h->beta2),
-        .bc2_sqrt = (float)sqrt(bc2),
-        .eps = (float)h->eps,
-        .neg_step_size = (float)(-h->lr / bc1),
-    };
-    return c;
-}
-
 typedef struct adamw_args {
     dg_adamw_coef c;
     float gs, clip;

@@ -18,6 +18,7 @@
 #ifndef DG_CPU_ADAMW_H
 #define DG_CPU_ADAMW_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "dg_cpu_math.h"
@@ -37,7 +38,22 @@ typedef struct dg_adamw_coef {
     float neg_step_size;  /* -lr / (1 - beta1^t) */
 } dg_adamw_coef;
 
-dg_adamw_coef dg_adamw_coef_make(const dg_adamw_hparams *h);
+/* DG_HD: the CUDA optimizer makes them on the device, from the step's
+ * hyper-parameters there. */
+static inline DG_HD dg_adamw_coef dg_adamw_coef_make(const dg_adamw_hparams *h) {
+    double t = (double)h->step;
+    double bc1 = 1.0 - pow(h->beta1, t), bc2 = 1.0 - pow(h->beta2, t);
+    dg_adamw_coef c;
+    c.decay = (float)(1.0 - h->lr * h->weight_decay);
+    c.beta1 = (float)h->beta1;
+    c.one_m_beta1 = (float)(1.0 - h->beta1);
+    c.beta2 = (float)h->beta2;
+    c.one_m_beta2 = (float)(1.0 - h->beta2);
+    c.bc2_sqrt = (float)sqrt(bc2);
+    c.eps = (float)h->eps;
+    c.neg_step_size = (float)(-h->lr / bc1);
+    return c;
+}
 
 /* One element; order of operations follows torch. */
 static inline DG_HD void dg_adamw1(const dg_adamw_coef *c, float p, float g, float m, float v,

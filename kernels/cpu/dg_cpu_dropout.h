@@ -18,7 +18,38 @@
 
 #include <stdint.h>
 
+#include "dg_base.h"
 #include "dg_team.h"
+
+#ifndef DG_HD
+#define DG_HD
+#endif
+
+/* The mask's arithmetic, shared with the CUDA kernel (DG_HD there) so both
+ * draw the same bits. The stream: the seed and iteration (key[0], key[1]),
+ * then the site (salt), mixed. */
+static inline DG_HD uint64_t dg_dropout_stream(const int32_t *key, int64_t salt) {
+    uint64_t st = ((uint64_t)(uint32_t)key[0] << 32) | (uint32_t)key[1];
+    uint64_t stream = dg_splitmix64(&st);
+    st = stream ^ (uint64_t)salt;
+    return dg_splitmix64(&st);
+}
+
+/* Keep an element when the top 32 bits of its hash are >= this. */
+static inline DG_HD uint32_t dg_dropout_threshold(double p) {
+    return (uint32_t)(p * 4294967296.0 < 4294967295.0 ? p * 4294967296.0 : 4294967295.0);
+}
+
+static inline DG_HD float dg_dropout_scale(double p) { return (float)(1.0 / (1.0 - p)); }
+
+/* Element elem of sample `sample` (a global index): x * scale, or 0 when
+ * dropped. The hash is splitmix64's finaliser of (stream, sample, elem). */
+static inline DG_HD float dg_dropout1(uint64_t stream, uint64_t sample, uint64_t elem, uint32_t threshold,
+                                      float scale, float x) {
+    uint64_t s = stream ^ (sample * 0xD1B54A32D192ED03ull) ^ (elem * 0x9E3779B97F4A7C15ull);
+    uint32_t u = (uint32_t)(dg_splitmix64(&s) >> 32);
+    return u >= threshold ? x * scale : 0.0f;
+}
 
 void dg_cpu_dropout(const dg_team *team, const float *x, float *y, const int32_t *key, int64_t salt,
                     double p, int64_t samples, int64_t per_sample);

@@ -177,6 +177,9 @@ static int run_nodes(const dg_graph *g, run_state *s, dg_buffers *b, dg_cuda_ctx
         for (int j = 0; j < n->n_out; j++) hout[j] = b->ptr[n->out[j]];
         DG_TRY(run_host_node(o->team, g, n, hin, hout, &s->hws, &s->hws_bytes, err));
         DG_TRY(copy_tensors(g, s, b, n->out, n->n_out, 1, c->stream, err));
+        unsigned written = dg_cuda_inputs_written(n->op); /* in-place updates go up too */
+        for (int i = 0; i < n->n_in; i++)
+            if (written >> i & 1u) DG_TRY(copy_tensors(g, s, b, &n->in[i], 1, 1, c->stream, err));
         stats->n_host++;
     }
     return DG_OK;
@@ -296,6 +299,12 @@ static int run_node_staged(dg_cuda_ctx *c, staging *sg, const dg_cuda_entry *en,
     for (int j = 0; j < n->n_out; j++)
         DG_CUDA_TRY(cudaMemcpyAsync(out[j], dout[j], dg_tensor_bytes(&g->tensors[n->out[j]]),
                                     cudaMemcpyDeviceToHost, c->stream));
+    /* the optimizer's in-place updates come back too */
+    unsigned written = dg_cuda_inputs_written(n->op);
+    for (int i = 0; i < n->n_in; i++)
+        if (written >> i & 1u)
+            DG_CUDA_TRY(cudaMemcpyAsync(in[i], din[i], dg_tensor_bytes(&g->tensors[n->in[i]]),
+                                        cudaMemcpyDeviceToHost, c->stream));
     return ctx_sync(c, g, err);
 }
 

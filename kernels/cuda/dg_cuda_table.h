@@ -23,6 +23,12 @@ const dg_cuda_entry *dg_cuda_entry_for(const dg_op_def *op);
 int dg_cuda_entry_count(void);
 const dg_cuda_entry *dg_cuda_entry_at(int i);
 
+/* Which inputs op's kernel writes in place (bit i: input i): the
+ * optimizer's updates (ops/dg_op_optim.h); 0 for every other op. An
+ * executor that runs a kernel on device copies of host buffers copies these
+ * back as well as the outputs. */
+unsigned dg_cuda_inputs_written(const dg_op_def *op);
+
 /* The table's parts (dg_cuda_table.cu says which ops each holds). */
 extern const dg_cuda_entry dg_cuda_table_train[];
 extern const int dg_cuda_table_train_n;

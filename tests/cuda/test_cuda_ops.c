@@ -1,17 +1,21 @@
 /* test_cuda_ops.c — every CUDA kernel against its CPU kernel (needs a GPU).
  *
- * Three graphs use every op the CUDA table covers: a dense transformer
+ * Five graphs use every op the CUDA table covers: a dense transformer
  * block (embedding, RMSNorm, RoPE at 50% and 100%, causal GQA attention,
  * LayerNorm, SwiGLU, GeLU, element-wise ops, tied LM head, masked cross
  * entropy, AdamW), an MoE block (router, aux and z losses, permutation,
  * grouped GEMMs; softmax and sigmoid with bias and groups, with and
- * without capacity dropping) and a non-causal
- * attention with a 96-wide head; autodiff adds the backward ops. The CPU
- * serial executor runs each graph on fresh random inputs; then every node
- * whose op has a CUDA kernel runs that kernel on device copies of the SAME
- * inputs, its outputs poisoned (NaN) first, and each output must match the
- * CPU's: fp32 within 1e-5 norm-wise and 1e-3 per element (dg_close.h says
- * why), integers exactly. Then the whole dense graph runs on the device
+ * without capacity dropping), a non-causal
+ * attention with a 96-wide head, the training path (learned positions,
+ * dropout, biases, unfused attention, 16-bit rounding, loss scaling) and
+ * an optimizer step (norm, clip, AdamW on a shard and on a whole
+ * parameter, commit, store, dp pack/unpack; with a NaN gradient too);
+ * autodiff adds the backward ops. The CPU runs each graph on fresh random
+ * inputs node by node; before each node whose op has a CUDA kernel, that
+ * kernel runs on device copies of the SAME inputs, its outputs poisoned
+ * (NaN) first, and each output (and each input it updates in place) must
+ * match the CPU's: fp32 within 1e-5 norm-wise and 1e-3 per element
+ * (dg_close.h says why), f64 within 1e-12, integers exactly. Then the whole dense graph runs on the device
  * executor and its loss and gradients must match the CPU run within 1e-4
  * norm-wise and 1e-2 per element; a graph
  * with an op that has no CUDA kernel (seq_last) is refused without
@@ -38,14 +42,21 @@
 #include "dg_op_act.h"
 #include "dg_op_adamw.h"
 #include "dg_op_attention.h"
+#include "dg_op_attn_unfused.h"
+#include "dg_op_bias.h"
 #include "dg_op_basic.h"
+#include "dg_op_dp_pack.h"
+#include "dg_op_dropout.h"
 #include "dg_op_embedding.h"
 #include "dg_op_kv.h"
 #include "dg_op_matmul.h"
 #include "dg_op_norm.h"
+#include "dg_op_optim.h"
 #include "dg_op_rope.h"
+#include "dg_op_round16.h"
 #include "dg_op_shape.h"
 #include "dg_op_xent.h"
+#include "dg_ops_util.h"
 #include "dg_permute.h"
 #include "dg_router.h"
 
@@ -70,11 +81,23 @@ static void fill_leaves(const dg_graph *g, dg_buffers *b, uint64_t seed, const i
 }
 
 /* 0 when got matches want: integers exactly, fp32 by dg_close_f32
- * (dg_close.h says why norm-wise); else prints the mismatch and returns 1. */
+ * (dg_close.h says why norm-wise), f64 (the optimizer's norms and status:
+ * sums in double whose order differs) within 1e-12 relative per element, NaN
+ * matching NaN; else prints the mismatch and returns 1. */
 static int compare(const dg_graph *g, const dg_node *n, int t, const void *got, const void *want,
                    double norm_tol, double elem_tol) {
     const dg_tensor *x = &g->tensors[t];
     int64_t cnt = dg_tensor_numel(x);
+    if (x->dtype == DG_F64) {
+        const double *u = got, *w = want;
+        for (int64_t i = 0; i < cnt; i++)
+            if (!(isnan(u[i]) && isnan(w[i])) && !(fabs(u[i] - w[i]) <= 1e-12 * fmax(1.0, fabs(w[i])))) {
+                print_error("node %d (%s) output '%s' [%lld]: %.17g, cpu %.17g\n", n->id, n->op->name, x->name,
+                            (long long)i, u[i], w[i]);
+                return 1;
+            }
+        return 0;
+    }
     if (x->dtype != DG_F32) {
         size_t es = dg_dtype_size(x->dtype);
         for (int64_t i = 0; i < cnt; i++)
@@ -91,45 +114,87 @@ static int compare(const dg_graph *g, const dg_node *n, int t, const void *got, 
     return 1;
 }
 
-/* Run g on the CPU, then each node that has a CUDA kernel on the device on
- * the same inputs; compare. Returns the number of nodes checked. */
-static int check_graph(dg_graph *g, const int *hi, uint64_t seed) {
+/* Node n's CPU kernel on b's buffers, on this thread. */
+static int run_cpu_node(const dg_graph *g, const dg_node *n, dg_buffers *b, dg_err *err) {
+    size_t ws_bytes = n->op->workspace ? n->op->workspace(g, n, 1) : 0;
+    void *ws = ws_bytes ? dg_aligned_alloc(ws_bytes) : NULL;
+    void *in[DG_MAX_INPUTS], *out[DG_MAX_OUTPUTS];
+    for (int i = 0; i < n->n_in; i++) in[i] = b->ptr[n->in[i]];
+    for (int j = 0; j < n->n_out; j++) out[j] = b->ptr[n->out[j]];
+    dg_exec_env env = {NULL, ws, ws_bytes, DG_BACKEND_CPU, NULL};
+    int st = n->op->kernel(&env, g, n, in, out);
+    dg_free(ws);
+    if (st != DG_OK) dg_err_set(err, st, "node %d (%s): CPU kernel failed with %d", n->id, n->op->name, st);
+    return st;
+}
+
+/* A case's own input values, set after the random fill. */
+typedef void (*prep_fn)(const dg_graph *g, dg_buffers *b);
+
+/* Run g on the CPU node by node in topological order; before each node that
+ * has a CUDA kernel, run that kernel on device copies of the SAME inputs
+ * (those it updates in place, dg_cuda_inputs_written: on copies taken
+ * before the CPU kernel writes them), its outputs poisoned (NaN) first;
+ * compare its outputs and in-place updates with the CPU's. Returns the
+ * number of nodes checked. */
+static int check_graph_prep(dg_graph *g, const int *hi, uint64_t seed, prep_fn prep) {
     dg_err err = {{0}};
     dg_buffers b;
     dg_buffers_alloc(g, &b);
     fill_leaves(g, &b, seed, hi);
     /* AdamW's second moment must be >= 0 */
     for (int k = 0; k < g->n_nodes; k++)
-        if (g->nodes[k].op == &dg_op_adamw) {
+        if (g->nodes[k].op == &dg_op_adamw || g->nodes[k].op == &dg_op_optim_adamw) {
             int v = g->nodes[k].in[3];
             for (int64_t i = 0; i < dg_tensor_numel(&g->tensors[v]); i++)
                 dg_buf_f32(&b, v)[i] = fabsf(dg_buf_f32(&b, v)[i]);
         }
-    int st = dg_run_serial(g, NULL, &b, NULL, &err);
-    if (st != DG_OK) print_error("cpu run: %s\n", err.msg);
-    assert_int_equal(st, DG_OK);
+    if (prep) prep(g, &b);
+    int *order = dg_malloc(sizeof(int) * (size_t)g->n_nodes);
+    assert_int_equal(dg_graph_topo_order(g, order, &err), DG_OK);
     int n_entries = dg_cuda_entry_count();
     int checked = 0, bad = 0;
     for (int k = 0; k < g->n_nodes; k++) {
-        const dg_node *n = &g->nodes[k];
-        if (!dg_cuda_kernel_for(n->op)) continue;
+        const dg_node *n = &g->nodes[order[k]];
+        int dev = dg_cuda_kernel_for(n->op) != NULL, st = DG_OK;
+        unsigned written = dev ? dg_cuda_inputs_written(n->op) : 0;
         void *in[DG_MAX_INPUTS], *out[DG_MAX_OUTPUTS];
-        for (int i = 0; i < n->n_in; i++) in[i] = b.ptr[n->in[i]];
-        for (int j = 0; j < n->n_out; j++) out[j] = dg_aligned_alloc(dg_tensor_bytes(&g->tensors[n->out[j]]) + 1);
-        st = dg_cuda_run_node(ctx, g, n, in, out, 1, &err);
-        if (st != DG_OK) print_error("node %d (%s): %s\n", n->id, n->op->name, err.msg);
-        bad += st != DG_OK;
+        if (dev) {
+            for (int i = 0; i < n->n_in; i++) {
+                size_t bytes = dg_tensor_bytes(&g->tensors[n->in[i]]);
+                in[i] = b.ptr[n->in[i]];
+                if (written >> i & 1u) {
+                    in[i] = dg_aligned_alloc(bytes + 1);
+                    memcpy(in[i], b.ptr[n->in[i]], bytes);
+                }
+            }
+            for (int j = 0; j < n->n_out; j++) out[j] = dg_aligned_alloc(dg_tensor_bytes(&g->tensors[n->out[j]]) + 1);
+            st = dg_cuda_run_node(ctx, g, n, in, out, 1, &err);
+            if (st != DG_OK) print_error("node %d (%s): %s\n", n->id, n->op->name, err.msg);
+            bad += st != DG_OK;
+        }
+        int cst = run_cpu_node(g, n, &b, &err);
+        if (cst != DG_OK) print_error("cpu run: %s\n", err.msg);
+        assert_int_equal(cst, DG_OK);
+        if (!dev) continue;
         for (int j = 0; j < n->n_out && st == DG_OK; j++)
             bad += compare(g, n, n->out[j], out[j], b.ptr[n->out[j]], 1e-5, 1e-3);
+        for (int i = 0; i < n->n_in && st == DG_OK; i++)
+            if (written >> i & 1u) bad += compare(g, n, n->in[i], in[i], b.ptr[n->in[i]], 1e-5, 1e-3);
         for (int j = 0; j < n->n_out; j++) dg_free(out[j]);
+        for (int i = 0; i < n->n_in; i++)
+            if (written >> i & 1u) dg_free(in[i]);
         for (int e = 0; e < n_entries && e < 256; e++)
             if (dg_cuda_entry_at(e)->op == n->op) covered[e]++;
         checked++;
     }
+    dg_free(order);
     dg_buffers_free(&b);
     assert_int_equal(bad, 0);
     return checked;
 }
+
+static int check_graph(dg_graph *g, const int *hi, uint64_t seed) { return check_graph_prep(g, hi, seed, NULL); }
 
 enum { B = 2, S = 80, HQ = 4, HKV = 2, DH = 32, HD = HQ * DH, V = 96, F = 48 };
 
@@ -256,6 +321,167 @@ static void test_attention_wide(void **state) {
     dg_graph_free(g);
 }
 
+/* Fixed values the training-path cases need: dropout keys that train
+ * (seed, iteration, first sample, 1), dropout coordinates, decoding
+ * positions inside the table, a loss scale of 8. */
+static void prep_train(const dg_graph *g, dg_buffers *b) {
+    for (int t = 0; t < g->n_tensors; t++) {
+        const char *nm = g->tensors[t].name;
+        if (!strcmp(nm, "rng_key")) {
+            int32_t *k = dg_buf_i32(b, t);
+            k[0] = 1234, k[1] = 7, k[2] = 3, k[3] = 1;
+        } else if (!strcmp(nm, "coord")) {
+            dg_buf_i32(b, t)[0] = 1;
+        } else if (!strcmp(nm, "inner")) {
+            dg_buf_i32(b, t)[0] = 1;
+        } else if (!strcmp(nm, "pos")) {
+            dg_buf_i32(b, t)[0] = 0, dg_buf_i32(b, t)[1] = 5;
+        } else if (!strcmp(nm, "loss_scale")) {
+            dg_buf_f32(b, t)[0] = 8.0f;
+        }
+    }
+}
+
+/* The default dense model's training path: learned positions, dropout 0.1
+ * (plain, on a sequence slice, and CP's two chunks), linears with biases,
+ * the unfused attention chain with attention dropout (GQA: context_t sums
+ * a group), bf16 and fp16 rounding and fp16's loss scaling; autodiff adds
+ * bias_grad, pos_embed_grad, softmax_bwd, the transposed products. Then
+ * forward-only nodes: positions at a decoding offset, a non-causal softmax,
+ * dropout of a sequence slice and of CP's chunks. */
+static void test_train_path_ops(void **state) {
+    (void)state;
+    enum { Bt = 2, St = 24, Hq = 4, Hkv = 2, Dt = 16, Ht = Hq * Dt, Tt = Bt * St, P = St + 6 };
+    dg_graph *g = dg_graph_new("cuda_train_path");
+    int key = dg_input_new(g, "rng_key", DG_I32, 1, DG_SHAPE(4));
+    int scale = dg_input_new(g, "loss_scale", DG_F32, 1, DG_SHAPE(1));
+    int x = dg_param_new(g, "x", 3, DG_SHAPE(Bt, St, Ht));
+    int pos_table = dg_param_new(g, "pos_table", 2, DG_SHAPE(P, Ht));
+    int h = dg_dropout(g, dg_pos_embed_add(g, x, pos_table), key, 0.1, 1);
+    h = dg_round16(g, h, DG_ROUND16_BF16, 1);
+    int h2 = dg_reshape(g, h, 2, DG_SHAPE(Tt, Ht));
+    int q = dg_bias_add(g, dg_linear(g, h2, dg_param_new(g, "wq", 2, DG_SHAPE(Hq * Dt, Ht))),
+                        dg_param_new(g, "bq", 1, DG_SHAPE(Hq * Dt)));
+    int k = dg_bias_add(g, dg_linear(g, h2, dg_param_new(g, "wk", 2, DG_SHAPE(Hkv * Dt, Ht))),
+                        dg_param_new(g, "bk", 1, DG_SHAPE(Hkv * Dt)));
+    int v = dg_bias_add(g, dg_linear(g, h2, dg_param_new(g, "wv", 2, DG_SHAPE(Hkv * Dt, Ht))),
+                        dg_param_new(g, "bv", 1, DG_SHAPE(Hkv * Dt)));
+    q = dg_reshape(g, q, 4, DG_SHAPE(Bt, St, Hq, Dt));
+    k = dg_reshape(g, k, 4, DG_SHAPE(Bt, St, Hkv, Dt));
+    v = dg_reshape(g, v, 4, DG_SHAPE(Bt, St, Hkv, Dt));
+    int a = dg_attention_unfused(g, q, k, v, 1, 0.25, 0.1, key, 2);
+    a = dg_round16(g, dg_reshape(g, a, 2, DG_SHAPE(Tt, Ht)), DG_ROUND16_FP16, 1);
+    int R = dg_input_new(g, "R", DG_F32, 2, DG_SHAPE(Tt, Ht));
+    int loss = dg_sum(g, dg_mul(g, dg_add(g, a, h2), R));
+    loss = dg_loss_scaling(g, loss, scale, 1, 0);
+    dg_err err = {{0}};
+    int st = loss < 0 ? DG_EINPUT : dg_autodiff(g, loss, dg_ops_autodiff(), NULL, &err);
+    if (st != DG_OK) print_error("train path graph: %s %s\n", g->err.msg, err.msg);
+    assert_int_equal(st, DG_OK);
+    /* forward only: a decoding step's positions, a non-causal softmax, and
+     * dropout on a slice of each sample (coordinate 1) and on CP's two
+     * chunks (cp 2, rank 1, inner part 1 of 2, then of 3) */
+    int pos = dg_input_new(g, "pos", DG_I32, 1, DG_SHAPE(Bt));
+    int xl = dg_input_new(g, "x_dec", DG_F32, 3, DG_SHAPE(Bt, 3, Ht));
+    assert_true(dg_pos_embed_add_at(g, xl, pos_table, pos) >= 0);
+    int sc = dg_input_new(g, "scores", DG_F32, 4, DG_SHAPE(Bt, 3, St, St));
+    assert_true(dg_attn_softmax(g, sc, 0) >= 0);
+    int coord = dg_input_new(g, "coord", DG_I32, 1, DG_SHAPE(1));
+    int inner = dg_input_new(g, "inner", DG_I32, 1, DG_SHAPE(1));
+    int xs = dg_input_new(g, "x_slice", DG_F32, 3, DG_SHAPE(Bt, 6, Ht));
+    assert_true(dg_dropout_slice(g, xs, key, coord, DG_AXIS_TP, 0.1, 3) >= 0);
+    dg_attrs da = dg_attrs_zero();
+    da.f[0] = 0.1, da.i[0] = 4, da.i[1] = DG_AXIS_CP, da.i[2] = 2, da.i[3] = DG_AXIS_TP, da.i[4] = 2;
+    assert_true(dg_add1(g, &dg_op_dropout, &da, (int[]){xs, key, coord, inner}, 4, NULL) >= 0);
+    da.i[4] = 3; /* part 1 of 3 straddles the two chunks */
+    assert_true(dg_add1(g, &dg_op_dropout, &da, (int[]){xs, key, coord, inner}, 4, NULL) >= 0);
+    assert_int_equal(g->status, DG_OK);
+    assert_true(check_graph_prep(g, NULL, 6, prep_train) > 20);
+    dg_graph_free(g);
+}
+
+/* The optimizer's step on one reduce-scattered bucket (this rank's shard
+ * of two parameters: master weights, commit, the parameters' store and
+ * unpack) and one unsharded parameter, with the norm, the all-gathered
+ * partial norms' sum and clipping; `nan` puts a NaN in a gradient, so
+ * clip's status skips the update and no state may change. */
+static const int g_rank = 2, g_size = 4;
+
+static void prep_optim(const dg_graph *g, dg_buffers *b) {
+    for (int t = 0; t < g->n_tensors; t++) {
+        const char *nm = g->tensors[t].name;
+        if (!strcmp(nm, "hparams")) {
+            double *hp = b->ptr[t];
+            hp[DG_OPTIM_LR] = 1e-2, hp[DG_OPTIM_STEP] = 3, hp[DG_OPTIM_APPLY] = 1;
+        } else if (!strcmp(nm, "group_rank")) {
+            for (int a = 0; a < DG_AXIS_COUNT; a++) dg_buf_i32(b, t)[a] = a == DG_AXIS_DP ? g_rank : 0;
+        } else if (!strcmp(nm, "partials")) {
+            for (int i = 0; i < 5; i++) ((double *)b->ptr[t])[i] = 0.25 * (i + 1);
+        }
+    }
+}
+
+static void prep_optim_nan(const dg_graph *g, dg_buffers *b) {
+    prep_optim(g, b);
+    for (int t = 0; t < g->n_tensors; t++)
+        if (!strcmp(g->tensors[t].name, "g_own")) dg_buf_f32(b, t)[7] = NAN;
+}
+
+static void optim_case(int nan) {
+    enum { N1 = 300, N2 = 17 * 9, N3 = 50 };
+    const int64_t padded = (N1 + N2 + g_size - 1) / g_size * g_size, shard = padded / g_size;
+    dg_graph *g = dg_graph_new("cuda_optim");
+    int g1 = dg_input_new(g, "g1", DG_F32, 1, DG_SHAPE(N1));
+    int g2 = dg_input_new(g, "g2", DG_F32, 2, DG_SHAPE(17, 9));
+    int g3 = dg_input_new(g, "g_own", DG_F32, 1, DG_SHAPE(N3));
+    int gshard = dg_input_new(g, "g_shard", DG_F32, 1, DG_SHAPE(shard));
+    int hp = dg_input_new(g, "hparams", DG_F64, 1, DG_SHAPE(DG_OPTIM_NHPARAMS));
+    int gr = dg_input_new(g, "group_rank", DG_I32, 1, DG_SHAPE(DG_AXIS_COUNT));
+    int parts = dg_input_new(g, "partials", DG_F64, 1, DG_SHAPE(5));
+    int p1 = dg_param_new(g, "p1", 1, DG_SHAPE(N1)), p2 = dg_param_new(g, "p2", 2, DG_SHAPE(17, 9));
+    int p3 = dg_param_new(g, "p3", 1, DG_SHAPE(N3));
+    int master = dg_input_new(g, "master", DG_F32, 1, DG_SHAPE(shard));
+    int m = dg_input_new(g, "m", DG_F32, 1, DG_SHAPE(shard)), v = dg_input_new(g, "v", DG_F32, 1, DG_SHAPE(shard));
+    int m3 = dg_input_new(g, "m3", DG_F32, 1, DG_SHAPE(N3)), v3 = dg_input_new(g, "v3", DG_F32, 1, DG_SHAPE(N3));
+    dg_attrs a = dg_attrs_zero();
+    a.i[0] = padded;
+    int packed = dg_add1(g, &dg_op_dp_pack, &a, (int[]){g1, g2}, 2, NULL);
+    a = dg_attrs_zero();
+    a.f[0] = 0.5;
+    int sq = dg_add1(g, &dg_op_optim_sumsq, &a, (int[]){g3, gshard, g1}, 3, NULL);
+    int tot = dg_add1(g, &dg_op_optim_sum, NULL, (int[]){sq, parts}, 2, NULL);
+    a = dg_attrs_zero();
+    a.f[0] = 1.0; /* max_norm */
+    int status = dg_add1(g, &dg_op_optim_clip, &a, (int[]){tot, hp}, 2, NULL);
+    /* AdamW: f = grad_scale, beta1, beta2, eps, weight decay */
+    dg_attrs ad = dg_attrs_zero();
+    ad.f[0] = 0.5, ad.f[1] = 0.9, ad.f[2] = 0.95, ad.f[3] = 1e-8, ad.f[4] = 0.1;
+    ad.i[0] = 0, ad.i[1] = N1, ad.i[2] = shard, ad.i[3] = DG_AXIS_DP, ad.i[4] = 1, ad.i[5] = 1;
+    int d1 = dg_add1(g, &dg_op_optim_adamw, &ad, (int[]){gshard, master, m, v, status, hp, gr}, 7, NULL);
+    ad.i[0] = N1, ad.i[1] = N2;
+    int d2 = dg_add1(g, &dg_op_optim_adamw, &ad, (int[]){gshard, master, m, v, status, hp, gr, d1}, 8, NULL);
+    ad.i[0] = 0, ad.i[1] = N3, ad.i[2] = N3, ad.i[3] = DG_AXIS_NONE, ad.i[4] = 0, ad.i[5] = 0;
+    assert_true(dg_add1(g, &dg_op_optim_adamw, &ad, (int[]){g3, p3, m3, v3, status, hp, gr}, 7, NULL) >= 0);
+    int committed = dg_add1(g, &dg_op_optim_commit, NULL, (int[]){master, d1, d2}, 3, NULL);
+    a = dg_attrs_zero();
+    int s1 = dg_add1(g, &dg_op_optim_param_store, &a, (int[]){packed, p1, committed}, 3, NULL);
+    a.i[0] = N1;
+    assert_true(dg_add1(g, &dg_op_optim_param_store, &a, (int[]){packed, p2, s1}, 3, NULL) >= 0);
+    a = dg_attrs_zero();
+    a.i[0] = N1, a.i[1] = 2, a.i[2] = 17, a.i[3] = 9;
+    assert_true(dg_add1(g, &dg_op_dp_unpack, &a, &packed, 1, NULL) >= 0);
+    if (g->status != DG_OK) print_error("optimizer graph: %s\n", g->err.msg);
+    assert_int_equal(g->status, DG_OK);
+    assert_true(check_graph_prep(g, NULL, nan ? 8 : 7, nan ? prep_optim_nan : prep_optim) == 11);
+    dg_graph_free(g);
+}
+
+static void test_optim_ops(void **state) {
+    (void)state;
+    optim_case(0);
+    optim_case(1);
+}
+
 /* Runs last: every table entry met at least one node above. */
 static void test_every_kernel_checked(void **state) {
     (void)state;
@@ -350,6 +576,8 @@ int main(void) {
         cmocka_unit_test(test_dense_ops),
         cmocka_unit_test(test_moe_ops),
         cmocka_unit_test(test_attention_wide),
+        cmocka_unit_test(test_train_path_ops),
+        cmocka_unit_test(test_optim_ops),
         cmocka_unit_test(test_every_kernel_checked),
         cmocka_unit_test(test_device_executor),
         cmocka_unit_test(test_no_fallback_refuses),
