@@ -8,9 +8,6 @@
 #include "dg_op_attention.h"
 #include "dg_ops_util.h"
 
-/* The chunk that block b of the rank-ordered sequence holds. */
-static int64_t chunk_of_block(int64_t b, int64_t cp) { return b % 2 == 0 ? b / 2 : 2 * cp - 1 - b / 2; }
-
 static int infer_perm(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
     const dg_tensor *x = DG_IN(g, n, 0);
     int64_t cp = n->attrs.i[0], d = n->attrs.i[2];
@@ -38,7 +35,7 @@ static int k_perm(const dg_exec_env *e, const dg_graph *g, const dg_node *n, voi
     char *dst = out[0];
     for (int64_t o = 0; o < outer; o++)
         for (int64_t b = 0; b < nb; b++) {
-            int64_t m = chunk_of_block(b, cp); /* rank-order block b is sequence chunk m */
+            int64_t m = dg_cp_chunk_of_block(b, cp); /* rank-order block b is sequence chunk m */
             int64_t from = n->attrs.i[1] ? m : b, to = n->attrs.i[1] ? b : m;
             memcpy(dst + (o * nb + to) * blk, src + (o * nb + from) * blk, (size_t)blk);
         }

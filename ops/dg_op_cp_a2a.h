@@ -23,7 +23,17 @@
 
 #include "dg_op.h"
 
+#ifndef DG_HD
+#define DG_HD /* __host__ __device__ in the CUDA backend's files */
+#endif
+
 extern const dg_op_def dg_op_cp_seq_permute;
+
+/* The sequence chunk that block b of the rank-ordered sequence holds
+ * (cp_seq_permute's map, shared with its CUDA kernel). */
+static inline DG_HD int64_t dg_cp_chunk_of_block(int64_t b, int64_t cp) {
+    return b % 2 == 0 ? b / 2 : 2 * cp - 1 - b / 2;
+}
 
 /* o (and *lse_out) of causal attention for local q, k, v by all-to-all over
  * cp groups of the heads; scale as dg_attention. */

@@ -52,6 +52,10 @@
 
 #include "dg_graph.h"
 
+#ifndef DG_HD
+#define DG_HD /* __host__ __device__ in the CUDA backend's files */
+#endif
+
 typedef enum dg_cp_comm { DG_CP_COMM_P2P = 0, DG_CP_COMM_A2A } dg_cp_comm;
 
 typedef struct dg_pass_cp_opts {
@@ -61,7 +65,7 @@ typedef struct dg_pass_cp_opts {
 
 /* The global position of local token s (0 <= s < 2c) on CP rank r of cp,
  * with chunks of c tokens (see above). */
-static inline int64_t dg_cp_position(int64_t s, int64_t c, int r, int cp) {
+static inline DG_HD int64_t dg_cp_position(int64_t s, int64_t c, int r, int cp) {
     return s < c ? (int64_t)r * c + s : (int64_t)(2 * cp - 1 - r) * c + (s - c);
 }
 

@@ -161,16 +161,7 @@ void dg_cpu_lse_merge_fwd(int64_t B, int64_t S, int64_t H, int64_t D, const floa
         for (int64_t h = 0; h < H; h++)
             for (int64_t s = 0; s < S; s++) {
                 int64_t li = (b * H + h) * S + s, oi = ((b * S + s) * H + h) * D;
-                double a = l1[li], c = l2[li], m = a > c ? a : c;
-                if (m == -INFINITY) {
-                    for (int64_t x = 0; x < D; x++) o[oi + x] = 0.0f;
-                    l[li] = -INFINITY;
-                    continue;
-                }
-                double lse = m + log(exp(a - m) + exp(c - m));
-                float w1 = (float)exp(a - lse), w2 = (float)exp(c - lse);
-                for (int64_t x = 0; x < D; x++) o[oi + x] = w1 * o1[oi + x] + w2 * o2[oi + x];
-                l[li] = (float)lse;
+                dg_lse_merge_row(D, o1 + oi, l1[li], o2 + oi, l2[li], o + oi, l + li);
             }
 }
 
@@ -182,20 +173,7 @@ void dg_cpu_lse_merge_bwd(int64_t B, int64_t S, int64_t H, int64_t D, const floa
         for (int64_t h = 0; h < H; h++)
             for (int64_t s = 0; s < S; s++) {
                 int64_t li = (b * H + h) * S + s, oi = ((b * S + s) * H + h) * D;
-                double lt = l[li];
-                double w1 = lt == -INFINITY ? 0.0 : exp((double)l1[li] - lt);
-                double w2 = lt == -INFINITY ? 0.0 : exp((double)l2[li] - lt);
-                double p1 = 0, p2 = 0, p = 0;
-                for (int64_t x = 0; x < D; x++) {
-                    double g = dout[oi + x];
-                    p1 += g * o1[oi + x];
-                    p2 += g * o2[oi + x];
-                    p += g * o[oi + x];
-                    do1[oi + x] = (float)(w1 * g);
-                    do2[oi + x] = (float)(w2 * g);
-                }
-                double g_l = dl ? dl[li] : 0.0;
-                dl1[li] = (float)(w1 * (g_l + p1 - p));
-                dl2[li] = (float)(w2 * (g_l + p2 - p));
+                dg_lse_merge_bwd_row(D, o1 + oi, l1[li], o2 + oi, l2[li], o + oi, l[li], dout + oi,
+                                     dl ? dl[li] : 0.0f, do1 + oi, dl1 + li, do2 + oi, dl2 + li);
             }
 }

@@ -24,12 +24,14 @@
 #ifndef DG_CPU_RING_ATTN_H
 #define DG_CPU_RING_ATTN_H
 
+#include <math.h>
+
 #include "dg_cpu_attention.h"
 
 typedef enum dg_ring_mode { DG_RING_DIAG = 0, DG_RING_LOWER, DG_RING_UPPER } dg_ring_mode;
 
 /* The mode of ring step `step` on rank r of cp (K/V from rank r - step). */
-static inline dg_ring_mode dg_ring_mode_of(int r, int step, int cp) {
+static inline DG_HD dg_ring_mode dg_ring_mode_of(int r, int step, int cp) {
     int j = ((r - step) % cp + cp) % cp;
     return j == r ? DG_RING_DIAG : j < r ? DG_RING_LOWER : DG_RING_UPPER;
 }
@@ -63,5 +65,43 @@ void dg_cpu_lse_merge_bwd(int64_t B, int64_t S, int64_t H, int64_t D, const floa
                           const float *o2, const float *l2, const float *o, const float *l,
                           const float *dout, const float *dl, float *do1, float *dl1, float *do2,
                           float *dl2);
+
+/* One row of the merge (D values at o1, o2 -> o; their lse a, c -> *l),
+ * shared with the CUDA kernel. a and c are read before o or *l is written,
+ * so *l may alias an input's lse. */
+static inline DG_HD void dg_lse_merge_row(int64_t D, const float *o1, float a_lse, const float *o2, float c_lse,
+                                          float *o, float *l) {
+    double a = a_lse, c = c_lse, m = a > c ? a : c;
+    if (m == -INFINITY) {
+        for (int64_t x = 0; x < D; x++) o[x] = 0.0f;
+        *l = -INFINITY;
+        return;
+    }
+    double lse = m + log(exp(a - m) + exp(c - m));
+    float w1 = (float)exp(a - lse), w2 = (float)exp(c - lse);
+    for (int64_t x = 0; x < D; x++) o[x] = w1 * o1[x] + w2 * o2[x];
+    *l = (float)lse;
+}
+
+/* One row of the merge's adjoint (dl: the row's lse gradient, 0 for none). */
+static inline DG_HD void dg_lse_merge_bwd_row(int64_t D, const float *o1, float l1, const float *o2, float l2,
+                                              const float *o, float l, const float *dout, float dl, float *do1,
+                                              float *dl1, float *do2, float *dl2) {
+    double lt = l;
+    double w1 = lt == -INFINITY ? 0.0 : exp((double)l1 - lt);
+    double w2 = lt == -INFINITY ? 0.0 : exp((double)l2 - lt);
+    double p1 = 0, p2 = 0, p = 0;
+    for (int64_t x = 0; x < D; x++) {
+        double g = dout[x];
+        p1 += g * o1[x];
+        p2 += g * o2[x];
+        p += g * o[x];
+        do1[x] = (float)(w1 * g);
+        do2[x] = (float)(w2 * g);
+    }
+    double g_l = dl;
+    *dl1 = (float)(w1 * (g_l + p1 - p));
+    *dl2 = (float)(w2 * (g_l + p2 - p));
+}
 
 #endif /* DG_CPU_RING_ATTN_H */

@@ -117,17 +117,7 @@ void dg_cpu_vocab_xent_stats(const dg_team *team, const float *logits, const int
 }
 
 void dg_cpu_vocab_xent_combine(const float *stats, int64_t P, int64_t N, float *lse, float *tl) {
-    for (int64_t r = 0; r < N; r++) {
-        float mx = -INFINITY, t = 0.0f;
-        for (int64_t p = 0; p < P; p++) mx = fmaxf(mx, stats[(p * N + r) * 2]);
-        double s = 0;
-        for (int64_t p = 0; p < P; p++) {
-            s += expf(stats[(p * N + r) * 2] - mx);
-            t += stats[(p * N + r) * 2 + 1]; /* one rank holds it, the others add 0 */
-        }
-        lse[r] = mx + (float)log(s);
-        tl[r] = t;
-    }
+    for (int64_t r = 0; r < N; r++) dg_vocab_xent_combine_row(stats, P, N, r, &lse[r], &tl[r]);
 }
 
 int dg_cpu_vocab_xent_loss(const int32_t *targets, const float *mask, const float *lse, const float *tl,

@@ -20,9 +20,14 @@
 #ifndef DG_CPU_XENT_H
 #define DG_CPU_XENT_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "dg_team.h"
+
+#ifndef DG_HD
+#define DG_HD
+#endif
 
 /* logits [N, V], targets [N], mask [N] or NULL -> loss [1], lse [N].
  * Returns DG_OK, or DG_EINPUT for a bad target (*bad_row = its row when
@@ -54,6 +59,21 @@ int dg_cpu_xent_bwd(const dg_team *team, const float *logits, const int32_t *tar
 void dg_cpu_vocab_xent_stats(const dg_team *team, const float *logits, const int32_t *targets,
                              float *stats, int64_t N, int64_t vl, int64_t lo);
 void dg_cpu_vocab_xent_combine(const float *stats, int64_t P, int64_t N, float *lse, float *tl);
+
+/* Row r of the combine (shared with the CUDA kernel): the P ranks' stats
+ * in rank order. */
+static inline DG_HD void dg_vocab_xent_combine_row(const float *stats, int64_t P, int64_t N, int64_t r, float *lse,
+                                                   float *tl) {
+    float mx = -INFINITY, t = 0.0f;
+    for (int64_t p = 0; p < P; p++) mx = fmaxf(mx, stats[(p * N + r) * 2]);
+    double s = 0;
+    for (int64_t p = 0; p < P; p++) {
+        s += expf(stats[(p * N + r) * 2] - mx);
+        t += stats[(p * N + r) * 2 + 1]; /* one rank holds it, the others add 0 */
+    }
+    *lse = mx + (float)log(s);
+    *tl = t;
+}
 int dg_cpu_vocab_xent_loss(const int32_t *targets, const float *mask, const float *lse, const float *tl,
                            float *loss, int64_t N, int64_t V, int64_t *bad_row);
 int dg_cpu_vocab_xent_bwd(const dg_team *team, const float *logits, const int32_t *targets,

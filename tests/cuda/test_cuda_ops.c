@@ -482,6 +482,11 @@ static void test_optim_ops(void **state) {
     optim_case(1);
 }
 
+/* The par table's entries are test_cuda_ops_par's to check. */
+static int in_par_table(const dg_cuda_entry *en) {
+    return en >= dg_cuda_table_par && en < dg_cuda_table_par + dg_cuda_table_par_n;
+}
+
 /* Runs last: every table entry met at least one node above. */
 static void test_every_kernel_checked(void **state) {
     (void)state;
@@ -489,7 +494,7 @@ static void test_every_kernel_checked(void **state) {
     assert_true(n <= 256);
     int missing = 0;
     for (int i = 0; i < n; i++)
-        if (!covered[i]) {
+        if (!covered[i] && !in_par_table(dg_cuda_entry_at(i))) {
             print_error("CUDA kernel of op '%s' was not checked by any case\n", dg_cuda_entry_at(i)->op->name);
             missing++;
         }
