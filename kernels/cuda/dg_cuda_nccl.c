@@ -69,7 +69,8 @@ static int enqueued(dg_comm *c, dg_comm_req *req, dg_err *err) {
     cudaError_t ce = cudaEventRecord(ev, impl_of(c)->own);
     if (ce != cudaSuccess) {
         cudaEventDestroy(ev);
-        DG_CUDA_TRY(ce);
+        return dg_err_set(err, DG_EINTERNAL, "CUDA: cudaEventRecord failed at %s:%d: %s", __FILE__,
+                          __LINE__, cudaGetErrorString(ce));
     }
     req->impl = ev;
     return DG_OK;
