@@ -6,7 +6,7 @@
 
 /* The rank's device: its local rank (as the launcher names it) modulo the
  * device count, so mpirun puts one rank per GPU. */
-static int local_device(int count) {
+int dg_cuda_local_device(int count) {
     const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
                           "LOCAL_RANK"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
@@ -20,7 +20,7 @@ extern "C" int dg_cuda_ctx_new(int device, dg_cuda_ctx **out, dg_err *err) {
     *out = NULL;
     int count = 0;
     DG_TRY(dg_cuda_device_count(&count, err));
-    if (device < 0) device = local_device(count);
+    if (device < 0) device = dg_cuda_local_device(count);
     if (device >= count)
         return dg_err_set(err, DG_EINPUT, "CUDA backend: device %d does not exist (%d found)", device, count);
     DG_CUDA_TRY(cudaSetDevice(device));

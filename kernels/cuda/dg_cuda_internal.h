@@ -64,6 +64,10 @@ struct dg_cuda_ctx {
 
 static inline dg_cuda_ctx *dg_cuda_ctx_of(const dg_exec_env *e) { return (dg_cuda_ctx *)e->device; }
 
+/* The rank's GPU among `count`: its launcher's local rank modulo count
+ * (dg_cuda_exec.cu), what dg_cuda_ctx_new and dg_cuda_device_new take for -1. */
+int dg_cuda_local_device(int count);
+
 /* Blocks of `threads` covering n items, capped for grid-stride loops. */
 static inline unsigned dg_cuda_blocks(int64_t n, int threads) {
     int64_t b = (n + threads - 1) / threads;

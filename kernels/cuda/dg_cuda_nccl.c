@@ -9,11 +9,18 @@
 
 typedef struct nccl_impl {
     ncclComm_t comm;
-    cudaStream_t stream;
+    cudaStream_t own;   /* the backend's stream */
+    cudaStream_t bound; /* a caller's stream (dg_comm_nccl_bind_stream), NULL: none */
     int broken; /* 1 after an abort: every later call fails at once */
 } nccl_impl;
 
 static nccl_impl *impl_of(dg_comm *c) { return c->impl; }
+
+/* Where operations are enqueued: the bound stream if any, else our own. */
+static cudaStream_t stream_of(dg_comm *c) {
+    nccl_impl *im = impl_of(c);
+    return im->bound ? im->bound : im->own;
+}
 
 /* Abort the communicator after a failure, so peers blocked in a collective
  * with this rank return with an error instead of hanging. */
@@ -52,11 +59,19 @@ static int usable(dg_comm *c, dg_err *err) {
     return DG_OK;
 }
 
-/* The operation was enqueued: record an event the request waits on. */
+/* The operation was enqueued: record an event the request waits on (none
+ * on a bound stream, whose order is the caller's to keep). */
 static int enqueued(dg_comm *c, dg_comm_req *req, dg_err *err) {
+    req->impl = NULL;
+    if (impl_of(c)->bound) return DG_OK;
     cudaEvent_t ev;
     DG_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-    DG_CUDA_TRY(cudaEventRecord(ev, impl_of(c)->stream));
+    cudaError_t ce = cudaEventRecord(ev, impl_of(c)->own);
+    if (ce != cudaSuccess) {
+        cudaEventDestroy(ev);
+        return dg_err_set(err, DG_EINTERNAL, "CUDA: cudaEventRecord failed at %s:%d: %s", __FILE__,
+                          __LINE__, cudaGetErrorString(ce));
+    }
     req->impl = ev;
     return DG_OK;
 }
@@ -67,7 +82,7 @@ static int n_all_reduce(dg_comm *c, const void *send, void *recv, int64_t count,
     DG_TRY(usable(c, err));
     DG_TRY(nccl_type(dt, &t, err));
     NCCL_OR_ABORT(c, ncclAllReduce(send, recv, (size_t)count, t, ncclSum, impl_of(c)->comm,
-                                   impl_of(c)->stream));
+                                   stream_of(c)));
     return enqueued(c, req, err);
 }
 
@@ -76,7 +91,7 @@ static int n_all_gather(dg_comm *c, const void *send, void *recv, int64_t count,
     ncclDataType_t t;
     DG_TRY(usable(c, err));
     DG_TRY(nccl_type(dt, &t, err));
-    NCCL_OR_ABORT(c, ncclAllGather(send, recv, (size_t)count, t, impl_of(c)->comm, impl_of(c)->stream));
+    NCCL_OR_ABORT(c, ncclAllGather(send, recv, (size_t)count, t, impl_of(c)->comm, stream_of(c)));
     return enqueued(c, req, err);
 }
 
@@ -86,7 +101,7 @@ static int n_reduce_scatter(dg_comm *c, const void *send, void *recv, int64_t co
     DG_TRY(usable(c, err));
     DG_TRY(nccl_type(dt, &t, err));
     NCCL_OR_ABORT(c, ncclReduceScatter(send, recv, (size_t)count, t, ncclSum, impl_of(c)->comm,
-                                       impl_of(c)->stream));
+                                       stream_of(c)));
     return enqueued(c, req, err);
 }
 
@@ -99,14 +114,13 @@ static int n_all_to_allv(dg_comm *c, const void *send, const int64_t *sc, const 
     DG_TRY(nccl_type(dt, &t, err));
     size_t es = dg_dtype_size(dt);
     nccl_impl *im = impl_of(c);
+    cudaStream_t st = stream_of(c);
     NCCL_OR_ABORT(c, ncclGroupStart());
     for (int p = 0; p < c->size; p++) {
         if (sc[p] > 0)
-            NCCL_OR_ABORT(c, ncclSend((const char *)send + sd[p] * es, (size_t)sc[p], t, p, im->comm,
-                                      im->stream));
+            NCCL_OR_ABORT(c, ncclSend((const char *)send + sd[p] * es, (size_t)sc[p], t, p, im->comm, st));
         if (rc[p] > 0)
-            NCCL_OR_ABORT(c, ncclRecv((char *)recv + rd[p] * es, (size_t)rc[p], t, p, im->comm,
-                                      im->stream));
+            NCCL_OR_ABORT(c, ncclRecv((char *)recv + rd[p] * es, (size_t)rc[p], t, p, im->comm, st));
     }
     NCCL_OR_ABORT(c, ncclGroupEnd());
     return enqueued(c, req, err);
@@ -120,7 +134,7 @@ static int n_send(dg_comm *c, const void *buf, int64_t count, dg_dtype dt, int p
     ncclDataType_t t;
     DG_TRY(usable(c, err));
     DG_TRY(nccl_type(dt, &t, err));
-    NCCL_OR_ABORT(c, ncclSend(buf, (size_t)count, t, peer, impl_of(c)->comm, impl_of(c)->stream));
+    NCCL_OR_ABORT(c, ncclSend(buf, (size_t)count, t, peer, impl_of(c)->comm, stream_of(c)));
     return enqueued(c, req, err);
 }
 
@@ -130,7 +144,7 @@ static int n_recv(dg_comm *c, void *buf, int64_t count, dg_dtype dt, int peer, i
     ncclDataType_t t;
     DG_TRY(usable(c, err));
     DG_TRY(nccl_type(dt, &t, err));
-    NCCL_OR_ABORT(c, ncclRecv(buf, (size_t)count, t, peer, impl_of(c)->comm, impl_of(c)->stream));
+    NCCL_OR_ABORT(c, ncclRecv(buf, (size_t)count, t, peer, impl_of(c)->comm, stream_of(c)));
     return enqueued(c, req, err);
 }
 
@@ -169,6 +183,13 @@ static int n_barrier(dg_comm *c, dg_err *err) {
     dg_comm_req r = {0};
     int st = n_all_reduce(c, d, d, 1, DG_F32, &r, err);
     if (st == DG_OK) st = n_wait(c, &r, err);
+    /* on a bound stream the request finishes at once: wait for the stream */
+    if (st == DG_OK && impl_of(c)->bound) {
+        cudaError_t ce = cudaStreamSynchronize(impl_of(c)->bound);
+        if (ce != cudaSuccess)
+            st = dg_err_set(err, DG_EINTERNAL, "comm nccl: barrier: cudaStreamSynchronize: %s",
+                            cudaGetErrorString(ce));
+    }
     cudaFree(d);
     return st;
 }
@@ -183,7 +204,7 @@ static int n_split(dg_comm *c, int color, int key, dg_comm **out, dg_err *err) {
 static void n_free(dg_comm *c) {
     nccl_impl *im = impl_of(c);
     if (!im->broken) ncclCommDestroy(im->comm);
-    cudaStreamDestroy(im->stream);
+    cudaStreamDestroy(im->own);
     dg_free(im);
     dg_free(c);
 }
@@ -217,14 +238,14 @@ int dg_comm_nccl_new(dg_comm *mpi_group, void *mpi_comm, dg_comm **out, dg_err *
     if (rank == 0) DG_NCCL_TRY(ncclGetUniqueId(&id));
     DG_CHECK0(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, mc));
     nccl_impl *im = dg_calloc(1, sizeof *im);
-    cudaError_t ce = cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking);
+    cudaError_t ce = cudaStreamCreateWithFlags(&im->own, cudaStreamNonBlocking);
     if (ce != cudaSuccess) {
         dg_free(im);
         return dg_err_set(err, DG_EINTERNAL, "comm nccl: stream: %s", cudaGetErrorString(ce));
     }
     ncclResult_t r = ncclCommInitRank(&im->comm, size, id, rank);
     if (r != ncclSuccess) {
-        cudaStreamDestroy(im->stream);
+        cudaStreamDestroy(im->own);
         dg_free(im);
         return dg_err_set(err, DG_EINTERNAL, "comm nccl: ncclCommInitRank (rank %d of %d): %s", rank,
                           size, ncclGetErrorString(r));
@@ -235,5 +256,22 @@ int dg_comm_nccl_new(dg_comm *mpi_group, void *mpi_comm, dg_comm **out, dg_err *
     c->size = size;
     c->impl = im;
     *out = c;
+    return DG_OK;
+}
+
+int dg_comm_is_nccl(const dg_comm *c) { return c && c->ops == &nccl_ops; }
+
+void *dg_comm_nccl_bind_stream(dg_comm *c, void *stream) {
+    nccl_impl *im = impl_of(c);
+    void *prev = im->bound;
+    im->bound = (cudaStream_t)stream;
+    return prev;
+}
+
+int dg_comm_nccl_check(dg_comm *c, dg_err *err) {
+    DG_TRY(usable(c, err));
+    ncclResult_t async = ncclSuccess;
+    NCCL_OR_ABORT(c, ncclCommGetAsyncError(impl_of(c)->comm, &async));
+    if (async != ncclSuccess) return fail(c, "asynchronous error", async, err);
     return DG_OK;
 }

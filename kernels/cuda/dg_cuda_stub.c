@@ -1,6 +1,7 @@
 /* dg_cuda_stub.c — the CUDA entry points in a build without CUDA sources:
  * every one reports that this build has no CUDA support. */
 #include "dg_cuda.h"
+#include "dg_cuda_device.h"
 #include "dg_cuda_exec.h"
 #include "dg_cuda_nccl.h"
 
@@ -57,4 +58,25 @@ int dg_cuda_run_node(dg_cuda_ctx *c, const dg_graph *g, const dg_node *n, void *
                      void *const *out, int poison, dg_err *err) {
     (void)c; (void)g; (void)n; (void)in; (void)out; (void)poison;
     return dg_err_set(err, DG_EINPUT, DG_NO_CUDA);
+}
+
+int dg_comm_is_nccl(const dg_comm *c) {
+    (void)c;
+    return 0;
+}
+
+void *dg_comm_nccl_bind_stream(dg_comm *c, void *stream) {
+    (void)c; (void)stream;
+    return NULL;
+}
+
+int dg_comm_nccl_check(dg_comm *c, dg_err *err) {
+    (void)c;
+    return dg_err_set(err, DG_EINPUT, DG_NO_CUDA);
+}
+
+dg_device *dg_cuda_device_new(int gpu, dg_err *err) {
+    (void)gpu;
+    dg_err_set(err, DG_EINPUT, DG_NO_CUDA);
+    return NULL;
 }
