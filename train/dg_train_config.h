@@ -76,7 +76,7 @@ typedef struct dg_train_config {
     char trace[DG_ARG_STR_LEN];     /* --trace PATH: Chrome trace of the first logged step */
     int compute_threads;            /* --compute-threads (0: this rank's cores) */
     char device[DG_ARG_STR_LEN];    /* --device cuda|cpu ("": cuda when a GPU is usable, else cpu;
-                                     * the CLI resolves it before dg_train) */
+                                     * dg_train resolves it: train/dg_device_pick.h) */
 
     /* parallelism (dg_grid.h); DP is derived from the world size */
     int tensor_model_parallel_size;   /* --tensor-model-parallel-size */
