@@ -11,6 +11,7 @@
 #include "dg_cpu_gemm.h"
 #include "dg_cuda_exec.h"
 #include "dg_device_pick.h"
+#include "dg_mfu_peak.h"
 #include "dg_dist.h"
 #include "dg_ckpt_async.h"
 #include "dg_dist_ckpt.h"
@@ -154,7 +155,7 @@ static int setup(trainer *t, dg_err *err) {
                                  sizeof(int64_t));
     t->batch = dg_malloc(sizeof(int32_t) * (size_t)c->model.micro_batch_size *
                          (size_t)(c->model.seq_length + 1));
-    t->peak_flops = dg_measure_sgemm_peak() * dg_runtime_threads(t->rt);
+    dg_mfu_peak_of(c, dg_runtime_threads(t->rt), &t->peak); /* the GPU's own under --device cuda */
     return DG_OK;
 }
 
