@@ -2,14 +2,17 @@
  *
  * usage: bench_train [train flags...]   (defaults: the main job's MoE config on mock data)
  * Runs the loop and prints, over the iterations after the first (warm-up):
- * tokens/s, model TFLOP/s by Megatron's formula, and MFU against the sgemm
- * peak measured in this process. bench/bench_vs_torch.sh runs it beside
+ * tokens/s, model TFLOP/s by Megatron's formula, and MFU: under --device
+ * cuda against the GPU's dense peak for the dtype, on the cpu against the
+ * sgemm peak measured in this process times --compute-threads
+ * (train/dg_mfu_peak.h). bench/bench_vs_torch.sh runs it beside
  * PyTorch on the same model, batch and thread count. */
 #include <stdio.h>
 #include <string.h>
 
 #include "dg_base.h"
 #include "dg_flops.h"
+#include "dg_mfu_peak.h"
 #include "dg_trainer.h"
 
 typedef struct timing {
@@ -68,15 +71,18 @@ int main(int argc, char **argv) {
     double per_iter = t.total / t.n;
     double tokens = (double)c.global_batch_size * c.model.seq_length;
     double flops = dg_model_flops(&c.model, c.global_batch_size);
-    int threads = c.compute_threads;
-    double peak = dg_measure_sgemm_peak();
-    printf("bench_train: %d layers, hidden %d, %d experts top-%d, seq %d, global batch %d\n",
+    printf("bench_train: --device %s; %d layers, hidden %d, %d experts top-%d, seq %d, global batch %d\n", c.device,
            c.model.num_layers, c.model.hidden_size, c.model.num_experts, c.model.moe_router_topk,
            c.model.seq_length, c.global_batch_size);
-    printf("bench_train: %.1f ms/iter, tokens/s %.1f, model TFLOP/s %.4f, sgemm peak per thread %.1f GFLOP/s\n",
-           per_iter * 1e3, tokens / per_iter, flops / per_iter / 1e12, peak / 1e9);
-    if (threads > 0)
-        printf("bench_train: MFU %.1f%% of %d x sgemm peak\n", 100.0 * flops / per_iter / (peak * threads), threads);
+    printf("bench_train: %.1f ms/iter, tokens/s %.1f, model TFLOP/s %.4f\n", per_iter * 1e3, tokens / per_iter,
+           flops / per_iter / 1e12);
+    /* on the cpu the peak is per thread: only with a known thread count */
+    if (!strcmp(c.device, "cuda") || c.compute_threads > 0) {
+        dg_mfu_peak peak; /* the GPU's dense peak for the dtype, or sgemm x threads */
+        dg_mfu_peak_of(&c, c.compute_threads, &peak);
+        if (peak.flops > 0) printf("bench_train: MFU %.2f%% against %s\n", 100.0 * flops / per_iter / peak.flops, peak.what);
+        else printf("bench_train: MFU against %s\n", peak.what);
+    }
     printf("RESULT tokens_per_s %.3f\n", tokens / per_iter);
     return 0;
 }

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "dg_cli.h"
-#include "dg_cuda.h"
 #include "dg_trainer.h"
 
 /* How a failed run ends. Failures the ranks agreed on come back on every
@@ -52,34 +51,16 @@ int dg_cmd_train(int argc, char **argv) {
         MPI_Finalize();
         return help ? 0 : DG_EINPUT;
     }
-    /* --device: cuda needs a usable GPU (else one line, exit 2, before any
-     * work); unset, it is cuda when a GPU is usable and cpu otherwise, with
-     * a note saying why at the end of the run. Every rank decides alike. */
-    int gpus = 0;
-    dg_err cuda_err = {{0}};
-    int have_gpu = dg_cuda_device_count(&gpus, &cuda_err) == DG_OK;
-    const char *note = NULL;
-    if (!strcmp(c.device, "cuda") && !have_gpu) {
-        if (rank == 0) {
-            dg_err_set(&err, DG_EINPUT, "--device cuda: %s", cuda_err.msg);
-            dg_err_print(&err);
-        }
-        MPI_Finalize();
-        return DG_EINPUT;
-    }
-    if (!c.device[0]) {
-        snprintf(c.device, sizeof c.device, "%s", have_gpu ? "cuda" : "cpu");
-        if (!have_gpu) note = cuda_err.msg;
-    }
     dg_train_result res;
     st = dg_train(&c, NULL, &res, &err);
     if (st != DG_OK) return train_failed(st, &err, &res, rank);
     if (rank == 0)
         printf("dagatron train: done: %d iterations, lm loss %.4f -> %.4f, %d skipped\n", res.iterations,
                res.first_lm_loss, res.last_lm_loss, res.skipped);
-    /* The fallback note comes after the run: bad input, which dg_train finds,
+    /* dg_train resolved an unset --device (train/dg_device_pick.h); the
+     * fallback note comes after the run: bad input, which dg_train finds,
      * must leave stdout empty and stderr one line. */
-    if (note && rank == 0) printf("dagatron train: ran with --device cpu: %s\n", note);
+    if (res.device_note[0] && rank == 0) printf("dagatron train: ran with --device cpu: %s\n", res.device_note);
     MPI_Finalize();
     return 0;
 }

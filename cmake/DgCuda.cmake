@@ -2,6 +2,13 @@
 # whether the `cuda` tests are registered.
 #
 # DG_CUDA=AUTO|ON|OFF    build the CUDA sources (AUTO: when nvcc is found)
+# DG_NCCL_LIB, DG_NCCL_INCLUDE
+#                        NCCL's library file and the folder of nccl.h, when
+#                        they are not beside the toolkit: a full path, e.g.
+#                        a Python venv's .../nvidia/nccl/lib/libnccl.so.2
+#                        (that is all the GPU machine has: no libnccl.so
+#                        link, so find_library cannot see it; what
+#                        scripts/run_gpu_tests.sh passes there)
 # DG_GPU_TESTS=AUTO|ON|OFF
 #                        register the tests labelled `cuda`. AUTO registers
 #                        them only when configure finds a usable GPU
@@ -31,7 +38,7 @@ if(NOT DG_CUDA STREQUAL "OFF")
     find_library(DG_NCCL_LIB nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/lib/x86_64-linux-gnu)
     find_path(DG_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include)
     if(NOT DG_NCCL_LIB OR NOT DG_NCCL_INCLUDE)
-      message(FATAL_ERROR "dagatron: NCCL not found next to the CUDA toolkit: install the Debian packages libnccl-dev and libnccl2, or configure with -DDG_CUDA=OFF")
+      message(FATAL_ERROR "dagatron: NCCL not found next to the CUDA toolkit: install the Debian packages libnccl-dev and libnccl2, pass its files (-DDG_NCCL_LIB=/path/libnccl.so.2 -DDG_NCCL_INCLUDE=/folder/of/nccl.h), or configure with -DDG_CUDA=OFF")
     endif()
     set(DG_HAVE_CUDA ON)
   elseif(DG_CUDA STREQUAL "ON")

@@ -118,8 +118,9 @@ typedef struct dg_runtime_opts {
     /* Make the compute stream instead of the CPU one (NULL: the CPU stream).
      * Called with the runtime's compute team and make_compute_arg; the
      * runtime owns the result. How `--device cuda` plugs in its stream
-     * (kernels/cuda/dg_cuda_exec.h); a NULL result fails dg_runtime_new. */
-    dg_stream *(*make_compute)(const dg_team *team, void *arg);
+     * (kernels/cuda/dg_cuda_exec.h); a NULL result fails dg_runtime_new
+     * with the factory's own error in err. */
+    dg_stream *(*make_compute)(const dg_team *team, void *arg, dg_err *err);
     void *make_compute_arg;
     /* Run every step on a device (dg_device.h) instead of the CPU streams:
      * called with the compute team and make_device_arg; the runtime owns the

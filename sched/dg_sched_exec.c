@@ -201,12 +201,14 @@ dg_runtime *dg_runtime_new(const dg_runtime_opts *o, dg_err *err) {
         rt->dev->ops->set_groups(rt->dev, rt->groups);
         return rt;
     }
+    dg_err why = {{0}}; /* the factory's own reason when it fails */
     rt->streams[DG_STREAM_COMPUTE] =
-        o->make_compute ? o->make_compute(dg_pool_team(rt->pool), o->make_compute_arg)
+        o->make_compute ? o->make_compute(dg_pool_team(rt->pool), o->make_compute_arg, &why)
                         : dg_stream_cpu_compute_new(dg_pool_team(rt->pool));
     if (!rt->streams[DG_STREAM_COMPUTE]) {
         dg_runtime_free(rt);
-        dg_err_set(err, DG_EINPUT, "runtime: the device's compute stream could not be made (no usable GPU?)");
+        if (!why.msg[0]) dg_err_set(&why, DG_EINTERNAL, "runtime: the compute stream factory failed without saying why");
+        *err = why;
         return NULL;
     }
     rt->streams[DG_STREAM_COMM] = dg_stream_cpu_comm_new(rt->groups);

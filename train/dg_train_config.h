@@ -76,8 +76,8 @@ typedef struct dg_train_config {
     char trace[DG_ARG_STR_LEN];     /* --trace PATH: Chrome trace of the first logged step */
     int compute_threads;            /* --compute-threads (0: this rank's cores) */
     char device[DG_ARG_STR_LEN];    /* --device cuda|cpu|emulated ("": cuda when a GPU is usable, else cpu;
-                                     * the CLI resolves it before dg_train). emulated: the device
-                                     * runtime on the CPU (sched/dg_device_emu.h) */
+                                     * dg_train resolves it: train/dg_device_pick.h). emulated: the
+                                     * device runtime on the CPU (sched/dg_device_emu.h) */
     int emulated_delay_us;          /* --emulated-delay-us: each emulated stream task waits 0..N us first */
 
     /* parallelism (dg_grid.h); DP is derived from the world size */

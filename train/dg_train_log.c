@@ -73,8 +73,10 @@ int dg_train_log_iteration(char *out, size_t cap, const dg_train_log_fields *f) 
     if (isfinite(f->grad_norm)) APPEND(" grad norm: %.3f |", f->grad_norm);
     APPEND(" number of skipped iterations: %3lld |", (long long)f->skipped_iterations);
     APPEND(" number of nan iterations: %3lld |", (long long)f->nan_iterations);
-    APPEND(" tokens per second: %.0f | MFU: %.1f%% | peak memory (MB): %.0f |", f->tokens_per_second,
-           f->mfu_percent, f->peak_memory_mb);
+    APPEND(" tokens per second: %.0f |", f->tokens_per_second);
+    if (f->mfu_percent >= 0) APPEND(" MFU: %.1f%% |", f->mfu_percent);
+    else APPEND(" MFU: n/a |"); /* no peak known for the device (dg_mfu_peak.h) */
+    APPEND(" peak memory (MB): %.0f |", f->peak_memory_mb);
     if (f->has_recompute)
         APPEND(" activation memory (MB): %.1f planned, %.1f saved by recompute |", f->activation_planned_mb,
                f->activation_saved_mb);

@@ -60,7 +60,7 @@ typedef struct dg_train_log_fields {
     double grad_norm;          /* printed when finite */
     int64_t skipped_iterations, nan_iterations;
     /* dagatron's own, after Megatron's fields */
-    double tokens_per_second, mfu_percent, peak_memory_mb;
+    double tokens_per_second, mfu_percent, peak_memory_mb; /* mfu_percent < 0: no peak known ("MFU: n/a") */
     /* with activation recompute: the planned activation peak and what
      * recompute took off it */
     int has_recompute;

@@ -11,6 +11,8 @@
 #include "dg_cpu_gemm.h"
 #include "dg_cuda_exec.h"
 #include "dg_device_emu.h"
+#include "dg_device_pick.h"
+#include "dg_mfu_peak.h"
 #include "dg_dist.h"
 #include "dg_ckpt_async.h"
 #include "dg_dist_ckpt.h"
@@ -163,7 +165,7 @@ static int setup(trainer *t, dg_err *err) {
                                  sizeof(int64_t));
     t->batch = dg_malloc(sizeof(int32_t) * (size_t)c->model.micro_batch_size *
                          (size_t)(c->model.seq_length + 1));
-    t->peak_flops = dg_measure_sgemm_peak() * dg_runtime_threads(t->rt);
+    dg_mfu_peak_of(c, dg_runtime_threads(t->rt), &t->peak); /* the GPU's own under --device cuda */
     return DG_OK;
 }
 
@@ -489,6 +491,8 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
      * work), then the data: its tokenizer decides the vocabulary. */
     int st = setup_grid(&t, comm, err);
     if (st == DG_OK) t.ranks_on_node = ranks_on_node(comm);
+    /* --device: cuda without a usable GPU is bad input; unset, the GPU when there is one */
+    if (st == DG_OK) st = dg_device_pick(c, res->device_note, sizeof res->device_note, err);
     /* What --load means is known before any work (dg_ckpt_paths.h). */
     dg_ckpt_load_plan load_plan = DG_CKPT_LOAD_NONE;
     if (st == DG_OK) st = dg_ckpt_plan_load(c->load, c->save, &load_plan, err);

@@ -69,6 +69,10 @@ typedef struct dg_train_result {
      * and err->msg is empty on ranks that should not print (dg_dist_agree). */
     int stranded;
     size_t activation_planned_bytes; /* this rank's planned activation arena peak (dg_memplan) */
+    /* Why an unset --device ran on the cpu ("" when it did not fall back):
+     * dg_train resolves c->device (train/dg_device_pick.h); the CLI prints
+     * this after the run. */
+    char device_note[256];
 } dg_train_result;
 
 /* Optional observers, for tests and tools that want to see inside a run

@@ -12,6 +12,7 @@
 #include "dg_grid.h"
 #include "dg_loss_scaler.h"
 #include "dg_mem_estimate.h"
+#include "dg_mfu_peak.h"
 #include "dg_pipeline.h"
 #include "dg_recompute.h"
 #include "dg_sched.h"
@@ -41,7 +42,7 @@ typedef struct dg_trainer_state {
     int data_rank, data_size, grad_shards; /* grad_shards: CP x EP x DP */
     int log;           /* this rank prints (world rank 0) */
     int32_t *batch;    /* [mbs][S + 1] */
-    double peak_flops; /* measured sgemm peak x compute threads */
+    dg_mfu_peak peak;  /* what MFU is against: the GPU's dense peak, or sgemm x threads (dg_mfu_peak.h) */
     const dg_train_hooks *hooks;
     int iteration;             /* where the loop is, for the hooks */
     int64_t *expert_tokens;    /* [layers][E]: routed tokens over the log window */

@@ -117,7 +117,7 @@ void dg_trainer_log_line(const dg_trainer_state *t, int it, int64_t consumed, co
         .learning_rate = lr, .global_batch_size = c->global_batch_size, .n_losses = w->n_keys,
         .loss_scale = t->scaler.scale, .grad_norm = gnorm, .skipped_iterations = w->skipped,
         .nan_iterations = w->nans, .tokens_per_second = tokens / (ms * 1e-3),
-        .mfu_percent = 100.0 * flops / (ms * 1e-3) / t->peak_flops, .peak_memory_mb = dg_train_log_peak_rss_mb(),
+        .mfu_percent = t->peak.flops > 0 ? 100.0 * flops / (ms * 1e-3) / t->peak.flops : -1.0, .peak_memory_mb = dg_train_log_peak_rss_mb(),
         .has_recompute = t->rc.active, .activation_planned_mb = (double)t->rc.with.peak / 1048576.0,
         .activation_saved_mb = ((double)t->rc.none.peak - (double)t->rc.with.peak) / 1048576.0};
     for (int i = 0; i < w->n_keys; i++) {
@@ -162,11 +162,11 @@ void dg_trainer_print_startup(const dg_trainer_state *t) {
     const dg_train_config *c = t->c;
     printf("dagatron train: %s; model: %d layers, hidden %d, %d heads (%d query groups), %d experts top-%d, "
            "vocabulary %d (padded), %d parameter tensors; graph: %d nodes, %d tensors; "
-           "%d compute threads, sgemm peak %.1f GFLOP/s\n",
+           "%d compute threads, --device %s; MFU against %s\n",
            t->feed.source, c->model.num_layers, c->model.hidden_size, c->model.num_attention_heads,
            c->model.num_query_groups, c->model.num_experts, c->model.moe_router_topk,
            c->model.vocab_size, t->n_params, t->g->n_nodes, t->g->n_tensors,
-           dg_runtime_threads(t->rt), t->peak_flops / 1e9);
+           dg_runtime_threads(t->rt), c->device, t->peak.what);
     char grid[256];
     dg_grid_sizes one = {1, 1, 1, 1, 1, 1};
     dg_grid_describe(t->grid ? &t->grid->sizes : &one, t->grid ? t->grid->world : 1, grid, sizeof grid);

@@ -349,11 +349,10 @@ static void staged_free(dg_stream *s) {
 
 static const dg_stream_ops staged_ops = {"cuda-staged", staged_exec, NULL, NULL, staged_free};
 
-extern "C" dg_stream *dg_stream_cuda_compute_new(const dg_team *team, void *arg) {
+extern "C" dg_stream *dg_stream_cuda_compute_new(const dg_team *team, void *arg, dg_err *err) {
     (void)arg;
     dg_cuda_ctx *c = NULL;
-    dg_err err = {{0}};
-    if (dg_cuda_ctx_new(-1, &c, &err) != DG_OK) return NULL;
+    if (dg_cuda_ctx_new(-1, &c, err) != DG_OK) return NULL;
     dg_stream *s = (dg_stream *)dg_calloc(1, sizeof *s);
     staged *sd = (staged *)dg_calloc(1, sizeof *sd);
     sd->ctx = c;

@@ -83,9 +83,9 @@ int dg_cuda_run_node(dg_cuda_ctx *c, const dg_graph *g, const dg_node *n, void *
  * trains today (correct, not fast: see docs/cuda.md for the device-resident
  * arena and the two-stream overlap that remain). The stream owns a
  * dg_cuda_ctx on the rank's device (the local rank modulo the device count);
- * `arg` is unused (the runtime's factory signature). Returns NULL when no
- * GPU is usable. */
-dg_stream *dg_stream_cuda_compute_new(const dg_team *team, void *arg);
+ * `arg` is unused (the runtime's factory signature). Returns NULL with err
+ * saying why (e.g. no usable GPU: dg_cuda_ctx_new's reason). */
+dg_stream *dg_stream_cuda_compute_new(const dg_team *team, void *arg, dg_err *err);
 
 #ifdef __cplusplus
 }

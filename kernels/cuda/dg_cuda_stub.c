@@ -43,8 +43,9 @@ int dg_run_cuda(const dg_graph *g, const int *order, dg_buffers *b, dg_cuda_ctx 
     return dg_err_set(err, DG_EINPUT, DG_NO_CUDA);
 }
 
-dg_stream *dg_stream_cuda_compute_new(const dg_team *team, void *arg) {
+dg_stream *dg_stream_cuda_compute_new(const dg_team *team, void *arg, dg_err *err) {
     (void)team; (void)arg;
+    dg_err_set(err, DG_EINPUT, DG_NO_CUDA);
     return NULL;
 }
 

@@ -76,8 +76,8 @@ def rope(x, base, rotary_percent=1.0):
     B, S, H, Dh = x.shape
     D = int(Dh * rotary_percent) if 0 < rotary_percent < 1 else Dh
     x, x_pass = x[..., :D], x[..., D:]
-    inv = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
-    ang = torch.arange(S, dtype=torch.float64)[:, None] * inv[None, :]  # [S, D/2]
+    inv = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.float64, device=x.device) / D))
+    ang = torch.arange(S, dtype=torch.float64, device=x.device)[:, None] * inv[None, :]  # [S, D/2]
     cos = torch.cos(ang).float()[None, :, None, :]
     sin = torch.sin(ang).float()[None, :, None, :]
     x1, x2 = x[..., : D // 2], x[..., D // 2:]
@@ -93,7 +93,7 @@ def attention(q, k, v):
     v = v.repeat_interleave(rep, dim=2)
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))  # [B,H,S,D]
     s = qt @ kt.transpose(-1, -2) / math.sqrt(D)
-    mask = torch.triu(torch.ones(S, S, dtype=torch.bool), 1)
+    mask = torch.triu(torch.ones(S, S, dtype=torch.bool, device=q.device), 1)
     s = s.masked_fill(mask, float("-inf"))
     p = torch.softmax(s, dim=-1)
     return (p @ vt).transpose(1, 2)  # [B,S,Hq,D]
@@ -129,7 +129,8 @@ def aux_loss(logits, idx, cfg):
         scores = sig / (sig.sum(-1, keepdim=True) + 1e-20)
     else:
         scores = torch.softmax(logits, dim=-1)
-    counts = torch.zeros(E).index_add_(0, idx.reshape(-1), torch.ones(idx.numel()))
+    counts = torch.zeros(E, device=logits.device).index_add_(0, idx.reshape(-1),
+                                                              torch.ones(idx.numel(), device=logits.device))
     return (scores.sum(0) * counts).sum() * (E * cfg["moe_aux_loss_coeff"] / (k * T * T))
 
 
@@ -158,14 +159,15 @@ def model(P, batch, cfg):
     L, H = cfg["num_layers"], cfg["hidden_size"]
     Hq, Hkv = cfg["num_attention_heads"], cfg["num_query_groups"]
     D = H // Hq
-    tokens = torch.from_numpy(batch["tokens"]).long()
+    dev = P["embedding.word_embeddings.weight"].device  # cpu, or cuda for bench/torch_gpt.py
+    tokens = torch.from_numpy(batch["tokens"]).long().to(dev)
     B, S = tokens.shape
     x = P["embedding.word_embeddings.weight"][tokens]
     pos_kind = cfg.get("position_embedding", 0)  # 0 rope, 1 learned absolute, 2 none
     if pos_kind == 1:
-        x = x + P["embedding.position_embeddings.weight"][torch.arange(S)][None, :, :]
-    aux_total = torch.zeros(())
-    z_total = torch.zeros(())
+        x = x + P["embedding.position_embeddings.weight"][torch.arange(S, device=dev)][None, :, :]
+    aux_total = torch.zeros((), device=dev)
+    z_total = torch.zeros((), device=dev)
     for l in range(L):
         pre = "decoder.layers.%d." % l
         h = norm(x, P, pre + "input_layernorm", cfg)
@@ -188,8 +190,8 @@ def model(P, batch, cfg):
     h = norm(x, P, "decoder.final_layernorm", cfg)
     wout = P["output_layer.weight"] if cfg["untie_embeddings"] else P["embedding.word_embeddings.weight"]
     logits = h @ wout.t()
-    targets = torch.from_numpy(batch["targets"]).long()
-    mask = torch.from_numpy(batch["loss_mask"]).float()
+    targets = torch.from_numpy(batch["targets"]).long().to(dev)
+    mask = torch.from_numpy(batch["loss_mask"]).float().to(dev)
     ce = torch.nn.functional.cross_entropy(logits.reshape(B * S, -1), targets.reshape(-1),
                                            reduction="none")
     lm = (ce * mask.reshape(-1)).sum() / mask.sum()

@@ -1,0 +1,23 @@
+/* dg_device_pick.c — --device resolved for every dg_train caller (see the header). */
+#include "dg_device_pick.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "dg_cuda.h"
+
+int dg_device_pick(dg_train_config *c, char *note, size_t len, dg_err *err) {
+    if (note && len) note[0] = '\0';
+    if (!strcmp(c->device, "cpu") || !strcmp(c->device, "emulated")) return DG_OK;
+    int gpus = 0;
+    dg_err why = {{0}};
+    int have_gpu = dg_cuda_device_count(&gpus, &why) == DG_OK;
+    if (!strcmp(c->device, "cuda")) {
+        if (!have_gpu) return dg_err_set(err, DG_EINPUT, "--device cuda: %s", why.msg);
+        return DG_OK;
+    }
+    if (c->device[0]) return dg_err_set(err, DG_EINPUT, "--device %s: expected cuda, cpu or emulated", c->device);
+    snprintf(c->device, sizeof c->device, "%s", have_gpu ? "cuda" : "cpu");
+    if (!have_gpu && note && len) snprintf(note, len, "%s", why.msg);
+    return DG_OK;
+}
