@@ -235,3 +235,7 @@ dg_comm *dg_comm_mpi_new(MPI_Comm comm, dg_err *err) {
     c->impl = m;
     return c;
 }
+
+MPI_Comm dg_comm_mpi_handle(const dg_comm *c) {
+    return c && c->ops == &mpi_ops ? ((const mpi_impl *)c->impl)->comm : MPI_COMM_NULL;
+}

@@ -21,4 +21,9 @@
  * caller's). Returns NULL with err set when MPI is not initialised. */
 dg_comm *dg_comm_mpi_new(MPI_Comm comm, dg_err *err);
 
+/* The MPI communicator behind c (its duplicate), or MPI_COMM_NULL when c is
+ * not an MPI comm (a group of one, an emulated link). Another backend
+ * bootstraps over it (NCCL: kernels/cuda/dg_cuda_nccl.h). */
+MPI_Comm dg_comm_mpi_handle(const dg_comm *c);
+
 #endif /* DG_COMM_MPI_H */

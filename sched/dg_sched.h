@@ -115,17 +115,11 @@ typedef struct dg_runtime_opts {
     /* Comm group per parallel axis (borrowed). NULL entries use a "self"
      * group of one that the runtime owns. */
     dg_comm *groups[DG_AXIS_COUNT];
-    /* Make the compute stream instead of the CPU one (NULL: the CPU stream).
-     * Called with the runtime's compute team and make_compute_arg; the
-     * runtime owns the result. How `--device cuda` plugs in its stream
-     * (kernels/cuda/dg_cuda_exec.h); a NULL result fails dg_runtime_new
-     * with the factory's own error in err. */
-    dg_stream *(*make_compute)(const dg_team *team, void *arg, dg_err *err);
-    void *make_compute_arg;
     /* Run every step on a device (dg_device.h) instead of the CPU streams:
      * called with the compute team and make_device_arg; the runtime owns the
      * result, and a NULL result fails dg_runtime_new with the factory's err.
-     * The emulated device (dg_device_emu.h) and CUDA plug in here. On a
+     * The emulated device (dg_device_emu.h) and CUDA (kernels/cuda/
+     * dg_cuda_device.h) plug in here. On a
      * device, dg_runtime_ptr gives the host view (below). */
     dg_device *(*make_device)(const dg_team *team, void *arg, dg_err *err);
     void *make_device_arg;

@@ -193,24 +193,18 @@ dg_runtime *dg_runtime_new(const dg_runtime_opts *o, dg_err *err) {
     DG_CHECK0(pthread_mutex_init(&rt->mu, NULL));
     DG_CHECK0(pthread_cond_init(&rt->cv_caller, NULL));
     if (o->make_device) { /* a device runs the steps: no stream drivers here */
-        rt->dev = o->make_device(dg_pool_team(rt->pool), o->make_device_arg, err);
+        dg_err why = {{0}}; /* the factory's own reason when it fails */
+        rt->dev = o->make_device(dg_pool_team(rt->pool), o->make_device_arg, &why);
         if (!rt->dev) {
             dg_runtime_free(rt);
+            if (!why.msg[0]) dg_err_set(&why, DG_EINTERNAL, "runtime: the device factory failed without saying why");
+            if (err) *err = why;
             return NULL;
         }
         rt->dev->ops->set_groups(rt->dev, rt->groups);
         return rt;
     }
-    dg_err why = {{0}}; /* the factory's own reason when it fails */
-    rt->streams[DG_STREAM_COMPUTE] =
-        o->make_compute ? o->make_compute(dg_pool_team(rt->pool), o->make_compute_arg, &why)
-                        : dg_stream_cpu_compute_new(dg_pool_team(rt->pool));
-    if (!rt->streams[DG_STREAM_COMPUTE]) {
-        dg_runtime_free(rt);
-        if (!why.msg[0]) dg_err_set(&why, DG_EINTERNAL, "runtime: the compute stream factory failed without saying why");
-        *err = why;
-        return NULL;
-    }
+    rt->streams[DG_STREAM_COMPUTE] = dg_stream_cpu_compute_new(dg_pool_team(rt->pool));
     rt->streams[DG_STREAM_COMM] = dg_stream_cpu_comm_new(rt->groups);
     for (int s = 0; s < DG_STREAM_COUNT; s++) {
         atomic_init(&rt->kick[s], 0);

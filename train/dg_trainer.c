@@ -9,8 +9,8 @@
 #include "dg_ckpt_paths.h"
 #include "dg_comm_emulate.h"
 #include "dg_cpu_gemm.h"
-#include "dg_cuda_exec.h"
-#include "dg_device_emu.h"
+
+#include "dg_train_device.h"
 #include "dg_device_pick.h"
 #include "dg_mfu_peak.h"
 #include "dg_dist.h"
@@ -62,13 +62,6 @@ static int choose_recompute(trainer *t, const dg_graph *logical, const dg_pipeli
     int keep[4 + DG_MODEL_MAX_TRACKED], n = dg_step_logical_keep(lio, keep);
     dg_recompute_step step = {logical, po, keep, n};
     return dg_recompute_plan(t->c, &step, rc, &t->rc, err);
-}
-
-/* --device emulated: the device runtime on the CPU (sched/dg_device_emu.h). */
-static dg_device *make_emulated(const dg_team *team, void *arg, dg_err *err) {
-    const dg_train_config *c = arg;
-    dg_device_emu_opts o = {team, c->emulated_delay_us, (uint64_t)c->seed};
-    return dg_device_emu_new(&o, err);
 }
 
 /* The step graph: the model builder's logical micro-batch through the step
@@ -124,10 +117,10 @@ static int setup(trainer *t, dg_err *err) {
     dg_runtime_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.compute_threads = c->compute_threads;
-    if (!strcmp(c->device, "cuda")) ro.make_compute = dg_stream_cuda_compute_new; /* kernels/cuda */
-    if (!strcmp(c->device, "emulated")) ro.make_device = make_emulated, ro.make_device_arg = (void *)c;
+    dg_train_device_hooks(c, &ro); /* --device: cpu, emulated or cuda (dg_train_device.h) */
     ro.rank = t->grid ? t->grid->rank : 0;
     for (int a = 0; a < DG_AXIS_COUNT; a++) ro.groups[a] = groups[a];
+    DG_TRY(dg_train_device_groups(c, ro.groups, t->dev_groups, err)); /* cuda: NCCL for the step */
     t->rt = dg_runtime_new(&ro, err);
     if (!t->rt) return ro.make_device ? DG_EINPUT : DG_EINTERNAL;
     DG_TRY(dg_runtime_bind(t->rt, t->plan, err));
@@ -182,6 +175,7 @@ static void teardown(trainer *t) {
     dg_free(t->batch);
     dg_free(t->expert_tokens);
     if (t->rt) dg_runtime_free(t->rt);
+    dg_train_device_groups_free(t->dev_groups);
     if (t->plan) dg_sched_plan_free(t->plan);
     if (t->g) dg_graph_free(t->g);
     dg_feed_close(&t->feed);
@@ -258,6 +252,12 @@ static int run_step(trainer *t, int split, int64_t consumed, losses *l, dg_err *
     dg_sched_stats st;
     DG_TRY(dg_sched_run(t->plan, t->rt, &st, err));
     if (t->stats) *t->stats = st;
+    if (!t->device_said && dg_runtime_device(t->rt) && t->log) { /* once: what crossed the bus */
+        printf(" device %s: %d nodes on the device, 0 host-fallback nodes; per step %zu bytes up (inputs, "
+               "hyper-parameters), %zu bytes down (logged values)\n",
+               dg_runtime_device(t->rt), st.n_tasks, st.bytes_up, st.bytes_down);
+        t->device_said = 1;
+    }
     if (split == DG_SPLIT_TRAIN) {
         t->res->steps++;
         t->res->step_time += st.t_step;

@@ -38,6 +38,8 @@ typedef struct dg_trainer_state {
     dg_optim optim;    /* the optimizer pass's tensors */
     dg_dist dist;      /* the optimizer state per bucket, and the step's inputs */
     void **ptrs;       /* per tensor: its buffer in the runtime */
+    dg_comm *dev_groups[DG_AXIS_COUNT]; /* --device cuda: the step's NCCL comms (dg_train_device.h) */
+    int device_said;   /* the device's one line was printed */
     dg_comm *data_comm; /* the data shards (NULL: one) */
     int data_rank, data_size, grad_shards; /* grad_shards: CP x EP x DP */
     int log;           /* this rank prints (world rank 0) */

@@ -5,7 +5,8 @@
  * without a GPU or driver gets a one-line reason instead of a crash. A build
  * without nvcc links dg_cuda_stub.c instead, where every entry point says so.
  * The rest of the backend: dg_cuda_exec.h (kernel table, device executor,
- * staged compute stream) and dg_cuda_nccl.h (the NCCL comm backend).
+ * single-node runs), dg_cuda_device.h (the device runtime's CUDA device) and
+ * dg_cuda_nccl.h (the NCCL comm backend).
  */
 #ifndef DG_CUDA_H
 #define DG_CUDA_H
@@ -23,6 +24,11 @@ int dg_cuda_compiled(void);
  * DG_EINPUT with err explaining why none can be used (no driver, no device,
  * or a build without CUDA). */
 int dg_cuda_device_count(int *count, dg_err *err);
+
+/* Select this rank's GPU (its local rank, as the launcher names it, modulo
+ * the device count) for the calling thread; *gpu receives it (may be NULL).
+ * DG_EINPUT when no GPU is usable. NCCL's bootstrap needs it first. */
+int dg_cuda_select_local(int *gpu, dg_err *err);
 
 /* What `dagatron cuda` reports about one device and the libraries. */
 typedef struct dg_cuda_info {

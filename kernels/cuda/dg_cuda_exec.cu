@@ -1,5 +1,5 @@
 /* dg_cuda_exec.cu — the CUDA context, the serial device executor and the
- * staged compute stream (dg_cuda_exec.h). */
+ * single-node staging used by the op tests (dg_cuda_exec.h). */
 #include "dg_cuda_internal.h"
 
 /* ---- context ------------------------------------------------------------------------------ */
@@ -14,6 +14,15 @@ int dg_cuda_local_device(int count) {
         if (v && *v) return atoi(v) % count;
     }
     return 0;
+}
+
+extern "C" int dg_cuda_select_local(int *gpu, dg_err *err) {
+    int count = 0;
+    DG_TRY(dg_cuda_device_count(&count, err));
+    int d = dg_cuda_local_device(count);
+    DG_CUDA_TRY(cudaSetDevice(d));
+    if (gpu) *gpu = d;
+    return DG_OK;
 }
 
 extern "C" int dg_cuda_ctx_new(int device, dg_cuda_ctx **out, dg_err *err) {
@@ -234,7 +243,7 @@ extern "C" int dg_run_cuda(const dg_graph *g, const int *order, dg_buffers *b, d
     return st;
 }
 
-/* ---- one node on device copies; the staged compute stream ----------------------------------- */
+/* ---- one node on device copies (the op tests) --------------------------------------------- */
 
 /* Device staging for one node's buffers, and the kernels' workspaces. */
 typedef struct staging {
@@ -322,44 +331,3 @@ extern "C" int dg_cuda_run_node(dg_cuda_ctx *c, const dg_graph *g, const dg_node
     return st;
 }
 
-typedef struct staged {
-    dg_cuda_ctx *ctx;
-    const dg_team *team;
-    staging sg;
-} staged;
-
-/* Nodes with a CUDA kernel run it on device copies; the others run their
- * CPU kernel on the compute team. */
-static int staged_exec(dg_stream *s, const dg_graph *g, const dg_node *n, void *const *in,
-                       void *const *out, dg_err *err) {
-    staged *sd = (staged *)s->impl;
-    const dg_cuda_entry *en = dg_cuda_entry_for(n->op);
-    if (!en) return run_host_node(sd->team, g, n, in, out, &sd->sg.hws, &sd->sg.hws_bytes, err);
-    return run_node_staged(sd->ctx, &sd->sg, en, g, n, in, out, 0, err);
-}
-
-static void staged_free(dg_stream *s) {
-    staged *sd = (staged *)s->impl;
-    cudaSetDevice(sd->ctx->device);
-    staging_free(&sd->sg);
-    dg_cuda_ctx_free(sd->ctx);
-    dg_free(sd);
-    dg_free(s);
-}
-
-static const dg_stream_ops staged_ops = {"cuda-staged", staged_exec, NULL, NULL, staged_free};
-
-extern "C" dg_stream *dg_stream_cuda_compute_new(const dg_team *team, void *arg, dg_err *err) {
-    (void)arg;
-    dg_cuda_ctx *c = NULL;
-    if (dg_cuda_ctx_new(-1, &c, err) != DG_OK) return NULL;
-    dg_stream *s = (dg_stream *)dg_calloc(1, sizeof *s);
-    staged *sd = (staged *)dg_calloc(1, sizeof *sd);
-    sd->ctx = c;
-    sd->team = team;
-    s->ops = &staged_ops;
-    s->cls = DG_STREAM_COMPUTE;
-    s->in_order = false;
-    s->impl = sd;
-    return s;
-}

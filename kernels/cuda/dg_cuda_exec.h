@@ -74,18 +74,6 @@ int dg_run_cuda(const dg_graph *g, const int *order, dg_buffers *b, dg_cuda_ctx 
 int dg_cuda_run_node(dg_cuda_ctx *c, const dg_graph *g, const dg_node *n, void *const *in,
                      void *const *out, int poison, dg_err *err);
 
-/* ---- the staged compute stream -------------------------------------------------
- * A compute stream for the scheduler (dg_stream.h) whose exec() runs each
- * node's CUDA kernel on device copies of its host buffers: inputs up, kernel,
- * outputs down, synchronously; nodes without a CUDA kernel run their CPU
- * kernel on `team`. The arena stays in host memory, so everything the
- * trainer does between steps is unchanged; this is how `--device cuda`
- * trains today (correct, not fast: see docs/cuda.md for the device-resident
- * arena and the two-stream overlap that remain). The stream owns a
- * dg_cuda_ctx on the rank's device (the local rank modulo the device count);
- * `arg` is unused (the runtime's factory signature). Returns NULL with err
- * saying why (e.g. no usable GPU: dg_cuda_ctx_new's reason). */
-dg_stream *dg_stream_cuda_compute_new(const dg_team *team, void *arg, dg_err *err);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,11 @@ int dg_cuda_device_count(int *count, dg_err *err) {
     return dg_err_set(err, DG_EINPUT, DG_NO_CUDA);
 }
 
+int dg_cuda_select_local(int *gpu, dg_err *err) {
+    if (gpu) *gpu = -1;
+    return dg_err_set(err, DG_EINPUT, DG_NO_CUDA);
+}
+
 int dg_cuda_info_get(int device, dg_cuda_info *info, dg_err *err) {
     (void)device; (void)info;
     return dg_err_set(err, DG_EINPUT, DG_NO_CUDA);
@@ -41,12 +46,6 @@ int dg_run_cuda(const dg_graph *g, const int *order, dg_buffers *b, dg_cuda_ctx 
                 const dg_cuda_run_opts *o, dg_cuda_run_stats *stats, dg_err *err) {
     (void)g; (void)order; (void)b; (void)ctx; (void)o; (void)stats;
     return dg_err_set(err, DG_EINPUT, DG_NO_CUDA);
-}
-
-dg_stream *dg_stream_cuda_compute_new(const dg_team *team, void *arg, dg_err *err) {
-    (void)team; (void)arg;
-    dg_err_set(err, DG_EINPUT, DG_NO_CUDA);
-    return NULL;
 }
 
 int dg_comm_nccl_new(dg_comm *mpi_group, void *mpi_comm, dg_comm **out, dg_err *err) {

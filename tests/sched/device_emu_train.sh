@@ -44,7 +44,18 @@ case_() {
   if ! diff -r "$TMP/$name.cpu" "$TMP/$name.emulated" >/dev/null; then
     echo "FAIL: $name: the checkpoints differ:"; diff -r "$TMP/$name.cpu" "$TMP/$name.emulated" | head -5; fail=1; return
   fi
-  echo "ok: $name (np $np): $(echo "$a" | grep "lm loss" | paste -sd' ') — bitwise equal, checkpoints identical"
+  # What crossed the bus: every node on the device, and per step only the
+  # inputs up (far less than the parameters) and the logged values down.
+  local line up down params
+  line=$(grep -m1 "device emulated:" "$TMP/$name.emulated.log")
+  up=$(echo "$line" | sed -n 's/.*per step \([0-9]*\) bytes up.*/\1/p')
+  down=$(echo "$line" | sed -n 's/.* \([0-9]*\) bytes down.*/\1/p')
+  params=$(du -sb "$TMP/$name.cpu" | cut -f1)
+  if [[ "$line" != *" 0 host-fallback nodes"* ]] || [ -z "$up" ] || [ -z "$down" ] || [ "$up" -le 0 ] ||
+     [ "$down" -le 0 ] || [ "$up" -ge $((params / 20)) ] || [ "$down" -ge 65536 ]; then
+    echo "FAIL: $name: the device line is wrong (checkpoint $params bytes): '$line'"; fail=1; return
+  fi
+  echo "ok: $name (np $np): $(echo "$a" | grep "lm loss" | paste -sd' ') — bitwise equal, checkpoints identical; $up B up, $down B down per step"
 }
 
 case_ dense 1

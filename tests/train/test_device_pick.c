@@ -16,6 +16,7 @@
 
 #include "dg_cuda.h"
 #include "dg_cuda_exec.h"
+#include "dg_cuda_device.h"
 #include "dg_device_pick.h"
 #include "dg_sched.h"
 #include "dg_trainer.h"
@@ -101,28 +102,33 @@ static void test_cpu_is_kept(void **state) {
     assert_string_equal(note, "");
 }
 
-static dg_stream *failing_factory(const dg_team *team, void *arg, dg_err *err) {
+static dg_device *failing_factory(const dg_team *team, void *arg, dg_err *err) {
     (void)team;
     dg_err_set(err, DG_EINPUT, "%s", (const char *)arg);
     return NULL;
 }
 
-/* dg_runtime_new passes a failing compute stream factory's own message on. */
+static dg_device *cuda_factory(const dg_team *team, void *arg, dg_err *err) {
+    (void)team, (void)arg;
+    return dg_cuda_device_new(-1, err);
+}
+
+/* dg_runtime_new passes a failing device factory's own message on. */
 static void test_stream_factory_error_comes_through(void **state) {
     (void)state;
     dg_runtime_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.compute_threads = 1;
-    ro.make_compute = failing_factory;
-    ro.make_compute_arg = "fake device: cudaMalloc: out of memory";
+    ro.make_device = failing_factory;
+    ro.make_device_arg = "fake device: cudaMalloc: out of memory";
     dg_err err = {{0}};
     assert_null(dg_runtime_new(&ro, &err));
     assert_string_equal(err.msg, "fake device: cudaMalloc: out of memory");
 }
 
-/* The CUDA stream factory says why it cannot make its stream: where no GPU
+/* The CUDA device factory says why it cannot make its device: where no GPU
  * is usable, the context's own reason. */
-static void test_cuda_stream_factory_says_why(void **state) {
+static void test_cuda_device_factory_says_why(void **state) {
     (void)state;
     dg_err why = {{0}};
     if (have_gpu(&why)) return; /* it makes its stream: covered by the cuda tests */
@@ -131,7 +137,7 @@ static void test_cuda_stream_factory_says_why(void **state) {
     dg_runtime_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.compute_threads = 1;
-    ro.make_compute = dg_stream_cuda_compute_new;
+    ro.make_device = cuda_factory;
     dg_err err = {{0}};
     assert_null(dg_runtime_new(&ro, &err));
     assert_string_equal(err.msg, why.msg);
@@ -143,7 +149,7 @@ int main(void) {
         cmocka_unit_test(test_cuda_without_gpu_is_bad_input),
         cmocka_unit_test(test_cpu_is_kept),
         cmocka_unit_test(test_stream_factory_error_comes_through),
-        cmocka_unit_test(test_cuda_stream_factory_says_why),
+        cmocka_unit_test(test_cuda_device_factory_says_why),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
