@@ -29,8 +29,11 @@
  *     rest of the enqueued work is skipped but events still fire, so no
  *     stream waits forever.
  *
- * Stream numbers are dg_stream_class values (DG_STREAM_COMPUTE,
- * DG_STREAM_COMM): the plan's streams map one to one onto device streams.
+ * Streams are numbered 0 .. n_streams - 1: stream 0 (DG_STREAM_COMPUTE)
+ * runs the compute, every other stream one kind of communication. The
+ * device executor gives each comm group of the step a stream of its own
+ * (dg_device_exec.h), so no group's collectives queue behind another's; a
+ * device runs its comm streams at a higher priority than stream 0.
  */
 #ifndef DG_DEVICE_H
 #define DG_DEVICE_H
@@ -46,7 +49,10 @@ typedef struct dg_device dg_device;
 #define DG_DEVICE_ALIGN 256
 
 /* Events beyond one per node (see prepare). */
-#define DG_DEVICE_EXTRA_EVENTS 4
+#define DG_DEVICE_EXTRA_EVENTS 8
+
+/* Streams a device offers: the compute stream and up to 7 comm streams. */
+#define DG_DEVICE_MAX_STREAMS 8
 
 typedef enum dg_copy_dir {
     DG_COPY_UP = 0, /* host -> device */
@@ -68,8 +74,8 @@ typedef struct dg_device_ops {
      * per-node timing, the events): called when a plan is bound, never
      * during a step, so no allocation happens inside one. Afterwards events
      * 0 .. g->n_nodes + DG_DEVICE_EXTRA_EVENTS - 1 exist: event v is node
-     * v's, the extra ones the executor's own (inputs uploaded, a stream's
-     * end of step). */
+     * v's, the extra ones the executor's own (inputs uploaded, the comm
+     * streams' ends of step). */
     int (*prepare)(dg_device *d, const dg_graph *g, dg_err *err);
 
     /* Whether op has a kernel on this device (collectives: whether the
@@ -102,7 +108,7 @@ typedef struct dg_device_ops {
 
 struct dg_device {
     const dg_device_ops *ops;
-    int n_streams; /* DG_STREAM_COUNT */
+    int n_streams; /* 2 .. DG_DEVICE_MAX_STREAMS */
     void *impl;
 };
 

@@ -18,6 +18,9 @@
 
 #include "dg_graph.h"
 
+/* Every stream the interface allows; idle workers sleep. */
+#define NS DG_DEVICE_MAX_STREAMS
+
 typedef enum task_kind { T_COPY, T_LAUNCH, T_RECORD, T_WAIT } task_kind;
 
 typedef struct task {
@@ -54,8 +57,8 @@ typedef struct emu {
     dg_device_emu_opts o;
     pthread_mutex_t mu;
     pthread_cond_t cv_host;
-    queue q[DG_STREAM_COUNT];
-    worker w[DG_STREAM_COUNT];
+    queue q[NS];
+    worker w[NS];
     int stop;
     int64_t *enq, *done; /* per event: records enqueued / reached */
     int n_events;
@@ -145,7 +148,7 @@ static void *worker_main(void *arg) {
             w->busy = 0;
             if (local.kind == T_RECORD) {
                 d->done[local.event]++;
-                for (int s = 0; s < DG_STREAM_COUNT; s++)
+                for (int s = 0; s < NS; s++)
                     if (s != w->s) pthread_cond_signal(&d->w[s].cv);
             }
         }
@@ -160,7 +163,7 @@ static void *worker_main(void *arg) {
 /* Append t to stream s's queue and wake its worker (under the lock). */
 static int enqueue(dg_device *dev, int s, const task *t, dg_err *err) {
     emu *d = emu_of(dev);
-    if (s < 0 || s >= DG_STREAM_COUNT) return dg_err_set(err, DG_EINPUT, "emulated device: no stream %d", s);
+    if (s < 0 || s >= NS) return dg_err_set(err, DG_EINPUT, "emulated device: no stream %d", s);
     pthread_mutex_lock(&d->mu);
     queue *q = &d->q[s];
     if (q->n == q->cap) {
@@ -215,7 +218,7 @@ static int emu_prepare(dg_device *dev, const dg_graph *g, dg_err *err) {
     }
     memset(d->t0, 0, sizeof(double) * (size_t)d->n_nodes);
     memset(d->t1, 0, sizeof(double) * (size_t)d->n_nodes);
-    for (int s = 0; s < DG_STREAM_COUNT; s++) {
+    for (int s = 0; s < NS; s++) {
         worker *w = &d->w[s];
         int nth = s == DG_STREAM_COMPUTE && d->o.team ? d->o.team->nthreads : 1;
         size_t need = 0;
@@ -279,7 +282,7 @@ static int emu_sync(dg_device *dev, dg_err *err) {
     pthread_mutex_lock(&d->mu);
     for (;;) {
         int idle = 1;
-        for (int s = 0; s < DG_STREAM_COUNT; s++) idle &= d->q[s].n == 0;
+        for (int s = 0; s < NS; s++) idle &= d->q[s].n == 0;
         if (idle) break;
         pthread_cond_wait(&d->cv_host, &d->mu);
     }
@@ -318,9 +321,9 @@ static void emu_free(dg_device *dev) {
     emu *d = emu_of(dev);
     pthread_mutex_lock(&d->mu);
     d->stop = 1;
-    for (int s = 0; s < DG_STREAM_COUNT; s++) pthread_cond_signal(&d->w[s].cv);
+    for (int s = 0; s < NS; s++) pthread_cond_signal(&d->w[s].cv);
     pthread_mutex_unlock(&d->mu);
-    for (int s = 0; s < DG_STREAM_COUNT; s++) {
+    for (int s = 0; s < NS; s++) {
         DG_CHECK0(pthread_join(d->w[s].thread, NULL));
         pthread_cond_destroy(&d->w[s].cv);
         dg_free(d->w[s].ws);
@@ -366,9 +369,9 @@ dg_device *dg_device_emu_new(const dg_device_emu_opts *o, dg_err *err) {
     DG_CHECK0(pthread_cond_init(&d->cv_host, NULL));
     dg_device *dev = dg_calloc(1, sizeof *dev);
     dev->ops = &emu_ops;
-    dev->n_streams = DG_STREAM_COUNT;
+    dev->n_streams = NS;
     dev->impl = d;
-    for (int s = 0; s < DG_STREAM_COUNT; s++) {
+    for (int s = 0; s < NS; s++) {
         worker *w = &d->w[s];
         w->d = d;
         w->s = s;

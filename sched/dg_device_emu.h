@@ -6,9 +6,10 @@
  *     for device memory); the runtime never hands the kernels a host-view
  *     pointer, so a tensor the host forgot to copy up or down shows as a
  *     wrong result, not a silent pass;
- *   - streams: one FIFO worker thread each, running its tasks in the order
- *     they were enqueued: copies (memcpy), launches (the node's CPU kernel;
- *     the compute stream's on the team, the comm stream's on its own thread;
+ *   - streams: DG_DEVICE_MAX_STREAMS, one FIFO worker thread each, running
+ *     its tasks in the order they were enqueued: copies (memcpy), launches
+ *     (the node's CPU kernel; stream 0's on the team, a comm stream's on its
+ *     own thread;
  *     a collective through dg_comm_run_node on the node's group), event
  *     records and waits;
  *   - events: counters. A record bumps its event's count when the stream

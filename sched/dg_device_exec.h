@@ -4,20 +4,27 @@
  * every line of it in CI and CUDA runs the same lines on a GPU. The host
  * enqueues the whole step without waiting, then waits once:
  *   1. the step's inputs go up on the compute stream (from pinned staging
- *      buffers), and the comm stream waits for them;
- *   2. every node, in the plan's order, is launched on its stream. An edge
- *      between two nodes of one stream is free (a stream runs in order); an
- *      edge from another stream is a wait on the producer's event, recorded
- *      right after the producer's launch. Only the latest such producer on
- *      each other stream is waited for: the earlier ones precede it there;
- *   3. the comm stream's end is joined into the compute stream, and the
+ *      buffers), and every comm stream waits for them;
+ *   2. every node, in the plan's order, is launched on its device stream.
+ *      An edge between two nodes of one stream is free (a stream runs in
+ *      order); an edge from another stream is a wait on the producer's
+ *      event, recorded right after the producer's launch. Only the latest
+ *      such producer on each other stream is waited for: the earlier ones
+ *      precede it there;
+ *   3. each comm stream's end is joined into the compute stream, and the
  *      logged values go down;
  *   4. sync: the step is finished, and its first error (naming the node)
  *      comes back.
- * The plan order is a topological order over data, ordering and memory
- * edges, and each stream's tasks run in it: the same schedule the CPU
- * runtime keeps for its in-order comm stream, so collectives are issued in
- * the same order on every rank.
+ * Device streams: the plan's compute stream is stream 0; its comm stream
+ * is split by group, one device stream per comm group of the step (the
+ * pipeline's peers, DP's, EP's, TP's ... each its own communicator), so a
+ * DP reduce-scatter never holds up a pipeline send, as with Megatron's (and
+ * NCCL's) stream per process group. A compute op a pass put on the comm
+ * stream (packing a bucket before its reduce-scatter) goes to the stream
+ * of the collective it feeds. Groups beyond the device's streams share its
+ * last one. The plan order is a topological order over data, ordering and
+ * memory edges, and each stream's tasks run in it, so every group's
+ * collectives are issued in the same order on every rank of the group.
  */
 #ifndef DG_DEVICE_EXEC_H
 #define DG_DEVICE_EXEC_H
@@ -32,16 +39,22 @@ typedef struct dg_device_xfer {
     size_t bytes;
 } dg_device_xfer;
 
-/* What the executor derives from a plan once: which event each node waits
- * for on each other stream, and which nodes record theirs. */
+/* What the executor derives from a plan once: each node's device stream,
+ * which event each node waits for on each other stream, and which nodes
+ * record theirs. */
 typedef struct dg_device_step {
     const dg_sched_plan *p;
-    int *wait_on;         /* [n_nodes][DG_STREAM_COUNT]: node to wait for, -1: none */
+    int n_streams;         /* device streams used: 1 + comm groups (<= the device's) */
+    int *stream;           /* [n_nodes]: device stream of each node */
+    int *wait_on;          /* [n_nodes][n_streams]: node to wait for, -1: none */
     unsigned char *record; /* [n_nodes]: 1 if a node of another stream waits for it */
     int n_waits, n_records;
 } dg_device_step;
 
-void dg_device_step_init(dg_device_step *ds, const dg_sched_plan *p);
+/* groups[axis]: the comm of each axis (as the runtime resolves them; equal
+ * pointers are one group); max_streams: the device's n_streams. */
+void dg_device_step_init(dg_device_step *ds, const dg_sched_plan *p, dg_comm *const *groups,
+                         int max_streams);
 void dg_device_step_free(dg_device_step *ds);
 
 /* Run one step of ds->p on d: dptr[t] is tensor t's device memory; up[] go

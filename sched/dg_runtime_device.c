@@ -175,7 +175,7 @@ int dg_runtime_dev_bind(dg_runtime *rt, const dg_sched_plan *p, dg_err *err) {
     DG_TRY(bind_transfers(rt, p, err));
     DG_TRY(d->ops->prepare(d, g, err));
     dg_device_step_free(&dv->step);
-    dg_device_step_init(&dv->step, p);
+    dg_device_step_init(&dv->step, p, rt->groups, d->n_streams);
     dg_free(dv->t0);
     dg_free(dv->t1);
     dv->t0 = dg_calloc((size_t)DG_MAX(p->n_nodes, 1), sizeof(double));

@@ -10,7 +10,7 @@ extern "C" {
 #include "dg_cuda_nccl.h"
 }
 
-enum { NS = DG_STREAM_COUNT };
+enum { NS = DG_DEVICE_MAX_STREAMS }; /* stream 0 computes, the others communicate */
 
 /* cuBLAS's recommended workspace on Hopper; given per handle so cuBLAS
  * never allocates one itself during a step. */

@@ -1,9 +1,11 @@
 /* dg_cuda_device.h — the CUDA implementation of the device interface
  * (sched/dg_device.h states the semantics; this says how CUDA keeps them).
  *
- * One GPU, DG_STREAM_COUNT CUDA streams (non-blocking, so the legacy default
- * stream never serialises them). The comm stream is made at the device's
- * highest stream priority and the compute stream at its lowest
+ * One GPU, DG_DEVICE_MAX_STREAMS CUDA streams (non-blocking, so the legacy
+ * default stream never serialises them): stream 0 computes, each other one
+ * carries one comm group's collectives (the executor's choice). The comm
+ * streams are made at the device's highest stream priority and the compute
+ * stream at its lowest
  * (cudaDeviceGetStreamPriorityRange), so a collective's kernels are
  * scheduled ahead of queued compute. Each stream has what a kernel of the
  * op -> CUDA kernel table (dg_cuda_table.h) expects to find through

@@ -6,7 +6,8 @@
 # as `--device cpu`, for each layout of issue 26's first acceptance item:
 #   the default dense model (biases, learned positions, dropout 0.1,
 #   clipping), the MoE model, and under mpirun TP=2 with SP, EP=2, DP=2 with
-#   the distributed optimizer (overlapped), PP=2 (1F1B), CP=2.
+#   the distributed optimizer (overlapped), PP=2 (1F1B), CP=2, and PP=2 x
+#   DP=2 (two comm groups, so two comm streams, busy at once).
 # Delays reorder the two streams' work; a cross-stream edge the executor
 # failed to turn into an event shows as a different number.
 set -u
@@ -65,6 +66,8 @@ case_ ep2 2 "${MOE[@]}" --expert-model-parallel-size 2
 case_ dp2_zero 2 "${MOE[@]}" --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
 case_ pp2 2 --pipeline-model-parallel-size 2
 case_ cp2 2 --context-parallel-size 2 --position-embedding-type rope
+# two comm groups with traffic (pp peers, dp), each on a device stream of its own
+case_ pp2_dp2 4 --pipeline-model-parallel-size 2 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
 
 # The trace of an emulated step comes from the device's per-node times.
 "$BIN" train "${COMMON[@]}" --device emulated --trace "$TMP/trace.json" >"$TMP/trace.log" 2>&1 ||

@@ -120,6 +120,9 @@ static size_t kept_bytes(const wide *w) {
     return n;
 }
 
+/* The runtime's comm groups in run_on (NULL: the runtime's group of one). */
+static dg_comm *g_groups[DG_AXIS_COUNT];
+
 static dg_device *make_emu(const dg_team *team, void *arg, dg_err *err) {
     dg_device_emu_opts o = {team, *(int *)arg, 11};
     return dg_device_emu_new(&o, err);
@@ -134,6 +137,7 @@ static void run_on(const wide *w, int threads, int delay, int steps, int upload,
     dg_sched_plan *p = dg_sched_plan_new(w->g, &so, &err);
     assert_non_null(p);
     dg_runtime_opts ro = {.compute_threads = threads};
+    for (int a = 0; a < DG_AXIS_COUNT; a++) ro.groups[a] = g_groups[a];
     if (delay >= 0) ro.make_device = make_emu, ro.make_device_arg = &delay;
     dg_runtime *rt = dg_runtime_new(&ro, &err);
     assert_non_null(rt);
@@ -185,8 +189,9 @@ static void test_runtime_bitwise(void **state) {
 }
 
 /* Every cross-stream edge u -> v is covered by a wait of v's stream, at or
- * before v, on a node of u's stream at or after u; and no stream waits
- * twice for the same other-stream prefix. */
+ * before v, on a node of u's stream at or after u; no stream waits twice
+ * for the same other-stream prefix; and each comm group has a device stream
+ * of its own (the DP all-reduces and the TP all-gathers here). */
 static void test_waits_cover_edges(void **state) {
     (void)state;
     wide w;
@@ -194,38 +199,79 @@ static void test_waits_cover_edges(void **state) {
     dg_err err = {{0}};
     dg_sched_plan *p = dg_sched_plan_new(w.g, NULL, &err);
     assert_non_null(p);
+    dg_comm *self = dg_comm_self_new(), *dp = dg_comm_self_new(), *tp = dg_comm_self_new();
+    dg_comm *groups[DG_AXIS_COUNT];
+    for (int a = 0; a < DG_AXIS_COUNT; a++) groups[a] = self;
+    groups[DG_AXIS_DP] = dp, groups[DG_AXIS_TP] = tp;
     dg_device_step ds;
-    dg_device_step_init(&ds, p);
+    dg_device_step_init(&ds, p, groups, DG_DEVICE_MAX_STREAMS);
+    assert_int_equal(ds.n_streams, 3);
+    int ns = ds.n_streams;
+    for (int v = 0; v < p->n_nodes; v++) {
+        const dg_node *n = &w.g->nodes[v];
+        if (n->op->comm == DG_COMM_ALL_REDUCE || n->op->comm == DG_COMM_ALL_GATHER)
+            assert_int_equal(ds.stream[v], 1 + (n->op->comm != w.g->nodes[p->seq[DG_STREAM_COMM][0]].op->comm));
+        else
+            assert_int_equal(ds.stream[v], DG_STREAM_COMPUTE);
+    }
     int cross = 0;
     for (int u = 0; u < p->n_nodes; u++)
         for (int e = p->succ_off[u]; e < p->succ_off[u + 1]; e++) {
-            int v = p->succ[e], su = p->stream[u], sv = p->stream[v];
+            int v = p->succ[e], su = ds.stream[u], sv = ds.stream[v];
             if (su == sv) continue;
             cross++;
             int covered = 0;
             for (int k = 0; k <= p->pos[v] && !covered; k++) {
                 int x = p->order[k];
-                int y = p->stream[x] == sv ? ds.wait_on[x * DG_STREAM_COUNT + su] : -1;
+                int y = ds.stream[x] == sv ? ds.wait_on[x * ns + su] : -1;
                 covered = y >= 0 && p->pos[y] >= p->pos[u];
             }
             if (!covered) fail_msg("edge %d -> %d crosses streams without a wait", u, v);
         }
     assert_true(cross > 0);
     assert_true(ds.n_waits > 0 && ds.n_waits <= cross);
-    int last[DG_STREAM_COUNT][DG_STREAM_COUNT];
+    int last[DG_DEVICE_MAX_STREAMS][DG_DEVICE_MAX_STREAMS];
     memset(last, -1, sizeof last);
     for (int k = 0; k < p->n_nodes; k++) {
         int v = p->order[k];
-        for (int o = 0; o < DG_STREAM_COUNT; o++) {
-            int y = ds.wait_on[v * DG_STREAM_COUNT + o];
+        for (int o = 0; o < ns; o++) {
+            int y = ds.wait_on[v * ns + o];
             if (y < 0) continue;
-            assert_true(ds.record[y]);                      /* what is waited for is recorded */
-            assert_true(p->pos[y] > last[p->stream[v]][o]); /* never a wait already implied */
-            last[p->stream[v]][o] = p->pos[y];
+            assert_true(ds.record[y]);                     /* what is waited for is recorded */
+            assert_true(p->pos[y] > last[ds.stream[v]][o]); /* never a wait already implied */
+            last[ds.stream[v]][o] = p->pos[y];
         }
     }
     dg_device_step_free(&ds);
+    /* A device with two streams folds every group into its one comm stream. */
+    dg_device_step_init(&ds, p, groups, 2);
+    assert_int_equal(ds.n_streams, 2);
+    dg_device_step_free(&ds);
+    dg_comm_free(self);
+    dg_comm_free(dp);
+    dg_comm_free(tp);
     dg_sched_plan_free(p);
+    dg_graph_free(w.g);
+}
+
+/* The runtime with distinct DP and TP groups: three device streams, the
+ * CPU runtime's results. */
+static void test_runtime_comm_streams(void **state) {
+    (void)state;
+    wide w;
+    build_wide(&w, 6, 20);
+    size_t nb = kept_bytes(&w) * 3;
+    char *ref = malloc(nb), *got = malloc(nb);
+    run_on(&w, 2, -1, 3, 1, ref);
+    dg_comm *dp = dg_comm_self_new(), *tp = dg_comm_self_new();
+    g_groups[DG_AXIS_DP] = dp, g_groups[DG_AXIS_TP] = tp;
+    run_on(&w, 2, 300, 3, 1, got);
+    g_groups[DG_AXIS_DP] = g_groups[DG_AXIS_TP] = NULL;
+    assert_memory_equal(ref, got, nb);
+    dg_comm_free(dp);
+    dg_comm_free(tp);
+    free(ref);
+    free(got);
     dg_graph_free(w.g);
 }
 
@@ -278,6 +324,7 @@ int main(void) {
         cmocka_unit_test(test_events_order_streams),
         cmocka_unit_test(test_waits_cover_edges),
         cmocka_unit_test(test_runtime_bitwise),
+        cmocka_unit_test(test_runtime_comm_streams),
         cmocka_unit_test(test_failure_and_refusal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
