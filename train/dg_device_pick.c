@@ -6,12 +6,18 @@
 
 #include "dg_cuda.h"
 
-int dg_device_pick(dg_train_config *c, char *note, size_t len, dg_err *err) {
+int dg_device_pick(dg_train_config *c, int ranks_on_node, char *note, size_t len, dg_err *err) {
     if (note && len) note[0] = '\0';
     if (!strcmp(c->device, "cpu") || !strcmp(c->device, "emulated")) return DG_OK;
     int gpus = 0;
     dg_err why = {{0}};
     int have_gpu = dg_cuda_device_count(&gpus, &why) == DG_OK;
+    /* NCCL refuses two ranks of a communicator on one GPU */
+    if (have_gpu && ranks_on_node > gpus && ranks_on_node > 1) {
+        have_gpu = 0;
+        dg_err_set(&why, DG_EINPUT, "%d ranks on this node share %d GPU%s; the GPU runtime needs one GPU per rank "
+                   "(run at most %d ranks per node)", ranks_on_node, gpus, gpus == 1 ? "" : "s", gpus);
+    }
     if (!strcmp(c->device, "cuda")) {
         if (!have_gpu) return dg_err_set(err, DG_EINPUT, "--device cuda: %s", why.msg);
         return DG_OK;

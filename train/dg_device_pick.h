@@ -2,8 +2,11 @@
  * every caller of dg_train (the CLI, bench_train, tests).
  *
  *   --device cpu    the CPU, without asking CUDA anything;
- *   --device cuda   a usable GPU, else DG_EINPUT: "--device cuda: <why>";
- *   unset ("")      cuda when a GPU is usable, else cpu with a note saying
+ *   --device cuda   a usable GPU for each rank of this node, else DG_EINPUT:
+ *                   "--device cuda: <why>" (NCCL refuses two ranks on one
+ *                   GPU, so more ranks on a node than GPUs is refused);
+ *   --device emulated  the GPU runtime on the CPU (dg_train_device.h);
+ *   unset ("")      cuda when each rank of the node has a GPU, else cpu with a note saying
  *                   why (the CLI prints it after the run, so bad input still
  *                   leaves stdout empty).
  * Every rank decides alike (same build, same kind of node). */
@@ -14,8 +17,9 @@
 
 #include "dg_train_config.h"
 
-/* Resolve c->device in place to "cuda" or "cpu". note (len bytes, may be
- * NULL) gets why an unset device fell back to cpu, "" otherwise. */
-int dg_device_pick(dg_train_config *c, char *note, size_t len, dg_err *err);
+/* Resolve c->device in place to "cuda" or "cpu" (or keep "emulated").
+ * ranks_on_node: the ranks sharing this node's GPUs. note (len bytes, may
+ * be NULL) gets why an unset device fell back to cpu, "" otherwise. */
+int dg_device_pick(dg_train_config *c, int ranks_on_node, char *note, size_t len, dg_err *err);
 
 #endif

@@ -492,7 +492,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     int st = setup_grid(&t, comm, err);
     if (st == DG_OK) t.ranks_on_node = ranks_on_node(comm);
     /* --device: cuda without a usable GPU is bad input; unset, the GPU when there is one */
-    if (st == DG_OK) st = dg_device_pick(c, res->device_note, sizeof res->device_note, err);
+    if (st == DG_OK) st = dg_device_pick(c, t.ranks_on_node, res->device_note, sizeof res->device_note, err);
     /* What --load means is known before any work (dg_ckpt_paths.h). */
     dg_ckpt_load_plan load_plan = DG_CKPT_LOAD_NONE;
     if (st == DG_OK) st = dg_ckpt_plan_load(c->load, c->save, &load_plan, err);

@@ -79,7 +79,7 @@ static void test_cuda_without_gpu_is_bad_input(void **state) {
     dg_train_config c;
     tiny(&c, "cuda");
     if (gpu) { /* the flag is honoured */
-        assert_int_equal(dg_device_pick(&c, NULL, 0, &err), DG_OK);
+        assert_int_equal(dg_device_pick(&c, 1, NULL, 0, &err), DG_OK);
         assert_string_equal(c.device, "cuda");
         return;
     }
@@ -97,7 +97,7 @@ static void test_cpu_is_kept(void **state) {
     tiny(&c, "cpu");
     char note[64] = "stale";
     dg_err err = {{0}};
-    assert_int_equal(dg_device_pick(&c, note, sizeof note, &err), DG_OK);
+    assert_int_equal(dg_device_pick(&c, 1, note, sizeof note, &err), DG_OK);
     assert_string_equal(c.device, "cpu");
     assert_string_equal(note, "");
 }
