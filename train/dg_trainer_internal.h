@@ -39,7 +39,7 @@ typedef struct dg_trainer_state {
     dg_dist dist;      /* the optimizer state per bucket, and the step's inputs */
     void **ptrs;       /* per tensor: its buffer in the runtime */
     dg_comm *data_comm; /* the data shards (NULL: one) */
-    int data_rank, data_size, grad_shards; /* grad_shards: CP x EP x DP */
+    int data_rank, data_size;
     int log;           /* this rank prints (world rank 0) */
     int32_t *batch;    /* [mbs][S + 1] */
     dg_mfu_peak peak;  /* what MFU is against: the GPU's dense peak, or sgemm x threads (dg_mfu_peak.h) */
