@@ -25,18 +25,12 @@
 
 #include "dg_args.h"
 #include "dg_train_compat.h"
-#include "dg_autodiff.h"
-#include "dg_dist.h"
 #include "dg_base.h"
 #include "dg_cli.h"
-#include "dg_cp.h"
 #include "dg_dump.h"
 #include "dg_graph.h"
-#include "dg_model.h"
-#include "dg_op_basic.h"
-#include "dg_pipeline.h"
+#include "dg_step_build.h"
 #include "dg_step_opts.h"
-#include "dg_train_pp.h"
 #include "dg_train_config.h"
 #include "dg_verify.h"
 
@@ -156,39 +150,29 @@ static int pick_stage(const dump_cfg *c, dg_stage *stage, dg_err *err) {
     return DG_OK;
 }
 
-/* Build what --graph and --after ask for into *out. */
+/* Build what --graph and --after ask for into *out: the rank's step as
+ * `dagatron train` on --world-size ranks builds it (train/dg_step_build.h),
+ * after the stage asked for; --graph logical and forward are one
+ * micro-batch. */
 static int build(dg_graph **out, dump_cfg *c, dg_err *err) {
     dg_stage stage;
     DG_TRY(pick_stage(c, &stage, err));
-    /* the config and the grid as `dagatron train` on --world-size ranks sets them up */
-    dg_train_config tc;
+    dg_train_config t;
     dg_grid_sizes sz;
-    DG_TRY(dg_step_config(&c->train, c->world_size, &tc, &sz, err));
-    const dg_train_config *t = &tc;
+    DG_TRY(dg_step_config(&c->train, c->world_size, &t, &sz, err));
     int world = sz.tp * sz.cp * sz.ep * sz.dp * sz.pp;
     if (c->rank >= world)
         return dg_err_set(err, DG_EINPUT, "--rank %d: expected 0..%d (--world-size %d)", c->rank, world - 1, world);
-    int pp_rank = c->rank / (world / sz.pp); /* pipeline stages: the outermost axis (sched/dg_grid.h) */
-    dg_graph *logical = dg_graph_new(c->graph);
-    dg_model_io io;
-    int st = dg_model_build_forward(logical, &t->model, &io, err);
-    /* the options `dagatron train` builds this rank's step from (train/dg_step_opts.h) */
-    int group[DG_AXIS_COUNT], grad_shards;
-    dg_step_groups(&sz, group, &grad_shards);
-    dg_step_opts opts;
-    dg_step_opts_init(&opts, t, &io, group, grad_shards, pp_rank);
-    dg_pipeline_opts po = opts.po;
+    dg_step_rank at;
+    dg_step_rank_of(&sz, dg_grid_coord_of(&sz, c->rank).pp, &at);
     int step = !strcmp(c->graph, "step");
-    po.n_microbatches = step ? DG_MAX(t->num_microbatches, 1) : 1;
-    po.stop_after = stage;
-    po.step_name = c->graph;
-    dg_pipeline_result r; /* with the regions train would recompute */
-    if (st == DG_OK) st = dg_step_pipeline_run(t, logical, &io, &po, &r, err);
-    dg_graph_free(logical);
-    if (st != DG_OK) return st;
-    *out = r.g;
-    r.g = NULL;
-    dg_pipeline_result_free(&r);
+    dg_step_build_opts o = {.partial = 1, .stop_after = stage, .name = c->graph,
+                            .n_microbatches = step ? DG_MAX(t.num_microbatches, 1) : 1};
+    dg_step_built b;
+    DG_TRY(dg_step_build(&t, &at, &o, &b, err));
+    *out = b.step.g;
+    b.step.g = NULL;
+    dg_step_built_free(&b);
     return DG_OK;
 }
 

@@ -170,7 +170,10 @@ typedef struct dg_sim_result {
  * flags as for `dagatron train`; not finished: dg_sim_run finishes a copy
  * with the world's data-parallel size) on `world_size` ranks of `dev`, with
  * collectives on `links` (axes whose gbps is 0 take the device's intra- or
- * inter-node link by where their group lies). DG_EINPUT with one line for
+ * inter-node link by where their group lies; NULL: every axis). The plans
+ * are made as train's under --emulate-link with the given axes: their cost
+ * model knows those links (train/dg_step_build.h), whatever cfg's
+ * emulate_link says. DG_EINPUT with one line for
  * sizes that do not fit (the same checks as train), DG_EINTERNAL if a graph
  * cannot be built. */
 int dg_sim_run(const dg_train_config *cfg, const dg_sim_device *dev, const dg_link_spec *links,

@@ -1,56 +1,32 @@
-/* dg_sim_build.c — a rank's step graph and plan for any grid coordinate,
- * without MPI: the trainer's setup (train/dg_trainer.c) with the groups'
- * sizes taken from the grid's sizes instead of its comms. */
+/* dg_sim_build.c — a rank's step graph and plan for any pipeline stage,
+ * without MPI: train/dg_step_build.h, the trainer's own builder, with the
+ * groups' sizes taken from the grid's sizes instead of its comms. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "dg_autodiff.h"
-#include "dg_cp.h"
-#include "dg_dist.h"
-#include "dg_feed.h"
-#include "dg_model.h"
-#include "dg_op_basic.h"
-#include "dg_op_optim.h"
-#include "dg_op_round16.h"
-#include "dg_pipeline.h"
 #include "dg_sim_internal.h"
-#include "dg_step_opts.h"
-#include "dg_train_pp.h"
+#include "dg_step_build.h"
 
 int dg_sim_build_stage(const dg_train_config *c, const dg_grid_sizes *sz, int pp_stage, int memory_plan,
-                       dg_sim_stage *out, dg_err *err) {
+                       const dg_link_spec *links, dg_sim_stage *out, dg_err *err) {
     memset(out, 0, sizeof *out);
-    int group[DG_AXIS_COUNT], grad_shards;
-    dg_step_groups(sz, group, &grad_shards); /* as the runtime's comms (dg_grid_runtime_groups) */
-    dg_graph *logical = dg_graph_new("logical");
-    dg_model_io lio;
-    int st = dg_model_build_forward(logical, &c->model, &lio, err);
-    dg_step_opts opts; /* train/dg_step_opts.h: the trainer's own options */
-    dg_step_opts_init(&opts, c, &lio, group, grad_shards, pp_stage);
-    dg_pipeline_opts po = opts.po;
-    dg_pipeline_result r;
-    if (st == DG_OK) st = dg_step_pipeline_run(c, logical, &lio, &po, &r, err);
-    dg_graph_free(logical);
-    if (st != DG_OK) return st;
-    int n_keep;
-    int *keep = dg_step_keep(&r, &lio, c->num_microbatches, &n_keep);
-    out->g = r.g;
-    r.g = NULL;
-    dg_pipeline_result_free(&r);
+    dg_step_rank at;
+    dg_step_rank_of(sz, pp_stage, &at);
+    dg_step_build_opts o = {.links = links}; /* the plan knows the links the engine times */
+    dg_step_built b;
+    DG_TRY(dg_step_build(c, &at, &o, &b, err));
     /* The memory planner's placement is quadratic in the activations
      * (sched/dg_memplan.c): past a size the simulator plans without it and
      * reports the live-bytes peak, the placement's lower bound. */
-    int plan_memory = memory_plan && out->g->n_nodes <= DG_SIM_MEMPLAN_MAX_NODES;
-    dg_cost_model cm; /* under --emulate-link the plan knows the links, as the trainer's */
-    dg_sched_opts so = {.keep = keep, .n_keep = n_keep, .no_memory_plan = !plan_memory,
-                        .cost = dg_step_cost_model(c, &cm)};
-    out->plan = dg_sched_plan_new(out->g, &so, err);
-    dg_free(keep);
-    if (!out->plan) {
-        dg_sim_stage_free(out);
-        return DG_EINTERNAL;
+    int plan_memory = memory_plan && b.step.g->n_nodes <= DG_SIM_MEMPLAN_MAX_NODES;
+    int st = dg_step_plan(&b, plan_memory, err);
+    if (st == DG_OK) {
+        out->g = b.step.g;
+        out->plan = b.plan;
+        b.step.g = NULL, b.plan = NULL;
     }
-    return DG_OK;
+    dg_step_built_free(&b);
+    return st;
 }
 
 /* Lifetime boundary of an activation on the plan's timeline. */

@@ -301,7 +301,8 @@ int dg_sim_calibrate_from_trace(const dg_train_config *cfg, int world_size, cons
     int st = dg_step_config(cfg, world_size, c, &sz, err);
     int world = sz.tp * sz.cp * sz.ep * sz.dp * sz.pp;
     dg_sim_stage *stages = dg_calloc((size_t)DG_MAX(sz.pp, 1), sizeof *stages);
-    for (int i = 0; st == DG_OK && i < sz.pp; i++) st = dg_sim_build_stage(c, &sz, i, 0, &stages[i], err);
+    /* the traced run's graphs and plans: its links are --emulate-link's (NULL) */
+    for (int i = 0; st == DG_OK && i < sz.pp; i++) st = dg_sim_build_stage(c, &sz, i, 0, NULL, &stages[i], err);
     fit f;
     memset(&f, 0, sizeof f);
     /* the reference peak: this machine's sgemm rate per compute thread,

@@ -13,15 +13,18 @@
 int dg_sim_device_read_json(const char *path, const char *what, dg_sim_device *d, dg_err *err);
 
 /* One pipeline stage's step graph, as the trainer builds it, and its plan
- * (sched/dg_sched.h, the trainer's default cost model, so the priorities
- * and the memory plan are the real run's). */
+ * (sched/dg_sched.h, with the trainer's cost model for the same links, so
+ * the priorities and the memory plan are the real run's). */
 typedef struct dg_sim_stage {
     dg_graph *g;
     dg_sched_plan *plan;
 } dg_sim_stage;
 
+/* Build stage pp_stage (train/dg_step_build.h) and plan it; links: the
+ * spec the engine times the collectives with (NULL: the config's
+ * --emulate-link), whose emulated axes the plan's cost model takes. */
 int dg_sim_build_stage(const dg_train_config *c, const dg_grid_sizes *sz, int pp_stage, int memory_plan,
-                       dg_sim_stage *out, dg_err *err);
+                       const dg_link_spec *links, dg_sim_stage *out, dg_err *err);
 void dg_sim_stage_free(dg_sim_stage *s);
 
 /* Stages with more nodes are planned without the memory plan (its

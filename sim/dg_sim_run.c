@@ -46,10 +46,10 @@ static int write_trace(const char *path, dg_sim_stage *st, const dg_sim_prog *pr
 
 /* Build stage i and compact it; keep the graph only for the trace. */
 static int build_one(const dg_train_config *c, const dg_grid_sizes *sz, int i, const dg_sim_device *dev,
-                     const dg_link links[DG_AXIS_COUNT], const dg_sim_opts *o, dg_sim_stage *st, dg_sim_prog *pr,
-                     dg_sim_rank *rr, dg_sim_result *r, dg_err *err) {
+                     const dg_link_spec *spec, const dg_link links[DG_AXIS_COUNT], const dg_sim_opts *o,
+                     dg_sim_stage *st, dg_sim_prog *pr, dg_sim_rank *rr, dg_sim_result *r, dg_err *err) {
     double t0 = dg_now();
-    DG_TRY(dg_sim_build_stage(c, sz, i, !o->no_memory_plan, st, err));
+    DG_TRY(dg_sim_build_stage(c, sz, i, !o->no_memory_plan, spec, st, err));
     double t1 = dg_now();
     int bf16 = c->compat.bf16 || c->compat.fp16;
     dg_sim_prog_from_plan(pr, st, i, sz->pp, dev, links, bf16);
@@ -122,6 +122,8 @@ int dg_sim_run(const dg_train_config *cfg, const dg_sim_device *dev, const dg_li
     r->world_size = sz.tp * sz.cp * sz.ep * sz.dp * sz.pp;
     r->n_microbatches = c->num_microbatches;
     r->bf16 = c->compat.bf16 || c->compat.fp16;
+    static const dg_link_spec none; /* no spec: no axis emulated, the device's links */
+    if (!spec) spec = &none;
     dg_link links[DG_AXIS_COUNT];
     dg_sim_axis_links(dev, spec, &sz, links);
     r->n_ranks = sz.pp;
@@ -129,7 +131,7 @@ int dg_sim_run(const dg_train_config *cfg, const dg_sim_device *dev, const dg_li
     dg_sim_stage *stages = dg_calloc((size_t)sz.pp, sizeof *stages);
     dg_sim_prog *pr = dg_calloc((size_t)sz.pp, sizeof *pr);
     for (int i = 0; i < sz.pp && st == DG_OK; i++)
-        st = build_one(c, &sz, i, dev, links, o, &stages[i], &pr[i], &r->rank[i], r, err);
+        st = build_one(c, &sz, i, dev, spec, links, o, &stages[i], &pr[i], &r->rank[i], r, err);
     double t0 = dg_now();
     if (st == DG_OK) st = dg_sim_match(pr, sz.pp, err);
     if (st == DG_OK) st = dg_sim_execute(pr, sz.pp, err);

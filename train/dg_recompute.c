@@ -144,7 +144,7 @@ int dg_rc_measure(const dg_recompute_step *step, const dg_recompute_opts *o, dg_
     for (int mb = 0; mb < r.n_microbatches; mb++)
         for (int i = 0; i < step->n_keep; i++)
             if ((keep[nk] = dg_pipeline_map(&r, mb, step->keep[i])) >= 0) nk++;
-    dg_sched_opts so = {.keep = keep, .n_keep = nk};
+    dg_sched_opts so = {.keep = keep, .n_keep = nk, .cost = step->cost};
     dg_sched_plan *p = dg_sched_plan_new(r.g, &so, err);
     dg_free(keep);
     int st = p ? DG_OK : DG_EINPUT;

@@ -33,6 +33,7 @@
 #include <stdio.h>
 
 #include "dg_pipeline.h"
+#include "dg_prio.h"
 #include "dg_train_config.h"
 
 /* The flags agree with each other and the model (dg_train_config_finish
@@ -76,6 +77,8 @@ typedef struct dg_recompute_step {
     const dg_pipeline_opts *po; /* the trainer's pipeline options (recompute ignored) */
     const int *keep;         /* logical tensors read after a step (losses, counts) */
     int n_keep;
+    const dg_cost_model *cost; /* the step's plan's cost model (train/dg_step_build.h), so a
+                                * choice is measured on the plan that runs; NULL: the defaults */
 } dg_recompute_step;
 
 /* The regions for this run into *s (from the flags, or the budget

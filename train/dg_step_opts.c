@@ -3,14 +3,12 @@
 
 #include <string.h>
 
-#include "dg_comm_emulate.h"
 #include "dg_cp.h"
 #include "dg_dist.h"
 #include "dg_feed.h"
 #include "dg_op_basic.h"
 #include "dg_op_optim.h"
 #include "dg_op_round16.h"
-#include "dg_recompute.h"
 #include "dg_tokenizer.h"
 #include "dg_train_pp.h"
 
@@ -88,53 +86,4 @@ void dg_step_opts_init(dg_step_opts *s, const dg_train_config *c, const dg_model
     po->ep = (dg_pass_ep_opts){DG_MAX(c->model.expert_model_parallel_size, 1), c->model.moe_token_dispatcher_type,
                                DG_MAX(c->model.moe_a2a_overlap_chunks, 1), 0, c->expert_tensor_parallel_size};
     dg_train_pp_opts(c, pp_stage, &po->pp);
-}
-
-int dg_step_logical_keep(const dg_model_io *lio, int keep[4 + DG_MODEL_MAX_TRACKED]) {
-    int wanted[4 + DG_MODEL_MAX_TRACKED] = {lio->lm_loss, lio->loss, lio->aux_loss, lio->z_loss};
-    for (int l = 0; l < DG_MODEL_MAX_TRACKED; l++) wanted[4 + l] = lio->tokens_per_expert[l];
-    int n = 0;
-    for (int i = 0; i < 4 + DG_MODEL_MAX_TRACKED; i++)
-        if (wanted[i] >= 0) keep[n++] = wanted[i];
-    return n;
-}
-
-int *dg_step_keep(const dg_pipeline_result *r, const dg_model_io *lio, int n_mb, int *n) {
-    int wanted[4 + DG_MODEL_MAX_TRACKED], n_wanted = dg_step_logical_keep(lio, wanted);
-    int *keep = dg_malloc(sizeof(int) * (size_t)(n_wanted * n_mb + 1));
-    *n = 0;
-    for (int mb = 0; mb < n_mb; mb++)
-        for (int i = 0; i < n_wanted; i++) {
-            int t = dg_pipeline_map(r, mb, wanted[i]);
-            if (t >= 0) keep[(*n)++] = t;
-        }
-    if (r->optim.status >= 0) keep[(*n)++] = r->optim.status;
-    return keep;
-}
-
-int dg_step_pipeline_run(const dg_train_config *c, const dg_graph *logical, const dg_model_io *lio,
-                         dg_pipeline_opts *po, dg_pipeline_result *r, dg_err *err) {
-    int keep[4 + DG_MODEL_MAX_TRACKED], n_keep = dg_step_logical_keep(lio, keep);
-    dg_recompute_step rs = {logical, po, keep, n_keep};
-    dg_recompute_sel rc = {0};
-    dg_recompute_report rcr;
-    int st = DG_OK;
-    if (!dg_recompute_select_flags(c, &rc)) { /* a memory budget: the measured choice */
-        dg_recompute_sel_free(&rc);
-        st = dg_recompute_plan(c, &rs, &rc, &rcr, err);
-    }
-    po->recompute = &rc.opts;
-    if (st == DG_OK) st = dg_pipeline_run(logical, po, r, err);
-    po->recompute = NULL;
-    dg_recompute_sel_free(&rc);
-    return st;
-}
-
-const dg_cost_model *dg_step_cost_model(const dg_train_config *c, dg_cost_model *cm) {
-    dg_link_spec links;
-    dg_err err;
-    if (!c->emulate_link[0] || dg_link_spec_parse(c->emulate_link, "--emulate-link", &links, &err) != DG_OK)
-        return NULL;
-    dg_link_cost_model(&links, cm);
-    return cm;
 }

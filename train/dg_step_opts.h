@@ -21,7 +21,6 @@
 #include "dg_model.h"
 #include "dg_pass_precision.h"
 #include "dg_pipeline.h"
-#include "dg_sched.h"
 #include "dg_train_config.h"
 
 typedef struct dg_step_opts {
@@ -48,31 +47,8 @@ void dg_step_groups(const dg_grid_sizes *sz, int group[DG_AXIS_COUNT], int *grad
 /* The full step (every micro-batch, DP, the optimizer) for the rank on
  * pipeline stage pp_stage, with group sizes `group` (dg_step_groups, or the
  * runtime comms' sizes) and gradients averaged over grad_shards. Leaves
- * po.recompute NULL: the regions are the caller's choice. */
+ * po.recompute NULL: the regions are dg_step_build's choice. */
 void dg_step_opts_init(dg_step_opts *s, const dg_train_config *c, const dg_model_io *lio,
                        const int group[DG_AXIS_COUNT], int grad_shards, int pp_stage);
-
-/* The logical tensors the loop reads after a step, which recompute must
- * keep: the losses and the routers' counts, those the model has. Returns
- * how many it wrote to keep. */
-int dg_step_logical_keep(const dg_model_io *lio, int keep[4 + DG_MODEL_MAX_TRACKED]);
-
-/* The step pipeline run on `logical` with the regions `dagatron train`
- * recomputes (train/dg_recompute.h): the flags' regions as they are, or
- * under --recompute-memory-budget the planner's measured choice. Leaves
- * po->recompute NULL again. */
-int dg_step_pipeline_run(const dg_train_config *c, const dg_graph *logical, const dg_model_io *lio,
-                         dg_pipeline_opts *po, dg_pipeline_result *r, dg_err *err);
-
-/* What the loop reads after a step and the plan must not reuse: every
- * micro-batch's losses and routers' counts, and the optimizer's status.
- * Returns a dg_malloc'd list of *n tensor ids of r's step graph. */
-int *dg_step_keep(const dg_pipeline_result *r, const dg_model_io *lio, int n_mb, int *n);
-
-/* The plan's cost model under --emulate-link (the links' alpha-beta, so the
- * plan's timeline and memory reuse match the emulated comms), written to
- * *cm; NULL without the flag (the scheduler's defaults) or when it does not
- * parse (the trainer reports that at setup). */
-const dg_cost_model *dg_step_cost_model(const dg_train_config *c, dg_cost_model *cm);
 
 #endif

@@ -39,7 +39,7 @@
 #include "dg_train_exit.h"
 #include "dg_train_trace.h"
 #include "dg_train_log.h"
-#include "dg_step_opts.h"
+#include "dg_step_build.h"
 #include "dg_train_pp.h"
 #include "dg_verify.h"
 
@@ -48,70 +48,45 @@ typedef dg_trainer_losses losses;
 
 /* ---- setup ---------------------------------------------------------------------- */
 
-/* One logical micro-batch's io, mapped into the step graph. */
-static void map_io(const dg_pipeline_result *r, int mb, const dg_model_io *l, dg_model_io *out) {
-    memset(out, -1, sizeof *out);
-    int *src = (int *)l, *dst = (int *)out;
-    for (size_t i = 0; i < sizeof *l / sizeof(int); i++) dst[i] = src[i] < 0 ? -1 : dg_pipeline_map(r, mb, src[i]);
+/* This rank's step graph and plan (train/dg_step_build.h: what simulate
+ * and dump build too), the parameters' init streams and the checkpoint's
+ * size from the logical micro-batch; the trainer keeps the graph, the plan,
+ * the io, the DP buckets and the optimizer's tensors. */
+static int build_step(trainer *t, dg_err *err) {
+    dg_step_rank at;
+    dg_step_rank_of_grid(t->grid, &at);
+    dg_step_build_opts o = {.recompute_report = &t->rc};
+    dg_step_built b;
+    int st = dg_step_build(t->c, &at, &o, &b, err);
+    if (st == DG_OK) st = dg_step_plan(&b, 1, err);
+    if (st != DG_OK) {
+        dg_step_built_free(&b);
+        return st;
+    }
+    t->lio = b.lio;
+    t->param_seed = dg_param_init_seeds(b.logical, b.step.g);
+    t->ckpt_skip = dg_train_pp_ckpt_skip(b.step.g, &b.step.pp); /* the tied embedding's later copy */
+    t->ckpt_bytes = dg_dist_ckpt_bytes(b.logical); /* the whole model: a stage holds only its layers */
+    t->n_mb = b.n_mb;
+    t->io = b.io;
+    t->g = b.step.g;
+    t->plan = b.plan;
+    t->buckets = b.step.buckets;
+    t->optim = b.step.optim;
+    b.io = NULL, b.step.g = NULL, b.plan = NULL;
+    memset(&b.step.buckets, 0, sizeof b.step.buckets);
+    memset(&b.step.optim, 0, sizeof b.step.optim);
+    dg_step_built_free(&b);
+    return DG_OK;
 }
 
-/* The regions activation recompute covers (train/dg_recompute.h), measured
- * on the step graph with what the loop reads after a step kept. */
-static int choose_recompute(trainer *t, const dg_graph *logical, const dg_pipeline_opts *po,
-                            const dg_model_io *lio, dg_recompute_sel *rc, dg_err *err) {
-    int keep[4 + DG_MODEL_MAX_TRACKED], n = dg_step_logical_keep(lio, keep);
-    dg_recompute_step step = {logical, po, keep, n};
-    return dg_recompute_plan(t->c, &step, rc, &t->rc, err);
-}
-
-/* The step graph: the model builder's logical micro-batch through the step
- * pipeline (graph/dg_pipeline.h: parallel passes, autodiff, micro-batches,
- * the schedule's ordering edges, DP, the optimizer), then the plan
- * (priorities, streams, memory) and the runtime, whose comm groups come from
- * the rank grid. */
+/* The step graph and its plan (build_step), then the runtime, whose comm
+ * groups come from the rank grid. */
 static int setup(trainer *t, dg_err *err) {
     dg_train_config *c = t->c;
-    t->n_mb = c->num_microbatches;
-    t->io = dg_calloc((size_t)t->n_mb, sizeof *t->io);
-    dg_graph *logical = dg_graph_new("logical");
-    dg_model_io lio;
-    int st = dg_model_build_forward(logical, &c->model, &lio, err);
+    DG_TRY(build_step(t, err));
     dg_comm *groups[DG_AXIS_COUNT] = {0};
     if (t->grid) dg_grid_runtime_groups(t->grid, groups);
-    int group[DG_AXIS_COUNT];
-    for (int a = 0; a < DG_AXIS_COUNT; a++) group[a] = groups[a] ? groups[a]->size : 1;
-    dg_step_opts opts; /* train/dg_step_opts.h: the options simulate and dump build too */
-    dg_step_opts_init(&opts, c, &lio, group, t->grad_shards, t->grid ? t->grid->coord.pp : 0);
-    dg_pipeline_opts po = opts.po;
-    dg_recompute_sel rc = {0};
-    if (st == DG_OK) st = choose_recompute(t, logical, &po, &lio, &rc, err);
-    po.recompute = &rc.opts;
-    t->lio = lio;
-    dg_pipeline_result r;
-    if (st == DG_OK) st = dg_pipeline_run(logical, &po, &r, err);
-    if (st == DG_OK) t->param_seed = dg_param_init_seeds(logical, r.g);
-    if (st == DG_OK) t->ckpt_skip = dg_train_pp_ckpt_skip(r.g, &r.pp); /* the tied embedding's later copy */
-    t->ckpt_bytes = dg_dist_ckpt_bytes(logical); /* the whole model: a stage holds only its layers */
-    dg_recompute_sel_free(&rc);
-    dg_graph_free(logical);
-    if (st != DG_OK) return st;
-    for (int mb = 0; mb < t->n_mb; mb++) map_io(&r, mb, &lio, &t->io[mb]);
-    /* what the loop reads after a step: losses, routers' counts, the optimizer's status */
-    int n_keep;
-    int *keep = dg_step_keep(&r, &lio, t->n_mb, &n_keep);
-    t->g = r.g;
-    t->buckets = r.buckets;
-    t->optim = r.optim;
-    r.g = NULL;
-    memset(&r.buckets, 0, sizeof r.buckets);
-    memset(&r.optim, 0, sizeof r.optim);
-    dg_pipeline_result_free(&r);
-
-    dg_cost_model cm; /* under --emulate-link the plan knows the links */
-    dg_sched_opts so = {.keep = keep, .n_keep = n_keep, .cost = dg_step_cost_model(c, &cm)};
-    t->plan = dg_sched_plan_new(t->g, &so, err);
-    dg_free(keep);
-    if (!t->plan) return DG_EINPUT;
     dg_mem_estimate_plan(t->plan, &t->buckets, c, &t->mem);
     DG_TRY(dg_mem_need_check(&t->mem, t->ranks_on_node, err)); /* check 3 of dg_mem_estimate.h */
     dg_runtime_opts ro;
@@ -349,7 +324,7 @@ static int optimizer_end(trainer *t, const losses *l, dg_train_counters *k, doub
 static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
     dg_train_config *c = t->c;
     t->data_rank = 0;
-    t->data_size = t->grad_shards = 1;
+    t->data_size = 1;
     t->log = 1;
     if (comm == MPI_COMM_NULL) {
         if (c->tensor_model_parallel_size * c->context_parallel_size * c->expert_model_parallel_size *
@@ -391,9 +366,6 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
     }
     t->data_rank = t->grid->data_rank;
     t->data_size = t->grid->data_size;
-    /* CP's loss is already the whole sequence's (dg_pass_cp.h): divide the
-     * DP x CP sum by the data shards only */
-    t->grad_shards = t->grid->dp_cp->size / DG_MAX(sz.cp, 1);
     t->data_comm = t->grid->group[DG_AXIS_DP];
     t->log = t->grid->rank == 0;
     c->dp_size = t->data_size;

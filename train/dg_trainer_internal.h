@@ -41,7 +41,7 @@ typedef struct dg_trainer_state {
     dg_comm *dev_groups[DG_AXIS_COUNT]; /* --device cuda: the step's NCCL comms (dg_train_device.h) */
     int device_said;   /* the device's one line was printed */
     dg_comm *data_comm; /* the data shards (NULL: one) */
-    int data_rank, data_size, grad_shards; /* grad_shards: CP x EP x DP */
+    int data_rank, data_size;
     int log;           /* this rank prints (world rank 0) */
     int32_t *batch;    /* [mbs][S + 1] */
     dg_mfu_peak peak;  /* what MFU is against: the GPU's dense peak, or sgemm x threads (dg_mfu_peak.h) */

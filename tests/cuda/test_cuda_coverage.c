@@ -24,6 +24,7 @@
 #include "dg_graph.h"
 #include "dg_model.h"
 #include "dg_pipeline.h"
+#include "dg_step_build.h"
 #include "dg_step_opts.h"
 #include "dg_train_config.h"
 
@@ -68,32 +69,21 @@ static void parse(const layout *l, dg_train_config *c) {
     if (dg_train_config_parse(c, argc, argv, 1, &err) != DG_OK) fail_msg("%s: %s", l->name, err.msg);
 }
 
-/* Rank `rank`'s step graph of layout l, as `dagatron dump --graph step`
- * builds it (cli/cmd_dump.c). */
+/* Rank `rank`'s step graph of layout l, as `dagatron train` builds it
+ * (train/dg_step_build.h). */
 static dg_graph *step_graph(const layout *l, int rank) {
     dg_train_config in, c;
     dg_grid_sizes sz;
     dg_err err = {{0}};
     parse(l, &in);
     if (dg_step_config(&in, l->world, &c, &sz, &err) != DG_OK) fail_msg("%s: %s", l->name, err.msg);
-    int world = sz.tp * sz.cp * sz.ep * sz.dp * sz.pp;
-    int pp_stage = rank / (world / sz.pp); /* pipeline stages: the outermost axis (sched/dg_grid.h) */
-    dg_graph *logical = dg_graph_new("logical");
-    dg_model_io io;
-    int group[DG_AXIS_COUNT], grad_shards;
-    dg_step_groups(&sz, group, &grad_shards);
-    dg_step_opts opts;
-    dg_pipeline_result r;
-    int st = dg_model_build_forward(logical, &c.model, &io, &err);
-    if (st == DG_OK) {
-        dg_step_opts_init(&opts, &c, &io, group, grad_shards, pp_stage);
-        st = dg_step_pipeline_run(&c, logical, &io, &opts.po, &r, &err);
-    }
-    dg_graph_free(logical);
-    if (st != DG_OK) fail_msg("%s rank %d: %s", l->name, rank, err.msg);
-    dg_graph *g = r.g;
-    r.g = NULL;
-    dg_pipeline_result_free(&r);
+    dg_step_rank at;
+    dg_step_rank_of(&sz, dg_grid_coord_of(&sz, rank).pp, &at);
+    dg_step_built b;
+    if (dg_step_build(&c, &at, NULL, &b, &err) != DG_OK) fail_msg("%s rank %d: %s", l->name, rank, err.msg);
+    dg_graph *g = b.step.g;
+    b.step.g = NULL;
+    dg_step_built_free(&b);
     return g;
 }
 

@@ -87,7 +87,7 @@ static void test_one_rank_equals_plan(void) {
     dg_err err = {{0}};
     CHECK(dg_step_config(&c, 1, &f, &sz, &err) == DG_OK);
     dg_sim_stage s;
-    CHECK(dg_sim_build_stage(&f, &sz, 0, 1, &s, &err) == DG_OK);
+    CHECK(dg_sim_build_stage(&f, &sz, 0, 1, NULL, &s, &err) == DG_OK);
     double span = 0;
     for (int v = 0; v < s.plan->n_nodes; v++) span = fmax(span, s.plan->sim_end[v]);
     CHECK(span > 0 && fabs(step - span) <= 1e-9 * span);
@@ -255,7 +255,7 @@ static void test_bf16_tp_pp(void) {
         CHECK(dg_step_config(&c, 4, &f, &sz, &err) == DG_OK);
         for (int s = 0; s < 2; s++) {
             dg_sim_stage st;
-            int ok = dg_sim_build_stage(&f, &sz, s, 0, &st, &err) == DG_OK;
+            int ok = dg_sim_build_stage(&f, &sz, s, 0, NULL, &st, &err) == DG_OK;
             if (!ok) fprintf(stderr, "bf16 tp 2 pp 2 (untie %d) stage %d: %s\n", untie, s, err.msg);
             CHECK(ok);
             if (ok) CHECK(!sends_a_weight(st.g));
