@@ -11,6 +11,7 @@
 #     and a header folder in -DDG_NCCL_INCLUDE; with one beside, neither; and
 #     every step (cuda tests, memcheck, the benchmark) under a time limit.
 set -u
+unset DG_BUILD_DIR # the script's own default (build-gpu) is what is checked, whatever build ran this test
 SRC=${DG_SRC:?}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
