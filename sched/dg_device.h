@@ -89,6 +89,13 @@ typedef struct dg_device_ops {
                   void *const *out, dg_err *err);
     int (*record)(dg_device *d, int s, int event, dg_err *err);
     int (*wait)(dg_device *d, int s, int event, dg_err *err);
+    /* Run fn(arg) on a host thread when stream s reaches this point (CUDA:
+     * cudaLaunchHostFunc); the stream waits for it. fn must not call the
+     * device; it reports failure through *status (0: fine), which sync()
+     * returns as the step's error with fn's err. How an op without a device
+     * kernel runs under the host-fallback debugging flag. */
+    int (*host_call)(dg_device *d, int s, void (*fn)(void *arg), void *arg, int *status, dg_err *fn_err,
+                     dg_err *err);
 
     /* Block until every stream has run everything enqueued; return the first
      * error of that work (DG_OK if none) and clear it. */

@@ -21,7 +21,7 @@
 /* Every stream the interface allows; idle workers sleep. */
 #define NS DG_DEVICE_MAX_STREAMS
 
-typedef enum task_kind { T_COPY, T_LAUNCH, T_RECORD, T_WAIT } task_kind;
+typedef enum task_kind { T_COPY, T_LAUNCH, T_RECORD, T_WAIT, T_HOST } task_kind;
 
 typedef struct task {
     task_kind kind;
@@ -32,6 +32,10 @@ typedef struct task {
     size_t bytes;
     const dg_graph *g;   /* T_LAUNCH */
     const dg_node *n;
+    void (*fn)(void *);  /* T_HOST: fn(arg), its outcome in *status, *fn_err */
+    void *arg;
+    int *status;
+    dg_err *fn_err;
     void *in[DG_MAX_INPUTS], *out[DG_MAX_OUTPUTS];
 } task;
 
@@ -112,6 +116,10 @@ static void run_task(worker *w, task *t) {
     int st = DG_OK;
     if (t->kind == T_COPY) {
         memcpy(t->dst, t->src, t->bytes);
+    } else if (t->kind == T_HOST) {
+        t->fn(t->arg);
+        st = *t->status;
+        if (st != DG_OK) e = *t->fn_err;
     } else {
         double a = dg_now();
         st = run_launch(w, t, &e);
@@ -259,6 +267,12 @@ static int emu_launch(dg_device *dev, int s, const dg_graph *g, const dg_node *n
     return enqueue(dev, s, &t, err);
 }
 
+static int emu_host_call(dg_device *dev, int s, void (*fn)(void *), void *arg, int *status, dg_err *fn_err,
+                         dg_err *err) {
+    task t = {.kind = T_HOST, .fn = fn, .arg = arg, .status = status, .fn_err = fn_err};
+    return enqueue(dev, s, &t, err);
+}
+
 static int check_event(const dg_device *dev, int e, dg_err *err) {
     if (e < 0 || e >= emu_of(dev)->n_events)
         return dg_err_set(err, DG_EINPUT, "emulated device: no event %d (prepare sizes them)", e);
@@ -351,6 +365,7 @@ static const dg_device_ops emu_ops = {
     .launch = emu_launch,
     .record = emu_record,
     .wait = emu_wait,
+    .host_call = emu_host_call,
     .sync = emu_sync,
     .node_time = emu_node_time,
     .set_groups = emu_set_groups,

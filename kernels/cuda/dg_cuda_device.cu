@@ -39,6 +39,9 @@ typedef struct cuda_dev {
     int64_t n_launches;
     dg_comm *groups[DG_AXIS_COUNT];
     int have_groups, any_nccl;
+    int **host_status;     /* host calls since the last sync: their outcome */
+    dg_err **host_err;
+    int n_host, cap_host;
 } cuda_dev;
 
 static cuda_dev *dev_of(const dg_device *d) { return (cuda_dev *)d->impl; }
@@ -82,6 +85,8 @@ static void dev_destroy(cuda_dev *D) {
     if (D->bad_host) cudaFreeHost(D->bad_host);
     if (D->counts) cudaFreeHost(D->counts);
     dg_free(D->launch_seq);
+    dg_free(D->host_status);
+    dg_free(D->host_err);
     dg_free(D);
 }
 
@@ -289,6 +294,23 @@ static int d_wait(dg_device *d, int s, int event, dg_err *err) {
     return DG_OK;
 }
 
+/* fn(arg) on CUDA's host thread when stream s gets there; its outcome is
+ * read at the next sync. */
+static int d_host_call(dg_device *d, int s, void (*fn)(void *), void *arg, int *status, dg_err *fn_err,
+                       dg_err *err) {
+    cuda_dev *D = dev_of(d);
+    DG_TRY(stream_ok(s, err));
+    if (D->n_host == D->cap_host) {
+        D->cap_host = D->cap_host ? 2 * D->cap_host : 64;
+        D->host_status = (int **)dg_realloc(D->host_status, sizeof(int *) * (size_t)D->cap_host);
+        D->host_err = (dg_err **)dg_realloc(D->host_err, sizeof(dg_err *) * (size_t)D->cap_host);
+    }
+    D->host_status[D->n_host] = status;
+    D->host_err[D->n_host++] = fn_err;
+    DG_CUDA_TRY(cudaLaunchHostFunc(D->stream[s], fn, arg));
+    return DG_OK;
+}
+
 /* ---- launch ----------------------------------------------------------------------------------- */
 
 static int launch_compute(cuda_dev *D, int s, const dg_graph *g, const dg_node *n, void *const *in,
@@ -393,6 +415,13 @@ static int d_sync(dg_device *d, dg_err *err) {
     cuda_dev *D = dev_of(d);
     DG_CUDA_TRY(cudaSetDevice(D->gpu));
     for (int s = 0; s < NS; s++) DG_TRY(wait_stream(D, s, err));
+    int n_host = D->n_host;
+    D->n_host = 0;
+    for (int i = 0; i < n_host; i++) /* the first host call that failed */
+        if (*D->host_status[i] != DG_OK) {
+            if (err) *err = *D->host_err[i];
+            return *D->host_status[i];
+        }
     cudaStream_t c = D->stream[DG_STREAM_COMPUTE];
     DG_CUDA_TRY(cudaMemcpyAsync(D->bad_host, D->bad, sizeof(int), cudaMemcpyDeviceToHost, c));
     DG_CUDA_TRY(cudaStreamSynchronize(c));
@@ -438,8 +467,8 @@ static void d_free(dg_device *d) {
 
 static const dg_device_ops cuda_device_ops = {
     "cuda",       d_alloc,  d_release, d_host_alloc, d_host_release, d_prepare,      d_has_kernel,
-    d_copy,       d_launch, d_record,  d_wait,       d_sync,         d_node_time,    d_set_groups,
-    d_free,
+    d_copy,       d_launch, d_record,  d_wait,       d_host_call,    d_sync,         d_node_time,
+    d_set_groups, d_free,
 };
 
 extern "C" dg_device *dg_cuda_device_new(int gpu, dg_err *err) {
