@@ -129,6 +129,7 @@ int dg_cuda_k_gelu_bwd(DG_CUDA_KARGS);
 int dg_cuda_k_adamw(DG_CUDA_KARGS);
 int dg_cuda_k_embedding(DG_CUDA_KARGS);
 int dg_cuda_k_embedding_bwd(DG_CUDA_KARGS);
+size_t dg_cuda_ws_embedding_bwd(const dg_graph *g, const dg_node *n);
 /* dg_cuda_k_norm.cu */
 int dg_cuda_k_rmsnorm(DG_CUDA_KARGS);
 int dg_cuda_k_rmsnorm_bwd(DG_CUDA_KARGS);
@@ -148,6 +149,8 @@ size_t dg_cuda_ws_attn_bwd(const dg_graph *g, const dg_node *n);
 int dg_cuda_k_matmul(DG_CUDA_KARGS);
 int dg_cuda_k_grouped_gemm(DG_CUDA_KARGS);
 int dg_cuda_k_grouped_gemm_wgrad(DG_CUDA_KARGS);
+size_t dg_cuda_ws_grouped_gemm(const dg_graph *g, const dg_node *n);
+size_t dg_cuda_ws_grouped_gemm_wgrad(const dg_graph *g, const dg_node *n);
 /* dg_cuda_k_moe.cu */
 int dg_cuda_k_z_loss(DG_CUDA_KARGS);
 int dg_cuda_k_z_loss_grad(DG_CUDA_KARGS);

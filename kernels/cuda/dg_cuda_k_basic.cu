@@ -1,7 +1,8 @@
 /* dg_cuda_k_basic.cu — element-wise ops, activations, AdamW, embedding.
  * Shapes and semantics are those of the CPU kernels named in each comment;
  * the per-element math is the shared DG_HD helpers, so the CPU tests cover
- * it. fp32 storage, as the graph's tensors are. */
+ * it. fp32 storage, as the graph's tensors are. The embedding's backward
+ * is a two-pass reduction over token chunks (its comment says how). */
 #include "dg_cuda_internal.h"
 
 #define TPB 256
@@ -158,21 +159,70 @@ __global__ static void embedding_kernel(const float *table, const int32_t *tok, 
     }
 }
 
-/* One thread per column h adds the tokens' rows in token order: the same
- * order as the CPU kernel, no atomics, bitwise reproducible. dtable must be
- * zeroed first. */
-__global__ static void embedding_bwd_kernel(const float *dout, const int32_t *tok, float *dtable,
-                                            int64_t N, int64_t V, int64_t H, int *bad, int node) {
-    DG_CUDA_FOR(h, H) {
-        for (int64_t i = 0; i < N; i++) {
-            int32_t t = tok[i];
-            if (t < 0 || t >= V) {
-                if (h == 0) dg_cuda_flag_bad(bad, node);
-                continue;
-            }
-            dtable[(int64_t)t * H + h] += dout[i * H + h];
+/* The backward adds each token's gradient row into its vocabulary row, in
+ * token order, in fp32: the CPU kernel's sum, bitwise. One thread per
+ * column over all tokens leaves the GPU idle and atomics would make the
+ * order vary, so it is two passes over chunks of EC tokens:
+ *  1. one block per chunk ranks the chunk's tokens by (vocabulary row,
+ *     position) in shared memory and writes the positions in that order to
+ *     perm [N]; the first occurrence of each row v records the chunk's run
+ *     of v, (start in the chunk, count), at run[v, chunk] (zeroed before:
+ *     count 0 = v absent);
+ *  2. one block per (vocabulary row v, column tile) walks v's runs in chunk
+ *     order, positions in order within each, adding the rows of dout; a row
+ *     no token hit gets zeros.
+ * A token outside [0, V) flags the node and is never added. */
+#define EC 1024   /* tokens per chunk */
+#define EC_T 256  /* pass-1 threads, EC / EC_T tokens each */
+#define EB_T 128  /* pass-2 columns per block */
+
+__global__ static void embedding_rank_kernel(const int32_t *tok, int64_t N, int64_t V, int32_t *perm,
+                                             int2 *run, int64_t nchunks, int *bad, int node) {
+    __shared__ int32_t st[EC];
+    const int64_t c = blockIdx.x, base = c * EC;
+    const int nc = (int)min((int64_t)EC, N - base);
+    for (int p = threadIdx.x; p < nc; p += blockDim.x) st[p] = tok[base + p];
+    __syncthreads();
+    for (int p = threadIdx.x; p < nc; p += blockDim.x) {
+        const int32_t v = st[p];
+        int less = 0, before = 0, same = 0;
+        for (int q = 0; q < nc; q++) {
+            int32_t u = st[q];
+            less += u < v;
+            before += u == v && q < p;
+            same += u == v;
+        }
+        perm[base + less + before] = (int32_t)(base + p);
+        if (v < 0 || v >= V) {
+            if (before == 0) dg_cuda_flag_bad(bad, node);
+        } else if (before == 0) {
+            run[(int64_t)v * nchunks + c] = make_int2(less, same);
         }
     }
+}
+
+__global__ static void embedding_sum_kernel(const float *dout, const int32_t *perm, const int2 *run,
+                                            float *dtable, int64_t H, int64_t nchunks) {
+    const int64_t v = blockIdx.x, h = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
+    if (h >= H) return;
+    float acc = 0.0f;
+    for (int64_t c = 0; c < nchunks; c++) {
+        const int2 r = run[v * nchunks + c];
+        const int32_t *pc = perm + c * EC + r.x;
+        for (int k = 0; k < r.y; k++) acc += dout[(int64_t)pc[k] * H + h];
+    }
+    dtable[v * H + h] = acc;
+}
+
+static int64_t emb_chunks(int64_t N) { return (N + EC - 1) / EC; }
+/* ws: run [V, chunks] int2, then (from a 256-byte boundary) perm [N] i32. */
+static size_t emb_run_bytes(int64_t V, int64_t N) {
+    return (sizeof(int2) * (size_t)(V * emb_chunks(N)) + 255) / 256 * 256;
+}
+
+size_t dg_cuda_ws_embedding_bwd(const dg_graph *g, const dg_node *n) {
+    int64_t N = dg_rows(DG_IN(g, n, 0)), V = n->attrs.i[0];
+    return emb_run_bytes(V, N) + sizeof(int32_t) * (size_t)N;
 }
 
 int dg_cuda_k_embedding(DG_CUDA_KARGS) {
@@ -184,11 +234,20 @@ int dg_cuda_k_embedding(DG_CUDA_KARGS) {
 }
 int dg_cuda_k_embedding_bwd(DG_CUDA_KARGS) {
     const dg_tensor *d = DG_IN(g, n, 0);
-    int64_t N = dg_rows(d), H = dg_cols(d), V = n->attrs.i[0];
-    cudaStream_t st = dg_cuda_ctx_of(e)->stream;
-    if (cudaMemsetAsync(out[0], 0, sizeof(float) * (size_t)(V * H), st) != cudaSuccess)
-        return DG_EINTERNAL;
-    embedding_bwd_kernel<<<GRID(H)>>>((const float *)in[0], (const int32_t *)in[1], (float *)out[0],
-                                      N, V, H, dg_cuda_ctx_of(e)->bad, n->id);
+    int64_t N = dg_rows(d), H = dg_cols(d), V = n->attrs.i[0], nch = emb_chunks(N);
+    if (e->workspace_bytes < dg_cuda_ws_embedding_bwd(g, n)) return DG_EINTERNAL;
+    if (V == 0 || H == 0) return DG_OK;
+    dg_cuda_ctx *c = dg_cuda_ctx_of(e);
+    int2 *run = (int2 *)e->workspace;
+    int32_t *perm = (int32_t *)((char *)e->workspace + emb_run_bytes(V, N));
+    if (nch > 0) {
+        if (cudaMemsetAsync(run, 0, sizeof(int2) * (size_t)(V * nch), c->stream) != cudaSuccess)
+            return DG_EINTERNAL;
+        embedding_rank_kernel<<<(unsigned)nch, EC_T, 0, c->stream>>>((const int32_t *)in[1], N, V, perm,
+                                                                      run, nch, c->bad, n->id);
+    }
+    dim3 grid((unsigned)V, (unsigned)((H + EB_T - 1) / EB_T));
+    embedding_sum_kernel<<<grid, EB_T, 0, c->stream>>>((const float *)in[0], perm, run,
+                                                        (float *)out[0], H, nch);
     return dg_cuda_launched();
 }

@@ -1,7 +1,10 @@
 /* dg_cuda_k_norm.cu — RMSNorm, LayerNorm (forward, backward) and RoPE, with
  * the CPU kernels' contracts (dg_cpu_norm.h, dg_cpu_rope.h): rows of H
- * elements, row statistics in double, weight gradients summed over rows in
- * row order by one thread per column (no atomics, reproducible). */
+ * elements, row statistics in double. Weight (and bias) gradients are sums
+ * over rows, done as block reductions in a fixed order so they fill the GPU
+ * without atomics and come out bitwise the same run to run: pass 1 sums each
+ * (column tile, chunk of rows) block's rows in order into a double partial,
+ * pass 2 adds a column's partials in chunk order. */
 #include "dg_cuda_internal.h"
 
 #define NT 256 /* threads per row block (a power of two) */
@@ -75,24 +78,59 @@ __global__ static void norm_dx_kernel(const float *dy, const float *x, const flo
     }
 }
 
-/* dw[j] = sum_r dy * xhat (xhat = (x - mean) rstd; mean = 0 for RMSNorm),
- * db[j] = sum_r dy (db may be NULL); rows in order, in double. */
-__global__ static void norm_dw_kernel(const float *dy, const float *x, const float *ws, float *dw,
-                                      float *db, int64_t rows, int64_t H) {
+/* Rows per chunk of the weight-gradient reduction: at least 64, and at most
+ * NCHUNK_MAX chunks, so the partials stay small. A function of the shape
+ * only, so the summation order is too. */
+#define NCHUNK_MAX 256
+#define DW_T 128 /* columns per pass-1 block */
+static int64_t dw_chunk_rows(int64_t rows) {
+    int64_t c = (rows + NCHUNK_MAX - 1) / NCHUNK_MAX;
+    return c < 64 ? 64 : c;
+}
+static int64_t dw_chunks(int64_t rows) { return (rows + dw_chunk_rows(rows) - 1) / dw_chunk_rows(rows); }
+
+/* Pass 1, block (column tile x, row chunk y): for its columns j,
+ * pw[y, j] = sum dy * xhat and pb[y, j] = sum dy over the chunk's rows in
+ * order, in double (xhat = (x - mean) rstd; mean = 0 for RMSNorm). */
+__global__ static void norm_dw_part_kernel(const float *dy, const float *x, const float *ws,
+                                           double *pw, double *pb, int64_t rows, int64_t H,
+                                           int64_t chunk) {
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= H) return;
+    const int64_t r0 = (int64_t)blockIdx.y * chunk, r1 = min(r0 + chunk, rows);
+    double aw = 0, ab = 0;
+    for (int64_t r = r0; r < r1; r++) {
+        float xhat = (x[r * H + j] - ws[r]) * ws[rows + r];
+        aw += (double)dy[r * H + j] * xhat;
+        ab += dy[r * H + j];
+    }
+    pw[blockIdx.y * H + j] = aw;
+    pb[blockIdx.y * H + j] = ab;
+}
+
+/* Pass 2: dw[j] (db[j], db may be NULL) = the chunks' partials summed in
+ * chunk order; zero with no rows. */
+__global__ static void norm_dw_sum_kernel(const double *pw, const double *pb, float *dw, float *db,
+                                          int64_t nchunks, int64_t H) {
     DG_CUDA_FOR(j, H) {
         double aw = 0, ab = 0;
-        for (int64_t r = 0; r < rows; r++) {
-            float xhat = (x[r * H + j] - ws[r]) * ws[rows + r];
-            aw += (double)dy[r * H + j] * xhat;
-            ab += dy[r * H + j];
+        for (int64_t c = 0; c < nchunks; c++) {
+            aw += pw[c * H + j];
+            ab += pb[c * H + j];
         }
         dw[j] = (float)aw;
         if (db) db[j] = (float)ab;
     }
 }
 
+/* ws: mean and rstd [2, rows] floats, then (from a 256-byte boundary) the
+ * partials pw, pb [chunks, H] doubles. */
+static size_t stats_bytes(int64_t rows) { return (sizeof(float) * 2 * (size_t)rows + 255) / 256 * 256; }
+
 size_t dg_cuda_ws_norm_bwd(const dg_graph *g, const dg_node *n) {
-    return sizeof(float) * 2 * (size_t)dg_rows(DG_IN(g, n, 1));
+    const dg_tensor *x = DG_IN(g, n, 1);
+    int64_t rows = dg_rows(x);
+    return stats_bytes(rows) + sizeof(double) * 2 * (size_t)(dw_chunks(rows) * dg_cols(x));
 }
 
 static int norm_fwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
@@ -118,9 +156,16 @@ static int norm_bwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n, v
         norm_dx_kernel<<<(unsigned)rows, NT, 0, st>>>((const float *)in[0], (const float *)in[1],
                                                       (const float *)in[2], (float *)out[0], ws,
                                                       rows, H, (float)n->attrs.f[0], ln);
-    norm_dw_kernel<<<dg_cuda_blocks(H, 128), 128, 0, st>>>((const float *)in[0], (const float *)in[1],
-                                                            ws, (float *)out[1],
-                                                            ln ? (float *)out[2] : NULL, rows, H);
+    if (H == 0) return dg_cuda_launched();
+    int64_t nch = dw_chunks(rows); /* 0 with no rows: pass 2 writes zeros */
+    double *pw = (double *)((char *)e->workspace + stats_bytes(rows)), *pb = pw + nch * H;
+    if (nch > 0) {
+        dim3 grid((unsigned)((H + DW_T - 1) / DW_T), (unsigned)nch);
+        norm_dw_part_kernel<<<grid, DW_T, 0, st>>>((const float *)in[0], (const float *)in[1], ws,
+                                                  pw, pb, rows, H, dw_chunk_rows(rows));
+    }
+    norm_dw_sum_kernel<<<dg_cuda_blocks(H, 128), 128, 0, st>>>(pw, pb, (float *)out[1],
+                                                                ln ? (float *)out[2] : NULL, nch, H);
     return dg_cuda_launched();
 }
 

@@ -5,7 +5,10 @@
  * LayerNorm, SwiGLU, GeLU, element-wise ops, tied LM head, masked cross
  * entropy, AdamW), an MoE block (router, aux and z losses, permutation,
  * grouped GEMMs; softmax and sigmoid with bias and groups, with and
- * without capacity dropping), a non-causal
+ * without capacity dropping), the device-side reductions on ragged shapes
+ * (grouped GEMMs with a 0-row expert and padding rows, norms' weight
+ * gradients over several row chunks, the embedding's gradient over several
+ * token chunks), a non-causal
  * attention with a 96-wide head, the training path (learned positions,
  * dropout, biases, unfused attention, 16-bit rounding, loss scaling) and
  * an optimizer step (norm, clip, AdamW on a shard and on a whole
@@ -15,7 +18,8 @@
  * kernel runs on device copies of the SAME inputs, its outputs poisoned
  * (NaN) first, and each output (and each input it updates in place) must
  * match the CPU's: fp32 within 1e-5 norm-wise and 1e-3 per element
- * (dg_close.h says why), f64 within 1e-12, integers exactly. Then the whole dense graph runs on the device
+ * (dg_close.h says why), f64 within 1e-12, integers and the embedding's
+ * gradient (summed in the CPU's order) exactly. Then the whole dense graph runs on the device
  * executor and its loss and gradients must match the CPU run within 1e-4
  * norm-wise and 1e-2 per element; a graph
  * with an op that has no CUDA kernel (seq_last) is refused without
@@ -83,7 +87,8 @@ static void fill_leaves(const dg_graph *g, dg_buffers *b, uint64_t seed, const i
 /* 0 when got matches want: integers exactly, fp32 by dg_close_f32
  * (dg_close.h says why norm-wise), f64 (the optimizer's norms and status:
  * sums in double whose order differs) within 1e-12 relative per element, NaN
- * matching NaN; else prints the mismatch and returns 1. */
+ * matching NaN, the embedding's gradient bitwise; else prints the mismatch
+ * and returns 1. */
 static int compare(const dg_graph *g, const dg_node *n, int t, const void *got, const void *want,
                    double norm_tol, double elem_tol) {
     const dg_tensor *x = &g->tensors[t];
@@ -98,11 +103,12 @@ static int compare(const dg_graph *g, const dg_node *n, int t, const void *got, 
             }
         return 0;
     }
-    if (x->dtype != DG_F32) {
+    /* the embedding's gradient adds in the CPU's order (token order, fp32) */
+    if (x->dtype != DG_F32 || n->op == &dg_op_embedding_bwd) {
         size_t es = dg_dtype_size(x->dtype);
         for (int64_t i = 0; i < cnt; i++)
             if (memcmp((const char *)got + i * es, (const char *)want + i * es, es)) {
-                print_error("node %d (%s) output '%s' [%lld]: integers differ\n", n->id, n->op->name,
+                print_error("node %d (%s) output '%s' [%lld]: differs bitwise\n", n->id, n->op->name,
                             x->name, (long long)i);
                 return 1;
             }
@@ -302,6 +308,61 @@ static void test_moe_ops(void **state) {
     moe_case(0, 0, 2);
     moe_case(1.0, 0, 3); /* capacity dropping (by probs): -1 slots in the permutation */
     moe_case(0.75, 1, 4); /* sigmoid, expert bias, groups, dropping by position */
+}
+
+/* Counts of the ragged case: expert 1 has no rows, the others are not
+ * multiples of the GEMM's 64-row tiles, and they sum to 203 of the 230
+ * rows (27 padding rows come out zero). */
+static void prep_ragged(const dg_graph *g, dg_buffers *b) {
+    static const int32_t counts[5] = {70, 0, 3, 129, 1};
+    for (int t = 0; t < g->n_tensors; t++)
+        if (!strcmp(g->tensors[t].name, "counts")) memcpy(b->ptr[t], counts, sizeof counts);
+}
+
+/* The device-side reductions on ragged shapes: grouped GEMMs (both weight
+ * layouts, their data and weight gradients) with a 0-row expert, padding
+ * rows and K, M not multiples of the tiles; RMSNorm and LayerNorm over 200
+ * rows (the weight gradients' row chunks, 64 each, end ragged) of 300
+ * columns (not a multiple of the 128-column blocks); the embedding's
+ * gradient over 2500 tokens (three token chunks, the last partial), most
+ * tokens repeated, vocabulary rows 250..299 never hit. */
+static void test_ragged_reductions(void **state) {
+    (void)state;
+    enum { N = 230, E = 5, K = 37, M = 70, R = 200, H = 300, T = 2500, Vr = 300, Hr = 20 };
+    dg_graph *g = dg_graph_new("cuda_ragged");
+    int x = dg_param_new(g, "x", 2, DG_SHAPE(N, K));
+    int counts = dg_input_new(g, "counts", DG_I32, 1, DG_SHAPE(E));
+    int h = dg_grouped_linear(g, x, counts, dg_param_new(g, "w1", 3, DG_SHAPE(E, M, K)));
+    int y = dg_grouped_gemm(g, h, counts, dg_param_new(g, "w2", 3, DG_SHAPE(E, M, K)), 0);
+    int loss = dg_sum(g, dg_mul(g, y, dg_input_new(g, "Ry", DG_F32, 2, DG_SHAPE(N, K))));
+    int xn = dg_param_new(g, "xn", 2, DG_SHAPE(R, H));
+    int n1 = dg_rmsnorm(g, xn, dg_param_new(g, "rms_w", 1, DG_SHAPE(H)), 1e-5);
+    int n2 = dg_layernorm(g, n1, dg_param_new(g, "ln_w", 1, DG_SHAPE(H)), dg_param_new(g, "ln_b", 1, DG_SHAPE(H)),
+                          1e-5);
+    loss = dg_add(g, loss, dg_sum(g, dg_mul(g, n2, dg_input_new(g, "Rn", DG_F32, 2, DG_SHAPE(R, H)))));
+    int tokens = dg_input_new(g, "tokens", DG_I32, 1, DG_SHAPE(T));
+    int emb = dg_embedding(g, dg_param_new(g, "emb", 2, DG_SHAPE(Vr, Hr)), tokens);
+    loss = dg_add(g, loss, dg_sum(g, dg_mul(g, emb, dg_input_new(g, "Re", DG_F32, 2, DG_SHAPE(T, Hr)))));
+    dg_err err = {{0}};
+    int st = loss < 0 ? DG_EINPUT : dg_autodiff(g, loss, dg_ops_autodiff(), NULL, &err);
+    if (st != DG_OK) print_error("ragged graph: %s %s\n", g->err.msg, err.msg);
+    assert_int_equal(st, DG_OK);
+    int hi[128] = {0};
+    assert_true(g->n_tensors <= 128);
+    hi[tokens] = 250;
+    int seen[3] = {0};
+    for (int k = 0; k < g->n_nodes; k++) {
+        const dg_op_def *op = g->nodes[k].op;
+        seen[0] += op == &dg_op_grouped_gemm || op == &dg_op_grouped_gemm_wgrad;
+        seen[1] += op == &dg_op_rmsnorm_bwd || op == &dg_op_layernorm_bwd;
+        seen[2] += op == &dg_op_embedding_bwd;
+    }
+    /* 2 forward, 2 data and 2 weight gradients; both norms; the embedding */
+    assert_int_equal(seen[0], 6);
+    assert_int_equal(seen[1], 2);
+    assert_int_equal(seen[2], 1);
+    assert_true(check_graph_prep(g, hi, 9, prep_ragged) >= 9); /* at least those nine */
+    dg_graph_free(g);
 }
 
 /* Non-causal attention with a 96-wide head (the <= 128 instantiation). */
@@ -580,6 +641,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dense_ops),
         cmocka_unit_test(test_moe_ops),
+        cmocka_unit_test(test_ragged_reductions),
         cmocka_unit_test(test_attention_wide),
         cmocka_unit_test(test_train_path_ops),
         cmocka_unit_test(test_optim_ops),
