@@ -244,9 +244,21 @@ static int emu_prepare(dg_device *dev, const dg_graph *g, dg_err *err) {
     return DG_OK;
 }
 
+/* Whether name is one of the list's names (separated by commas or spaces). */
+static int listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        size_t len = strcspn(p, ", ");
+        if (len == n && !strncmp(p, name, n)) return 1;
+        p += len;
+        p += strspn(p, ", ");
+    }
+    return 0;
+}
+
 static int emu_has_kernel(const dg_device *dev, const dg_op_def *op) {
-    (void)dev;
-    return op->comm != DG_COMM_NONE || op->kernel != NULL;
+    if (op->comm != DG_COMM_NONE) return 1;
+    return op->kernel != NULL && !listed(emu_of(dev)->o.missing_ops, op->name);
 }
 
 static int emu_copy(dg_device *dev, int s, void *dst, const void *src, size_t bytes, dg_copy_dir dir,

@@ -33,6 +33,10 @@ typedef struct dg_device_emu_opts {
     const dg_team *team; /* the compute stream's kernels (borrowed; NULL: its own thread) */
     int delay_us;        /* 0: no delays */
     uint64_t seed;       /* of the delays */
+    /* Ops (names, separated by commas or spaces; NULL: none) the device pretends to have
+     * no kernel for, as a GPU table lacking them would: what the refusal
+     * and the host fallback are tested with. Borrowed. */
+    const char *missing_ops;
 } dg_device_emu_opts;
 
 dg_device *dg_device_emu_new(const dg_device_emu_opts *o, dg_err *err);

@@ -101,9 +101,19 @@ void dg_device_step_free(dg_device_step *ds) {
 }
 
 /* Steps 1-3 of dg_device_exec.h: enqueue everything. */
+/* Node v on the host: inputs down, its CPU kernel, outputs up, in stream s. */
+static int enqueue_fallback(dg_device *d, int s, const dg_device_fallback *f, dg_err *err) {
+    for (int i = 0; i < f->n_in; i++)
+        DG_TRY(d->ops->copy(d, s, f->in[i].host, f->in[i].dev, f->in[i].bytes, DG_COPY_DOWN, err));
+    DG_TRY(d->ops->host_call(d, s, f->run, f->arg, f->status, f->err, err));
+    for (int j = 0; j < f->n_out; j++)
+        DG_TRY(d->ops->copy(d, s, f->out[j].dev, f->out[j].host, f->out[j].bytes, DG_COPY_UP, err));
+    return DG_OK;
+}
+
 static int enqueue_step(dg_device *d, const dg_device_step *ds, void *const *dptr,
                         const dg_device_xfer *up, int n_up, const dg_device_xfer *down, int n_down,
-                        dg_err *err) {
+                        dg_device_fallback *const *fb, dg_err *err) {
     const dg_sched_plan *p = ds->p;
     const dg_graph *g = p->g;
     const dg_device_ops *o = d->ops;
@@ -122,7 +132,8 @@ static int enqueue_step(dg_device *d, const dg_device_step *ds, void *const *dpt
         void *in[DG_MAX_INPUTS], *out[DG_MAX_OUTPUTS];
         for (int i = 0; i < n->n_in; i++) in[i] = n->in[i] >= 0 ? dptr[n->in[i]] : NULL;
         for (int j = 0; j < n->n_out; j++) out[j] = n->out[j] >= 0 ? dptr[n->out[j]] : NULL;
-        DG_TRY(o->launch(d, s, g, n, in, out, err));
+        if (fb && fb[v]) DG_TRY(enqueue_fallback(d, s, fb[v], err));
+        else DG_TRY(o->launch(d, s, g, n, in, out, err));
         if (ds->record[v]) DG_TRY(o->record(d, s, v, err));
     }
     for (int s = 1; s < ns; s++) {
@@ -136,8 +147,8 @@ static int enqueue_step(dg_device *d, const dg_device_step *ds, void *const *dpt
 
 int dg_device_run_step(dg_device *d, const dg_device_step *ds, void *const *dptr,
                        const dg_device_xfer *up, int n_up, const dg_device_xfer *down, int n_down,
-                       dg_err *err) {
-    int st = enqueue_step(d, ds, dptr, up, n_up, down, n_down, err);
+                       dg_device_fallback *const *fb, dg_err *err) {
+    int st = enqueue_step(d, ds, dptr, up, n_up, down, n_down, fb, err);
     /* Wait for what was enqueued even when enqueueing failed half way: no
      * stream may still read buffers the caller frees or refills. */
     dg_err se = {{0}};

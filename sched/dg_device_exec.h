@@ -39,6 +39,19 @@ typedef struct dg_device_xfer {
     size_t bytes;
 } dg_device_xfer;
 
+/* A node whose op has no kernel on the device, run on the host under the
+ * host-fallback debugging flag: its inputs come down into pinned staging,
+ * run(arg) runs its CPU kernel there (a host call in its stream's order,
+ * outcome in *status / *err), its outputs go up. Slow by design. */
+typedef struct dg_device_fallback {
+    dg_device_xfer in[DG_MAX_INPUTS], out[DG_MAX_OUTPUTS];
+    int n_in, n_out;
+    void (*run)(void *arg);
+    void *arg;
+    int *status;
+    dg_err *err;
+} dg_device_fallback;
+
 /* What the executor derives from a plan once: each node's device stream,
  * which event each node waits for on each other stream, and which nodes
  * record theirs. */
@@ -58,10 +71,11 @@ void dg_device_step_init(dg_device_step *ds, const dg_sched_plan *p, dg_comm *co
 void dg_device_step_free(dg_device_step *ds);
 
 /* Run one step of ds->p on d: dptr[t] is tensor t's device memory; up[] go
- * up before the first node, down[] come down after the last. Returns DG_OK
- * or the first error of the step. */
+ * up before the first node, down[] come down after the last; fb[v] (fb may
+ * be NULL) runs node v on the host instead. Returns DG_OK or the first
+ * error of the step. */
 int dg_device_run_step(dg_device *d, const dg_device_step *ds, void *const *dptr,
                        const dg_device_xfer *up, int n_up, const dg_device_xfer *down, int n_down,
-                       dg_err *err);
+                       dg_device_fallback *const *fb, dg_err *err);
 
 #endif /* DG_DEVICE_EXEC_H */

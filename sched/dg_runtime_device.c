@@ -13,7 +13,9 @@
  * A step copies the inputs' host view up, runs on the device
  * (dg_device_exec.h) and copies the logged activations down; nothing else
  * crosses. Every node's op must have a kernel on the device: a graph with
- * a host-only op is refused at bind, naming the op.
+ * a host-only op is refused at bind, naming the op, unless the runtime was
+ * made with host_fallback (then that node runs its CPU kernel on pinned
+ * staging copies of its buffers, in its stream's order).
  */
 #include <string.h>
 
@@ -35,7 +37,50 @@ typedef struct dg_runtime_dev {
     int n_up, n_down;
     size_t bytes_up, bytes_down;
     double *t0, *t1;             /* per node: the last step's times */
+    dg_device_fallback **fb;     /* per node: its host run, NULL on the device */
+    int plan_nodes;              /* fb's length */
+    void *fb_host;               /* pinned: the fallback nodes' staging */
+    int n_fb;
 } dg_runtime_dev;
+
+/* What a fallback node's host call needs. */
+typedef struct fb_arg {
+    const dg_graph *g;
+    const dg_node *n;
+    void *in[DG_MAX_INPUTS], *out[DG_MAX_OUTPUTS];
+    void *ws;
+    size_t ws_bytes;
+    int status;
+    dg_err err;
+} fb_arg;
+
+/* A fallback node's CPU kernel on its staging (one thread: a host call
+ * must not wait on anything the device does). */
+static void fb_run(void *p) {
+    fb_arg *a = p;
+    dg_exec_env env = {NULL, a->ws, a->ws_bytes, DG_BACKEND_CPU, NULL};
+    a->status = a->n->op->kernel(&env, a->g, a->n, a->in, a->out);
+    if (a->status != DG_OK)
+        dg_err_set(&a->err, a->status, "node %d '%s' (op %s, on the host): kernel failed with status %d",
+                   a->n->id, a->n->name, a->n->op->name, a->status);
+}
+
+static void free_fallback(dg_runtime *rt) {
+    dg_runtime_dev *dv = rt->dv;
+    if (!dv->fb) return;
+    for (int v = 0; v < dv->plan_nodes; v++)
+        if (dv->fb[v]) {
+            fb_arg *a = dv->fb[v]->arg;
+            dg_free(a->ws);
+            dg_free(a);
+            dg_free(dv->fb[v]);
+        }
+    dg_free(dv->fb);
+    dv->fb = NULL;
+    if (dv->fb_host) rt->dev->ops->host_release(rt->dev, dv->fb_host);
+    dv->fb_host = NULL;
+    dv->n_fb = 0;
+}
 
 static size_t align_up(size_t n) {
     return (n + DG_DEVICE_ALIGN - 1) & ~(size_t)(DG_DEVICE_ALIGN - 1);
@@ -45,6 +90,7 @@ static void release_graph(dg_runtime *rt) {
     dg_runtime_dev *dv = rt->dv;
     dg_device *d = rt->dev;
     if (!dv) return;
+    free_fallback(rt);
     if (dv->arena) d->ops->release(d, dv->arena);
     if (dv->persist) d->ops->release(d, dv->persist);
     if (dv->host_persist) d->ops->host_release(d, dv->host_persist);
@@ -146,14 +192,67 @@ static int bind_transfers(dg_runtime *rt, const dg_sched_plan *p, dg_err *err) {
     return DG_OK;
 }
 
-/* Every node's op has a kernel on this device, or the graph is refused. */
+/* Every node's op has a kernel on this device, or the graph is refused
+ * (without host fallback). */
 static int check_kernels(const dg_runtime *rt, const dg_graph *g, dg_err *err) {
     for (int v = 0; v < g->n_nodes; v++) {
         const dg_node *n = &g->nodes[v];
-        if (!n->op || !rt->dev->ops->has_kernel(rt->dev, n->op))
+        if (!n->op)
+            return dg_err_set(err, DG_EINTERNAL, "node %d '%s': no op", v, n->name);
+        if (!rt->dev->ops->has_kernel(rt->dev, n->op) && !(rt->host_fallback && n->op->kernel))
             return dg_err_set(err, DG_EINPUT,
-                              "node %d '%s': op '%s' has no kernel on the %s device (it would run on the host)",
-                              v, n->name, n->op ? n->op->name : "?", rt->dev->ops->name);
+                              "node %d '%s': op '%s' has no kernel on the %s device (it would run on the host: "
+                              "--device-host-fallback allows that, for debugging)",
+                              v, n->name, n->op->name, rt->dev->ops->name);
+    }
+    return DG_OK;
+}
+
+/* Host fallback: a record and pinned staging for each node whose op the
+ * device lacks. */
+static int bind_fallback(dg_runtime *rt, const dg_sched_plan *p, dg_err *err) {
+    dg_runtime_dev *dv = rt->dv;
+    const dg_graph *g = p->g;
+    free_fallback(rt);
+    if (!rt->host_fallback) return DG_OK;
+    size_t bytes = 0;
+    for (int v = 0; v < g->n_nodes; v++) {
+        const dg_node *n = &g->nodes[v];
+        if (rt->dev->ops->has_kernel(rt->dev, n->op)) continue;
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] >= 0) bytes += align_up(dg_tensor_bytes(&g->tensors[n->in[i]]));
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0) bytes += align_up(dg_tensor_bytes(&g->tensors[n->out[j]]));
+        dv->n_fb++;
+    }
+    dv->plan_nodes = g->n_nodes;
+    dv->fb = dg_calloc((size_t)DG_MAX(g->n_nodes, 1), sizeof *dv->fb);
+    if (!dv->n_fb) return DG_OK;
+    DG_TRY(rt->dev->ops->host_alloc(rt->dev, bytes, &dv->fb_host, err));
+    char *h = dv->fb_host;
+    for (int v = 0; v < g->n_nodes; v++) {
+        const dg_node *n = &g->nodes[v];
+        if (rt->dev->ops->has_kernel(rt->dev, n->op)) continue;
+        dg_device_fallback *f = dv->fb[v] = dg_calloc(1, sizeof *f);
+        fb_arg *a = dg_calloc(1, sizeof *a);
+        a->g = g, a->n = n;
+        a->ws_bytes = n->op->workspace ? n->op->workspace(g, n, 1) : 0;
+        a->ws = a->ws_bytes ? dg_aligned_alloc(a->ws_bytes) : NULL;
+        for (int i = 0; i < n->n_in; i++) {
+            if (n->in[i] < 0) continue;
+            size_t b = dg_tensor_bytes(&g->tensors[n->in[i]]);
+            a->in[i] = h;
+            f->in[f->n_in++] = (dg_device_xfer){h, dv->dptr[n->in[i]], b};
+            h += align_up(b);
+        }
+        for (int j = 0; j < n->n_out; j++) {
+            if (n->out[j] < 0) continue;
+            size_t b = dg_tensor_bytes(&g->tensors[n->out[j]]);
+            a->out[j] = h;
+            f->out[f->n_out++] = (dg_device_xfer){h, dv->dptr[n->out[j]], b};
+            h += align_up(b);
+        }
+        f->run = fb_run, f->arg = a, f->status = &a->status, f->err = &a->err;
     }
     return DG_OK;
 }
@@ -173,6 +272,7 @@ int dg_runtime_dev_bind(dg_runtime *rt, const dg_sched_plan *p, dg_err *err) {
         dv->arena_bytes = need;
     }
     DG_TRY(bind_transfers(rt, p, err));
+    DG_TRY(bind_fallback(rt, p, err));
     DG_TRY(d->ops->prepare(d, g, err));
     dg_device_step_free(&dv->step);
     dg_device_step_init(&dv->step, p, rt->groups, d->n_streams);
@@ -189,7 +289,8 @@ int dg_runtime_dev_run(dg_sched_plan *p, dg_runtime *rt, dg_sched_stats *stats, 
     DG_TRY(dg_runtime_dev_bind(rt, p, err));
     dg_runtime_dev *dv = rt->dv;
     double e0 = dg_now();
-    int st = dg_device_run_step(rt->dev, &dv->step, dv->dptr, dv->up, dv->n_up, dv->down, dv->n_down, err);
+    int st = dg_device_run_step(rt->dev, &dv->step, dv->dptr, dv->up, dv->n_up, dv->down, dv->n_down, dv->fb,
+                                err);
     double e1 = dg_now();
     dg_sched_stats local;
     memset(&local, 0, sizeof local);
@@ -202,6 +303,7 @@ int dg_runtime_dev_run(dg_sched_plan *p, dg_runtime *rt, dg_sched_stats *stats, 
         local.overhead_per_task = p->n_nodes ? DG_MAX(0.0, (e1 - e0) - local.t_step) / p->n_nodes : 0;
         local.bytes_up = dv->bytes_up;
         local.bytes_down = dv->bytes_down;
+        local.n_host_nodes = dv->n_fb;
         if (rt->trace)
             for (int v = 0; v < p->n_nodes; v++)
                 dg_trace_add(rt->trace, p->g, v, p->stream[v], rt->step, dv->t0[v], dv->t1[v]);

@@ -58,6 +58,7 @@ struct dg_runtime {
 
     /* a device runtime (dg_runtime_opts.make_device): NULL on the CPU */
     dg_device *dev;
+    int host_fallback;         /* dg_runtime_opts.host_fallback */
     struct dg_runtime_dev *dv; /* its bound buffers (dg_runtime_device.c) */
 };
 

@@ -123,6 +123,10 @@ typedef struct dg_runtime_opts {
      * device, dg_runtime_ptr gives the host view (below). */
     dg_device *(*make_device)(const dg_team *team, void *arg, dg_err *err);
     void *make_device_arg;
+    /* On a device, 1: a node whose op has no kernel there runs its CPU kernel
+     * on the host, its buffers copied down and up around it (debugging;
+     * slow). 0: such a graph is refused at bind, naming the op. */
+    int host_fallback;
 } dg_runtime_opts;
 
 typedef struct dg_runtime dg_runtime;
@@ -186,6 +190,7 @@ typedef struct dg_sched_stats {
     double overhead_per_task;           /* seconds of scheduler work (dequeue, release) per task */
     double wall;                        /* seconds inside dg_sched_run, hand-off included */
     size_t bytes_up, bytes_down;        /* on a device: copied up before / down after the step */
+    int n_host_nodes;                   /* on a device: nodes run on the host (host fallback) */
 } dg_sched_stats;
 
 /* Run one step of p on rt and return when it is finished. stats may be

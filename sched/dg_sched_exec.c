@@ -202,6 +202,7 @@ dg_runtime *dg_runtime_new(const dg_runtime_opts *o, dg_err *err) {
             return NULL;
         }
         rt->dev->ops->set_groups(rt->dev, rt->groups);
+        rt->host_fallback = o->host_fallback;
         return rt;
     }
     rt->streams[DG_STREAM_COMPUTE] = dg_stream_cpu_compute_new(dg_pool_team(rt->pool));

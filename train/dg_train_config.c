@@ -131,6 +131,8 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--compute-threads", DG_ARG_INT, T(compute_threads), "compute workers (default: this rank's cores)", 0, 1024, NULL},
     {"--device", DG_ARG_CHOICE, T(device), "where kernels run (default: cuda when a GPU is usable, else cpu; emulated: the GPU runtime on the CPU, for testing)", NR, "cuda|cpu|emulated"},
     {"--emulated-delay-us", DG_ARG_INT, T(emulated_delay_us), "--device emulated: each stream task first waits a random 0..N microseconds (0)", 0, 1000000, NULL},
+    {"--emulated-missing-ops", DG_ARG_LIST, T(emulated_missing_ops), "--device emulated: ops (by name) the device pretends to have no kernel for, as a GPU lacking them would", NR, NULL},
+    {"--device-host-fallback", DG_ARG_FLAG, T(device_host_fallback), "debugging: an op without a kernel on the device runs on the host (its buffers copied around it) instead of being refused", NR, NULL},
     /* activation recompute (train/dg_recompute.h) */
     {"--recompute-activations", DG_ARG_FLAG, T(recompute_activations), "recompute activations: --recompute-granularity selective", NR, NULL},
     {"--recompute-granularity", DG_ARG_CHOICE, T(recompute_granularity), "full: whole layers; selective: the --recompute-modules", NR, "full|selective"},

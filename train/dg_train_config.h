@@ -79,6 +79,8 @@ typedef struct dg_train_config {
                                      * dg_train resolves it: train/dg_device_pick.h). emulated: the
                                      * device runtime on the CPU (sched/dg_device_emu.h) */
     int emulated_delay_us;          /* --emulated-delay-us: each emulated stream task waits 0..N us first */
+    char emulated_missing_ops[DG_ARG_STR_LEN]; /* --emulated-missing-ops: ops the emulated device lacks */
+    int device_host_fallback;       /* --device-host-fallback: ops a device lacks run on the host */
 
     /* parallelism (dg_grid.h); DP is derived from the world size */
     int tensor_model_parallel_size;   /* --tensor-model-parallel-size */

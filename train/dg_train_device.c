@@ -11,7 +11,7 @@
 
 static dg_device *make_emulated(const dg_team *team, void *arg, dg_err *err) {
     const dg_train_config *c = arg;
-    dg_device_emu_opts o = {team, c->emulated_delay_us, (uint64_t)c->seed};
+    dg_device_emu_opts o = {team, c->emulated_delay_us, (uint64_t)c->seed, c->emulated_missing_ops};
     return dg_device_emu_new(&o, err);
 }
 
@@ -23,6 +23,7 @@ static dg_device *make_cuda(const dg_team *team, void *arg, dg_err *err) {
 void dg_train_device_hooks(const dg_train_config *c, dg_runtime_opts *ro) {
     if (!strcmp(c->device, "emulated")) ro->make_device = make_emulated, ro->make_device_arg = (void *)c;
     if (!strcmp(c->device, "cuda")) ro->make_device = make_cuda, ro->make_device_arg = NULL;
+    ro->host_fallback = c->device_host_fallback;
 }
 
 int dg_train_device_groups(const dg_train_config *c, dg_comm *groups[DG_AXIS_COUNT],

@@ -228,9 +228,9 @@ static int run_step(trainer *t, int split, int64_t consumed, losses *l, dg_err *
     DG_TRY(dg_sched_run(t->plan, t->rt, &st, err));
     if (t->stats) *t->stats = st;
     if (!t->device_said && dg_runtime_device(t->rt) && t->log) { /* once: what crossed the bus */
-        printf(" device %s: %d nodes on the device, 0 host-fallback nodes; per step %zu bytes up (inputs, "
+        printf(" device %s: %d nodes on the device, %d host-fallback nodes; per step %zu bytes up (inputs, "
                "hyper-parameters), %zu bytes down (logged values)\n",
-               dg_runtime_device(t->rt), st.n_tasks, st.bytes_up, st.bytes_down);
+               dg_runtime_device(t->rt), st.n_tasks - st.n_host_nodes, st.n_host_nodes, st.bytes_up, st.bytes_down);
         t->device_said = 1;
     }
     if (split == DG_SPLIT_TRAIN) {

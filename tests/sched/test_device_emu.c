@@ -32,7 +32,7 @@
 
 static dg_device *emu(int delay_us) {
     dg_err err = {{0}};
-    dg_device_emu_opts o = {NULL, delay_us, 7};
+    dg_device_emu_opts o = {NULL, delay_us, 7, NULL};
     dg_device *d = dg_device_emu_new(&o, &err);
     assert_non_null(d);
     return d;
@@ -124,7 +124,7 @@ static size_t kept_bytes(const wide *w) {
 static dg_comm *g_groups[DG_AXIS_COUNT];
 
 static dg_device *make_emu(const dg_team *team, void *arg, dg_err *err) {
-    dg_device_emu_opts o = {team, *(int *)arg, 11};
+    dg_device_emu_opts o = {team, *(int *)arg, 11, NULL};
     return dg_device_emu_new(&o, err);
 }
 
