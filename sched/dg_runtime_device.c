@@ -257,9 +257,12 @@ static int bind_fallback(dg_runtime *rt, const dg_sched_plan *p, dg_err *err) {
     return DG_OK;
 }
 
-int dg_runtime_dev_bind(dg_runtime *rt, const dg_sched_plan *p, dg_err *err) {
+int dg_runtime_dev_bind(dg_runtime *rt, const dg_sched_plan *p, int force, dg_err *err) {
     const dg_graph *g = p->g;
-    if (rt->dv && rt->dv->plan == p && rt->bound_graph == g) return DG_OK;
+    /* Bound already: every step asks (force 0). A plan freed and another
+     * made at the same address for the same graph would pass as bound, so
+     * dg_runtime_bind, which callers that swap plans call, forces it. */
+    if (!force && rt->dv && rt->dv->plan == p && rt->bound_graph == g) return DG_OK;
     DG_TRY(check_kernels(rt, g, err));
     if (!rt->dv || rt->bound_graph != g || rt->bound_nt != g->n_tensors) DG_TRY(bind_graph(rt, g, p, err));
     dg_runtime_dev *dv = rt->dv;
@@ -286,7 +289,7 @@ int dg_runtime_dev_bind(dg_runtime *rt, const dg_sched_plan *p, dg_err *err) {
 
 int dg_runtime_dev_run(dg_sched_plan *p, dg_runtime *rt, dg_sched_stats *stats, dg_err *err) {
     double w0 = dg_now();
-    DG_TRY(dg_runtime_dev_bind(rt, p, err));
+    DG_TRY(dg_runtime_dev_bind(rt, p, 0, err));
     dg_runtime_dev *dv = rt->dv;
     double e0 = dg_now();
     int st = dg_device_run_step(rt->dev, &dv->step, dv->dptr, dv->up, dv->n_up, dv->down, dv->n_down, dv->fb,

@@ -63,7 +63,7 @@ struct dg_runtime {
 };
 
 /* dg_runtime_device.c: bind, run a step, free (rt->dev != NULL). */
-int dg_runtime_dev_bind(dg_runtime *rt, const dg_sched_plan *p, dg_err *err);
+int dg_runtime_dev_bind(dg_runtime *rt, const dg_sched_plan *p, int force, dg_err *err);
 int dg_runtime_dev_run(dg_sched_plan *p, dg_runtime *rt, dg_sched_stats *stats, dg_err *err);
 void dg_runtime_dev_free(dg_runtime *rt);
 

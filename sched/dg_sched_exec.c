@@ -251,7 +251,7 @@ dg_topo *dg_runtime_topo(dg_runtime *rt) { return rt->topo; }
 void dg_runtime_set_trace(dg_runtime *rt, dg_trace *tr) { rt->trace = tr; }
 
 int dg_runtime_bind(dg_runtime *rt, const dg_sched_plan *p, dg_err *err) {
-    if (rt->dev) return dg_runtime_dev_bind(rt, p, err);
+    if (rt->dev) return dg_runtime_dev_bind(rt, p, 1, err);
     const dg_graph *g = p->g;
     int nt = g->n_tensors;
     if (rt->bound_graph != g || rt->bound_nt != nt) {
