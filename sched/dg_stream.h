@@ -13,11 +13,9 @@
  * dependency counter: finishing a task decrements its successors' counters
  * and wakes the other stream's driver when one reaches zero.
  *
- * How CUDA slots in: a CUDA stream's exec() enqueues the kernel (or NCCL
- * call) on its cudaStream_t and returns at once, recording a cudaEvent; its
- * record_event/wait_event hooks turn each cross-stream edge into
- * cudaStreamWaitEvent, so the host driver may submit a task as soon as its
- * predecessors are *submitted*. CPU streams leave those hooks NULL.
+ * These are the CPU runtime's streams. A device (a GPU, or the emulated
+ * device) runs a step through dg_device.h instead: there the host enqueues
+ * every task and each cross-stream edge is an event (dg_device_exec.h).
  */
 #ifndef DG_STREAM_H
 #define DG_STREAM_H
@@ -30,14 +28,10 @@
 typedef struct dg_stream dg_stream;
 
 typedef struct dg_stream_ops {
-    const char *name; /* "cpu-compute", "cpu-comm", later "cuda" */
-    /* Run (CPU) or enqueue (CUDA) node n; in/out are its buffers. */
+    const char *name; /* "cpu-compute", "cpu-comm" */
+    /* Run node n to completion; in/out are its buffers. */
     int (*exec)(dg_stream *s, const dg_graph *g, const dg_node *n, void *const *in,
                 void *const *out, dg_err *err);
-    /* Device streams only (NULL on the CPU): mark node n's completion /
-     * make this stream wait for node `dep` (finished on another stream). */
-    int (*record_event)(dg_stream *s, int node, dg_err *err);
-    int (*wait_event)(dg_stream *s, dg_stream *other, int dep, dg_err *err);
     void (*free)(dg_stream *s);
 } dg_stream_ops;
 

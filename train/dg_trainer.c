@@ -9,7 +9,6 @@
 #include "dg_ckpt_paths.h"
 #include "dg_comm_emulate.h"
 #include "dg_cpu_gemm.h"
-
 #include "dg_train_device.h"
 #include "dg_device_pick.h"
 #include "dg_mfu_peak.h"

@@ -325,15 +325,7 @@ static int launch_compute(cuda_dev *D, int s, const dg_graph *g, const dg_node *
                                              "has %zu: prepare() was not called for this graph",
                           n->id, n->name, n->op->name, need, D->ws_bytes);
     dg_exec_env env = {NULL, D->ws[s], D->ws_bytes, DG_BACKEND_CUDA, &D->ctx[s]};
-    (void)cudaGetLastError(); /* the status read below is this kernel's alone */
-    int st = en->fn(&env, g, n, in, out);
-    if (st != DG_OK) {
-        cudaError_t ce = cudaGetLastError();
-        return dg_err_set(err, st, "node %d '%s' (op %s): CUDA kernel failed (status %d%s%s)", n->id,
-                          n->name, n->op->name, st, ce != cudaSuccess ? ": " : "",
-                          ce != cudaSuccess ? cudaGetErrorString(ce) : "");
-    }
-    return DG_OK;
+    return dg_cuda_call_kernel(en, &env, g, n, in, out, err);
 }
 
 static int launch_collective(cuda_dev *D, int s, const dg_graph *g, const dg_node *n, void *const *in,

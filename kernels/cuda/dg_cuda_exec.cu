@@ -78,6 +78,19 @@ static int ctx_sync(dg_cuda_ctx *c, const dg_graph *g, dg_err *err) {
                       bad, n ? n->name : "?", n ? n->op->name : "?");
 }
 
+int dg_cuda_call_kernel(const dg_cuda_entry *en, const dg_exec_env *env, const dg_graph *g,
+                        const dg_node *n, void *const *in, void *const *out, dg_err *err) {
+    (void)cudaGetLastError(); /* the status read below is this kernel's alone */
+    int st = en->fn(env, g, n, in, out);
+    if (st != DG_OK) {
+        cudaError_t ce = cudaGetLastError();
+        return dg_err_set(err, st, "node %d '%s' (op %s): CUDA kernel failed (status %d%s%s)", n->id,
+                          n->name, n->op->name, st, ce != cudaSuccess ? ": " : "",
+                          ce != cudaSuccess ? cudaGetErrorString(ce) : "");
+    }
+    return DG_OK;
+}
+
 /* Run node n's CUDA kernel (entry en) on device buffers din/dout, with a
  * device workspace grown in *ws / *ws_bytes. */
 static int run_device_node(dg_cuda_ctx *c, const dg_cuda_entry *en, const dg_graph *g,
@@ -92,14 +105,7 @@ static int run_device_node(dg_cuda_ctx *c, const dg_cuda_entry *en, const dg_gra
         *ws_bytes = need;
     }
     dg_exec_env env = {NULL, *ws, *ws_bytes, DG_BACKEND_CUDA, c};
-    int st = en->fn(&env, g, n, din, dout);
-    if (st != DG_OK) {
-        cudaError_t ce = cudaGetLastError();
-        return dg_err_set(err, st, "node %d '%s' (op %s): CUDA kernel failed (status %d%s%s)", n->id,
-                          n->name, n->op->name, st, ce != cudaSuccess ? ": " : "",
-                          ce != cudaSuccess ? cudaGetErrorString(ce) : "");
-    }
-    return DG_OK;
+    return dg_cuda_call_kernel(en, &env, g, n, din, dout, err);
 }
 
 /* Run node n's CPU kernel on host buffers hin/hout (a host workspace grown

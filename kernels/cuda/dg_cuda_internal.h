@@ -68,6 +68,11 @@ static inline dg_cuda_ctx *dg_cuda_ctx_of(const dg_exec_env *e) { return (dg_cud
  * (dg_cuda_exec.cu), what dg_cuda_ctx_new and dg_cuda_device_new take for -1. */
 int dg_cuda_local_device(int count);
 
+/* Call node n's table kernel (entry en) with env; a failing wrapper's
+ * status comes back with err naming the node and CUDA's last error. */
+int dg_cuda_call_kernel(const dg_cuda_entry *en, const dg_exec_env *env, const dg_graph *g,
+                        const dg_node *n, void *const *in, void *const *out, dg_err *err);
+
 /* Blocks of `threads` covering n items, capped for grid-stride loops. */
 static inline unsigned dg_cuda_blocks(int64_t n, int threads) {
     int64_t b = (n + threads - 1) / threads;
