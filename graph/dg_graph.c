@@ -201,6 +201,40 @@ static int node_push(dg_graph *g, const dg_op_def *op, const dg_attrs *attrs, co
     return id;
 }
 
+int dg_op_infer(const dg_graph *g, const dg_node *n, dg_tensor_desc *outs, dg_err *err) {
+    DG_TRY(n->op->infer(g, n, outs, err));
+    dg_dtype store = DG_F32;
+    for (int i = 0; i < n->n_in && store == DG_F32; i++) {
+        const dg_tensor *t = &g->tensors[n->in[i]];
+        if (dg_dtype_is_16(t->dtype) && dg_tensor_numel(t) > 1) store = t->dtype;
+    }
+    if (store == DG_F32) return DG_OK;
+    for (int j = 0; j < n->op->n_outputs && j < DG_MAX_OUTPUTS; j++) {
+        int64_t numel = 1;
+        for (int d = 0; d < outs[j].ndim; d++) numel *= outs[j].shape[d];
+        if (outs[j].dtype == DG_F32 && numel > 1 && !(n->op->f32_outputs >> j & 1u)) outs[j].dtype = store;
+    }
+    return DG_OK;
+}
+
+void dg_graph_weights(const dg_graph *g, bool *w) {
+    for (int t = 0; t < g->n_tensors; t++) w[t] = g->tensors[t].role == DG_ROLE_PARAMETER;
+    /* nodes in id order: a node's inputs were made before it */
+    for (int v = 0; v < g->n_nodes; v++) {
+        const dg_node *n = &g->nodes[v];
+        bool from_weights = n->n_in > 0 && n->op && n->op->comm == DG_COMM_NONE;
+        int any_weight = 0;
+        for (int i = 0; i < n->n_in && from_weights; i++) {
+            const dg_tensor *t = &g->tensors[n->in[i]];
+            any_weight |= w[n->in[i]];
+            from_weights = w[n->in[i]] || (t->role == DG_ROLE_INPUT && t->producer < 0 && dg_tensor_numel(t) == 1);
+        }
+        if (!from_weights || !any_weight) continue;
+        for (int j = 0; j < n->n_out; j++)
+            if (g->tensors[n->out[j]].role == DG_ROLE_ACTIVATION) w[n->out[j]] = true;
+    }
+}
+
 int dg_graph_add(dg_graph *g, const dg_op_def *op, const dg_attrs *attrs, const int *inputs,
                  int n_in, int *out_ids, const char *name) {
     if (g->status != DG_OK) return -1;
@@ -217,7 +251,7 @@ int dg_graph_add(dg_graph *g, const dg_op_def *op, const dg_attrs *attrs, const 
     dg_tensor_desc outs[DG_MAX_OUTPUTS];
     memset(outs, 0, sizeof outs);
     dg_err err = {{0}};
-    if (op->infer(g, &g->nodes[nid], outs, &err) != DG_OK) {
+    if (dg_op_infer(g, &g->nodes[nid], outs, &err) != DG_OK) {
         g->n_nodes--; /* the node was never valid */
         return dg_graph_fail(g, "node '%s' (op %s): %s", name ? name : op->name, op->name, err.msg);
     }
@@ -237,7 +271,7 @@ int dg_graph_add(dg_graph *g, const dg_op_def *op, const dg_attrs *attrs, const 
                               DG_ROLE_ACTIVATION);
         n = &g->nodes[nid]; /* tensor_push does not move nodes, but stay safe */
         g->tensors[tid].producer = nid;
-        g->tensors[tid].requires_grad = needs_grad && outs[j].dtype == DG_F32;
+        g->tensors[tid].requires_grad = needs_grad && dg_dtype_is_float(outs[j].dtype);
         n->out[j] = tid;
         if (out_ids) out_ids[j] = tid;
     }

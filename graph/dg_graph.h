@@ -46,6 +46,12 @@ typedef enum dg_dtype {
 size_t dg_dtype_size(dg_dtype t);
 const char *dg_dtype_name(dg_dtype t); /* "f32", "bf16", ... */
 
+/* The floating types an activation can be stored in. Ops compute in f32
+ * (an op's infer says "f32" for a floating tensor); a graph stores a
+ * floating tensor in f32, bf16 or f16 (see dg_op_infer in dg_op.h). */
+static inline bool dg_dtype_is_float(dg_dtype t) { return t == DG_F32 || t == DG_BF16 || t == DG_F16; }
+static inline bool dg_dtype_is_16(dg_dtype t) { return t == DG_BF16 || t == DG_F16; }
+
 /* ---- what a tensor is for ------------------------------------------------ */
 typedef enum dg_role {
     DG_ROLE_ACTIVATION = 0, /* produced and consumed within a step */
@@ -300,6 +306,14 @@ typedef struct dg_uses {
 } dg_uses;
 void dg_uses_build(const dg_graph *g, dg_uses *u);
 void dg_uses_free(dg_uses *u);
+
+/* Per tensor, whether it is one of the step's weights: a parameter, or an
+ * activation computed from parameters alone (a 16-bit working copy, under
+ * fp16 through the loss scale, a scalar input). Such a tensor is the same
+ * for every micro-batch: micro-batch instantiation makes it once and the
+ * memory plan keeps it with the parameters, not among the activations (as
+ * Megatron counts its bf16 weights). w must hold g->n_tensors bools. */
+void dg_graph_weights(const dg_graph *g, bool *w);
 
 /* Shape as text, e.g. "[4,128,256]". buf must hold 64 bytes. */
 const char *dg_shape_str(const dg_tensor *t, char *buf);

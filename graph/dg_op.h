@@ -108,7 +108,28 @@ typedef struct dg_op_def {
      * its inputs need no parallel form (a whole vocabulary table). */
     int (*lower)(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
                  const void *opts, dg_err *err);
+
+    /* 16-bit storage (dg_op_infer, below). f32_outputs: a bit per output
+     * that stays f32 whatever the inputs (Megatron's fp32 islands: norm
+     * statistics, softmax statistics, losses, router probabilities; a cast's
+     * output is what the cast says). any_dtype: the kernel handles bf16 and
+     * f16 buffers itself (it moves elements by their size, or converts as it
+     * goes); 0: the kernel computes on f32 buffers and the runtime converts
+     * the node's 16-bit tensors to f32 around it (sched/dg_kernel_call.h). */
+    unsigned f32_outputs;
+    int any_dtype;
 } dg_op_def;
+
+/* The op's infer() plus the storage rule: an output infer() calls f32 is
+ * stored in 16 bits (bf16 or f16, that of the first such input) when one of
+ * the node's floating inputs with more than one element is, unless the op
+ * keeps that output f32 (f32_outputs) or it is a scalar. So the dtype pass
+ * (graph/passes/dg_pass_precision.h) only casts the parameters' working
+ * copies to 16 bits, and every activation computed from them, forward and
+ * backward (autodiff, recompute and micro-batch copies re-infer), is stored
+ * in 16 bits; the gradients of the f32 parameters come back through the
+ * casts' adjoints in f32. dg_graph_add and the verifier both call this. */
+int dg_op_infer(const dg_graph *g, const dg_node *n, dg_tensor_desc *outs, dg_err *err);
 
 /* A lower callback's answer "copy me" (above); no status code uses it. */
 #define DG_LOWER_AS_IS 100

@@ -197,7 +197,7 @@ static int check_infer(const dg_graph *g, const int *order, dg_err *err) {
         dg_tensor_desc outs[DG_MAX_OUTPUTS];
         memset(outs, 0, sizeof outs);
         dg_err e = {{0}};
-        if (n->op->infer(g, n, outs, &e) != DG_OK)
+        if (dg_op_infer(g, n, outs, &e) != DG_OK)
             return node_fail(err, n, "infer", "op rejects its inputs: %s",
                              e.msg[0] ? e.msg : "(no reason given)");
         for (int j = 0; j < n->n_out; j++) {

@@ -53,6 +53,7 @@ const dg_op_def dg_op_moe_ep_sort_chunks = {
     .name = "moe_ep_sort_chunks", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .iattr_names = {"num_ranks", "inverse", NULL},
     .infer = infer_sort, .cost = cost_sort, .adjoint = adj_sort, .kernel = k_sort,
+    .any_dtype = 1, /* moves elements by their size */
 };
 
 int dg_moe_ep_sort_chunks(dg_graph *g, int x, int counts, int P, int inverse) {
@@ -120,6 +121,7 @@ const dg_op_def dg_op_moe_ep_transpose = {
     .name = "moe_ep_transpose", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .iattr_names = {"a", "b", NULL},
     .infer = infer_transpose, .kernel = k_transpose,
+    .any_dtype = 1, /* moves elements by their size */
 };
 
 int dg_moe_ep_transpose(dg_graph *g, int x, int A, int B) {
@@ -241,6 +243,7 @@ static int adj_concat(dg_graph *g, const dg_node *n, const int *dout, int *din) 
 const dg_op_def dg_op_moe_ep_concat_rows = {
     .name = "moe_ep_concat_rows", .min_inputs = 1, .max_inputs = DG_MAX_INPUTS, .n_outputs = 1,
     .infer = infer_concat, .cost = cost_copy, .adjoint = adj_concat, .kernel = k_concat,
+    .any_dtype = 1, /* moves elements by their size */
 };
 
 int dg_moe_ep_concat_rows(dg_graph *g, const int *xs, int n) {

@@ -18,7 +18,7 @@ static int check_counts(const dg_tensor *c, int64_t E, dg_err *err) {
 
 static int check_2d(const dg_tensor *t, const char *what, dg_err *err) {
     char s[64];
-    if (t->dtype != DG_F32 || t->ndim != 2)
+    if (!dg_dtype_is_float(t->dtype) || t->ndim != 2)
         return DG_INFER_FAIL(err, "rule 'shape' broken: %s '%s' must be f32 [N, features], got %s %s",
                              what, t->name, dg_dtype_name(t->dtype), dg_shape_str(t, s));
     return DG_OK;
@@ -31,7 +31,7 @@ static int infer_gg(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_e
     int tw = (int)n->attrs.i[0];
     char a[64], b[64];
     DG_TRY(check_2d(x, "x", err));
-    if (w->dtype != DG_F32 || w->ndim != 3)
+    if (!dg_dtype_is_float(w->dtype) || w->ndim != 3)
         return DG_INFER_FAIL(err, "rule 'shape' broken: w '%s' must be f32 [E, out, in], got %s %s",
                              w->name, dg_dtype_name(w->dtype), dg_shape_str(w, a));
     DG_TRY(check_counts(DG_IN(g, n, 1), w->shape[0], err));

@@ -16,7 +16,7 @@ static int infer_experts(const dg_graph *g, const dg_node *n, dg_tensor_desc *o,
     if (x->ndim != 2 || p->ndim != 2 || ix->ndim != 2 || w1->ndim != 3 || w2->ndim != 3)
         return DG_INFER_FAIL(err, "moe_experts: x [T, H], probs and indices [T, k], w1 [E, 2F, H], "
                                   "w2 [E, H, F] expected");
-    if (x->dtype != DG_F32 || p->dtype != DG_F32 || ix->dtype != DG_I32)
+    if (!dg_dtype_is_float(x->dtype) || !dg_dtype_is_float(p->dtype) || ix->dtype != DG_I32)
         return DG_INFER_FAIL(err, "moe_experts: x, probs f32 and indices i32 expected");
     if (p->shape[0] != x->shape[0] || ix->shape[0] != x->shape[0] || ix->shape[1] != p->shape[1])
         return DG_INFER_FAIL(err, "moe_experts: probs and indices must be [T, k] with T = %lld",

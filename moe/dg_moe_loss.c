@@ -6,7 +6,7 @@
 
 static int check_logits(const dg_tensor *z, dg_err *err) {
     char s[64];
-    if (z->dtype != DG_F32 || z->ndim != 2)
+    if (!dg_dtype_is_float(z->dtype) || z->ndim != 2)
         return DG_INFER_FAIL(err, "rule 'shape' broken: logits '%s' must be f32 [T, E], got %s %s",
                              z->name, dg_dtype_name(z->dtype), dg_shape_str(z, s));
     return DG_OK;
@@ -136,6 +136,7 @@ const dg_op_def dg_op_moe_aux_loss = {
     .iattr_names = {"topk", "score_function", "num_seqs", "seq_major"}, .fattr_names = {"coeff"},
     .infer = infer_aux, .cost = cost_aux, .adjoint = adj_aux, .workspace = ws_aux,
     .kernel = k_aux, .lower = dg_cp_lower_moe_aux, /* statistics reduced over cp (dg_op_cp.h) */
+    .f32_outputs = 1u,
 };
 
 int dg_moe_aux_loss(dg_graph *g, int logits, int routing, int topk, dg_moe_score_fn score,
@@ -233,6 +234,7 @@ const dg_op_def dg_op_moe_z_loss = {
     .fattr_names = {"coeff"},
     .infer = infer_z, .cost = cost_z, .adjoint = adj_z, .workspace = ws_z, .kernel = k_z,
     .lower = dg_cp_lower_moe_z, /* a mean over cp (dg_op_cp.h) */
+    .f32_outputs = 1u,
 };
 
 int dg_moe_z_loss(dg_graph *g, int logits, double coeff) {

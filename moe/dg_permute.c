@@ -7,7 +7,7 @@
 
 static int check_rows(const dg_tensor *t, const char *what, dg_err *err) {
     char s[64];
-    if (t->dtype != DG_F32 || t->ndim != 2)
+    if (!dg_dtype_is_float(t->dtype) || t->ndim != 2)
         return DG_INFER_FAIL(err, "rule 'shape' broken: %s '%s' must be f32 [rows, H], got %s %s", what,
                              t->name, dg_dtype_name(t->dtype), dg_shape_str(t, s));
     return DG_OK;
@@ -24,7 +24,7 @@ static int check_row_map(const dg_tensor *m, int64_t N, dg_err *err) {
 /* probs, when present, must be f32 [T, k]. */
 static int check_probs(const dg_tensor *p, int64_t T, int64_t k, dg_err *err) {
     char s[64];
-    if (p->dtype != DG_F32 || p->ndim != 2 || p->shape[0] != T || p->shape[1] != k)
+    if (!dg_dtype_is_float(p->dtype) || p->ndim != 2 || p->shape[0] != T || p->shape[1] != k)
         return DG_INFER_FAIL(err, "rule 'shape' broken: probs '%s' is %s %s, expected f32 [T=%lld, "
                                   "k=%lld]",
                              p->name, dg_dtype_name(p->dtype), dg_shape_str(p, s), (long long)T,

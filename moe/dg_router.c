@@ -67,7 +67,7 @@ static int check_attrs(const dg_node *n, int64_t E, dg_err *err) {
 /* The optional expert bias: f32 [E], sigmoid score function only. */
 static int check_bias(const dg_node *n, const dg_tensor *b, int64_t E, dg_err *err) {
     char s[64];
-    if (b->dtype != DG_F32 || b->ndim != 1 || b->shape[0] != E)
+    if (!dg_dtype_is_float(b->dtype) || b->ndim != 1 || b->shape[0] != E)
         return DG_INFER_FAIL(err, "rule 'shape' broken: expert bias '%s' is %s %s, expected f32 "
                                   "[E=%lld]",
                              b->name, dg_dtype_name(b->dtype), dg_shape_str(b, s), (long long)E);
@@ -78,7 +78,7 @@ static int check_bias(const dg_node *n, const dg_tensor *b, int64_t E, dg_err *e
 
 static int check_logits(const dg_tensor *z, dg_err *err) {
     char s[64];
-    if (z->dtype != DG_F32 || z->ndim != 2)
+    if (!dg_dtype_is_float(z->dtype) || z->ndim != 2)
         return DG_INFER_FAIL(err, "rule 'shape' broken: logits '%s' must be f32 [T, E], got %s %s",
                              z->name, dg_dtype_name(z->dtype), dg_shape_str(z, s));
     return DG_OK;
@@ -138,6 +138,7 @@ const dg_op_def dg_op_moe_router = {
     .fattr_names = {"capacity_factor", "scaling_factor"},
     .infer = infer_router, .cost = cost_router, .adjoint = adj_router, .workspace = ws_router,
     .kernel = k_router,
+    .f32_outputs = 7u /* probabilities (and the int outputs) */,
 };
 
 int dg_moe_router(dg_graph *g, int logits, const dg_router_opts *o, dg_router_out *out) {

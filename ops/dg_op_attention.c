@@ -141,6 +141,7 @@ const dg_op_def dg_op_attention = {
     .kernel = k_attn,
     .shard = dg_shard_attention,
     .lower = dg_cp_lower_attention, /* ring attention under CP (dg_op_ring_attn.h) */
+    .f32_outputs = 2u /* lse */,
 };
 
 int dg_attention_ex(dg_graph *g, int q, int k, int v, int causal, double scale, int *lse_out) {

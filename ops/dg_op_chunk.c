@@ -82,7 +82,7 @@ static int k_unslice(const dg_exec_env *e, const dg_graph *g, const dg_node *n, 
     const dg_tensor *x = DG_IN(g, n, 0);
     int64_t outer, inner;
     around(x, (int)n->attrs.i[0], &outer, &inner);
-    memset(out[0], 0, dg_tensor_bytes(DG_OUT(g, n, 0)));
+    memset(out[0], 0, sizeof(float) * (size_t)dg_tensor_numel(DG_OUT(g, n, 0))); /* f32: dg_kernel_call.h */
     move(out[0], in[0], outer, x->shape[n->attrs.i[0]] * inner, n->attrs.i[2], n->attrs.i[1], 0);
     return DG_OK;
 }

@@ -313,6 +313,7 @@ static int shard_xsum(const dg_graph *g, const dg_node *n, const dg_sharding *in
 const dg_op_def dg_op_cp_xent_sum = {
     .name = "cp_xent_sum", .min_inputs = 2, .max_inputs = 3, .n_outputs = 3,
     .infer = infer_xsum, .adjoint = adj_xsum, .kernel = k_xsum, .shard = shard_xsum,
+    .f32_outputs = 7u,
 };
 
 /* ---- cp_div ------------------------------------------------------------------------- */
@@ -346,4 +347,5 @@ static int adj_div(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 const dg_op_def dg_op_cp_div = {
     .name = "cp_div", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .infer = infer_div, .adjoint = adj_div, .kernel = k_div,
+    .f32_outputs = 1u,
 };

@@ -69,6 +69,7 @@ const dg_op_def dg_op_cp_seq_permute = {
     .name = "cp_seq_permute", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .iattr_names = {"cp", "inverse", "dim"},
     .infer = infer_perm, .cost = cost_perm, .adjoint = adj_perm, .kernel = k_perm, .shard = shard_perm,
+    .any_dtype = 1, /* moves elements by their size */
 };
 
 /* [B, 2c, H, D] this rank's chunks of all heads -> [B, S, H/cp, D] in sequence order. */

@@ -12,7 +12,7 @@ static int infer_relabel(const dg_graph *g, const dg_node *n, dg_tensor_desc *o,
     const dg_tensor *x = DG_IN(g, n, 0);
     if (n->attrs.i[0] < DG_CP_TOKENS_TO_DATA || n->attrs.i[0] > DG_CP_SUMMAND)
         return DG_INFER_FAIL(err, "rule 'attrs' broken: cp_relabel mode %lld", (long long)n->attrs.i[0]);
-    if ((x->dtype != DG_F32 && x->dtype != DG_I32) || (n->attrs.i[0] != DG_CP_SUMMAND && x->ndim < 1))
+    if ((!dg_dtype_is_float(x->dtype) && x->dtype != DG_I32) || (n->attrs.i[0] != DG_CP_SUMMAND && x->ndim < 1))
         return DG_INFER_FAIL(err, "rule 'shape' broken: cp_relabel takes f32 tokens [T, ..], or f32 or i32 summands");
     dg_desc_like(o, x);
     return DG_OK;

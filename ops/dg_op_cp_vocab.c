@@ -62,4 +62,5 @@ const dg_op_def dg_op_cp_vocab_xent_sum = {
     .name = "cp_vocab_xent_sum", .min_inputs = 5, .max_inputs = 6, .n_outputs = 2,
     .iattr_names = {"vocab"},
     .infer = infer_vsum, .adjoint = adj_vsum, .kernel = k_vsum, .shard = shard_vsum,
+    .f32_outputs = 3u,
 };

@@ -131,6 +131,7 @@ const dg_op_def dg_op_cp_attn_block = {
     .iattr_names = {"cp", "step"}, .fattr_names = {"scale"},
     .infer = infer_block, .cost = cost_block, .adjoint = adj_block, .workspace = ws_block,
     .kernel = k_block, .shard = shard_block,
+    .f32_outputs = 2u /* lse */,
 };
 
 /* ---- cp_attn_block_bwd --------------------------------------------------------------- */
@@ -249,6 +250,7 @@ const dg_op_def dg_op_lse_merge = {
     .name = "lse_merge", .min_inputs = 4, .max_inputs = 4, .n_outputs = 2,
     .infer = infer_merge, .cost = cost_merge, .adjoint = adj_merge, .kernel = k_merge,
     .shard = shard_merge,
+    .f32_outputs = 2u /* lse */,
 };
 
 static int infer_merge_bwd(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
@@ -274,6 +276,7 @@ static int k_merge_bwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n
 const dg_op_def dg_op_lse_merge_bwd = {
     .name = "lse_merge_bwd", .min_inputs = 7, .max_inputs = 8, .n_outputs = 4,
     .infer = infer_merge_bwd, .cost = cost_merge, .kernel = k_merge_bwd,
+    .f32_outputs = 10u /* dl1, dl2: lse's gradients */,
 };
 
 /* ---- the ring's send/recv ------------------------------------------------------------ */
@@ -319,8 +322,8 @@ static void cost_out(const dg_graph *g, const dg_node *n, dg_cost *c) {
 static int k_out(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
                  void *const *out) {
     (void)e;
-    memcpy(out[0], in[0], dg_tensor_bytes(DG_IN(g, n, 0)));
-    memcpy(out[1], in[1], dg_tensor_bytes(DG_IN(g, n, 1)));
+    for (int j = 0; j < 2; j++) /* f32 buffers (dg_kernel_call.h) */
+        memcpy(out[j], in[j], sizeof(float) * (size_t)dg_tensor_numel(DG_IN(g, n, j)));
     return DG_OK;
 }
 
@@ -387,6 +390,7 @@ const dg_op_def dg_op_cp_ring_attn_out = {
     .name = "cp_ring_attn_out", .min_inputs = 6, .max_inputs = 6, .n_outputs = 2,
     .iattr_names = {"cp"}, .fattr_names = {"scale"},
     .infer = infer_out, .cost = cost_out, .adjoint = adj_out, .kernel = k_out, .shard = shard_out,
+    .f32_outputs = 2u /* lse */,
 };
 
 /* ---- the ring ------------------------------------------------------------------------- */

@@ -142,6 +142,7 @@ static int shard_stats(const dg_graph *g, const dg_node *n, const dg_sharding *i
 const dg_op_def dg_op_vocab_xent_stats = {
     .name = "vocab_xent_stats", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
     .infer = infer_stats, .kernel = k_stats, .shard = shard_stats,
+    .f32_outputs = 1u,
 };
 
 /* ---- vocab_xent_combine(stats [P, N, 2], targets) -> lse, tlogit ----------------------------- */
@@ -184,6 +185,7 @@ static int shard_combine(const dg_graph *g, const dg_node *n, const dg_sharding 
 const dg_op_def dg_op_vocab_xent_combine = {
     .name = "vocab_xent_combine", .min_inputs = 2, .max_inputs = 2, .n_outputs = 2,
     .infer = infer_combine, .kernel = k_combine, .shard = shard_combine,
+    .f32_outputs = 3u /* lse, tlogit */,
 };
 
 /* ---- vocab_xent(logits, targets, rank, lse, tlogit [, mask]) -> loss ----------------------- */
@@ -232,6 +234,7 @@ const dg_op_def dg_op_vocab_xent = {
     .iattr_names = {"vocab"},
     .infer = infer_vxent, .adjoint = adj_vxent, .kernel = k_vxent, .shard = shard_vxent,
     .lower = dg_cp_lower_vocab_xent, /* the loss as a sum and a count under CP x TP (dg_op_cp.h) */
+    .f32_outputs = 1u,
 };
 
 /* ---- vocab_xent_bwd(logits, targets, rank, lse, dloss [, mask]) -> dlogits ------------------ */

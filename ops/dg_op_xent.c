@@ -79,6 +79,7 @@ const dg_op_def dg_op_softmax_xent = {
     .name = "softmax_xent", .min_inputs = 2, .max_inputs = 3, .n_outputs = 2,
     .infer = infer_xent, .cost = cost_xent, .adjoint = adj_xent, .kernel = k_xent,
     .lower = lower_xent, /* vocab-parallel chain (dg_op_vocab.h), or the loss over CP (dg_op_cp.h) */
+    .f32_outputs = 3u /* loss, lse */,
 };
 
 int dg_softmax_xent(dg_graph *g, int logits, int targets, int mask, int *lse) {

@@ -25,13 +25,19 @@ static inline int64_t dg_rows(const dg_tensor *t) {
 }
 static inline int64_t dg_cols(const dg_tensor *t) { return t->ndim ? t->shape[t->ndim - 1] : 1; }
 
+/* Whether a tensor of dtype `have` serves where an op asks for `want`. */
+static inline int dg_dtype_fits(dg_dtype have, dg_dtype want) {
+    return have == want || (want == DG_F32 && dg_dtype_is_float(have));
+}
+
 /* Fail an infer() call: `return DG_INFER_FAIL(err, "expected f32, got %s", ...)`. */
 #define DG_INFER_FAIL(err, ...) dg_err_set((err), DG_EINPUT, __VA_ARGS__)
 
-/* Require input i to have dtype dt. */
+/* Require input i to have dtype dt; f32 means floating: an f32, bf16 or f16
+ * tensor (ops compute in f32 whatever the storage: dg_op_infer in dg_op.h). */
 #define DG_INFER_DTYPE(g, n, i, dt, err)                                                   \
     do {                                                                                   \
-        if (DG_IN(g, n, i)->dtype != (dt))                                                 \
+        if (!dg_dtype_fits(DG_IN(g, n, i)->dtype, (dt)))                                   \
             return DG_INFER_FAIL(err, "rule 'dtype' broken: input %d ('%s') is %s, expected %s", \
                                  (i), DG_IN(g, n, i)->name, dg_dtype_name(DG_IN(g, n, i)->dtype), \
                                  dg_dtype_name(dt));                                        \

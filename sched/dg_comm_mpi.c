@@ -4,6 +4,8 @@
 #include <limits.h>
 #include <sched.h>
 
+#include "dg_cpu_half.h"
+
 /* Every request: the MPI request, plus (all_to_allv) the int count and
  * displacement arrays, which must outlive the call; wait() frees both. */
 typedef struct mpi_req {
@@ -13,6 +15,7 @@ typedef struct mpi_req {
 
 typedef struct mpi_impl {
     MPI_Comm comm;
+    MPI_Op sum16[2]; /* sums of bf16 [0] and fp16 [1] values: MPI has no 16-bit float type */
 } mpi_impl;
 
 static MPI_Comm comm_of(dg_comm *c) { return ((mpi_impl *)c->impl)->comm; }
@@ -24,9 +27,33 @@ static int mpi_type(dg_dtype dt, MPI_Datatype *t, dg_err *err) {
     case DG_I64: *t = MPI_INT64_T; return DG_OK;
     case DG_U8: *t = MPI_UINT8_T; return DG_OK;
     case DG_F64: *t = MPI_DOUBLE; return DG_OK;
+    case DG_BF16:
+    case DG_F16: *t = MPI_UINT16_T; return DG_OK; /* moved as bits; summed by sum_op */
     default:
         return dg_err_set(err, DG_EINTERNAL, "comm mpi: no MPI type for %s", dg_dtype_name(dt));
     }
+}
+
+/* A 16-bit sum: each pair added in f32 and rounded, as NCCL's reductions
+ * of bf16/fp16 buffers do. */
+static void sum_bf16(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = dg_bf16_bits(dg_bf16_value(a[i]) + dg_bf16_value(b[i]));
+}
+
+static void sum_fp16(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = dg_fp16_bits(dg_fp16_value(a[i]) + dg_fp16_value(b[i]));
+}
+
+/* The reduction that sums dtype dt on c. */
+static MPI_Op sum_op(dg_comm *c, dg_dtype dt) {
+    const mpi_impl *m = c->impl;
+    return dt == DG_BF16 ? m->sum16[0] : dt == DG_F16 ? m->sum16[1] : MPI_SUM;
 }
 
 /* MPI counts are int: refuse what does not fit rather than truncate. */
@@ -55,7 +82,7 @@ static int m_all_reduce(dg_comm *c, const void *send, void *recv, int64_t count,
     DG_TRY(mpi_type(dt, &t, err));
     DG_TRY(fit(count, &n, err));
     mpi_req *r = dg_calloc(1, sizeof *r);
-    return started(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, t, MPI_SUM,
+    return started(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, t, sum_op(c, dt),
                                   comm_of(c), &r->r),
                    "MPI_Iallreduce", req, r, err);
 }
@@ -80,7 +107,7 @@ static int m_reduce_scatter(dg_comm *c, const void *send, void *recv, int64_t co
     DG_TRY(fit(count * c->size, &n, err));
     n = (int)count;
     mpi_req *r = dg_calloc(1, sizeof *r);
-    return started(MPI_Ireduce_scatter_block(send, recv, n, t, MPI_SUM, comm_of(c), &r->r),
+    return started(MPI_Ireduce_scatter_block(send, recv, n, t, sum_op(c, dt), comm_of(c), &r->r),
                    "MPI_Ireduce_scatter_block", req, r, err);
 }
 
@@ -199,7 +226,11 @@ static void m_free(dg_comm *c) {
     mpi_impl *m = c->impl;
     int fin = 0;
     MPI_Finalized(&fin);
-    if (!fin) MPI_Comm_free(&m->comm);
+    if (!fin) {
+        MPI_Comm_free(&m->comm);
+        MPI_Op_free(&m->sum16[0]);
+        MPI_Op_free(&m->sum16[1]);
+    }
     dg_free(m);
     dg_free(c);
 }
@@ -229,6 +260,8 @@ dg_comm *dg_comm_mpi_new(MPI_Comm comm, dg_err *err) {
     dg_comm *c = dg_calloc(1, sizeof *c);
     mpi_impl *m = dg_calloc(1, sizeof *m);
     MPI_Comm_dup(comm, &m->comm);
+    MPI_Op_create(sum_bf16, 1, &m->sum16[0]);
+    MPI_Op_create(sum_fp16, 1, &m->sum16[1]);
     MPI_Comm_rank(m->comm, &c->rank);
     MPI_Comm_size(m->comm, &c->size);
     c->ops = &mpi_ops;

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "dg_graph.h"
+#include "dg_kernel_call.h"
 
 /* Every stream the interface allows; idle workers sleep. */
 #define NS DG_DEVICE_MAX_STREAMS
@@ -55,6 +56,7 @@ typedef struct worker {
     uint64_t rng;        /* the delays' state */
     void *ws;            /* kernel workspace (sized by prepare) */
     size_t ws_bytes;
+    dg_kernel_scratch f32; /* 16-bit tensors' f32 copies (dg_kernel_call.h) */
 } worker;
 
 typedef struct emu {
@@ -96,10 +98,9 @@ static int run_launch(worker *w, task *t, dg_err *err) {
                               n->name, dg_axis_name(n->group));
         return dg_comm_run_node(c, t->g, n, t->in, t->out, err);
     }
-    dg_kernel_fn fn = n->op->kernel;
     const dg_team *team = w->s == DG_STREAM_COMPUTE ? d->o.team : NULL;
     dg_exec_env env = {team, w->ws, w->ws_bytes, DG_BACKEND_CPU, NULL};
-    int st = fn(&env, t->g, n, t->in, t->out);
+    int st = dg_kernel_call(&env, t->g, n, t->in, t->out, &w->f32);
     if (st != DG_OK)
         return dg_err_set(err, st, "node %d '%s' (op %s): kernel failed with status %d", n->id,
                           n->name, n->op->name, st);
@@ -353,6 +354,7 @@ static void emu_free(dg_device *dev) {
         DG_CHECK0(pthread_join(d->w[s].thread, NULL));
         pthread_cond_destroy(&d->w[s].cv);
         dg_free(d->w[s].ws);
+        dg_kernel_scratch_free(&d->w[s].f32);
         dg_free(d->q[s].a);
     }
     pthread_cond_destroy(&d->cv_host);

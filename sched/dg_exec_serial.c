@@ -1,6 +1,8 @@
 /* dg_exec_serial.c — see dg_exec_serial.h. */
 #include "dg_exec_serial.h"
 
+#include "dg_kernel_call.h"
+
 static int run(const dg_graph *g, const int *order_in, dg_buffers *b, const dg_team *team,
                int phase, dg_err *err) {
     int *order = NULL;
@@ -16,6 +18,7 @@ static int run(const dg_graph *g, const int *order_in, dg_buffers *b, const dg_t
     int st = DG_OK;
     void *ws = NULL;
     size_t ws_bytes = 0;
+    dg_kernel_scratch cv = {NULL, 0};
     for (int k = 0; k < g->n_nodes && st == DG_OK; k++) {
         const dg_node *n = &g->nodes[order_in[k]];
         if (phase >= 0 && (int)n->phase != phase) continue;
@@ -37,12 +40,13 @@ static int run(const dg_graph *g, const int *order_in, dg_buffers *b, const dg_t
         for (int i = 0; i < n->n_in; i++) in[i] = b->ptr[n->in[i]];
         for (int j = 0; j < n->n_out; j++) out[j] = b->ptr[n->out[j]];
         dg_exec_env env = {team, ws, ws_bytes, DG_BACKEND_CPU, NULL};
-        st = fn(&env, g, n, in, out);
+        st = dg_kernel_call(&env, g, n, in, out, &cv);
         if (st != DG_OK)
             st = dg_err_set(err, st, "serial executor: node %d '%s' (op %s): kernel failed with status %d",
                             n->id, n->name, n->op->name, st);
     }
     dg_free(ws);
+    dg_kernel_scratch_free(&cv);
     dg_free(order);
     return st;
 }

@@ -9,7 +9,8 @@ static size_t align_up(size_t n) {
     return (n + DG_MEMPLAN_ALIGN - 1) & ~(size_t)(DG_MEMPLAN_ALIGN - 1);
 }
 
-static bool planned(const dg_tensor *t) { return t->role == DG_ROLE_ACTIVATION && t->producer >= 0; }
+/* Activations, less the step's weights (dg_graph_weights: 16-bit working copies). */
+static bool planned(const dg_tensor *t, bool weight) { return t->role == DG_ROLE_ACTIVATION && t->producer >= 0 && !weight; }
 
 static bool lives_overlap(const dg_memplan *mp, int a, int b) {
     return mp->first[a] < mp->last[b] && mp->first[b] < mp->last[a];
@@ -64,6 +65,8 @@ int dg_memplan_build_timed(const dg_graph *g, const double *start, const double 
     mp->size = dg_calloc((size_t)DG_MAX(nt, 1), sizeof(size_t));
     mp->first = dg_malloc(sizeof(double) * (size_t)DG_MAX(nt, 1));
     mp->last = dg_malloc(sizeof(double) * (size_t)DG_MAX(nt, 1));
+    bool *weight = dg_malloc(sizeof(bool) * (size_t)DG_MAX(nt, 1));
+    dg_graph_weights(g, weight);
     double horizon = 0; /* the end of the step */
     for (int v = 0; v < nn; v++) horizon = DG_MAX(horizon, end[v]);
 
@@ -72,10 +75,12 @@ int dg_memplan_build_timed(const dg_graph *g, const double *start, const double 
         mp->offset[t] = -1;
         mp->first[t] = mp->last[t] = -1;
         const dg_tensor *tt = &g->tensors[t];
-        if (!planned(tt)) continue;
-        if (tt->producer >= nn)
+        if (!planned(tt, weight[t])) continue;
+        if (tt->producer >= nn) {
+            dg_free(weight);
             return dg_err_set(err, DG_EINTERNAL, "memplan: tensor %d has producer %d of %d nodes", t,
                               tt->producer, nn);
+        }
         mp->offset[t] = 0; /* planned; placed in 3. */
         mp->first[t] = start[tt->producer];
         mp->last[t] = -1; /* no reader yet */
@@ -83,6 +88,7 @@ int dg_memplan_build_timed(const dg_graph *g, const double *start, const double 
         mp->naive_bytes += mp->size[t];
         mp->n_planned++;
     }
+    dg_free(weight);
     for (int v = 0; v < nn; v++)
         for (int i = 0; i < g->nodes[v].n_in; i++) {
             int t = g->nodes[v].in[i];

@@ -19,8 +19,9 @@
  * caller wants) and the ones listed in `keep` live to the end of the step
  * (last = the latest end), so they can be read after the run.
  *
- * Parameters, gradients, optimizer state, inputs and leaf activations are
- * not planned: they live in persistent buffers (offset -1).
+ * Parameters, gradients, optimizer state, inputs, leaf activations and the
+ * step's weights (dg_graph_weights: the 16-bit working copies) are not
+ * planned: they live in persistent buffers (offset -1).
  *
  * The report is the planned peak (arena_bytes) beside the naive sum of all
  * activations, and the lower bound max_t(live bytes at t) no packing beats.

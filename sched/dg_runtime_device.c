@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "dg_device_exec.h"
+#include "dg_kernel_call.h"
 #include "dg_runtime_internal.h"
 
 typedef struct dg_runtime_dev {
@@ -50,6 +51,7 @@ typedef struct fb_arg {
     void *in[DG_MAX_INPUTS], *out[DG_MAX_OUTPUTS];
     void *ws;
     size_t ws_bytes;
+    dg_kernel_scratch f32; /* 16-bit tensors' f32 copies (dg_kernel_call.h) */
     int status;
     dg_err err;
 } fb_arg;
@@ -59,7 +61,7 @@ typedef struct fb_arg {
 static void fb_run(void *p) {
     fb_arg *a = p;
     dg_exec_env env = {NULL, a->ws, a->ws_bytes, DG_BACKEND_CPU, NULL};
-    a->status = a->n->op->kernel(&env, a->g, a->n, a->in, a->out);
+    a->status = dg_kernel_call(&env, a->g, a->n, a->in, a->out, &a->f32);
     if (a->status != DG_OK)
         dg_err_set(&a->err, a->status, "node %d '%s' (op %s, on the host): kernel failed with status %d",
                    a->n->id, a->n->name, a->n->op->name, a->status);
@@ -72,6 +74,7 @@ static void free_fallback(dg_runtime *rt) {
         if (dv->fb[v]) {
             fb_arg *a = dv->fb[v]->arg;
             dg_free(a->ws);
+            dg_kernel_scratch_free(&a->f32);
             dg_free(a);
             dg_free(dv->fb[v]);
         }

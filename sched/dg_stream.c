@@ -3,10 +3,13 @@
 
 #include <string.h>
 
+#include "dg_kernel_call.h"
+
 typedef struct compute_impl {
     const dg_team *team;
     void *ws; /* grows to the largest workspace asked for; only the driver touches it */
     size_t ws_bytes;
+    dg_kernel_scratch cv; /* 16-bit tensors' f32 copies (dg_kernel_call.h) */
 } compute_impl;
 
 /* Run node n's CPU kernel on team c->team with c's workspace. */
@@ -23,7 +26,7 @@ static int run_kernel(compute_impl *c, const dg_graph *g, const dg_node *n, void
         c->ws_bytes = need;
     }
     dg_exec_env env = {c->team, c->ws, c->ws_bytes, DG_BACKEND_CPU, NULL};
-    int st = fn(&env, g, n, in, out);
+    int st = dg_kernel_call(&env, g, n, in, out, &c->cv);
     if (st != DG_OK)
         return dg_err_set(err, st, "node %d '%s' (op %s): kernel failed with status %d", n->id,
                           n->name, n->op->name, st);
@@ -38,6 +41,7 @@ static int compute_exec(dg_stream *s, const dg_graph *g, const dg_node *n, void 
 static void compute_free(dg_stream *s) {
     compute_impl *c = s->impl;
     dg_free(c->ws);
+    dg_kernel_scratch_free(&c->cv);
     dg_free(c);
     dg_free(s);
 }
@@ -77,6 +81,7 @@ static int comm_exec(dg_stream *s, const dg_graph *g, const dg_node *n, void *co
 
 static void comm_free(dg_stream *s) {
     dg_free(((comm_impl *)s->impl)->local.ws);
+    dg_kernel_scratch_free(&((comm_impl *)s->impl)->local.cv);
     dg_free(s->impl);
     dg_free(s);
 }

@@ -85,12 +85,11 @@ typedef struct dg_sim_device {
     dg_link intra;           /* link between devices of one node (NVLink; local: shared memory) */
     dg_link inter;           /* link between nodes (InfiniBand) */
     int devices_per_node;    /* ranks on a node: groups within it use `intra` */
-    /* 1: the device stores 16-bit tensors natively (GPUs): under --bf16 /
-     * --fp16 the graph's round16 nodes cost nothing (a kernel writes its
-     * output in 16 bits), compute and collective bytes count 2 per element
-     * except the optimizer's and DP's fp32 gradient reduction. 0 (local):
-     * the CPU kernels compute in fp32 and round in separate nodes, as
-     * costed. */
+    /* 1: the device computes on 16-bit tensors natively (GPUs): under
+     * --bf16 / --fp16 a kernel's memory traffic counts 2 bytes per element
+     * (op costs count f32's 4) except the optimizer's. 0 (local): the CPU
+     * kernels convert to f32 and back, as costed. Collectives count the
+     * bytes of their tensors' own dtypes either way. */
     int native16;
 } dg_sim_device;
 

@@ -67,17 +67,14 @@ static double collective_time(const dg_sim_device *d, const dg_link *l, const dg
 
 double dg_sim_node_time(const dg_sim_device *d, const dg_link axis_link[DG_AXIS_COUNT], int bf16,
                         const dg_graph *g, const dg_node *n) {
-    int n16 = bf16 && d->native16; /* 16-bit tensors stored as such (dg_sim_device.native16) */
-    if (n16 && !strcmp(n->op->name, "round16")) return 0;
+    int n16 = bf16 && d->native16; /* 16-bit compute (dg_sim_device.native16) */
     /* a reshape is a view on a GPU; the CPU executor copies it (costed) */
     if (d->native16 && !strcmp(n->op->name, "reshape")) return d->task_s;
     if (n->op->comm != DG_COMM_NONE) {
-        double half = n16 && n->group != DG_AXIS_DP && n->group != DG_AXIS_EDP ? 0.5 : 1.0;
-        if (n->attrs.i[DG_COLL_GROUP_SIZE] <= 1) return d->task_s + half * in_bytes(g, n) / d->mem_bytes_per_s;
+        /* the tensors' own dtypes: 16-bit activations move half the bytes */
+        if (n->attrs.i[DG_COLL_GROUP_SIZE] <= 1) return d->task_s + in_bytes(g, n) / d->mem_bytes_per_s;
         int a = n->group >= 0 && n->group < DG_AXIS_COUNT ? (int)n->group : DG_AXIS_DP;
-        dg_link l = axis_link[a];
-        l.gbps /= half; /* half the bytes on the wire: the same time as twice the bandwidth */
-        return collective_time(d, &l, g, n);
+        return collective_time(d, &axis_link[a], g, n);
     }
     dg_cost c = {0, 0};
     if (n->op->cost) n->op->cost(g, n, &c);

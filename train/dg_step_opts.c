@@ -8,7 +8,7 @@
 #include "dg_feed.h"
 #include "dg_op_basic.h"
 #include "dg_op_optim.h"
-#include "dg_op_round16.h"
+#include "dg_op_cast.h"
 #include "dg_tokenizer.h"
 #include "dg_train_pp.h"
 
@@ -80,7 +80,7 @@ void dg_step_opts_init(dg_step_opts *s, const dg_train_config *c, const dg_model
     po->tp_comm_overlap = c->tp_comm_overlap;
     po->mb_overlap = c->overlap_moe_expert_parallel_comm;
     /* --bf16 / --fp16 (dg_pass_precision.h; fp16 with its loss scale) */
-    s->precision = (dg_pass_precision_opts){c->compat.fp16 ? DG_ROUND16_FP16 : DG_ROUND16_BF16, &dg_op_round16,
+    s->precision = (dg_pass_precision_opts){c->compat.fp16 ? DG_F16 : DG_BF16, &dg_op_cast,
                                             c->compat.fp16 ? &dg_op_loss_scaling : NULL, -1};
     if (c->compat.bf16 || c->compat.fp16) po->precision = &s->precision;
     po->ep = (dg_pass_ep_opts){DG_MAX(c->model.expert_model_parallel_size, 1), c->model.moe_token_dispatcher_type,

@@ -26,7 +26,6 @@
 #include "dg_mem_estimate.h"
 #include "dg_op_basic.h"
 #include "dg_op_optim.h"
-#include "dg_op_round16.h"
 #include "dg_param_init.h"
 #include "dg_pass_tp.h"
 #include "dg_pipeline.h"

@@ -48,7 +48,7 @@ int dg_tp_rule_on(const dg_graph *dst, const dg_node *n, const int *in, dg_shard
 
 /* A [B, S, H] activation: what SP splits on the sequence. */
 static bool is_stream(const dg_tensor *t) {
-    return t->role == DG_ROLE_ACTIVATION && t->dtype == DG_F32 && t->ndim == 3;
+    return t->role == DG_ROLE_ACTIVATION && dg_dtype_is_float(t->dtype) && t->ndim == 3;
 }
 
 static bool seq_split(const dg_tensor *t) {

@@ -1,13 +1,13 @@
 /* dg_cuda_k_dropout.cu — dropout (ops/dg_op_dropout.h) with the CPU's
- * counter-based mask, and the 16-bit emulation ops round16 and
- * loss_scaling (ops/dg_op_round16.h).
+ * counter-based mask, and the mixed-precision ops cast and loss_scaling
+ * (ops/dg_op_cast.h).
  *
  * The mask is dg_cpu_dropout.h's DG_HD helpers: element (sample, index in
  * the sample) hashes to the same bits here as on the CPU, so a GPU run drops
  * the same elements and the backward (dropout of dy with the same attrs)
  * recomputes the forward's mask. The key (seed, iteration, first sample,
  * training flag) is a device tensor: the stream is mixed on the device. The
- * rounding is dg_cpu_round16.h's, bit for bit. */
+ * cast's rounding is dg_cpu_half.h's, bit for bit. */
 #include "dg_cuda_k_train.h"
 
 #define TPB 256
@@ -66,19 +66,20 @@ int dg_cuda_k_dropout(DG_CUDA_KARGS) {
     return dg_cuda_launched();
 }
 
-/* ---- round16, loss_scaling ------------------------------------------------------------ */
+/* ---- cast, loss_scaling ---------------------------------------------------------------- */
 
-__global__ static void round16_kernel(const float *x, float *y, int64_t n, int fp16) {
-    if (fp16) {
-        DG_CUDA_FOR(i, n) y[i] = dg_round_fp16(x[i]);
-    } else {
-        DG_CUDA_FOR(i, n) y[i] = dg_round_bf16(x[i]);
+/* Any floating dtype to any (f32 0, bf16 1, f16 2: dg_dtype's order), through f32. */
+__global__ static void cast_kernel(const void *x, void *y, int64_t n, int from, int to) {
+    DG_CUDA_FOR(i, n) {
+        float v = from == DG_F32 ? ((const float *)x)[i] : dg_half_value(((const uint16_t *)x)[i], from == DG_F16);
+        if (to == DG_F32) ((float *)y)[i] = v;
+        else ((uint16_t *)y)[i] = dg_half_bits(v, to == DG_F16);
     }
 }
 
-int dg_cuda_k_round16(DG_CUDA_KARGS) {
+int dg_cuda_k_cast(DG_CUDA_KARGS) {
     int64_t c = dg_tensor_numel(DG_IN(g, n, 0));
-    round16_kernel<<<GRID(c)>>>((const float *)in[0], (float *)out[0], c, n->attrs.i[0] == DG_ROUND16_FP16);
+    cast_kernel<<<GRID(c)>>>(in[0], out[0], c, (int)DG_IN(g, n, 0)->dtype, (int)DG_OUT(g, n, 0)->dtype);
     return dg_cuda_launched();
 }
 

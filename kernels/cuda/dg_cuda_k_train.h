@@ -1,7 +1,7 @@
 /* dg_cuda_k_train.h — the CUDA kernels of the training-path ops that the
  * train part of the table (dg_cuda_table_train.cu) maps: the optimizer and
  * the data-parallel bucket copies, bias and position embeddings, dropout,
- * the 16-bit rounding and loss scaling, and the unfused attention chain.
+ * the 16-bit cast and loss scaling, and the unfused attention chain.
  * Each wrapper has the dg_kernel_fn signature and the CPU kernel's buffer
  * contract (dg_cuda_internal.h says how wrappers behave). CUDA C++ only. */
 #ifndef DG_CUDA_K_TRAIN_H
@@ -12,13 +12,13 @@
 extern "C" {
 #include "dg_cpu_attn_unfused.h"
 #include "dg_cpu_dropout.h"
-#include "dg_cpu_round16.h"
+#include "dg_cpu_half.h"
 #include "dg_op_attn_unfused.h"
 #include "dg_op_bias.h"
 #include "dg_op_dp_pack.h"
 #include "dg_op_dropout.h"
 #include "dg_op_optim.h"
-#include "dg_op_round16.h"
+#include "dg_op_cast.h"
 }
 
 /* dg_cuda_k_optim.cu: the optimizer's ops (ops/dg_op_optim.h), dp pack/unpack */
@@ -37,9 +37,9 @@ int dg_cuda_k_bias_grad(DG_CUDA_KARGS);
 int dg_cuda_k_pos_embed_add(DG_CUDA_KARGS);
 int dg_cuda_k_pos_embed_add_at(DG_CUDA_KARGS);
 int dg_cuda_k_pos_embed_grad(DG_CUDA_KARGS);
-/* dg_cuda_k_dropout.cu: dropout, round16, loss_scaling */
+/* dg_cuda_k_dropout.cu: dropout, cast, loss_scaling */
 int dg_cuda_k_dropout(DG_CUDA_KARGS);
-int dg_cuda_k_round16(DG_CUDA_KARGS);
+int dg_cuda_k_cast(DG_CUDA_KARGS);
 int dg_cuda_k_loss_scaling(DG_CUDA_KARGS);
 /* dg_cuda_k_attn_unfused.cu */
 int dg_cuda_k_attn_scores(DG_CUDA_KARGS);

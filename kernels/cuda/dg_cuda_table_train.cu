@@ -21,7 +21,7 @@ extern "C" const dg_cuda_entry dg_cuda_table_train[] = {
     {&dg_op_pos_embed_add_at, dg_cuda_k_pos_embed_add_at, NULL},
     {&dg_op_pos_embed_grad, dg_cuda_k_pos_embed_grad, NULL},
     {&dg_op_dropout, dg_cuda_k_dropout, NULL},
-    {&dg_op_round16, dg_cuda_k_round16, NULL},
+    {&dg_op_cast, dg_cuda_k_cast, NULL},
     {&dg_op_loss_scaling, dg_cuda_k_loss_scaling, NULL},
     {&dg_op_attn_scores, dg_cuda_k_attn_scores, NULL},
     {&dg_op_attn_softmax, dg_cuda_k_attn_softmax, NULL},

@@ -19,14 +19,14 @@
 #include "dg_op_dp_pack.h"
 #include "dg_op_dropout.h"
 #include "dg_op_optim.h"
-#include "dg_op_round16.h"
+#include "dg_op_cast.h"
 
 static void test_train_ops_have_kernels(void **state) {
     (void)state;
     const dg_op_def *ops[] = {
         &dg_op_optim_sumsq, &dg_op_optim_sum, &dg_op_optim_clip, &dg_op_optim_adamw, &dg_op_optim_commit,
         &dg_op_optim_param_store, &dg_op_dp_pack, &dg_op_dp_unpack, &dg_op_bias_add, &dg_op_bias_grad,
-        &dg_op_pos_embed_add, &dg_op_pos_embed_add_at, &dg_op_pos_embed_grad, &dg_op_dropout, &dg_op_round16,
+        &dg_op_pos_embed_add, &dg_op_pos_embed_add_at, &dg_op_pos_embed_grad, &dg_op_dropout, &dg_op_cast,
         &dg_op_loss_scaling, &dg_op_attn_scores, &dg_op_attn_softmax, &dg_op_attn_softmax_bwd,
         &dg_op_attn_context, &dg_op_attn_context_t,
     };
