@@ -17,7 +17,7 @@ static int infer_mask(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg
     const dg_tensor *x = DG_IN(g, n, 0), *r = DG_IN(g, n, 1);
     int want_i32 = n->op == &dg_op_moe_tp_mask_indices;
     char s[64];
-    if (x->ndim != 2 || x->dtype != (want_i32 ? DG_I32 : DG_F32))
+    if (x->ndim != 2 || (want_i32 ? x->dtype != DG_I32 : !dg_dtype_is_float(x->dtype)))
         return DG_INFER_FAIL(err, "rule 'shape' broken: %s: '%s' is %s %s, expected %s [T, n]", n->op->name, x->name,
                              dg_dtype_name(x->dtype), dg_shape_str(x, s), want_i32 ? "i32" : "f32");
     if (r->dtype != DG_I32 || dg_tensor_numel(r) != 1)

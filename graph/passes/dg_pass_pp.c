@@ -405,7 +405,7 @@ int dg_pass_pp_autodiff(dg_graph *g, const dg_pp_bounds *b, int loss, const dg_a
         dg_sharding lay = y->sharding;
         int t = b->out[i].t, layer = y->layer;
         dg_graph_set_layer(g, g->nodes[y->producer].layer);
-        int r = dg_recv_laid_out(g, DG_AXIS_PP, g->mesh[DG_AXIS_PP], b->out[i].peer, DG_F32, y->ndim, shape,
+        int r = dg_recv_laid_out(g, DG_AXIS_PP, g->mesh[DG_AXIS_PP], b->out[i].peer, y->dtype, y->ndim, shape,
                                  &lay);
         (void)layer;
         if (r < 0) break;

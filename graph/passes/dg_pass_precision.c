@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "dg_collective.h"
 #include "dg_reemit.h"
 
 typedef struct precision_ctx {
@@ -53,10 +54,27 @@ static int cast_params(dg_graph *dst, const dg_node *n, int *in, void *ctx) {
     return DG_OK;
 }
 
-int dg_pass_precision(const dg_graph *src, const dg_pass_precision_opts *o, dg_graph **out, int *tmap,
+/* A received activation (CP's ring: K and V from the neighbour) was
+ * computed from parameters on the sending rank, so it arrives in 16 bits:
+ * a copy of src whose float recvs of more than one element say so. */
+static dg_graph *recvs_16(const dg_graph *src, dg_dtype dt) {
+    dg_graph *c = dg_graph_clone(src);
+    for (int v = 0; v < c->n_nodes; v++) {
+        dg_node *n = &c->nodes[v];
+        if (!n->op || n->op->comm != DG_COMM_RECV || n->n_out != 1) continue;
+        dg_tensor *t = &c->tensors[n->out[0]];
+        if (t->dtype != DG_F32 || dg_tensor_numel(t) <= 1) continue;
+        n->attrs.i[DG_COLL_DTYPE] = dt;
+        t->dtype = dt;
+    }
+    return c;
+}
+
+int dg_pass_precision(const dg_graph *src_in, const dg_pass_precision_opts *o, dg_graph **out, int *tmap,
                       dg_err *err) {
     if (!dg_dtype_is_16(o->dtype) || !o->cast)
         return dg_err_set(err, DG_EINTERNAL, "precision pass: dtype %s, expected bf16 or f16", dg_dtype_name(o->dtype));
+    dg_graph *src = recvs_16(src_in, o->dtype);
     precision_ctx x = {o, NULL, 0, -1};
     dg_reemit_opts ro = dg_reemit_plain();
     ro.inputs = cast_params;
@@ -74,6 +92,7 @@ int dg_pass_precision(const dg_graph *src, const dg_pass_precision_opts *o, dg_g
         if (tmap[o->loss] < 0) st = dg_err_set(err, g->status, "%s", g->err.msg);
     }
     dg_free(x.copy);
+    dg_graph_free(src);
     if (st != DG_OK) {
         dg_graph_free(g);
         return st;

@@ -81,7 +81,7 @@ static int ctx_sync(dg_cuda_ctx *c, const dg_graph *g, dg_err *err) {
 int dg_cuda_call_kernel(const dg_cuda_entry *en, const dg_exec_env *env, const dg_graph *g,
                         const dg_node *n, void *const *in, void *const *out, dg_err *err) {
     (void)cudaGetLastError(); /* the status read below is this kernel's alone */
-    int st = en->fn(env, g, n, in, out);
+    int st = dg_cuda_convert_bytes(g, n) ? dg_cuda_call_converted(en, env, g, n, in, out) : en->fn(env, g, n, in, out);
     if (st != DG_OK) {
         cudaError_t ce = cudaGetLastError();
         return dg_err_set(err, st, "node %d '%s' (op %s): CUDA kernel failed (status %d%s%s)", n->id,
@@ -96,7 +96,7 @@ int dg_cuda_call_kernel(const dg_cuda_entry *en, const dg_exec_env *env, const d
 static int run_device_node(dg_cuda_ctx *c, const dg_cuda_entry *en, const dg_graph *g,
                            const dg_node *n, void *const *din, void *const *dout, void **ws,
                            size_t *ws_bytes, dg_err *err) {
-    size_t need = en->workspace ? en->workspace(g, n) : 0;
+    size_t need = (en->workspace ? en->workspace(g, n) : 0) + dg_cuda_convert_bytes(g, n);
     if (need > *ws_bytes) {
         DG_CUDA_TRY(cudaStreamSynchronize(c->stream));
         if (*ws) DG_CUDA_TRY(cudaFree(*ws));

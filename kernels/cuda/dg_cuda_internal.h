@@ -69,9 +69,17 @@ static inline dg_cuda_ctx *dg_cuda_ctx_of(const dg_exec_env *e) { return (dg_cud
 int dg_cuda_local_device(int count);
 
 /* Call node n's table kernel (entry en) with env; a failing wrapper's
- * status comes back with err naming the node and CUDA's last error. */
+ * status comes back with err naming the node and CUDA's last error. A node
+ * with 16-bit tensors runs through dg_cuda_call_converted. */
 int dg_cuda_call_kernel(const dg_cuda_entry *en, const dg_exec_env *env, const dg_graph *g,
                         const dg_node *n, void *const *in, void *const *out, dg_err *err);
+
+/* dg_cuda_half.cu: f32 scratch a node's 16-bit tensors need around its
+ * f32 table kernel (0: none), to be added to its workspace; and the call
+ * that converts in that scratch (the front of env's workspace). */
+size_t dg_cuda_convert_bytes(const dg_graph *g, const dg_node *n);
+int dg_cuda_call_converted(const dg_cuda_entry *en, const dg_exec_env *env, const dg_graph *g,
+                           const dg_node *n, void *const *in, void *const *out);
 
 /* Blocks of `threads` covering n items, capped for grid-stride loops. */
 static inline unsigned dg_cuda_blocks(int64_t n, int threads) {
