@@ -74,11 +74,26 @@ static int instantiate(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_err 
     dg_graph_set_stage(step, mbg->cur_stage); /* PP: the nodes the step adds are this stage's */
     int *maps = dg_malloc(sizeof(int) * (size_t)n * (size_t)DG_MAX(mbg->n_tensors, 1));
     int st = DG_OK;
+    /* the step's weights (the forward's 16-bit working copies) are made by
+     * the first micro-batch and shared by the others */
+    bool *weight = dg_malloc(sizeof(bool) * (size_t)DG_MAX(mbg->n_tensors, 1));
+    int *shared = dg_malloc(sizeof(int) * (size_t)DG_MAX(mbg->n_tensors, 1));
+    dg_graph_weights(mbg, weight);
     for (int mb = 0; mb < n && st == DG_OK; mb++) {
         dg_reemit_opts ro = dg_reemit_plain();
         ro.microbatch = n > 1 ? mb : -1;
+        if (mb > 0) {
+            for (int t = 0; t < mbg->n_tensors; t++) {
+                const dg_tensor *x = &mbg->tensors[t];
+                int fwd = x->producer >= 0 && mbg->nodes[x->producer].phase == DG_PHASE_FORWARD;
+                shared[t] = weight[t] && fwd ? maps[t] : -1;
+            }
+            ro.shared = shared;
+        }
         st = dg_reemit(step, mbg, &ro, maps + (size_t)mb * (size_t)mbg->n_tensors, err);
     }
+    dg_free(weight);
+    dg_free(shared);
     if (st == DG_OK) st = accumulate(step, mbg, maps, n, o, err);
     if (st == DG_OK) {
         /* one row per micro-batch: the single row so far, mapped n ways */

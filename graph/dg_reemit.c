@@ -124,17 +124,17 @@ static int copy_node(dg_graph *dst, const dg_graph *src, const dg_node *n, const
 
 /* src's ordering edges in dst: an edge a -> b becomes (last node emitted
  * for a) -> (first node emitted for b), so a lowered or prefixed node keeps
- * its place in the schedule. */
+ * its place in the schedule; one that emitted nothing (shared) drops it. */
 static void carry_order(dg_graph *dst, const dg_graph *src, const int *first, const int *last) {
     for (int i = 0; i < src->n_order; i++) {
         int a = src->order[i].before, b = src->order[i].after;
         if (a < 0 || a >= src->n_nodes || b < 0 || b >= src->n_nodes) continue;
-        if (last[a] >= first[a] && last[b] >= first[b]) dg_graph_add_order(dst, last[a] - 1, first[b]);
+        if (last[a] > first[a] && last[b] > first[b]) dg_graph_add_order(dst, last[a] - 1, first[b]);
     }
 }
 
 int dg_reemit(dg_graph *dst, const dg_graph *src, const dg_reemit_opts *o, int *tmap, dg_err *err) {
-    for (int t = 0; t < src->n_tensors; t++) tmap[t] = -1;
+    for (int t = 0; t < src->n_tensors; t++) tmap[t] = o->shared ? o->shared[t] : -1;
     int st = DG_OK;
     /* dst nodes [first[i], last[i]) were emitted for src node i */
     int *first = dg_calloc((size_t)DG_MAX(src->n_nodes, 1), sizeof(int));
@@ -146,6 +146,12 @@ int dg_reemit(dg_graph *dst, const dg_graph *src, const dg_reemit_opts *o, int *
             st = dg_err_set(err, DG_EINPUT, "re-emitting leaf '%s': %s", src->tensors[t].name, dst->err.msg);
     for (int i = 0; i < src->n_nodes && st == DG_OK; i++) {
         const dg_node *n = &src->nodes[i];
+        int emitted = !o->shared || n->n_out == 0;
+        for (int j = 0; j < n->n_out && !emitted; j++) emitted = o->shared[n->out[j]] < 0;
+        if (!emitted) { /* dst has its outputs: nothing emitted, no ordering edge carried */
+            first[i] = last[i] = dst->n_nodes;
+            continue;
+        }
         int in[DG_MAX_INPUTS];
         for (int k = 0; k < n->n_in; k++) {
             int t = n->in[k];
@@ -177,7 +183,7 @@ int dg_reemit(dg_graph *dst, const dg_graph *src, const dg_reemit_opts *o, int *
         } else {
             st = copy_node(dst, src, n, in, tmap, err);
             /* a backward or recompute node keeps naming its forward node */
-            if (st == DG_OK && n->fwd_node >= 0 && n->fwd_node < i)
+            if (st == DG_OK && n->fwd_node >= 0 && n->fwd_node < i && last[n->fwd_node] > first[n->fwd_node])
                 dst->nodes[dst->n_nodes - 1].fwd_node = last[n->fwd_node] - 1;
         }
         last[i] = dst->n_nodes;

@@ -41,6 +41,10 @@ typedef struct dg_reemit_opts {
     const void *lower_opts;
     void *ctx;
     int microbatch; /* DG_REEMIT_KEEP_MICROBATCH, or the stamp for every node */
+    /* src tensors dst already holds: shared[t] >= 0 is t's id in dst, and a
+     * node whose outputs are all shared is not emitted again (micro-batch
+     * instantiation computes the step's weights once). NULL: none. */
+    const int *shared;
 } dg_reemit_opts;
 
 /* Options that copy src as it is. */
