@@ -45,6 +45,14 @@ typedef struct dp_pass {
     int n_before; /* nodes in the graph before the pass */
 } dp_pass;
 
+/* The node that produced t belongs to the step's backward, outside any
+ * micro-batch. */
+static void in_backward(dg_graph *g, int t) {
+    dg_node *n = dg_N(g, g->tensors[t].producer);
+    n->phase = DG_PHASE_BACKWARD;
+    n->microbatch = -1;
+}
+
 static int emit(dg_graph *g, const dp_pass *pp, dg_dp_bucket *b, int index, dg_err *err) {
     const dg_dp_opts *o = pp->o;
     int gs = b->group_size;
@@ -85,16 +93,30 @@ static int emit(dg_graph *g, const dp_pass *pp, dg_dp_bucket *b, int index, dg_e
     b->pack_node = g->tensors[b->packed].producer;
     /* A bucket whose shape splits over the group carries the group's axis in
      * its sharding descriptor once reduce-scattered (dg_reduce_scatter). */
-    b->reduced = o->reduce_scatter ? dg_reduce_scatter(g, b->packed, b->axis, gs, 0)
-                                   : dg_all_reduce(g, b->packed, b->axis, gs);
+    int send = b->packed;
+    if (o->cast) { /* --grad-reduce-in-bf16 */
+        snprintf(name, sizeof name, "dp_bucket%d/to_bf16", index);
+        send = dg_graph_add(g, o->cast, &(dg_attrs){.i = {DG_BF16}}, &b->packed, 1, NULL, name);
+        if (send < 0) return dg_err_set(err, DG_EINTERNAL, "dp pass: %s", g->err.msg);
+        in_backward(g, send);
+    }
+    b->reduced = o->reduce_scatter ? dg_reduce_scatter(g, send, b->axis, gs, 0) : dg_all_reduce(g, send, b->axis, gs);
     if (b->reduced < 0) return dg_err_set(err, DG_EINTERNAL, "dp pass: %s", g->err.msg);
     b->comm_node = g->tensors[b->reduced].producer;
-    dg_node *pn = dg_N(g, b->pack_node), *cn = dg_N(g, b->comm_node);
+    dg_node *cn = dg_N(g, b->comm_node);
     snprintf(cn->name, sizeof cn->name, "dp_bucket%d/%s", index,
              o->reduce_scatter ? "reduce_scatter" : "all_reduce");
-    /* Both belong to backward: they finish the step's gradients. */
-    pn->phase = cn->phase = DG_PHASE_BACKWARD;
-    pn->microbatch = cn->microbatch = -1;
+    /* They belong to backward: they finish the step's gradients. */
+    in_backward(g, b->packed);
+    in_backward(g, b->reduced);
+    if (o->cast) {
+        snprintf(name, sizeof name, "dp_bucket%d/to_f32", index);
+        int back = dg_graph_add(g, o->cast, &(dg_attrs){.i = {DG_F32}}, &b->reduced, 1, NULL, name);
+        if (back < 0) return dg_err_set(err, DG_EINTERNAL, "dp pass: %s", g->err.msg);
+        g->tensors[back].sharding = g->tensors[b->reduced].sharding;
+        in_backward(g, back);
+        b->reduced = back;
+    }
     return DG_OK;
 }
 

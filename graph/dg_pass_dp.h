@@ -96,6 +96,11 @@ typedef struct dg_dp_opts {
                             * gradients themselves, and packed = reduced = -1) */
     int param_gather;      /* --overlap-param-gather (needs reduce_scatter) */
     const dg_op_def *unpack; /* the slice-copy op (param_gather only) */
+    /* --grad-reduce-in-bf16: the bucket is cast to bf16 before its
+     * collective and back to f32 after it (Megatron's bf16 reduction, half
+     * the traffic); `cast` is the cast op (ops/dg_op_cast.h). NULL: the
+     * reduction is in f32 (--accumulate-allreduce-grads-in-fp32). */
+    const dg_op_def *cast;
 } dg_dp_opts;
 
 /* The parameters of a bucket, in pack order. */
@@ -109,7 +114,7 @@ typedef struct dg_dp_bucket {
     int64_t padded;    /* numel rounded up to a multiple of group_size (reduce-scatter), else numel */
     int64_t shard;     /* elements each rank keeps: padded / group_size, or padded */
     int packed;        /* tensor: the flat bucket [padded] */
-    int reduced;       /* tensor: the collective's output [shard] */
+    int reduced;       /* tensor: the collective's output [shard] (f32: after the cast back) */
     int pack_node, comm_node;
     int master;        /* param_gather: leaf [shard], this rank's master weights; else -1 */
     int gathered;      /* param_gather: the all_gather's output [padded]; else -1 */

@@ -174,7 +174,8 @@ static int adj_split(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 
 #define SPLIT_DEF(C)                                                                      \
     {.name = "moe_ep_split_rows", .min_inputs = 1, .max_inputs = 1, .n_outputs = (C),      \
-     .infer = infer_split, .cost = cost_copy, .adjoint = adj_split, .kernel = k_split}
+     .infer = infer_split, .cost = cost_copy, .adjoint = adj_split, .kernel = k_split,      \
+     .any_dtype = 1 /* moves rows by their size */}
 const dg_op_def dg_op_moe_ep_split_rows[DG_EP_MAX_CHUNKS + 1] = {
     SPLIT_DEF(1), SPLIT_DEF(1), SPLIT_DEF(2), SPLIT_DEF(3), SPLIT_DEF(4)};
 

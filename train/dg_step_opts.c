@@ -60,7 +60,8 @@ void dg_step_opts_init(dg_step_opts *s, const dg_train_config *c, const dg_model
      * has nothing to reduce: buckets are only a layout then. */
     int64_t bucket = c->ddp_bucket_size > 0 ? c->ddp_bucket_size : DG_MAX(40000000, 1000000 * (int64_t)dp_cp);
     s->dp = (dg_dp_opts){bucket, c->overlap_grad_reduce, c->use_distributed_optimizer, dp_cp, edp,
-                         dg_dist_pack_op(), dp_cp == 1 && edp == 1, c->overlap_param_gather, dg_dist_unpack_op()};
+                         dg_dist_pack_op(), dp_cp == 1 && edp == 1, c->overlap_param_gather, dg_dist_unpack_op(),
+                         c->compat.grad_reduce_in_bf16 ? &dg_op_cast : NULL};
     /* the optimizer stage (graph/passes/dg_pass_optim.h): the gradient norm,
      * clipping, the NaN/inf skip and AdamW as nodes over the DP buckets */
     for (int a = 0; a < DG_AXIS_COUNT; a++) s->optim.group_size[a] = group[a];

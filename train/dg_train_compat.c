@@ -40,6 +40,7 @@ typedef struct compat_flag {
 static const compat_flag compat_flags[] = {
     /* built */
     BUILT("--bf16", DG_ARG_FLAG, bf16, "bf16 parameters' copies and activations, fp32 master weights and gradient accumulation", NR, NULL),
+    BUILT("--grad-reduce-in-bf16", DG_ARG_FLAG, grad_reduce_in_bf16, "data-parallel gradient reduction in bf16 (default: fp32)", NR, NULL),
     BUILT("--fp16", DG_ARG_FLAG, fp16, "fp16 parameters' copies and activations with a loss scale, fp32 master weights", NR, NULL),
     BUILT("--loss-scale", DG_ARG_DOUBLE, loss_scale, "constant loss scale with --fp16 (default: dynamic)", 0, 1e30, NULL),
     BUILT("--initial-loss-scale", DG_ARG_DOUBLE, initial_loss_scale, "the dynamic loss scale's start (2^32)", 1e-30, 1e30, NULL),
@@ -78,7 +79,7 @@ static const compat_flag compat_flags[] = {
     NOOP_FLAG("--cross-entropy-loss-fusion", FUSED),
     NOOP_VALUE("--cross-entropy-fusion-impl", FUSED),
     NOOP_FLAG("--attention-softmax-in-fp32", "softmax always runs in fp32"),
-    NOOP_FLAG("--accumulate-allreduce-grads-in-fp32", "gradients are always accumulated and reduced in fp32"),
+    NOOP_FLAG("--accumulate-allreduce-grads-in-fp32", "the default: gradients accumulate and reduce in fp32 (--grad-reduce-in-bf16 reduces in bf16)"),
     NOOP_FLAG("--disable-bf16-reduced-precision-matmul", "GEMMs accumulate in fp32"),
     NOOP_FLAG("--moe-shared-expert-overlap", PERF),
     NOOP_FLAG("--delay-wgrad-compute", PERF),

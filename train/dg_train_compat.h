@@ -26,7 +26,8 @@
 #include "dg_args.h"
 
 typedef struct dg_train_compat {
-    int bf16;                   /* --bf16: 16-bit numerics on fp32 arithmetic (dg_pass_precision.h) */
+    int bf16;                   /* --bf16: bf16 activations and working copies (dg_pass_precision.h) */
+    int grad_reduce_in_bf16;    /* --grad-reduce-in-bf16: DP reduces gradients in bf16 (dg_pass_dp.h) */
     int fp16;                   /* --fp16: the same in fp16, with a loss scale (dg_loss_scaler.h) */
     double loss_scale;          /* --loss-scale (0: dynamic) */
     double initial_loss_scale, min_loss_scale; /* --initial-loss-scale (2^32) --min-loss-scale (1) */

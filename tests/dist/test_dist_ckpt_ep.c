@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
         }
     }
     CHECK(n_expert > 0);
-    dg_dp_opts o = {1 << 30, 0, 0, 2, 1, NULL, 1, 0, NULL};
+    dg_dp_opts o = {1 << 30, 0, 0, 2, 1, NULL, 1, 0, NULL, NULL};
     dg_dp_buckets bk;
     CHECK(dg_pass_dp(g, &o, &bk, &err) == DG_OK);
     dg_comm *groups[DG_AXIS_COUNT];

@@ -109,7 +109,7 @@ int main(void) {
             for (int mark = 0; mark < 2; mark++) {
                 dg_model_io io;
                 dg_graph *g = step_graph(&io, mark);
-                dg_dp_opts o = {limits[li], 1, rs, 4, mark ? 2 : 4, dg_dist_pack_op(), 0, 0, NULL};
+                dg_dp_opts o = {limits[li], 1, rs, 4, mark ? 2 : 4, dg_dist_pack_op(), 0, 0, NULL, NULL};
                 dg_dp_buckets bk;
                 CHECK(dg_pass_dp(g, &o, &bk, &err) == DG_OK);
                 CHECK(dg_verify_after(g, "dp pass", &err) == DG_OK);
@@ -127,7 +127,7 @@ int main(void) {
     for (int ov = 0; ov < 2; ov++) {
         dg_model_io io;
         dg_graph *g = step_graph(&io, 0);
-        dg_dp_opts o = {20000, ov, 0, 2, 2, dg_dist_pack_op(), 0, 0, NULL};
+        dg_dp_opts o = {20000, ov, 0, 2, 2, dg_dist_pack_op(), 0, 0, NULL, NULL};
         dg_dp_buckets bk;
         CHECK(dg_pass_dp(g, &o, &bk, &err) == DG_OK);
         double m = overlap_margin(g, &bk, &io);
@@ -150,7 +150,7 @@ int main(void) {
     {
         dg_model_io io;
         dg_graph *g = step_graph(&io, 0);
-        dg_dp_opts o = {20000, 1, 1, 2, 2, dg_dist_pack_op(), 0, 1, dg_dist_unpack_op()};
+        dg_dp_opts o = {20000, 1, 1, 2, 2, dg_dist_pack_op(), 0, 1, dg_dist_unpack_op(), NULL};
         dg_dp_buckets bk;
         CHECK(dg_pass_dp(g, &o, &bk, &err) == DG_OK);
         CHECK(dg_verify_after(g, "dp pass", &err) == DG_OK);

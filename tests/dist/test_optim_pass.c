@@ -61,7 +61,7 @@ static int build(step *s, int distributed, int mark_experts, const int gs[DG_AXI
             else s->g->tensors[t].place.split[0] = DG_AXIS_NONE;
         }
     int one = gs[DG_AXIS_DP] == 1 && gs[DG_AXIS_EDP] == 1;
-    dg_dp_opts o = {20000, 1, distributed, gs[DG_AXIS_DP], gs[DG_AXIS_EDP], dg_dist_pack_op(), one, 0, NULL};
+    dg_dp_opts o = {20000, 1, distributed, gs[DG_AXIS_DP], gs[DG_AXIS_EDP], dg_dist_pack_op(), one, 0, NULL, NULL};
     DG_TRY(dg_pass_dp(s->g, &o, &s->bk, err));
     dg_optim_opts oo = {.buckets = &s->bk, .grad_scale = 1.0, .clip_grad = CLIP, .beta1 = 0.9, .beta2 = 0.95,
                         .eps = 1e-8, .weight_decay = 0.1, .ops = dg_optim_ops_get()};
@@ -239,7 +239,7 @@ static void check_race(void) {
         if (g->tensors[t].role == DG_ROLE_PARAMETER) p = t;
     int stray = dg_scale(g, p, 2.0); /* read by nobody: nothing orders it before the update */
     snprintf(g->nodes[g->tensors[stray].producer].name, DG_NAME_LEN, "stray_reader");
-    dg_dp_opts o = {20000, 1, 0, 1, 1, dg_dist_pack_op(), 1, 0, NULL};
+    dg_dp_opts o = {20000, 1, 0, 1, 1, dg_dist_pack_op(), 1, 0, NULL, NULL};
     dg_dp_buckets bk;
     CHECK(dg_pass_dp(g, &o, &bk, &err) == DG_OK);
     dg_optim_opts oo = {.buckets = &bk, .grad_scale = 1.0, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,

@@ -60,10 +60,15 @@ set -e
 [ "$rc" -eq 2 ] || fail "--after nowhere exited $rc, expected 2"
 grep -q -- "--after" "$tmp/err" || fail "the message does not name --after"
 # Megatron's flags beside train's, as train takes them: --bf16 puts the
-# 16-bit pass's round16 nodes in the step; a refused one is one line, exit 2
+# dtype pass's casts and bf16 tensors in the step, --grad-reduce-in-bf16 a
+# bf16 bucket before DP's collective; a refused one is one line, exit 2
 "$exe" dump -o "$tmp/bf16.json" --graph step --bf16 2>"$tmp/err" || fail "dump --bf16: $(cat "$tmp/err")"
-n16=$(grep -o '"op": *"round16"' "$tmp/bf16.json" | wc -l)
-[ "$n16" -gt 0 ] || fail "dump --graph step --bf16 has no round16 node"
+n16=$(grep -o '"op": *"cast"' "$tmp/bf16.json" | wc -l)
+[ "$n16" -gt 0 ] || fail "dump --graph step --bf16 has no cast node"
+grep -q '"dtype": *"bf16"' "$tmp/bf16.json" || fail "dump --graph step --bf16 has no bf16 tensor"
+"$exe" dump -o "$tmp/gr16.json" --graph step --world-size 2 --bf16 --grad-reduce-in-bf16 2>"$tmp/err" ||
+    fail "dump --grad-reduce-in-bf16: $(cat "$tmp/err")"
+grep -q '"name": *"dp_bucket0/to_bf16"' "$tmp/gr16.json" || fail "--grad-reduce-in-bf16: no bf16 bucket before the reduction"
 TMP=$tmp
 source "$(dirname "$0")/../common/refuse.sh"
 dg_refuse "--fp8-format" "$exe" dump -o "$tmp/x.json" --graph step --fp8-format hybrid

@@ -34,19 +34,23 @@ awk -v a="$got" -v b="$ref" -f "$(dirname "$0")/../common/logs_close.awk" ||
 
 # --bf16: the 16-bit copy of a weight is made on each stage that reads it
 # (the tied embedding's on the first and the last), never sent between
-# stages; PP=2 matches one rank's bf16 run, PP=2 x TP=2 matches TP=2's (TP
-# alone changes the 16-bit rounding's sums) — PP x TP x bf16 was refused
-# at a recv's layout rule before.
+# stages; PP=2 matches one rank's bf16 run, PP=2 x TP=2 matches TP=2's —
+# PP x TP x bf16 was refused at a recv's layout rule before. Within bf16's
+# tolerance (tests/precision/bf16_layouts.sh says why 5e-3), not 1e-5: one
+# rank sums the tied embedding's two gradient contributions (lookup and
+# head) in bf16 before its cast back to f32, as autograd sums a parameter
+# read twice, while PP sums the two stages' f32 gradients, as Megatron's
+# embedding all-reduce does (measured: 1.1e-4 after 5 steps).
 ref16=$(run 1 --bf16 --make-vocab-size-divisible-by 32)
 got=$(run 2 --bf16 --make-vocab-size-divisible-by 32 --pipeline-model-parallel-size 2)
 echo "np 2, pp 2, bf16: $got"
 [ -n "$got" ] || fail "the bf16 PP run logged nothing"
-awk -v a="$got" -v b="$ref16" -f "$(dirname "$0")/../common/logs_close.awk" || fail "bf16 pp 2 logs differ from one rank's"
+awk -v a="$got" -v b="$ref16" -v tol=5e-3 -f "$(dirname "$0")/../common/logs_close.awk" || fail "bf16 pp 2 logs differ from one rank's"
 tp16=$(run 2 --bf16 --make-vocab-size-divisible-by 32 --tensor-model-parallel-size 2)
 got=$(run 4 --bf16 --make-vocab-size-divisible-by 32 --pipeline-model-parallel-size 2 --tensor-model-parallel-size 2)
 echo "np 4, pp 2 x tp 2, bf16: $got"
 [ -n "$got" ] || fail "the bf16 PP x TP run logged nothing"
-awk -v a="$got" -v b="$tp16" -f "$(dirname "$0")/../common/logs_close.awk" || fail "bf16 pp 2 x tp 2 logs differ from tp 2's"
+awk -v a="$got" -v b="$tp16" -v tol=5e-3 -f "$(dirname "$0")/../common/logs_close.awk" || fail "bf16 pp 2 x tp 2 logs differ from tp 2's"
 
 # --sequence-parallel with PP: the residual stream crosses the boundary
 # split over tp on the sequence dim; the recv declares that layout (it was

@@ -57,12 +57,16 @@ for model in dense moe fp16; do
                  "2 --context-parallel-size 2")
     elif [ $model = dense ]; then
         layouts=("2 --tensor-model-parallel-size 2 --sequence-parallel"
+                 "2 --tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap"
                  "2 --pipeline-model-parallel-size 2"
                  "2 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather"
+                 "2 --use-distributed-optimizer --grad-reduce-in-bf16"
+                 "2 --context-parallel-size 2 --cp-comm-type a2a"
                  "2 --context-parallel-size 2"
                  "4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2")
     else
         layouts=("2 --expert-model-parallel-size 2"
+                 "2 --expert-model-parallel-size 2 --moe-a2a-overlap-chunks 2"
                  "4 --expert-model-parallel-size 2 --tensor-model-parallel-size 2 --sequence-parallel")
     fi
     for l in "${layouts[@]}"; do

@@ -7,7 +7,8 @@
 #   the default dense model (biases, learned positions, dropout 0.1,
 #   clipping), the MoE model, and under mpirun TP=2 with SP, EP=2, DP=2 with
 #   the distributed optimizer (overlapped), PP=2 (1F1B), CP=2, and PP=2 x
-#   DP=2 (two comm groups, so two comm streams, busy at once).
+#   DP=2 (two comm groups, so two comm streams, busy at once); and 16-bit
+#   tensors: EP=2 in bf16, CP=2 in fp16.
 # Delays reorder the two streams' work; a cross-stream edge the executor
 # failed to turn into an event shows as a different number.
 set -u
@@ -71,6 +72,10 @@ case_ ep2 2 "${MOE[@]}" --expert-model-parallel-size 2
 case_ dp2_zero 2 "${MOE[@]}" --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
 case_ pp2 2 --pipeline-model-parallel-size 2
 case_ cp2 2 --context-parallel-size 2 --position-embedding-type rope
+# 16-bit tensors on the device (issue 27): the MoE model in bf16 under EP=2,
+# and fp16 with its loss scale on CP=2's ring (16-bit K/V between ranks)
+case_ ep2_bf16 2 "${MOE[@]}" --expert-model-parallel-size 2 --bf16
+case_ cp2_fp16 2 --context-parallel-size 2 --position-embedding-type rope --fp16 --loss-scale 1024
 # two comm groups with traffic (pp peers, dp), each on a device stream of its own
 case_ pp2_dp2 4 --pipeline-model-parallel-size 2 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
 
