@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bf16_cli.sh [ITERS] [main|small] [PRECISION FLAGS] — 16-bit training
-# (issue 16, acceptance 3): the logged lm loss of every logged iteration
-# stays within 2% of the fp32 run's; the rounding is in effect (the runs
-# differ); a 16-bit run is bitwise reproducible. "main": the main job's
+# (issues 16 and 27): the logged lm loss stays within 2% of the fp32 run's
+# at each of the first 20 iterations, and ends within 2% (the last
+# iteration, and the mean of the last 10); the 16 bits are in effect (the
+# runs differ); a 16-bit run is bitwise reproducible. "main": the main job's
 # model (scripts/run_main.sh, one rank); default: a small one. PRECISION
 # FLAGS: --bf16 (default), or e.g. --fp16 --loss-scale 1024.
 set -u
@@ -33,11 +34,19 @@ import sys
 a, b, n = [float(x) for x in sys.argv[1].split()], [float(x) for x in sys.argv[2].split()], int(sys.argv[3])
 if len(a) != n or len(b) != n:
     sys.exit(f"FAIL: expected {n} logged losses, got {len(a)} fp32 and {len(b)} bf16")
-worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
-print(f"16-bit vs fp32 over {n} iterations: worst relative difference {worst:.4%}; "
-      f"first {a[0]:.5f} / {b[0]:.5f}, last {a[-1]:.5f} / {b[-1]:.5f}")
-if worst > 0.02:
-    sys.exit("FAIL: the 16-bit loss curve leaves 2% of the fp32 one")
+# The first 20 iterations, one by one: the runs start on the same weights
+# and batches, so the curves agree early; later the trajectories drift
+# apart by a batch's noise, so the end is judged on the last iteration and
+# the mean of the last 10.
+early = max(abs(x - y) / abs(x) for x, y in zip(a[:20], b[:20]))
+end = abs(a[-1] - b[-1]) / abs(a[-1])
+tail = abs(sum(a[-10:]) - sum(b[-10:])) / abs(sum(a[-10:]))
+print(f"16-bit vs fp32 over {n} iterations: worst relative difference {early:.4%} in the first 20, "
+      f"{end:.4%} at the end ({a[-1]:.5f} / {b[-1]:.5f}), {tail:.4%} over the last 10; first {a[0]:.5f} / {b[0]:.5f}")
+if early > 0.02:
+    sys.exit("FAIL: the 16-bit loss curve leaves 2% of the fp32 one in the first 20 iterations")
+if end > 0.02 or tail > 0.02:
+    sys.exit("FAIL: the 16-bit run ends more than 2% from the fp32 one")
 if a == b:
     sys.exit("FAIL: 16-bit and fp32 losses are identical: no rounding took place")
 PY

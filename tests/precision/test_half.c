@@ -65,6 +65,42 @@ static void test_round_trip(void **s) {
     }
 }
 
+/* The array conversions (vector lanes and the scalar tail, odd lengths)
+ * give the scalar functions' bits: random values over every exponent,
+ * subnormals, infinities and NaN included, and every 16-bit pattern back. */
+static void test_arrays(void **s) {
+    (void)s;
+    enum { N = 65536 + 7 };
+    float *x = malloc(sizeof(float) * N), *back = malloc(sizeof(float) * N);
+    uint16_t *h = malloc(sizeof(uint16_t) * N), *all = malloc(sizeof(uint16_t) * N);
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < N; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        uint32_t u = (uint32_t)r;
+        if (i % 3 == 0) u = (u & 0x807fffffu) | (uint32_t)(i % 256) << 23; /* every exponent, 0 and 255 too */
+        memcpy(&x[i], &u, sizeof u);
+        all[i] = (uint16_t)i;
+    }
+    for (int fp16 = 0; fp16 < 2; fp16++) {
+        for (int n = N; n >= N - 7; n -= 7) { /* a tail of 7, and none */
+            dg_cpu_to_half(NULL, x, h, n, fp16);
+            for (int i = 0; i < n; i++) {
+                if (isnan(x[i])) assert_true(isnan(dg_half_value(h[i], fp16)));
+                else if (h[i] != dg_half_bits(x[i], fp16)) fail_msg("x=%a fp16=%d: %04x vs %04x", (double)x[i], fp16, h[i], dg_half_bits(x[i], fp16));
+            }
+        }
+        dg_cpu_from_half(NULL, all, back, N, fp16);
+        for (int i = 0; i < N; i++) {
+            float v = dg_half_value(all[i], fp16);
+            assert_true(isnan(v) ? isnan(back[i]) : memcmp(&v, &back[i], sizeof v) == 0);
+        }
+    }
+    free(x);
+    free(back);
+    free(h);
+    free(all);
+}
+
 /* Random f32 values (every exponent) against PyTorch's own conversions:
  * the same bits. */
 static void test_against_torch(void **s) {
@@ -154,7 +190,8 @@ static void test_pass(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_bf16), cmocka_unit_test(test_fp16),
-                                       cmocka_unit_test(test_round_trip), cmocka_unit_test(test_against_torch),
+                                       cmocka_unit_test(test_round_trip), cmocka_unit_test(test_arrays),
+                                       cmocka_unit_test(test_against_torch),
                                        cmocka_unit_test(test_pass)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
