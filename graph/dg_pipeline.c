@@ -116,7 +116,7 @@ static int instantiate(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_err 
     return st;
 }
 
-/* The 16-bit pass, told where the loss is now (fp16 scales its gradient). */
+/* The dtype pass, told where the loss is now (fp16 scales its gradient). */
 static int precision_pass(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_graph **out, int *next, dg_err *err) {
     dg_pass_precision_opts po = *o->precision;
     po.loss = dg_pipeline_map(r, 0, o->loss);
@@ -151,7 +151,7 @@ static int run_stage(dg_pipeline_result *r, const dg_pipeline_opts *o, dg_stage 
     case DG_STAGE_EP: {
         int st = DG_OK;
         dg_pass_ep_place_experts(r->g, &o->ep); /* ETP 1: experts whole over tp */
-        for (int pass = 0; pass < 5 && st == DG_OK; pass++) { /* tp, cp, ep, 16-bit rounding, pp */
+        for (int pass = 0; pass < 5 && st == DG_OK; pass++) { /* tp, cp, ep, the dtype pass, pp */
             if ((pass == 1 && o->cp.cp_size <= 1) || (pass == 3 && !o->precision) || (pass == 4 && o->pp.size <= 1))
                 continue;
             dg_graph *out = NULL;

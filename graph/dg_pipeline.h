@@ -12,7 +12,8 @@
  *                 slices and lowers each moe_experts node; CP
  *                 (graph/passes/dg_pass_cp.h) runs between them when
  *                 --context-parallel-size > 1; with --bf16 / --fp16 the
- *                 16-bit rounding pass (graph/passes/dg_pass_precision.h);
+ *                 dtype pass (graph/passes/dg_pass_precision.h: 16-bit
+ *                 working copies of the parameters);
  *                 last PP (graph/passes/dg_pass_pp.h) keeps this rank's
  *                 pipeline stage and puts send/recv pairs at its boundaries
  *   autodiff      backward of the micro-batch from its loss (scaled by
@@ -85,7 +86,7 @@ typedef struct dg_pipeline_opts {
     const char *step_name;      /* the step graph's name */
     bool sequence_parallel;     /* --sequence-parallel (with tp_size > 1) */
     bool tp_comm_overlap;       /* --tp-comm-overlap (with sequence_parallel) */
-    /* --bf16 / --fp16: the rounding pass after the parallel passes
+    /* --bf16 / --fp16: the dtype pass after the parallel passes
      * (graph/passes/dg_pass_precision.h); NULL: fp32 */
     const dg_pass_precision_opts *precision;
     const dg_recompute_opts *recompute; /* NULL: nothing recomputed */
