@@ -30,6 +30,18 @@ int dg_kernel_call(const dg_exec_env *env, const dg_graph *g, const dg_node *n, 
 /* Whether dg_kernel_call converts around n (16-bit tensors, op not any_dtype). */
 int dg_kernel_converts(const dg_graph *g, const dg_node *n);
 
+/* The f32 scratch of a converted node, laid out once for every backend:
+ * returns its bytes (0 when n is not converted), each 16-bit tensor's slot
+ * 256-byte aligned, inputs then outputs. With base given, fin/fout get each
+ * input's and output's buffer for the f32 kernel: its slot in base for a
+ * 16-bit tensor, in[i] / out[j] itself otherwise (the CUDA side carves its
+ * device workspace the same way: kernels/cuda/dg_cuda_half.cu). */
+size_t dg_kernel_f32_views(const dg_graph *g, const dg_node *n, void *base, void *const *in, void *const *out,
+                           void **fin, void **fout);
+static inline size_t dg_kernel_f32_bytes(const dg_graph *g, const dg_node *n) {
+    return dg_kernel_f32_views(g, n, NULL, NULL, NULL, NULL, NULL);
+}
+
 void dg_kernel_scratch_free(dg_kernel_scratch *s);
 
 #endif /* DG_KERNEL_CALL_H */

@@ -196,7 +196,7 @@ static void needs_of(const dg_graph *g, size_t *ws, int64_t *counts) {
         } else {
             const dg_cuda_entry *en = dg_cuda_entry_for(n->op);
             if (en && en->workspace) w = en->workspace(g, n);
-            w += dg_cuda_convert_bytes(g, n); /* 16-bit tensors' f32 copies */
+            w += dg_kernel_f32_bytes(g, n); /* 16-bit tensors' f32 copies */
         }
         *ws = DG_MAX(*ws, w);
     }
@@ -320,7 +320,7 @@ static int launch_compute(cuda_dev *D, int s, const dg_graph *g, const dg_node *
     if (!en)
         return dg_err_set(err, DG_EINPUT, "node %d '%s' (op %s) has no CUDA kernel", n->id, n->name,
                           n->op->name);
-    size_t need = (en->workspace ? en->workspace(g, n) : 0) + dg_cuda_convert_bytes(g, n);
+    size_t need = (en->workspace ? en->workspace(g, n) : 0) + dg_kernel_f32_bytes(g, n);
     if (need > D->ws_bytes)
         return dg_err_set(err, DG_EINTERNAL, "node %d '%s' (op %s): needs %zu bytes of workspace, the stream "
                                              "has %zu: prepare() was not called for this graph",

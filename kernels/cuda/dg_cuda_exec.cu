@@ -81,7 +81,7 @@ static int ctx_sync(dg_cuda_ctx *c, const dg_graph *g, dg_err *err) {
 int dg_cuda_call_kernel(const dg_cuda_entry *en, const dg_exec_env *env, const dg_graph *g,
                         const dg_node *n, void *const *in, void *const *out, dg_err *err) {
     (void)cudaGetLastError(); /* the status read below is this kernel's alone */
-    int st = dg_cuda_convert_bytes(g, n) ? dg_cuda_call_converted(en, env, g, n, in, out) : en->fn(env, g, n, in, out);
+    int st = dg_kernel_f32_bytes(g, n) ? dg_cuda_call_converted(en, env, g, n, in, out) : en->fn(env, g, n, in, out);
     if (st != DG_OK) {
         cudaError_t ce = cudaGetLastError();
         return dg_err_set(err, st, "node %d '%s' (op %s): CUDA kernel failed (status %d%s%s)", n->id,
@@ -96,7 +96,7 @@ int dg_cuda_call_kernel(const dg_cuda_entry *en, const dg_exec_env *env, const d
 static int run_device_node(dg_cuda_ctx *c, const dg_cuda_entry *en, const dg_graph *g,
                            const dg_node *n, void *const *din, void *const *dout, void **ws,
                            size_t *ws_bytes, dg_err *err) {
-    size_t need = (en->workspace ? en->workspace(g, n) : 0) + dg_cuda_convert_bytes(g, n);
+    size_t need = (en->workspace ? en->workspace(g, n) : 0) + dg_kernel_f32_bytes(g, n);
     if (need > *ws_bytes) {
         DG_CUDA_TRY(cudaStreamSynchronize(c->stream));
         if (*ws) DG_CUDA_TRY(cudaFree(*ws));
@@ -109,11 +109,10 @@ static int run_device_node(dg_cuda_ctx *c, const dg_cuda_entry *en, const dg_gra
 }
 
 /* Run node n's CPU kernel on host buffers hin/hout (a host workspace grown
- * in *ws / *ws_bytes). */
+ * in *ws / *ws_bytes; 16-bit tensors widened in *f32: dg_kernel_call.h). */
 static int run_host_node(const dg_team *team, const dg_graph *g, const dg_node *n, void *const *hin,
-                         void *const *hout, void **ws, size_t *ws_bytes, dg_err *err) {
-    dg_kernel_fn fn = n->op->kernel;
-    if (!fn)
+                         void *const *hout, void **ws, size_t *ws_bytes, dg_kernel_scratch *f32, dg_err *err) {
+    if (!n->op->kernel)
         return dg_err_set(err, DG_EINPUT, "node %d '%s' (op %s): no CUDA kernel and no CPU kernel",
                           n->id, n->name, n->op->name);
     size_t need = n->op->workspace ? n->op->workspace(g, n, team ? team->nthreads : 1) : 0;
@@ -123,7 +122,7 @@ static int run_host_node(const dg_team *team, const dg_graph *g, const dg_node *
         *ws_bytes = need;
     }
     dg_exec_env env = {team, *ws, *ws_bytes, DG_BACKEND_CPU, NULL};
-    int st = fn(&env, g, n, hin, hout);
+    int st = dg_kernel_call(&env, g, n, hin, hout, f32);
     if (st != DG_OK)
         return dg_err_set(err, st, "node %d '%s' (op %s): CPU kernel failed with status %d", n->id,
                           n->name, n->op->name, st);
@@ -139,6 +138,7 @@ typedef struct run_state {
     size_t *off;
     void *dws, *hws;
     size_t dws_bytes, hws_bytes;
+    dg_kernel_scratch f32; /* host fallback: 16-bit tensors' f32 copies */
     int *order;
 } run_state;
 
@@ -146,6 +146,7 @@ static void run_state_free(run_state *s) {
     if (s->arena) cudaFree(s->arena);
     if (s->dws) cudaFree(s->dws);
     dg_free(s->hws);
+    dg_kernel_scratch_free(&s->f32);
     dg_free(s->off);
     dg_free(s->order);
 }
@@ -190,7 +191,7 @@ static int run_nodes(const dg_graph *g, run_state *s, dg_buffers *b, dg_cuda_ctx
         void *hin[DG_MAX_INPUTS], *hout[DG_MAX_OUTPUTS];
         for (int i = 0; i < n->n_in; i++) hin[i] = b->ptr[n->in[i]];
         for (int j = 0; j < n->n_out; j++) hout[j] = b->ptr[n->out[j]];
-        DG_TRY(run_host_node(o->team, g, n, hin, hout, &s->hws, &s->hws_bytes, err));
+        DG_TRY(run_host_node(o->team, g, n, hin, hout, &s->hws, &s->hws_bytes, &s->f32, err));
         DG_TRY(copy_tensors(g, s, b, n->out, n->n_out, 1, c->stream, err));
         unsigned written = dg_cuda_inputs_written(n->op); /* in-place updates go up too */
         for (int i = 0; i < n->n_in; i++)

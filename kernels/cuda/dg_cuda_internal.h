@@ -34,6 +34,7 @@ extern "C" {
 #include "dg_cuda_check.h"
 #include "dg_cuda_exec.h"
 #include "dg_cuda_table.h"
+#include "dg_kernel_call.h"
 #include "dg_grouped_gemm.h"
 #include "dg_moe_loss.h"
 #include "dg_op_act.h"
@@ -74,10 +75,9 @@ int dg_cuda_local_device(int count);
 int dg_cuda_call_kernel(const dg_cuda_entry *en, const dg_exec_env *env, const dg_graph *g,
                         const dg_node *n, void *const *in, void *const *out, dg_err *err);
 
-/* dg_cuda_half.cu: f32 scratch a node's 16-bit tensors need around its
- * f32 table kernel (0: none), to be added to its workspace; and the call
- * that converts in that scratch (the front of env's workspace). */
-size_t dg_cuda_convert_bytes(const dg_graph *g, const dg_node *n);
+/* dg_cuda_half.cu: the call that converts a node's 16-bit tensors around
+ * its f32 table kernel, in f32 scratch at the front of env's workspace
+ * (dg_kernel_f32_bytes of it, which prepare adds to the node's workspace). */
 int dg_cuda_call_converted(const dg_cuda_entry *en, const dg_exec_env *env, const dg_graph *g,
                            const dg_node *n, void *const *in, void *const *out);
 
