@@ -140,7 +140,7 @@ static void dump_defaults(dump_cfg *c) {
 /* The stage --graph and --after ask for. */
 static int pick_stage(const dump_cfg *c, dg_stage *stage, dg_err *err) {
     int step = !strcmp(c->graph, "step");
-    *stage = step ? DG_STAGE_OPTIMIZER : !strcmp(c->graph, "forward") ? DG_STAGE_EP : DG_STAGE_LOGICAL;
+    *stage = step ? DG_STAGE_OPTIMIZER : !strcmp(c->graph, "forward") ? DG_STAGE_FORWARD : DG_STAGE_LOGICAL;
     if (!c->after[0]) return DG_OK;
     DG_TRY(dg_stage_parse(c->after, stage, err));
     if (!step && *stage > DG_STAGE_RECOMPUTE)

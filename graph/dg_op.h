@@ -2,7 +2,8 @@
  *
  * An op is a static const dg_op_def. graph/ calls infer() when a node is
  * added and adjoint() during autodiff; sched/ calls cost() for priorities and
- * kernel (the CPU kernel) to run a node. ops/ and moe/ define the concrete ops; the
+ * kernel (the CPU kernel) to run a node. ops/ and moe/ define the concrete ops
+ * (parallel/ those only a parallelism emits); the
  * collectives (dg_collective.h) are defined in graph/ and have no kernel: the
  * executor hands them to the comm backend instead.
  */
@@ -98,16 +99,11 @@ typedef struct dg_op_def {
     int (*shard)(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
                  dg_attrs *attrs);
 
-    /* Parallel lowering, for ops whose parallel form is a different subgraph
-     * (MoE experts under EP: dispatch, grouped GEMMs, combine). A pass that
-     * re-emits a graph calls it instead of copying the node: emit into g the
-     * nodes that compute node n (of the source graph src) from the inputs
-     * in[] (ids in g), and write the ids of n's outputs in g to out[].
-     * `opts` is the calling pass's option record. Optional. Returning
-     * DG_LOWER_AS_IS (having emitted nothing) has the node copied as it is:
-     * its inputs need no parallel form (a whole vocabulary table). */
-    int (*lower)(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                 const void *opts, dg_err *err);
+    /* What the op does that a parallel pass must rewrite (DG_TRAIT_*,
+     * below): a property of the op itself. The passes (parallel/) keep the
+     * rewrites, each in its own table from op to rewrite, and a pass
+     * refuses a node whose op has a trait it handles and no entry. */
+    unsigned traits;
 
     /* 16-bit storage (dg_op_infer, below). f32_outputs: a bit per output
      * that stays f32 whatever the inputs (Megatron's fp32 islands: norm
@@ -131,8 +127,20 @@ typedef struct dg_op_def {
  * casts' adjoints in f32. dg_graph_add and the verifier both call this. */
 int dg_op_infer(const dg_graph *g, const dg_node *n, dg_tensor_desc *outs, dg_err *err);
 
-/* A lower callback's answer "copy me" (above); no status code uses it. */
-#define DG_LOWER_AS_IS 100
+/* dg_op_def.traits: what an op does that some parallelism must rewrite
+ * rather than copy (a split of its input does not give the split of its
+ * output by a sharding rule alone). Which pass handles which trait is the
+ * pass's business (parallel/dg_pipeline.h lists them). */
+enum {
+    DG_TRAIT_POSITIONS = 1u << 0, /* reads each token's position in the sequence (RoPE, learned positions) */
+    DG_TRAIT_SEQUENCE = 1u << 1,  /* mixes tokens across the sequence (attention) */
+    DG_TRAIT_TOKEN_STAT = 1u << 2, /* a statistic over all tokens (losses, MoE balance losses) */
+    DG_TRAIT_RANDOM = 1u << 3,    /* draws by each element's place in the whole tensor (dropout) */
+    DG_TRAIT_REGROUP = 1u << 4,   /* regroups dims, so a split dim may merge into another (reshape) */
+    DG_TRAIT_VOCAB = 1u << 5,     /* reads a whole vocabulary (the embedding lookup, the cross entropy) */
+    DG_TRAIT_LINEAR = 1u << 6,    /* a linear layer (matmul) */
+    DG_TRAIT_EXPERTS = 1u << 7,   /* routed experts (moe_experts) */
+};
 
 /* A sharding rule's answer when the inputs' layouts do not fit the op. */
 #define DG_SHARD_CANNOT (-1)

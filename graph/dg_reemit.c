@@ -13,6 +13,28 @@ dg_reemit_opts dg_reemit_plain(void) {
     return o;
 }
 
+int dg_reemit_leaf_shard(dg_graph *dst, const dg_graph *src, int t, dg_axis a, int size, const char *flag) {
+    const dg_tensor *x = &src->tensors[t];
+    if (x->role != DG_ROLE_PARAMETER || size <= 1) return dg_reemit_leaf_default(dst, src, t, NULL);
+    int64_t shape[DG_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    dg_sharding lay = x->sharding;
+    for (int d = 0; d < x->ndim; d++) {
+        if (x->place.split[d] != a) continue;
+        int k = DG_MAX(x->place.stride[d], 1);
+        if (shape[d] % ((int64_t)size * k) != 0)
+            return dg_graph_fail(dst, "%s %d does not divide dim %d (%lld, %d block(s)) of '%s'", flag, size, d,
+                                 (long long)shape[d], k, x->name);
+        shape[d] /= size;
+        lay.split[d] = (uint8_t)a;
+        lay.stride[d] = x->place.stride[d];
+    }
+    dg_param_spec spec = {(dg_init)x->init, x->place};
+    int id = dg_param(dst, x->name, x->ndim, shape, &spec);
+    if (id >= 0) dst->tensors[id].sharding = lay;
+    return id;
+}
+
 int dg_reemit_leaf_default(dg_graph *dst, const dg_graph *src, int t, void *ctx) {
     (void)ctx;
     const dg_tensor *x = &src->tensors[t];
@@ -170,22 +192,22 @@ int dg_reemit(dg_graph *dst, const dg_graph *src, const dg_reemit_opts *o, int *
         dg_graph_set_microbatch(dst, o->microbatch == DG_REEMIT_KEEP_MICROBATCH ? n->microbatch : o->microbatch);
         dg_graph_set_module(dst, n->module);
         first[i] = dst->n_nodes;
-        if (o->inputs && (st = o->inputs(dst, n, in, o->ctx)) != DG_OK) {
-            dg_free(first);
-            dg_free(last);
-            return dg_err_set(err, st, "re-emitting node %d '%s': %s", n->id, n->name, dst->err.msg);
-        }
-        if (o->lower && n->op->lower && o->lower(src, n, o->ctx)) {
-            int out[DG_MAX_OUTPUTS];
-            st = n->op->lower(dst, src, n, in, out, o->lower_opts, err);
-            for (int j = 0; st == DG_OK && j < n->n_out; j++) tmap[n->out[j]] = out[j];
-            if (st == DG_LOWER_AS_IS) st = copy_node(dst, src, n, in, tmap, err);
-        } else {
+        int out[DG_MAX_OUTPUTS];
+        dg_err e = {{0}};
+        st = o->node ? o->node(dst, src, n, in, out, o->ctx, &e) : DG_REEMIT_COPY;
+        if (st == DG_OK) {
+            for (int j = 0; j < n->n_out; j++) tmap[n->out[j]] = out[j];
+        } else if (st == DG_REEMIT_COPY) {
             st = copy_node(dst, src, n, in, tmap, err);
             /* a backward or recompute node keeps naming its forward node */
             if (st == DG_OK && n->fwd_node >= 0 && n->fwd_node < i && last[n->fwd_node] > first[n->fwd_node])
                 dst->nodes[dst->n_nodes - 1].fwd_node = last[n->fwd_node] - 1;
+        } else if (e.msg[0]) {
+            *err = e;
+        } else {
+            dg_err_set(err, st, "re-emitting node %d '%s': %s", n->id, n->name, dst->err.msg);
         }
+        if (st != DG_OK) break;
         last[i] = dst->n_nodes;
     }
     if (st == DG_OK) carry_order(dst, src, first, last);

@@ -12,13 +12,15 @@
  *          parameters by name and makes each micro-batch's own inputs.
  *          NULL: parameters by name (dg_param, keeping init and placement),
  *          other leaves new.
- *   lower  says which nodes the pass lowers: for those, the op's `lower`
- *          callback (dg_op.h) emits the parallel subgraph instead of a copy,
- *          with `lower_opts` as its options.
- *   inputs may replace a node's inputs (already mapped into dst) before it
- *          is copied: the TP pass puts the collective a node's sharding
- *          rule needs in front of it (an all-reduce of a partial sum, a
- *          copy_to_group before a column-parallel linear). NULL: none.
+ *   node   the pass's rewrite of one node, given its inputs already mapped
+ *          into dst (in[], which the hook may replace: the TP pass puts
+ *          the collective a sharding rule needs in front of the node). It
+ *          either emits the node's parallel form itself, writing the ids of
+ *          n's outputs in dst to out[], and returns DG_OK; or returns
+ *          DG_REEMIT_COPY to have n copied onto in[] as it is; anything
+ *          else is an error (err, or dst's builder error, names it). The
+ *          parallel passes (parallel/) look n's op up in their own table of
+ *          rewrites here. NULL: every node copied.
  *
  * Node stamps (phase, layer, micro-batch, stage, module, stream, group,
  * priority, the forward node a backward one came from) and tensor names come
@@ -34,12 +36,14 @@
 
 #define DG_REEMIT_KEEP_MICROBATCH (-2)
 
+/* A node hook's answer "copy n as it is" (no status code uses it). */
+#define DG_REEMIT_COPY 100
+
 typedef struct dg_reemit_opts {
     int (*leaf)(dg_graph *dst, const dg_graph *src, int t, void *ctx);
-    int (*lower)(const dg_graph *src, const dg_node *n, void *ctx); /* 1: lower n */
-    int (*inputs)(dg_graph *dst, const dg_node *n, int *in, void *ctx); /* DG_OK or an error */
-    const void *lower_opts;
-    void *ctx;
+    int (*node)(dg_graph *dst, const dg_graph *src, const dg_node *n, int *in, int *out, void *ctx,
+                dg_err *err);
+    void *ctx; /* the pass's state, handed to both hooks */
     int microbatch; /* DG_REEMIT_KEEP_MICROBATCH, or the stamp for every node */
     /* src tensors dst already holds: shared[t] >= 0 is t's id in dst, and a
      * node whose outputs are all shared is not emitted again (micro-batch
@@ -52,6 +56,14 @@ dg_reemit_opts dg_reemit_plain(void);
 
 /* The default leaf hook (see above). */
 int dg_reemit_leaf_default(dg_graph *dst, const dg_graph *src, int t, void *ctx);
+
+/* The parallel passes' leaf hook: a parameter of src placed over axis `a`
+ * (dg_tensor.place) becomes this rank's shard in dst: each placed dim
+ * divided by `size` (a dim of k > 1 blocks, place.stride, splits each
+ * block), laid out split over `a` as placed, same name, init and placement
+ * (so checkpoints reshard: dg_shard_offset). Other leaves, or size 1: the
+ * default. `flag` names the size in the error when it does not divide. */
+int dg_reemit_leaf_shard(dg_graph *dst, const dg_graph *src, int t, dg_axis a, int size, const char *flag);
 
 /* Re-emit src into dst. Returns DG_OK or an error naming the node. */
 int dg_reemit(dg_graph *dst, const dg_graph *src, const dg_reemit_opts *o, int *tmap, dg_err *err);

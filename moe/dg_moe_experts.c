@@ -1,14 +1,10 @@
-/* dg_moe_experts.c — the logical experts node and its EP lowering (see
- * dg_moe_experts.h). */
+/* dg_moe_experts.c — the logical experts node (see dg_moe_experts.h). */
 #include "dg_moe_experts.h"
 
 #include <string.h>
 
-#include "dg_ep.h"
-#include "dg_etp.h"
 #include "dg_layout.h"
 #include "dg_ops_util.h"
-#include "dg_pass_ep.h"
 
 static int infer_experts(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
     const dg_tensor *x = DG_IN(g, n, 0), *p = DG_IN(g, n, 1), *ix = DG_IN(g, n, 2);
@@ -64,28 +60,10 @@ static int shard_experts(const dg_graph *g, const dg_node *n, const dg_sharding 
     return DG_OK;
 }
 
-static int lower_experts(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                         const void *opts, dg_err *err) {
-    (void)src;
-    const dg_pass_ep_opts *po = opts;
-    dg_ep_opts o = dg_ep_opts_default();
-    if (po) {
-        o.ep_size = po->ep_size > 1 ? po->ep_size : 1;
-        o.dispatcher = (dg_ep_dispatcher)po->dispatcher;
-        o.chunks = po->chunks > 1 ? po->chunks : 1;
-        o.recv_rows = po->recv_rows;
-    }
-    dg_ep_experts_args a = {.x = in[0], .probs = in[1], .indices = in[2], .w1 = in[3], .w2 = in[4],
-                            .num_experts = (int)n->attrs.i[0], .capacity_factor = n->attrs.f[0]};
-    out[0] = dg_etp_experts(g, &o, &a);
-    if (out[0] < 0) return dg_err_set(err, g->status != DG_OK ? g->status : DG_EINTERNAL, "%s", g->err.msg);
-    return DG_OK;
-}
-
 const dg_op_def dg_op_moe_experts = {
     .name = "moe_experts", .min_inputs = 5, .max_inputs = 5, .n_outputs = 1,
     .iattr_names = {"num_experts", NULL}, .fattr_names = {"capacity_factor", NULL},
-    .infer = infer_experts, .cost = cost_experts, .shard = shard_experts, .lower = lower_experts,
+    .infer = infer_experts, .cost = cost_experts, .shard = shard_experts, .traits = DG_TRAIT_EXPERTS,
 };
 
 int dg_moe_experts(dg_graph *g, int x, int probs, int indices, int w1, int w2, int num_experts,

@@ -6,11 +6,11 @@
  *        with expert_e(x) = w2[e] swiglu(w1[e] x) (SwiGLU's gate rows, then up).
  *
  * The model builder emits one per MoE layer over all E experts (global
- * shapes); it has no kernel. Its `lower` callback, called by the EP pass
- * (graph/passes/dg_pass_ep.h), emits the parallel form for the pass's EP
- * size, dispatcher and overlap chunks through dg_ep_experts (dg_ep.h): at
- * EP size 1 with one chunk that is the single-rank block (permute, grouped
- * GEMMs, unpermute). Its sharding rule lets w1 and w2 be split on dim 0
+ * shapes); it has no kernel (DG_TRAIT_EXPERTS). The EP pass's rewrite
+ * (parallel/ep/dg_pass_ep.h) emits the parallel form for the pass's EP
+ * size, dispatcher and overlap chunks through dg_etp_experts
+ * (parallel/ep/dg_etp.h): at EP size 1 with one chunk that is the
+ * single-rank block (permute, grouped GEMMs, unpermute). Its sharding rule lets w1 and w2 be split on dim 0
  * over ep (the output is an ordinary activation); anything else split is
  * "cannot".
  */

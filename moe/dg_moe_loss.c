@@ -1,7 +1,6 @@
 /* dg_moe_loss.c — aux (load-balancing) loss and z-loss ops (see dg_moe_loss.h). */
 #include "dg_moe_loss.h"
 
-#include "dg_op_cp.h"
 #include "dg_ops_util.h"
 
 static int check_logits(const dg_tensor *z, dg_err *err) {
@@ -135,7 +134,7 @@ const dg_op_def dg_op_moe_aux_loss = {
     .name = "moe_aux_loss", .min_inputs = 1, .max_inputs = 2, .n_outputs = 1,
     .iattr_names = {"topk", "score_function", "num_seqs", "seq_major"}, .fattr_names = {"coeff"},
     .infer = infer_aux, .cost = cost_aux, .adjoint = adj_aux, .workspace = ws_aux,
-    .kernel = k_aux, .lower = dg_cp_lower_moe_aux, /* statistics reduced over cp (dg_op_cp.h) */
+    .kernel = k_aux, .traits = DG_TRAIT_TOKEN_STAT,
     .f32_outputs = 1u,
 };
 
@@ -233,7 +232,7 @@ const dg_op_def dg_op_moe_z_loss = {
     .name = "moe_z_loss", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .fattr_names = {"coeff"},
     .infer = infer_z, .cost = cost_z, .adjoint = adj_z, .workspace = ws_z, .kernel = k_z,
-    .lower = dg_cp_lower_moe_z, /* a mean over cp (dg_op_cp.h) */
+    .traits = DG_TRAIT_TOKEN_STAT,
     .f32_outputs = 1u,
 };
 

@@ -5,7 +5,6 @@
 
 #include "dg_cpu_attention.h"
 #include "dg_op_basic.h"
-#include "dg_op_ring_attn.h"
 #include "dg_op_shard.h"
 #include "dg_ops_util.h"
 
@@ -140,7 +139,7 @@ const dg_op_def dg_op_attention = {
     .infer = infer_attn, .cost = cost_attn, .adjoint = adj_attn, .workspace = ws_attn,
     .kernel = k_attn,
     .shard = dg_shard_attention,
-    .lower = dg_cp_lower_attention, /* ring attention under CP (dg_op_ring_attn.h) */
+    .traits = DG_TRAIT_SEQUENCE,
     .f32_outputs = 2u /* lse */,
 };
 

@@ -3,7 +3,6 @@
 
 #include "dg_cpu_bias.h"
 #include "dg_layout.h"
-#include "dg_op_cp.h"
 #include "dg_ops_util.h"
 
 /* ---- bias_add: (x [..., N], b [N]) -> [..., N] ------------------------------------------ */
@@ -130,7 +129,7 @@ const dg_op_def dg_op_pos_embed_add = {
     .name = "pos_embed_add", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .infer = infer_pos_add, .cost = cost_rows, .adjoint = adj_pos_add, .kernel = k_pos_add,
     .shard = shard_pos_add,
-    .lower = dg_cp_lower_pos_embed, /* positions from each chunk's offset under CP (dg_op_cp.h) */
+    .traits = DG_TRAIT_POSITIONS,
 };
 
 int dg_pos_embed_add(dg_graph *g, int x, int table) {

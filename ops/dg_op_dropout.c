@@ -3,7 +3,6 @@
 
 #include "dg_cpu_dropout.h"
 #include "dg_layout.h"
-#include "dg_op_cp.h"
 #include "dg_ops_util.h"
 
 static int infer_dropout(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
@@ -92,28 +91,9 @@ static int shard_dropout(const dg_graph *g, const dg_node *n, const dg_sharding 
     return DG_OK;
 }
 
-/* A pass that splits x's dim 1 (SP's sequence, TP's heads of unfused
- * attention's probabilities) lowers dropout to the form with the splitting
- * axis' coordinate; otherwise a copy. */
-static int lower_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                         const void *opts, dg_err *err) {
-    (void)src;
-    (void)opts;
-    const dg_tensor *x = &g->tensors[in[0]];
-    dg_axis a = x->ndim > 1 ? (dg_axis)x->sharding.split[1] : DG_AXIS_NONE;
-    if (a == DG_AXIS_CP) return dg_cp_lower_dropout(g, src, n, in, out, opts, err); /* two chunks, dg_op_cp.h */
-    if (x->ndim > 1 && x->sharding.split2[1] != DG_AXIS_NONE)
-        return dg_err_set(err, DG_EINTERNAL, "dropout '%s': its sequence is split inside a %s split, which only "
-                                             "CP's is built for", n->name, dg_axis_name(a));
-    out[0] = a == DG_AXIS_NONE ? dg_add1(g, &dg_op_dropout, &n->attrs, in, 2, n->name)
-                               : dg_dropout_slice(g, in[0], in[1], dg_mesh_coord_input(g, a), a, n->attrs.f[0],
-                                                  (int)n->attrs.i[0]);
-    return g->status;
-}
-
 const dg_op_def dg_op_dropout = {
     .name = "dropout", .min_inputs = 2, .max_inputs = 4, .n_outputs = 1,
-    .iattr_names = {"site", "axis", "cp", "inner_axis", "inner"}, .fattr_names = {"p"}, .lower = lower_dropout,
+    .iattr_names = {"site", "axis", "cp", "inner_axis", "inner"}, .fattr_names = {"p"}, .traits = DG_TRAIT_RANDOM,
     .infer = infer_dropout, .cost = cost_dropout, .adjoint = adj_dropout, .kernel = k_dropout,
     .shard = shard_dropout,
 };

@@ -19,7 +19,8 @@
  * Sharding: no split but the coordinate form's dim 1 over its axis (and the
  * inner axis inside it; any other split would shift the sample or element
  * index the mask hashes); key and coords replicated. A pass that splits
- * dim 1 lowers dropout to the coordinate form (dg_op_def.lower).
+ * dim 1 rewrites dropout to the coordinate form (DG_TRAIT_RANDOM: the TP and
+ * CP passes' tables, parallel/tp/dg_pass_tp.c and parallel/cp/dg_pass_cp.c).
  */
 #ifndef DG_OP_DROPOUT_H
 #define DG_OP_DROPOUT_H

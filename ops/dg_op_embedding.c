@@ -3,7 +3,6 @@
 
 #include "dg_cpu_embedding.h"
 #include "dg_op_shard.h"
-#include "dg_op_vocab.h"
 #include "dg_ops_util.h"
 
 static int infer_embedding(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
@@ -49,7 +48,7 @@ const dg_op_def dg_op_embedding = {
     .infer = infer_embedding, .cost = cost_embedding, .adjoint = adj_embedding,
     .kernel = k_embedding,
     .shard = dg_shard_embedding,
-    .lower = dg_vocab_lower_embedding, /* a table split on the vocabulary: vocab_embedding */
+    .traits = DG_TRAIT_VOCAB,
 };
 
 int dg_embedding(dg_graph *g, int table, int tokens) {

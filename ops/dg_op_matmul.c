@@ -4,7 +4,6 @@
 #include "dg_cpu_gemm.h"
 #include "dg_op_shard.h"
 #include "dg_ops_util.h"
-#include "dg_tp_overlap.h"
 
 /* op(a) is [M, K], op(b) is [K, N]. */
 static void mm_dims(const dg_tensor *a, const dg_tensor *b, int ta, int tb, int64_t *M,
@@ -80,7 +79,7 @@ const dg_op_def dg_op_matmul = {
     .name = "matmul", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .iattr_names = {"ta", "tb"},
     .infer = infer_matmul, .cost = cost_matmul, .adjoint = adj_matmul, .kernel = k_matmul,
-    .shard = dg_shard_matmul, .lower = dg_matmul_lower_tp_overlap,
+    .shard = dg_shard_matmul, .traits = DG_TRAIT_LINEAR,
 };
 
 int dg_matmul(dg_graph *g, int a, int b, int ta, int tb) {

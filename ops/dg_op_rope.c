@@ -2,7 +2,6 @@
 #include "dg_op_rope.h"
 
 #include "dg_cpu_rope.h"
-#include "dg_op_cp.h"
 #include "dg_op_shard.h"
 #include "dg_ops_util.h"
 
@@ -76,7 +75,7 @@ const dg_op_def dg_op_rope = {
     .infer = infer_rope, .cost = cost_rope, .adjoint = adj_rope, .workspace = ws_rope,
     .kernel = k_rope,
     .shard = dg_shard_rope,
-    .lower = dg_cp_lower_rope, /* positions from each chunk's offset under CP (dg_op_cp.h) */
+    .traits = DG_TRAIT_POSITIONS,
 };
 
 int dg_rope(dg_graph *g, int x, double base, int64_t pos_offset) {

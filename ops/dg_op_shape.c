@@ -2,7 +2,6 @@
 #include "dg_op_shape.h"
 
 #include "dg_cpu_shape.h"
-#include "dg_op_cp.h"
 #include "dg_op_shard.h"
 #include "dg_ops_util.h"
 
@@ -68,7 +67,7 @@ const dg_op_def dg_op_reshape = {
     .iattr_names = {"ndim", "d0", "d1", "d2", "d3"},
     .infer = infer_reshape, .cost = cost_reshape, .adjoint = adj_reshape, .kernel = k_reshape,
     .shard = dg_shard_reshape,
-    .lower = dg_cp_lower_reshape, /* CP's tokens to the MoE layer's data and back (dg_op_cp.h) */
+    .traits = DG_TRAIT_REGROUP,
 };
 
 int dg_reshape(dg_graph *g, int x, int ndim, const int64_t *shape) {

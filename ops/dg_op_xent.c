@@ -2,8 +2,6 @@
 #include "dg_op_xent.h"
 
 #include "dg_cpu_xent.h"
-#include "dg_op_vocab.h"
-#include "dg_op_cp.h"
 #include "dg_ops_util.h"
 
 /* logits at in[0], targets at in[1], mask (or -1 for none) at in[mask_at]. */
@@ -65,20 +63,10 @@ static int adj_xent(dg_graph *g, const dg_node *n, const int *dout, int *din) {
     return g->status;
 }
 
-/* One lowering for the passes that rewrite the loss: the TP pass makes
- * vocab-split logits the vocab-parallel chain; otherwise (the vocabulary
- * whole) the CP pass makes a cp-split loss a sum and a count reduced over
- * cp, and anything else is copied. */
-static int lower_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out, const void *opts,
-                      dg_err *err) {
-    int st = dg_vocab_lower_xent(g, src, n, in, out, opts, err);
-    return st == DG_LOWER_AS_IS ? dg_cp_lower_xent(g, src, n, in, out, opts, err) : st;
-}
-
 const dg_op_def dg_op_softmax_xent = {
     .name = "softmax_xent", .min_inputs = 2, .max_inputs = 3, .n_outputs = 2,
     .infer = infer_xent, .cost = cost_xent, .adjoint = adj_xent, .kernel = k_xent,
-    .lower = lower_xent, /* vocab-parallel chain (dg_op_vocab.h), or the loss over CP (dg_op_cp.h) */
+    .traits = DG_TRAIT_VOCAB | DG_TRAIT_TOKEN_STAT,
     .f32_outputs = 3u /* loss, lse */,
 };
 

@@ -42,7 +42,7 @@ int dg_train_config_check_cp(const dg_train_config *c, dg_err *err) {
 }
 
 dg_pass_cp_opts dg_train_cp_opts(const dg_train_config *c) {
-    dg_pass_cp_opts o = {c->context_parallel_size, DG_CP_COMM_P2P};
+    dg_pass_cp_opts o = {c->context_parallel_size, DG_CP_COMM_P2P, c->model.seq_length};
     if (!strcmp(c->cp_comm_type, "a2a")) o.comm_type = DG_CP_COMM_A2A;
     return o;
 }

@@ -76,9 +76,8 @@ void dg_step_opts_init(dg_step_opts *s, const dg_train_config *c, const dg_model
     *po = (dg_pipeline_opts){.loss = lio->loss, .n_microbatches = c->num_microbatches, .autodiff = dg_ops_autodiff(),
                              .scale = &dg_op_scale, .dp = &s->dp, .optim = &s->optim,
                              .stop_after = DG_STAGE_OPTIMIZER, .step_name = "train_step",
-                             .tp_size = c->tensor_model_parallel_size, .cp = dg_train_cp_opts(c)};
-    po->sequence_parallel = c->sequence_parallel;
-    po->tp_comm_overlap = c->tp_comm_overlap;
+                             .tp = {c->tensor_model_parallel_size, c->sequence_parallel, c->tp_comm_overlap},
+                             .cp = dg_train_cp_opts(c)};
     po->mb_overlap = c->overlap_moe_expert_parallel_comm;
     /* --bf16 / --fp16 (dg_pass_precision.h; fp16 with its loss scale) */
     s->precision = (dg_pass_precision_opts){c->compat.fp16 ? DG_F16 : DG_BF16, &dg_op_cast,

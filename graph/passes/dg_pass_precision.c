@@ -41,9 +41,12 @@ static int working_copy(dg_graph *dst, precision_ctx *x, int t) {
     return x->copy[t];
 }
 
-static int cast_params(dg_graph *dst, const dg_node *n, int *in, void *ctx) {
+static int cast_params(dg_graph *dst, const dg_graph *src, const dg_node *n, int *in, int *out, void *ctx,
+                       dg_err *err) {
+    (void)src;
+    (void)out;
+    (void)err;
     precision_ctx *x = ctx;
-    (void)n;
     for (int i = 0; i < n->n_in; i++) {
         const dg_tensor *t = &dst->tensors[in[i]];
         if (t->role != DG_ROLE_PARAMETER || t->dtype != DG_F32 || dg_tensor_numel(t) <= 1) continue;
@@ -51,7 +54,7 @@ static int cast_params(dg_graph *dst, const dg_node *n, int *in, void *ctx) {
         if (c < 0) return dst->status;
         in[i] = c;
     }
-    return DG_OK;
+    return DG_REEMIT_COPY;
 }
 
 /* A received activation (CP's ring: K and V from the neighbour) was
@@ -77,7 +80,7 @@ int dg_pass_precision(const dg_graph *src_in, const dg_pass_precision_opts *o, d
     dg_graph *src = recvs_16(src_in, o->dtype);
     precision_ctx x = {o, NULL, 0, -1};
     dg_reemit_opts ro = dg_reemit_plain();
-    ro.inputs = cast_params;
+    ro.node = cast_params;
     ro.ctx = &x;
     dg_graph *g = dg_graph_new(src->name);
     memcpy(g->mesh, src->mesh, sizeof g->mesh);

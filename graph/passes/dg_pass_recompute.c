@@ -189,10 +189,11 @@ static void seek_entering(const dg_graph *dst, rc_ctx *c, int p, int r) {
  * region's tensors from their recomputed copies. Upstream of its other
  * backward inputs, where the backward leaves the region's layers, is the
  * gradient entering the region: the recompute waits for it. */
-static int rc_inputs(dg_graph *dst, const dg_node *n, int *in, void *ctx) {
+static int rc_node(dg_graph *dst, const dg_graph *src, const dg_node *n, int *in, int *out, void *ctx, dg_err *err) {
+    (void)out;
+    (void)err;
     rc_ctx *c = ctx;
-    const dg_graph *src = c->src;
-    if (n->phase != DG_PHASE_BACKWARD || n->fwd_node < 0) return DG_OK;
+    if (n->phase != DG_PHASE_BACKWARD || n->fwd_node < 0) return DG_REEMIT_COPY;
     int fl = src->nodes[n->fwd_node].layer, used = -1;
     for (int k = 0; k < n->n_in; k++) {
         int p = src->tensors[n->in[k]].producer;
@@ -201,13 +202,13 @@ static int rc_inputs(dg_graph *dst, const dg_node *n, int *in, void *ctx) {
         if ((in[k] = clone_tensor(dst, c, n->in[k], r)) < 0) return dst->status;
         used = r;
     }
-    if (used < 0) return DG_OK;
+    if (used < 0) return DG_REEMIT_COPY;
     ivec_push(&c->readers[used], dst->n_nodes); /* n's copy is the next node */
     for (int k = 0; k < n->n_in; k++) {
         int p = src->tensors[n->in[k]].producer;
         if (p >= 0 && src->nodes[p].phase == DG_PHASE_BACKWARD) seek_entering(dst, c, p, used);
     }
-    return DG_OK;
+    return DG_REEMIT_COPY;
 }
 
 /* Mark in `down` every node reachable from the nodes already marked, over
@@ -328,7 +329,7 @@ int dg_pass_recompute(const dg_graph *src, const dg_recompute_opts *o, dg_graph 
     memcpy(g->mesh, src->mesh, sizeof g->mesh);
     dg_reemit_opts ro = dg_reemit_plain();
     if (dg_recompute_any(o)) {
-        ro.inputs = rc_inputs;
+        ro.node = rc_node;
         ro.ctx = &c;
     }
     int st = dg_reemit(g, src, &ro, tmap, err);

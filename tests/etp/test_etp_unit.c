@@ -41,7 +41,7 @@ static int run(int etp, int edp, dg_stage stop, dg_graph **out, dg_err *err) {
     if (dg_model_build_forward(logical, &c, &io, err) != DG_OK) fail_msg("%s", err->msg);
     dg_dp_opts dpo = {.bucket_elems = 1 << 20, .dp_size = 1, .edp_size = edp, .layout_only = 1};
     dg_pipeline_opts po = {.loss = io.loss, .n_microbatches = 1, .autodiff = dg_ops_autodiff(), .scale = &dg_op_scale,
-                           .dp = &dpo, .stop_after = stop, .step_name = "step", .tp_size = 2};
+                           .dp = &dpo, .stop_after = stop, .step_name = "step", .tp = {.tp_size = 2}};
     po.ep = (dg_pass_ep_opts){1, 0, 1, 0, etp};
     dg_pipeline_result r;
     int st = dg_pipeline_run(logical, &po, &r, err);

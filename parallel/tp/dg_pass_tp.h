@@ -19,16 +19,17 @@
  *      share the copy of their input. Only the forward changes: autodiff
  *      derives the backward communication from the collectives' adjoints.
  *
- *   3. lowers the vocabulary's two ops through their `lower` callbacks
- *      (ops/dg_op_vocab.h): the word embedding, its table split on the
+ *   3. rewrites the ops with a trait TP handles (DG_TP_TRAITS) through its
+ *      table (dg_tp_rewrites.h), refusing one with no entry: the
+ *      vocabulary's two ops (dg_op_vocab.h): the word embedding, its table split on the
  *      vocabulary, becomes a masked local lookup whose output is a partial
  *      sum over tp, so step 2 puts the all-reduce in front of its first
  *      consumer; the cross entropy on logits split on the vocabulary (the
  *      output layer is column-parallel, tied or not) becomes per-row
  *      statistics on the slice, one all-gather of those (2 floats a row),
  *      and the loss on every rank: the whole logits never exist on a rank,
- *      and the backward is local to the slice; and lowers dropout to its
- *      form with the tp coordinate (dg_op_dropout.h), so unfused
+ *      and the backward is local to the slice; dropout to its form with
+ *      the tp coordinate (dg_op_dropout.h), so unfused
  *      attention's dropout runs on this rank's heads of the probabilities
  *      and the chain from the scores to the context is never gathered.
  *
@@ -52,18 +53,27 @@
 
 #include "dg_graph.h"
 
-/* Run the pass on the logical graph src with tp_size ranks: *out gets a new
- * graph (free with dg_graph_free), tmap[t] the id in *out of src's tensor t.
- * Returns DG_OK, or DG_EINPUT naming the parameter whose placed dim tp does
- * not divide or the node no collective can fix. */
-int dg_pass_tp(const dg_graph *src, int tp_size, dg_graph **out, int *tmap, dg_err *err);
+/* The pass's options (the pipeline's tp stage). */
+typedef struct dg_pass_tp_opts {
+    int tp_size;            /* --tensor-model-parallel-size; 0 counts as 1 */
+    bool sequence_parallel; /* --sequence-parallel (dg_tp_seq.h: activations between the linears
+                             * split on the sequence over tp, all-gathers before the column-parallel
+                             * linears and reduce-scatters after the row-parallel ones); off at tp 1,
+                             * as Megatron turns SP off */
+    bool comm_overlap;      /* --tp-comm-overlap (with SP): those linears in chunks of the sequence,
+                             * each chunk's collective beside another's GEMM */
+} dg_pass_tp_opts;
 
-/* The same with --sequence-parallel (graph/passes/dg_tp_seq.h: activations
- * between the linears split on the sequence over tp, all-gathers before the
- * column-parallel linears and reduce-scatters after the row-parallel ones),
- * and with it --tp-comm-overlap (those linears in chunks of the sequence,
- * each chunk's collective beside another's GEMM). Off at tp 1, as Megatron
- * turns SP off. */
+/* Run the pass on the logical graph src: *out gets a new graph (free with
+ * dg_graph_free), tmap[t] the id in *out of src's tensor t. Returns DG_OK,
+ * or DG_EINPUT naming the parameter whose placed dim tp does not divide,
+ * the node no collective can fix, or an op with a trait TP rewrites and no
+ * entry in the pass's table (dg_tp_rewrites.h). */
+int dg_pass_tp_run(const dg_graph *src, const dg_pass_tp_opts *o, dg_graph **out, int *tmap, dg_err *err);
+
+/* dg_pass_tp_run with {tp_size} and with {tp_size, sequence_parallel,
+ * tp_comm_overlap}. */
+int dg_pass_tp(const dg_graph *src, int tp_size, dg_graph **out, int *tmap, dg_err *err);
 int dg_pass_tp_sp(const dg_graph *src, int tp_size, bool sequence_parallel, bool tp_comm_overlap, dg_graph **out,
                   int *tmap, dg_err *err);
 

@@ -61,11 +61,11 @@ void dg_tp_seq_free(dg_tp_seq *s);
  * sequence (its weight split over tp). */
 int dg_tp_seq_inputs(dg_tp_seq *s, dg_graph *dst, const dg_node *n, int *in, bool whole_linear);
 
-/* Nodes the TP pass lowers, with or without SP: dropout, to its form with
+/* Nodes the TP pass rewrites, with or without SP: dropout (DG_TRAIT_RANDOM), to its form with
  * the tp coordinate (dg_op_dropout.h), which takes an input split on dim 1
  * over tp: SP's sequence, or the heads of unfused attention's
  * probabilities [B, H, S, S]; on a replicated input the lowering copies it.
- * The op's lower callback emits them. */
+ * The TP pass's table rewrites them (dg_tp_rewrites.h). */
 bool dg_tp_lowers(const dg_node *n);
 
 /* n's rule on inputs `in` (dst tensors) laid out `lay`, as the TP pass emits
@@ -75,6 +75,10 @@ bool dg_tp_lowers(const dg_node *n);
  * write lay[n_in]. */
 int dg_tp_rule_on(const dg_graph *dst, const dg_node *n, const int *in, dg_sharding *lay, dg_sharding *out);
 
+/* Whether n's rule, in the form the pass emits n (as dg_tp_rule_on),
+ * takes inputs `in` (tensors of dst) as they are laid out. */
+int dg_tp_rule_takes(const dg_graph *dst, const dg_node *n, const int *in);
+
 /* After them: the copy_to_group of each replicated parameter of a node that
  * runs on a tp slice. */
 int dg_tp_seq_params(dg_tp_seq *s, dg_graph *dst, const dg_node *n, int *in);
@@ -82,8 +86,8 @@ int dg_tp_seq_params(dg_tp_seq *s, dg_graph *dst, const dg_node *n, int *in);
 /* --tp-comm-overlap: the linears around the SP region in chunks of the
  * sequence, so one chunk's all-gather or reduce-scatter runs beside another
  * chunk's GEMM (a rewrite: the scheduler overlaps what the graph lets it).
- * The TP pass lowers such a matmul through dg_op_matmul's `lower`
- * (ops/dg_tp_overlap.h) with this record as its options:
+ * The TP pass rewrites such a matmul through its table
+ * (dg_tp_rewrites.h) with this record:
  *   column parallel, input split on the sequence: chunk j of each rank's
  *     slice is all-gathered (chunks of one input shared by q, k and v) and
  *     multiplied; the products, rows (rank, j, i), are put back in sequence

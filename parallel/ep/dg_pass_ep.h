@@ -7,8 +7,9 @@
  *   - each parameter placed over ep becomes this rank's slice [E/ep, ...],
  *     laid out split[0] = ep (the global name stays, so checkpoints reshard;
  *     dg_shard_offset gives the slice's place in the global tensor);
- *   - each node whose op has a `lower` callback (moe_experts: moe/dg_ep.c)
- *     is lowered into counts exchange, all-to-all(v) dispatch, grouped
+ *   - each node whose op has DG_TRAIT_EXPERTS (moe_experts) is rewritten
+ *     through the pass's table (dg_pass_ep.c; dg_ep.c does the work) into
+ *     counts exchange, all-to-all(v) dispatch, grouped
  *     GEMMs and combine, by the dispatcher and overlap chunks in the options
  *     (moe/dg_ep.h has the details); with ep = 1 and one chunk the lowering
  *     is the single-rank block (permute, grouped GEMMs, unpermute).

@@ -4,7 +4,6 @@
 #include "dg_collective.h"
 #include "dg_cpu_embedding.h"
 #include "dg_cpu_xent.h"
-#include "dg_op_cp.h"
 #include "dg_op_shard.h"
 #include "dg_ops_util.h"
 
@@ -233,7 +232,7 @@ const dg_op_def dg_op_vocab_xent = {
     .name = "vocab_xent", .min_inputs = 5, .max_inputs = 6, .n_outputs = 1,
     .iattr_names = {"vocab"},
     .infer = infer_vxent, .adjoint = adj_vxent, .kernel = k_vxent, .shard = shard_vxent,
-    .lower = dg_cp_lower_vocab_xent, /* the loss as a sum and a count under CP x TP (dg_op_cp.h) */
+    .traits = DG_TRAIT_TOKEN_STAT,
     .f32_outputs = 1u,
 };
 
@@ -276,43 +275,4 @@ dg_axis dg_vocab_split_axis(const dg_graph *g, int t) {
     int b = rows_axis(&x->sharding, d);
     if (b < 0 || (b != DG_AXIS_NONE && b == x->sharding.split[d])) return DG_AXIS_NONE;
     return (dg_axis)x->sharding.split[d];
-}
-
-/* The outputs keep src's names (dumps read alike with and without tp). */
-static int lowered(dg_graph *g, const dg_graph *src, const dg_node *n, const int *out, dg_err *err) {
-    if (g->status != DG_OK) return dg_err_set(err, g->status, "%s", g->err.msg);
-    for (int j = 0; j < n->n_out; j++)
-        memcpy(g->tensors[out[j]].name, src->tensors[n->out[j]].name, DG_NAME_LEN);
-    return DG_OK;
-}
-
-int dg_vocab_lower_embedding(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                             const void *opts, dg_err *err) {
-    (void)opts;
-    const dg_sharding *tab = &g->tensors[in[0]].sharding;
-    dg_axis a = (dg_axis)tab->split[0];
-    if (a == DG_AXIS_NONE || tab->split2[0] != DG_AXIS_NONE || tab->stride[0] > 1) return DG_LOWER_AS_IS;
-    dg_attrs at = dg_attrs_zero();
-    at.i[0] = g->tensors[in[0]].shape[0] * dg_mesh_size(g, a);
-    int rank = dg_mesh_coord_input(g, a);
-    out[0] = dg_graph_add(g, &dg_op_vocab_embedding, &at, (int[]){in[0], in[1], rank}, 3, NULL, n->name);
-    return lowered(g, src, n, out, err);
-}
-
-int dg_vocab_lower_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                        const void *opts, dg_err *err) {
-    (void)opts;
-    int mask = n->n_in > 2 ? in[2] : -1;
-    dg_axis a = dg_vocab_split_axis(g, in[0]);
-    if (a == DG_AXIS_NONE) return DG_LOWER_AS_IS;
-    int P = dg_mesh_size(g, a), rank = dg_mesh_coord_input(g, a);
-    int stats = dg_add1(g, &dg_op_vocab_xent_stats, NULL, (int[]){in[0], in[1], rank}, 3, "vocab_xent_stats");
-    int all = dg_all_gather(g, stats, a, P, 0), st[2] = {-1, -1};
-    if (all >= 0) dg_graph_add(g, &dg_op_vocab_xent_combine, NULL, (int[]){all, in[1]}, 2, st, "vocab_xent_combine");
-    dg_attrs at = dg_attrs_zero();
-    at.i[0] = g->tensors[in[0]].shape[g->tensors[in[0]].ndim - 1] * P;
-    int xin[6] = {in[0], in[1], rank, st[0], st[1], mask};
-    out[0] = st[0] < 0 ? -1 : dg_graph_add(g, &dg_op_vocab_xent, &at, xin, mask >= 0 ? 6 : 5, NULL, n->name);
-    out[1] = st[0];
-    return lowered(g, src, n, out, err);
 }

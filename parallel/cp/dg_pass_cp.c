@@ -3,25 +3,21 @@
 
 #include <string.h>
 
+#include "dg_cp_rewrites.h"
 #include "dg_layout.h"
+#include "dg_op_attention.h"
+#include "dg_op_ring_attn.h"
 #include "dg_reemit.h"
-
-typedef struct cp_pass {
-    const dg_pass_cp_opts *o;
-    int64_t seq; /* the global sequence length: the embedding's tokens' dim 1 */
-} cp_pass;
-
-static int is_op(const dg_node *n, const char *name) { return !strcmp(n->op->name, name); }
 
 /* Inputs read per token ([B, S, ...]): this rank's 2 chunks, split[1] = cp. */
 static int cp_leaf(dg_graph *dst, const dg_graph *src, int t, void *ctx) {
-    const cp_pass *s = ctx;
+    const dg_pass_cp_opts *o = ctx;
     const dg_tensor *x = &src->tensors[t];
-    if (x->role != DG_ROLE_INPUT || x->ndim < 2 || x->shape[1] != s->seq || s->seq <= 0)
+    if (x->role != DG_ROLE_INPUT || x->ndim < 2 || x->shape[1] != o->seq_length)
         return dg_reemit_leaf_default(dst, src, t, ctx);
     int64_t shape[DG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
-    shape[1] /= s->o->cp_size;
+    shape[1] /= o->cp_size;
     int id = dg_input_new(dst, x->name, x->dtype, x->ndim, shape);
     if (id >= 0) {
         dst->tensors[id].sharding = x->sharding;
@@ -30,45 +26,35 @@ static int cp_leaf(dg_graph *dst, const dg_graph *src, int t, void *ctx) {
     return id;
 }
 
-/* The ops that see positions or the whole sequence (dg_pass_cp.h). */
-static int cp_lower(const dg_graph *src, const dg_node *n, void *ctx) {
+/* A node whose op has a trait CP handles goes through its table entry;
+ * an op with such a trait and no entry is refused, not copied wrong. */
+static int cp_node(dg_graph *dst, const dg_graph *src, const dg_node *n, int *in, int *out, void *ctx,
+                   dg_err *err) {
     (void)src;
-    (void)ctx;
-    return is_op(n, "attention") || is_op(n, "rope") || is_op(n, "pos_embed_add") || is_op(n, "softmax_xent") ||
-           is_op(n, "vocab_xent") || is_op(n, "reshape") || is_op(n, "moe_aux_loss") || is_op(n, "moe_z_loss") ||
-           is_op(n, "dropout");
-}
-
-/* The global sequence length, from the first embedding's tokens (tokens are
- * input 1 of the embedding and of its vocab-parallel form under TP). */
-static int64_t seq_of(const dg_graph *g) {
-    for (int i = 0; i < g->n_nodes; i++)
-        if (is_op(&g->nodes[i], "embedding") || is_op(&g->nodes[i], "vocab_embedding")) {
-            const dg_tensor *tok = &g->tensors[g->nodes[i].in[1]];
-            return tok->ndim >= 2 ? tok->shape[1] : -1;
-        }
-    return -1;
+    if (!(n->op->traits & DG_CP_TRAITS)) return DG_REEMIT_COPY;
+    for (const dg_cp_rewrite *r = dg_cp_rewrites; r->op; r++)
+        if (r->op == n->op) return r->fn(dst, n, in, out, ctx, err);
+    return dg_err_set(err, DG_EINPUT, "--context-parallel-size: op '%s' (node '%s') sees the sequence and has no CP "
+                      "rewrite (parallel/cp/dg_cp_rewrites.c)", n->op->name, n->name);
 }
 
 int dg_pass_cp(const dg_graph *src, const dg_pass_cp_opts *o, dg_graph **out, int *tmap, dg_err *err) {
     *out = NULL;
     int cp = o->cp_size;
     if (cp < 1) return dg_err_set(err, DG_EINPUT, "--context-parallel-size: expected >= 1, got %d", cp);
-    cp_pass s = {o, seq_of(src)};
-    if (cp > 1 && (s.seq <= 0 || s.seq % (2 * cp) != 0))
+    if (cp > 1 && (o->seq_length <= 0 || o->seq_length % (2 * cp) != 0))
         return dg_err_set(err, DG_EINPUT,
                           "--seq-length %lld: must be divisible by 2 x --context-parallel-size = %d "
                           "(the sequence splits into 2 chunks per CP rank)",
-                          (long long)s.seq, 2 * cp);
+                          (long long)o->seq_length, 2 * cp);
     dg_graph *g = dg_graph_new(src->name);
     memcpy(g->mesh, src->mesh, sizeof g->mesh);
     g->mesh[DG_AXIS_CP] = cp;
     dg_reemit_opts ro = dg_reemit_plain();
     if (cp > 1) {
         ro.leaf = cp_leaf;
-        ro.lower = cp_lower;
-        ro.lower_opts = o;
-        ro.ctx = &s;
+        ro.node = cp_node;
+        ro.ctx = (void *)o;
     }
     int st = dg_reemit(g, src, &ro, tmap, err);
     if (st != DG_OK) {
@@ -84,7 +70,7 @@ int64_t dg_attention_saved_bytes(const dg_graph *g) {
     int64_t bytes = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const dg_node *n = &g->nodes[i];
-        if (!is_op(n, "attention_bwd") && !is_op(n, "cp_attn_block_bwd")) continue;
+        if (n->op != &dg_op_attention_bwd && n->op != &dg_op_cp_attn_block_bwd) continue;
         for (int k = 0; k < n->n_in; k++) {
             const dg_tensor *t = &g->tensors[n->in[k]];
             int fwd = t->producer >= 0 && g->nodes[t->producer].phase == DG_PHASE_FORWARD;

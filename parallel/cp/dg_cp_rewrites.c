@@ -1,43 +1,42 @@
-/* dg_cp_lower.c — the CP pass's lowerings (graph/passes/dg_pass_cp.h
- * calls them through each op's `lower` callback): attention by the ring or
- * all-to-all, rope and pos_embed_add by positions, softmax_xent by sum and
- * count. Parallel code, so it lives with the passes, not with the ops'
- * definitions (tests/moe/model_knows_no_parallel_size.sh). */
+/* dg_cp_rewrites.c — the CP pass's rewrites and its table (see
+ * dg_cp_rewrites.h; what each computes: dg_pass_cp.h). Every rewrite is
+ * static: the table is the only way to reach one. */
+#include "dg_cp_rewrites.h"
+
 #include "dg_collective.h"
 #include "dg_layout.h"
+#include "dg_moe_loss.h"
+#include "dg_op_attention.h"
+#include "dg_op_bias.h"
 #include "dg_op_cp.h"
 #include "dg_op_cp_a2a.h"
 #include "dg_op_dropout.h"
 #include "dg_op_ring_attn.h"
+#include "dg_op_rope.h"
+#include "dg_op_shape.h"
+#include "dg_op_vocab.h"
+#include "dg_op_xent.h"
 #include "dg_ops_util.h"
-#include "dg_pass_cp.h"
 
-int dg_cp_lowers(const dg_graph *g, int t) {
+/* Whether the tokens of tensor t (dim 1) are split over cp: a node reading
+ * whole sequences (under --cp-comm-type a2a, attention between the
+ * all-to-alls) is copied. */
+static int split_over_cp(const dg_graph *g, int t) {
     return g->mesh[DG_AXIS_CP] > 1 && g->tensors[t].ndim > 1 && g->tensors[t].sharding.split[1] == DG_AXIS_CP;
 }
 
-int dg_cp_lower_copy(dg_graph *g, const dg_node *n, const int *in, int *out, dg_err *err) {
-    if (dg_graph_add(g, n->op, &n->attrs, in, n->n_in, out, n->name) < 0 && n->n_out > 0)
-        return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "%s", g->err.msg);
-    return DG_OK;
-}
-
-int dg_cp_lower_rope(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                     const void *opts, dg_err *err) {
-    (void)src;
-    if (!dg_cp_lowers(g, in[0])) return dg_cp_lower_copy(g, n, in, out, err);
-    const dg_pass_cp_opts *o = opts;
+static int rewrite_rope(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
+                        dg_err *err) {
+    if (!split_over_cp(g, in[0])) return DG_REEMIT_COPY;
     int pos = dg_cp_positions(g, o->cp_size, g->tensors[in[0]].shape[1], n->attrs.i[0]);
     out[0] = pos < 0 ? -1 : dg_add1(g, &dg_op_rope_pos, &n->attrs, (int[]){in[0], pos}, 2, n->name);
     if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp rope: %s", g->err.msg);
     return DG_OK;
 }
 
-int dg_cp_lower_pos_embed(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                          const void *opts, dg_err *err) {
-    (void)src;
-    if (!dg_cp_lowers(g, in[0])) return dg_cp_lower_copy(g, n, in, out, err);
-    const dg_pass_cp_opts *o = opts;
+static int rewrite_pos_embed(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
+                             dg_err *err) {
+    if (!split_over_cp(g, in[0])) return DG_REEMIT_COPY;
     int pos = dg_cp_positions(g, o->cp_size, g->tensors[in[0]].shape[1], 0);
     out[0] = pos < 0 ? -1 : dg_add1(g, &dg_op_pos_embed_pos, NULL, (int[]){in[0], in[1], pos}, 3, n->name);
     if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp positions: %s", g->err.msg);
@@ -53,32 +52,26 @@ static int cp_mean(dg_graph *g, int sum, int count, int cp, const char *name, in
     return DG_OK;
 }
 
-int dg_cp_lower_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                     const void *opts, dg_err *err) {
-    (void)src;
-    if (!dg_cp_lowers(g, in[1])) return dg_cp_lower_copy(g, n, in, out, err);
-    const dg_pass_cp_opts *o = opts;
+static int rewrite_xent(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
+                        dg_err *err) {
+    if (!split_over_cp(g, in[1])) return DG_REEMIT_COPY;
     int outs[3] = {-1, -1, -1};
     dg_graph_add(g, &dg_op_cp_xent_sum, NULL, in, n->n_in, outs, "loss/cp_sum");
     out[1] = outs[1];
     return cp_mean(g, outs[0], outs[2], o->cp_size, n->name, &out[0], err);
 }
 
-int dg_cp_lower_vocab_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                           const void *opts, dg_err *err) {
-    (void)src;
-    if (!dg_cp_lowers(g, in[1])) return dg_cp_lower_copy(g, n, in, out, err);
-    const dg_pass_cp_opts *o = opts;
+static int rewrite_vocab_xent(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
+                              dg_err *err) {
+    if (!split_over_cp(g, in[1])) return DG_REEMIT_COPY;
     int outs[2] = {-1, -1};
     dg_graph_add(g, &dg_op_cp_vocab_xent_sum, &n->attrs, in, n->n_in, outs, "loss/cp_sum");
     return cp_mean(g, outs[0], outs[1], o->cp_size, n->name, &out[0], err);
 }
 
-int dg_cp_lower_attention(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                          const void *opts, dg_err *err) {
-    (void)src;
-    if (!dg_cp_lowers(g, in[0])) return dg_cp_lower_copy(g, n, in, out, err);
-    const dg_pass_cp_opts *o = opts;
+static int rewrite_attention(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
+                             dg_err *err) {
+    if (!split_over_cp(g, in[0])) return DG_REEMIT_COPY;
     if (!n->attrs.i[0])
         return dg_err_set(err, DG_EINPUT, "--context-parallel-size %d: ring attention needs causal attention", o->cp_size);
     out[0] = o->comm_type == DG_CP_COMM_A2A
@@ -97,14 +90,12 @@ static int same_tail(const dg_tensor *x, int from, const dg_attrs *a, int afrom)
     return 1;
 }
 
-int dg_cp_lower_reshape(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                        const void *opts, dg_err *err) {
-    (void)src;
-    (void)opts; /* every pass lowering all ops calls this: the mesh says CP */
-    int cp = g->mesh[DG_AXIS_CP], yn = (int)n->attrs.i[0];
+static int rewrite_reshape(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
+                           dg_err *err) {
+    int cp = o->cp_size, yn = (int)n->attrs.i[0];
     const dg_tensor *x = &g->tensors[in[0]];
     dg_attrs a = n->attrs;
-    if (cp > 1 && x->ndim >= 3 && yn == x->ndim - 1 && dg_cp_lowers(g, in[0]) &&
+    if (cp > 1 && x->ndim >= 3 && yn == x->ndim - 1 && split_over_cp(g, in[0]) &&
         a.i[1] == x->shape[0] * x->shape[1] * cp && same_tail(x, 2, &a, 1)) { /* [B, S, ..] -> [B * S, ..] */
         a.i[1] /= cp;
         int y = dg_add1(g, n->op, &a, in, 1, n->name);
@@ -115,18 +106,10 @@ int dg_cp_lower_reshape(dg_graph *g, const dg_graph *src, const dg_node *n, cons
         int t = dg_cp_relabel(g, in[0], DG_CP_DATA_TO_TOKENS);
         out[0] = t < 0 ? -1 : dg_add1(g, n->op, &a, &t, 1, n->name);
     } else {
-        return DG_LOWER_AS_IS;
+        return DG_REEMIT_COPY;
     }
     if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp tokens: %s", g->err.msg);
     return DG_OK;
-}
-
-/* n was lowered by the CP pass already (a later pass lowering every op
- * re-emits it): its output is a summand over cp. */
-static int lowered_before(const dg_graph *src, const dg_node *n) {
-    for (int i = n->id + 1; i < src->n_nodes; i++)
-        if (src->nodes[i].op == &dg_op_cp_relabel && src->nodes[i].in[0] == n->out[0]) return 1;
-    return 0;
 }
 
 /* all_reduce over cp of this rank's term x. */
@@ -135,11 +118,10 @@ static int cp_sum(dg_graph *g, int x, int cp) {
     return p < 0 ? -1 : dg_all_reduce(g, p, DG_AXIS_CP, cp);
 }
 
-int dg_cp_lower_moe_aux(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                        const void *opts, dg_err *err) {
-    (void)opts;
-    int cp = g->mesh[DG_AXIS_CP];
-    if (cp <= 1 || lowered_before(src, n)) return DG_LOWER_AS_IS;
+static int rewrite_moe_aux(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
+                           dg_err *err) {
+    int cp = o->cp_size;
+    if (cp <= 1) return DG_REEMIT_COPY;
     if (n->n_in < 2 || g->tensors[in[1]].ndim != 1 || n->attrs.i[2] > 1)
         return dg_err_set(err, DG_EINPUT,
                           "--context-parallel-size %d: the MoE aux loss under CP is built from the router's "
@@ -155,11 +137,10 @@ int dg_cp_lower_moe_aux(dg_graph *g, const dg_graph *src, const dg_node *n, cons
     return DG_OK;
 }
 
-int dg_cp_lower_moe_z(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                      const void *opts, dg_err *err) {
-    (void)opts;
-    int cp = g->mesh[DG_AXIS_CP];
-    if (cp <= 1 || lowered_before(src, n)) return DG_LOWER_AS_IS;
+static int rewrite_moe_z(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
+                         dg_err *err) {
+    int cp = o->cp_size;
+    if (cp <= 1) return DG_REEMIT_COPY;
     dg_attrs a = n->attrs;
     a.f[0] /= cp; /* the mean over cp ranks' equal token counts */
     out[0] = cp_sum(g, dg_add1(g, n->op, &a, in, 1, n->name), cp);
@@ -167,16 +148,15 @@ int dg_cp_lower_moe_z(dg_graph *g, const dg_graph *src, const dg_node *n, const 
     return DG_OK;
 }
 
-int dg_cp_lower_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                        const void *opts, dg_err *err) {
-    (void)src;
-    (void)opts;
+static int rewrite_dropout(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
+                           dg_err *err) {
+    if (!split_over_cp(g, in[0])) return DG_REEMIT_COPY; /* TP's form, or whole */
     dg_axis inner = (dg_axis)g->tensors[in[0]].sharding.split2[1]; /* SP's split of this rank's chunks */
     dg_attrs a = dg_attrs_zero();
     a.f[0] = n->attrs.f[0];
     a.i[0] = n->attrs.i[0];
     a.i[1] = DG_AXIS_CP;
-    a.i[2] = g->mesh[DG_AXIS_CP]; /* the mask of chunks r and 2cp-1-r */
+    a.i[2] = o->cp_size; /* the mask of chunks r and 2cp-1-r */
     a.i[3] = inner;
     a.i[4] = inner != DG_AXIS_NONE ? g->mesh[inner] : 0;
     int ins[4] = {in[0], in[1], dg_mesh_coord_input(g, DG_AXIS_CP),
@@ -186,3 +166,18 @@ int dg_cp_lower_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, cons
     if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp dropout: %s", g->err.msg);
     return DG_OK;
 }
+
+/* ---- the table ---------------------------------------------------------------------------- */
+
+const dg_cp_rewrite dg_cp_rewrites[] = {
+    {&dg_op_attention, rewrite_attention},     /* DG_TRAIT_SEQUENCE: the ring, or all-to-all */
+    {&dg_op_rope, rewrite_rope},               /* DG_TRAIT_POSITIONS */
+    {&dg_op_pos_embed_add, rewrite_pos_embed}, /* DG_TRAIT_POSITIONS */
+    {&dg_op_softmax_xent, rewrite_xent},       /* DG_TRAIT_TOKEN_STAT: a sum and a count */
+    {&dg_op_vocab_xent, rewrite_vocab_xent},   /* DG_TRAIT_TOKEN_STAT (TP's loss) */
+    {&dg_op_moe_aux_loss, rewrite_moe_aux},    /* DG_TRAIT_TOKEN_STAT */
+    {&dg_op_moe_z_loss, rewrite_moe_z},        /* DG_TRAIT_TOKEN_STAT */
+    {&dg_op_dropout, rewrite_dropout},         /* DG_TRAIT_RANDOM: the two chunks' masks */
+    {&dg_op_reshape, rewrite_reshape},         /* DG_TRAIT_REGROUP: the MoE layer's tokens */
+    {NULL, NULL},
+};

@@ -1,7 +1,6 @@
 /* dg_op_cp.h — the ops context parallelism adds besides ring attention
- * (ops/dg_op_ring_attn.h), and the CP lowerings of rope, pos_embed_add and
- * softmax_xent (graph/passes/dg_pass_cp.h calls them through each op's
- * `lower` callback, with dg_pass_cp_opts as options).
+ * (dg_op_ring_attn.h): only the CP pass's rewrites emit them
+ * (dg_cp_rewrites.c).
  *
  *   cp_positions(cp_rank i32 [1]) -> pos i32 [S]
  *     The global position of each of this rank's S = 2c local tokens
@@ -67,44 +66,5 @@ int dg_cp_relabel(dg_graph *g, int x, int mode);
 /* The positions of this rank's S local tokens plus offset: one cp_positions
  * node per graph and (S, offset), reading the "cp_rank" input. */
 int dg_cp_positions(dg_graph *g, int cp, int64_t S, int64_t offset);
-
-/* `lower` callbacks under CP (opts: const dg_pass_cp_opts *). They lower
- * a node whose tokens (dim 1 of its input t: dg_cp_lowers) are split over
- * cp; any other (a graph without CP; another pass, such as EP, lowering
- * every op that has a callback; attention over whole sequences under
- * --cp-comm-type a2a) they copy as it is, reading no options. */
-int dg_cp_lowers(const dg_graph *g, int t);
-int dg_cp_lower_copy(dg_graph *g, const dg_node *n, const int *in, int *out, dg_err *err);
-int dg_cp_lower_rope(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                     const void *opts, dg_err *err);
-int dg_cp_lower_pos_embed(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                          const void *opts, dg_err *err);
-int dg_cp_lower_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                     const void *opts, dg_err *err);
-/* vocab_xent (TP's loss) under CP: cp_vocab_xent_sum, its sums all-reduced
- * over cp and divided, as dg_cp_lower_xent. */
-int dg_cp_lower_vocab_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                           const void *opts, dg_err *err);
-/* reshape under CP: flattening the tokens [B, S, H] -> [B * S, H] (the MoE
- * layer's input) ends in cp_relabel to data, and [B * S, H] -> [B, S, H]
- * of data starts with the relabel back; any other reshape as it is
- * (DG_LOWER_AS_IS: the sharding rule rewrites its dims). */
-int dg_cp_lower_reshape(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                        const void *opts, dg_err *err);
-/* The MoE aux and z losses of this rank's tokens under CP, made the one
- * rank's: the aux loss's tokens per expert all-reduced over cp (Megatron
- * reduces them over its tp x cp group) and its coefficient over cp^2, the
- * z loss's coefficient over cp (a mean over cp equal token counts); each
- * then all-reduced over cp as this rank's summand. */
-int dg_cp_lower_moe_aux(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                        const void *opts, dg_err *err);
-int dg_cp_lower_moe_z(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                      const void *opts, dg_err *err);
-/* dropout of x split over cp on dim 1 (called by dropout's own lowering):
- * the coordinate form with attrs i[2] = cp, and with SP's split inside
- * cp's (CP x TP x SP) the inner axis' coordinate too, so each element draws
- * the one rank's mask at its global token (dg_op_dropout.h). */
-int dg_cp_lower_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                        const void *opts, dg_err *err);
 
 #endif /* DG_OP_CP_H */

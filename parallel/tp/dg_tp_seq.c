@@ -28,7 +28,7 @@ static void grow(dg_tp_seq *s, int n) {
     s->cap = cap;
 }
 
-bool dg_tp_lowers(const dg_node *n) { return !strcmp(n->op->name, "dropout"); }
+bool dg_tp_lowers(const dg_node *n) { return (n->op->traits & DG_TRAIT_RANDOM) != 0; }
 
 int dg_tp_rule_on(const dg_graph *dst, const dg_node *n, const int *in, dg_sharding *lay, dg_sharding *out) {
     dg_node tmp = *n;
@@ -44,6 +44,12 @@ int dg_tp_rule_on(const dg_graph *dst, const dg_node *n, const int *in, dg_shard
     }
     if (n->op->shard) return n->op->shard(dst, &tmp, lay, out, &a);
     return dg_shard_replicated(dst, &tmp, lay, out, &a);
+}
+
+int dg_tp_rule_takes(const dg_graph *dst, const dg_node *n, const int *in) {
+    dg_sharding lay[DG_MAX_INPUTS], out[DG_MAX_OUTPUTS];
+    for (int k = 0; k < n->n_in; k++) lay[k] = dst->tensors[in[k]].sharding;
+    return dg_tp_rule_on(dst, n, in, lay, out) == DG_OK;
 }
 
 /* A [B, S, H] activation: what SP splits on the sequence. */
@@ -70,7 +76,7 @@ static int memo(dg_graph *dst, int *slot, int x, const dg_op_def *op, int tp) {
 
 int dg_tp_seq_inputs(dg_tp_seq *s, dg_graph *dst, const dg_node *n, int *in, bool whole_linear) {
     grow(s, dst->n_tensors);
-    if (!strcmp(n->op->name, "matmul")) { /* linears never scatter: they gather or run on the slice */
+    if (n->op->traits & DG_TRAIT_LINEAR) { /* linears never scatter: they gather or run on the slice */
         int x = in[0], *slot = &s->gathered[x];
         if (!whole_linear || !seq_split(&dst->tensors[x])) return DG_OK;
         /* the weight is split over tp, so the input's gradient is partial:

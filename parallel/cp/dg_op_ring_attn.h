@@ -50,11 +50,6 @@ extern const dg_op_def dg_op_lse_merge;
 extern const dg_op_def dg_op_lse_merge_bwd;
 extern const dg_op_def dg_op_cp_ring_attn_out;
 
-/* attention's `lower` callback (opts: const dg_pass_cp_opts *); a plain
- * copy in a graph whose mesh has cp <= 1. */
-int dg_cp_lower_attention(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                          const void *opts, dg_err *err);
-
 /* The ring of one attention node: o (and *lse_out) from local q, k, v with
  * the graph's "cp_rank" input; cp == 1 is one diagonal block. */
 int dg_ring_attention(dg_graph *g, int q, int k, int v, int cp, double scale, int *lse_out);

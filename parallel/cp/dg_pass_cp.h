@@ -14,14 +14,16 @@
  *     this rank's two chunks (dg_cp_position);
  *   - the sharding rules carry the split through the token-wise ops
  *     (linears, norms, element-wise, reshapes rewrite their dims);
- *   - the ops that see positions or the whole sequence are lowered through
- *     their `lower` callback with this pass's options (dg_pass_cp_opts):
- *       attention      ring attention (ops/dg_op_ring_attn.h): block
+ *   - the ops that see positions or the whole sequence (their traits:
+ *     DG_CP_TRAITS) are rewritten through the pass's table
+ *     (dg_cp_rewrites.h) with its options (dg_pass_cp_opts); an op with
+ *     such a trait and no entry is refused:
+ *       attention      ring attention (dg_op_ring_attn.h): block
  *                      attention of the local queries against the K/V chunk
  *                      in hand, the next chunk sent and received around the
  *                      cp ring beside it, an online-softmax merge by lse;
  *                      or, with comm_type a2a, all-to-all between sequence
- *                      and heads (ops/dg_op_cp_a2a.h);
+ *                      and heads (dg_op_cp_a2a.h);
  *       rope, pos_embed_add  positions from each chunk's global offset, a
  *                      runtime tensor (cp_positions of the "cp_rank" input);
  *       softmax_xent   the loss as a token sum and a token count, each
@@ -59,8 +61,9 @@
 typedef enum dg_cp_comm { DG_CP_COMM_P2P = 0, DG_CP_COMM_A2A } dg_cp_comm;
 
 typedef struct dg_pass_cp_opts {
-    int cp_size;   /* --context-parallel-size (>= 1) */
-    int comm_type; /* --cp-comm-type: dg_cp_comm */
+    int cp_size;        /* --context-parallel-size (>= 1) */
+    int comm_type;      /* --cp-comm-type: dg_cp_comm */
+    int64_t seq_length; /* --seq-length: the inputs [B, S, ...] of this S are read per token */
 } dg_pass_cp_opts;
 
 /* The global position of local token s (0 <= s < 2c) on CP rank r of cp,

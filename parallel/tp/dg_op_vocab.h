@@ -1,5 +1,6 @@
 /* dg_op_vocab.h — vocabulary parallelism (Megatron's VocabParallelEmbedding
- * and vocab_parallel_cross_entropy) as ops and lowerings.
+ * and vocab_parallel_cross_entropy) as ops: only the TP pass's rewrites
+ * emit them (dg_tp_rewrites.c).
  *
  * Under TP the word embedding and the output layer hold rows
  * [r * Vl, (r + 1) * Vl) of the padded vocabulary on tp rank r. `rank` below
@@ -24,9 +25,9 @@
  *       one-hot of a target in the slice, on the slice, no communication;
  *       no gradient flows back through the statistics.
  *
- * The lowerings are the `lower` callbacks of embedding and softmax_xent,
- * called by the TP pass: with the table (the logits) split over an axis on
- * the vocabulary they emit the chains above, otherwise the op as it was.
+ * The TP pass's rewrites of embedding and softmax_xent (DG_TRAIT_VOCAB):
+ * with the table (the logits) split over an axis on the vocabulary they
+ * emit the chains above, otherwise the op as it was.
  */
 #ifndef DG_OP_VOCAB_H
 #define DG_OP_VOCAB_H
@@ -39,12 +40,6 @@ extern const dg_op_def dg_op_vocab_xent_stats;
 extern const dg_op_def dg_op_vocab_xent_combine;
 extern const dg_op_def dg_op_vocab_xent;
 extern const dg_op_def dg_op_vocab_xent_bwd;
-
-/* dg_op_def.lower of embedding and softmax_xent (opts unused). */
-int dg_vocab_lower_embedding(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                             const void *opts, dg_err *err);
-int dg_vocab_lower_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
-                        const void *opts, dg_err *err);
 
 /* The mesh axis that splits the last dim of t alone (no second axis, no
  * stride), or DG_AXIS_NONE: a vocab-parallel logits tensor. */
