@@ -300,19 +300,19 @@ void dg_data_sample(const dg_data *d, int split, int64_t i, int32_t *tokens) {
     dg_gpt_dataset_sample(part, sp->ds_sample[i] % part->num_samples, tokens);
 }
 
-int dg_data_microbatch(const dg_data *d, int split, int64_t consumed, int dp_rank, int dp_size, int mbs,
+int dg_data_microbatch(const dg_data *d, int split, int64_t consumed, int shard, int n_shards, int mbs,
                        int32_t *tokens, dg_err *err) {
     const dg_data_split *sp = &d->split[split];
     if (!sp->present) return dg_err_set(err, DG_EINPUT, "the %s split is empty (see --split)", split_names[split]);
-    if (dp_rank < 0 || dp_rank >= dp_size || mbs <= 0)
-        return dg_err_set(err, DG_EINPUT, "bad data-parallel slice: rank %d of %d, micro-batch %d", dp_rank, dp_size,
+    if (shard < 0 || shard >= n_shards || mbs <= 0)
+        return dg_err_set(err, DG_EINPUT, "bad data-parallel slice: rank %d of %d, micro-batch %d", shard, n_shards,
                           mbs);
-    int64_t first = consumed + (int64_t)dp_rank * mbs;
-    if (consumed + (int64_t)dp_size * mbs > sp->size)
+    int64_t first = consumed + (int64_t)shard * mbs;
+    if (consumed + (int64_t)n_shards * mbs > sp->size)
         return dg_err_set(err, DG_EINPUT,
                           "the %s split has %" PRId64 " samples; a micro-batch at sample %" PRId64
                           " of %d x %d runs past its end",
-                          split_names[split], sp->size, consumed, dp_size, mbs);
+                          split_names[split], sp->size, consumed, n_shards, mbs);
     for (int m = 0; m < mbs; m++) dg_data_sample(d, split, first + m, tokens + (int64_t)m * (d->seq_length + 1));
     return DG_OK;
 }

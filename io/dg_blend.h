@@ -103,13 +103,13 @@ void dg_data_close(dg_data *d);
 /* Sample i of a split: tokens[seq_length + 1]. */
 void dg_data_sample(const dg_data *d, int split, int64_t i, int32_t *tokens);
 
-/* The micro-batch that data-parallel rank `dp_rank` of `dp_size` reads once
+/* The micro-batch that data shard `shard` of `n_shards` reads once
  * `consumed` samples of the split have been consumed by all ranks together
- * (MegatronPretrainingSampler): samples consumed + dp_rank * mbs + [0, mbs),
+ * (MegatronPretrainingSampler): samples consumed + shard * mbs + [0, mbs),
  * into tokens[mbs][seq_length + 1]. Consecutive micro-batches advance
- * consumed by mbs * dp_size; a global batch is num_microbatches of them.
+ * consumed by mbs * n_shards; a global batch is num_microbatches of them.
  * Running past the end of the split is DG_EINPUT. */
-int dg_data_microbatch(const dg_data *d, int split, int64_t consumed, int dp_rank, int dp_size, int mbs,
+int dg_data_microbatch(const dg_data *d, int split, int64_t consumed, int shard, int n_shards, int mbs,
                        int32_t *tokens, dg_err *err);
 
 #endif /* DG_BLEND_H */

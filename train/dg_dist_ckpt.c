@@ -20,12 +20,14 @@ typedef struct place {
 } place;
 
 static place place_of(const dg_ckpt_run *r) {
+    const dg_comm *by_axis[DG_AXIS_COUNT] = {0}; /* the run's groups over the axes that split parameters */
+    by_axis[DG_AXIS_EP] = r->ep;
+    by_axis[DG_AXIS_TP] = r->tp;
     place p;
-    memset(&p, 0, sizeof p);
-    p.mesh[DG_AXIS_EP] = r->ep ? r->ep->size : 1;
-    p.coord[DG_AXIS_EP] = r->ep ? r->ep->rank : 0;
-    p.mesh[DG_AXIS_TP] = r->tp ? r->tp->size : 1;
-    p.coord[DG_AXIS_TP] = r->tp ? r->tp->rank : 0;
+    for (int a = 0; a < DG_AXIS_COUNT; a++) {
+        p.mesh[a] = by_axis[a] ? by_axis[a]->size : 1;
+        p.coord[a] = by_axis[a] ? by_axis[a]->rank : 0;
+    }
     return p;
 }
 

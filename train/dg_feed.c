@@ -168,13 +168,13 @@ void dg_feed_close(dg_feed *f) {
     if (!f->mock) dg_data_close(&f->data);
 }
 
-int dg_feed_microbatch(const dg_feed *f, int split, int64_t consumed, int dp_rank, int dp_size,
+int dg_feed_microbatch(const dg_feed *f, int split, int64_t consumed, int shard, int n_shards,
                        int mbs, int32_t *tokens, dg_err *err) {
     if (!f->mock)
-        return dg_data_microbatch(&f->data, split, consumed, dp_rank, dp_size, mbs, tokens, err);
+        return dg_data_microbatch(&f->data, split, consumed, shard, n_shards, mbs, tokens, err);
     int64_t S1 = f->seq_length + 1;
     for (int b = 0; b < mbs; b++) {
-        int64_t i = consumed + (int64_t)dp_rank * mbs + b;
+        int64_t i = consumed + (int64_t)shard * mbs + b;
         uint64_t h = mix(f->seed * 1000003u + (uint64_t)split * 7919u + (uint64_t)i);
         int64_t start = (int64_t)(h % (uint64_t)f->vocab);
         int64_t stride = 1 + (int64_t)((h >> 32) % 3);

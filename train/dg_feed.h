@@ -40,9 +40,9 @@ void dg_feed_close(dg_feed *f);
  * checkpoint's record ("" without them). */
 void dg_feed_split_paths_describe(const dg_train_config *c, char *out, size_t cap);
 
-/* Micro-batch of `mbs` samples for data-parallel rank dp_rank of dp_size,
+/* Micro-batch of `mbs` samples for data shard `shard` of `n_shards`,
  * after `consumed` samples of the split: tokens [mbs][seq_length + 1]. */
-int dg_feed_microbatch(const dg_feed *f, int split, int64_t consumed, int dp_rank, int dp_size,
+int dg_feed_microbatch(const dg_feed *f, int split, int64_t consumed, int shard, int n_shards,
                        int mbs, int32_t *tokens, dg_err *err);
 
 #endif /* DG_FEED_H */

@@ -32,8 +32,7 @@
 
 #include <stdio.h>
 
-#include "dg_pipeline.h"
-#include "dg_prio.h"
+#include "dg_pass_recompute.h"
 #include "dg_train_config.h"
 
 /* The flags agree with each other and the model (dg_train_config_finish
@@ -71,14 +70,16 @@ typedef struct dg_recompute_report {
     char what[512];         /* "full (uniform, 1 layer per group): layers 0-3", ... */
 } dg_recompute_report;
 
-/* How to build the step graph a choice is measured on. */
+/* How a choice is measured: the step builder's (train/dg_step_build.c),
+ * which builds this rank's step with o's regions through the one step
+ * pipeline and plans it with the run's own plan options (its cost model,
+ * what the loop keeps), so a choice is measured on the plan that runs.
+ * The planner knows neither the pipeline nor the scheduler. */
 typedef struct dg_recompute_step {
-    const dg_graph *logical; /* the builder's micro-batch */
-    const dg_pipeline_opts *po; /* the trainer's pipeline options (recompute ignored) */
-    const int *keep;         /* logical tensors read after a step (losses, counts) */
-    int n_keep;
-    const dg_cost_model *cost; /* the step's plan's cost model (train/dg_step_build.h), so a
-                                * choice is measured on the plan that runs; NULL: the defaults */
+    /* o's cost into *cost; *n_nodes (may be NULL) the recompute nodes per
+     * micro-batch. DG_OK or the pipeline's / planner's error. */
+    int (*measure)(void *ctx, const dg_recompute_opts *o, dg_recompute_cost *cost, int *n_nodes, dg_err *err);
+    void *ctx;
 } dg_recompute_step;
 
 /* The regions for this run into *s (from the flags, or the budget

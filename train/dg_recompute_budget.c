@@ -101,7 +101,7 @@ static int pick_unit(const dg_recompute_step *step, dg_recompute_sel *trial, con
         build(trial, u, on, n);
         on[i] = 0;
         dg_recompute_cost tc;
-        if ((*st = dg_rc_measure(step, &trial->opts, &tc, NULL, err)) != DG_OK) break;
+        if ((*st = step->measure(step->ctx, &trial->opts, &tc, NULL, err)) != DG_OK) break;
         double score = ((double)cur->peak - (double)tc.peak) / fmax(tc.flops - cur->flops, 1.0);
         if (first) score0[i] = score;
         if (tc.peak <= budget && (fit < 0 || tc.flops < fit_cost.flops)) fit = i, fit_cost = tc;
@@ -121,7 +121,7 @@ static int prune(const dg_recompute_step *step, dg_recompute_sel *trial, const u
         on[i] = 0;
         build(trial, u, on, n);
         dg_recompute_cost tc;
-        DG_TRY(dg_rc_measure(step, &trial->opts, &tc, NULL, err));
+        DG_TRY(step->measure(step->ctx, &trial->opts, &tc, NULL, err));
         if (tc.peak <= budget && tc.flops <= cur->flops) *cur = tc;
         else on[i] = 1;
     }
@@ -143,7 +143,7 @@ int dg_rc_budget(const dg_train_config *c, const dg_recompute_step *step, dg_rec
     dg_rc_sel_init(&trial, L);
     for (int l = 0; l < L; l++) trial.full_group[l] = l;
     dg_recompute_cost full;
-    int st = dg_rc_measure(step, &trial.opts, &full, NULL, err);
+    int st = step->measure(step->ctx, &trial.opts, &full, NULL, err);
     if (st == DG_OK && full.peak > budget)
         st = dg_err_set(err, DG_EINPUT,
                         "--recompute-memory-budget %g: infeasible: the smallest feasible budget is %.3f MB "

@@ -1,5 +1,7 @@
-/* dg_recompute_internal.h — what dg_recompute.c shares with the budget
- * planner (dg_recompute_budget.c); not a public interface. */
+/* dg_recompute_internal.h — the recompute planner's parts, not a public
+ * interface: a choice of regions (dg_recompute_sel.c), which the flags'
+ * choice (dg_recompute.c) and the budget planner (dg_recompute_budget.c)
+ * use; dg_recompute.c calls the budget planner, never the other way. */
 #ifndef DG_RECOMPUTE_INTERNAL_H
 #define DG_RECOMPUTE_INTERNAL_H
 
@@ -7,10 +9,9 @@
 
 /* s selects nothing over `layers` layers (arrays owned by s). */
 void dg_rc_sel_init(dg_recompute_sel *s, int layers);
-/* Build the step graph with o's regions and plan it: the planned peak and
- * the FLOPs; *n_nodes (may be NULL) the recompute nodes per micro-batch. */
-int dg_rc_measure(const dg_recompute_step *step, const dg_recompute_opts *o, dg_recompute_cost *cost,
-                  int *n_nodes, dg_err *err);
+/* --recompute-modules as a bit set (1u << dg_module); "" is Megatron's
+ * default (core_attn). DG_OK or DG_EINPUT naming the module. */
+int dg_rc_parse_modules(const char *list, unsigned *bits, dg_err *err);
 /* What s recomputes, in words, after the prefix `how`. */
 void dg_rc_describe(const dg_recompute_sel *s, const char *how, char *buf, size_t cap);
 /* The budget planner (dg_recompute.h): fills s and r->what; r->none is measured. */

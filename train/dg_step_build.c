@@ -51,14 +51,71 @@ static int logical_keep(const dg_model_io *lio, int keep[4 + DG_MODEL_MAX_TRACKE
     return n;
 }
 
+/* Plan r (a pipeline run of b's logical micro-batch: the step, or a
+ * recompute candidate's) with the run's plan options: the step's cost
+ * model, and every micro-batch's losses and routers' counts and the
+ * optimizer's status (the loop reads them after a step) kept out of memory
+ * reuse. NULL (err set) when the planner refuses the graph. */
+static dg_sched_plan *plan_of(const dg_step_built *b, const dg_pipeline_result *r, int memory_plan, dg_err *err) {
+    int wanted[4 + DG_MODEL_MAX_TRACKED], n_wanted = logical_keep(&b->lio, wanted);
+    int *keep = dg_malloc(sizeof(int) * (size_t)(n_wanted * r->n_microbatches + 1)), n_keep = 0;
+    for (int mb = 0; mb < r->n_microbatches; mb++)
+        for (int i = 0; i < n_wanted; i++) {
+            int t = dg_pipeline_map(r, mb, wanted[i]);
+            if (t >= 0) keep[n_keep++] = t;
+        }
+    if (r->stage >= DG_STAGE_OPTIMIZER && r->optim.status >= 0) keep[n_keep++] = r->optim.status;
+    dg_sched_opts so = {.keep = keep, .n_keep = n_keep, .no_memory_plan = !memory_plan,
+                        .cost = b->has_cost ? &b->cost : NULL};
+    dg_sched_plan *p = dg_sched_plan_new(r->g, &so, err);
+    dg_free(keep);
+    return p;
+}
+
+/* The recompute planner's measure (dg_recompute.h): b's step with o's
+ * regions, through the one pipeline up to its schedule stage (the
+ * micro-batches' forward and backward: the gradient buckets and the
+ * optimizer come later, hold no activations and do not change with
+ * recompute), planned as the run plans (plan_of); the arena's planned peak
+ * is the activation peak. */
+typedef struct measure_ctx {
+    const dg_step_built *b;
+    const dg_pipeline_opts *po; /* the run's pipeline options */
+} measure_ctx;
+
+static int measure(void *ctx, const dg_recompute_opts *o, dg_recompute_cost *cost, int *n_nodes, dg_err *err) {
+    const measure_ctx *m = ctx;
+    dg_pipeline_opts po = *m->po;
+    po.recompute = o;
+    po.stop_after = DG_STAGE_SCHEDULE;
+    dg_pipeline_result r;
+    DG_TRY(dg_pipeline_run(m->b->logical, &po, &r, err));
+    dg_sched_plan *p = plan_of(m->b, &r, 1, err);
+    int st = p ? DG_OK : DG_EINPUT;
+    if (p) {
+        cost->peak = p->mem.arena_bytes;
+        cost->flops = 0;
+        for (int v = 0; v < r.g->n_nodes; v++) {
+            const dg_node *n = &r.g->nodes[v];
+            dg_cost c = {0, 0};
+            if (n->op && n->op->cost) n->op->cost(r.g, n, &c);
+            cost->flops += c.flops;
+        }
+        if (n_nodes) *n_nodes = r.recompute.n_nodes;
+        dg_sched_plan_free(p);
+    }
+    dg_pipeline_result_free(&r);
+    return st;
+}
+
 /* The pipeline run on b->logical with the regions the run recomputes: the
  * flags' as they are (measured too when the caller wants the report), or
  * under --recompute-memory-budget the planner's measured choice. */
 static int run_pipeline(const dg_train_config *c, const dg_pipeline_opts *po_in, dg_recompute_report *report,
                         dg_step_built *b, dg_err *err) {
     dg_pipeline_opts po = *po_in;
-    int keep[4 + DG_MODEL_MAX_TRACKED], n_keep = logical_keep(&b->lio, keep);
-    dg_recompute_step rs = {b->logical, &po, keep, n_keep, b->has_cost ? &b->cost : NULL};
+    measure_ctx mc = {b, &po};
+    dg_recompute_step rs = {measure, &mc};
     dg_recompute_sel rc = {0};
     dg_recompute_report own;
     int st = DG_OK;
@@ -109,18 +166,7 @@ int dg_step_build(const dg_train_config *c, const dg_step_rank *at, const dg_ste
 }
 
 int dg_step_plan(dg_step_built *b, int memory_plan, dg_err *err) {
-    int wanted[4 + DG_MODEL_MAX_TRACKED], n_wanted = logical_keep(&b->lio, wanted);
-    int *keep = dg_malloc(sizeof(int) * (size_t)(n_wanted * b->n_mb + 1)), n_keep = 0;
-    for (int mb = 0; mb < b->n_mb; mb++)
-        for (int i = 0; i < n_wanted; i++) {
-            int t = dg_pipeline_map(&b->step, mb, wanted[i]);
-            if (t >= 0) keep[n_keep++] = t;
-        }
-    if (b->step.stage >= DG_STAGE_OPTIMIZER && b->step.optim.status >= 0) keep[n_keep++] = b->step.optim.status;
-    dg_sched_opts so = {.keep = keep, .n_keep = n_keep, .no_memory_plan = !memory_plan,
-                        .cost = b->has_cost ? &b->cost : NULL};
-    b->plan = dg_sched_plan_new(b->step.g, &so, err);
-    dg_free(keep);
+    b->plan = plan_of(b, &b->step, memory_plan, err);
     return b->plan ? DG_OK : DG_EINTERNAL;
 }
 

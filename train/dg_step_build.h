@@ -19,8 +19,9 @@
  *   2. the rank's step-pipeline options (dg_step_opts_init);
  *   3. the regions activation recompute covers (train/dg_recompute.h): the
  *      flags' as they are, or under --recompute-memory-budget the planner's
- *      choice, measured on plans of this step with its cost model;
- *   4. the step pipeline (graph/dg_pipeline.h: parallel passes, autodiff,
+ *      choice, each candidate measured by this builder (the same pipeline,
+ *      planned with the same plan options: plan_of);
+ *   4. the step pipeline (parallel/dg_pipeline.h: parallel passes, autodiff,
  *      recompute, micro-batches, the schedule, DP, the optimizer), or its
  *      stages up to one (dump --after);
  *   5. each micro-batch's io (tokens, losses, counts) mapped into the step.

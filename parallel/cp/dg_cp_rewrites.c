@@ -25,7 +25,7 @@ static int split_over_cp(const dg_graph *g, int t) {
     return g->mesh[DG_AXIS_CP] > 1 && g->tensors[t].ndim > 1 && g->tensors[t].sharding.split[1] == DG_AXIS_CP;
 }
 
-static int rewrite_rope(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
+static int cp_rope(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
                         dg_err *err) {
     if (!split_over_cp(g, in[0])) return DG_REEMIT_COPY;
     int pos = dg_cp_positions(g, o->cp_size, g->tensors[in[0]].shape[1], n->attrs.i[0]);
@@ -34,7 +34,7 @@ static int rewrite_rope(dg_graph *g, const dg_node *n, const int *in, int *out, 
     return DG_OK;
 }
 
-static int rewrite_pos_embed(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
+static int cp_pos_embed(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
                              dg_err *err) {
     if (!split_over_cp(g, in[0])) return DG_REEMIT_COPY;
     int pos = dg_cp_positions(g, o->cp_size, g->tensors[in[0]].shape[1], 0);
@@ -52,7 +52,7 @@ static int cp_mean(dg_graph *g, int sum, int count, int cp, const char *name, in
     return DG_OK;
 }
 
-static int rewrite_xent(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
+static int cp_xent(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
                         dg_err *err) {
     if (!split_over_cp(g, in[1])) return DG_REEMIT_COPY;
     int outs[3] = {-1, -1, -1};
@@ -61,7 +61,7 @@ static int rewrite_xent(dg_graph *g, const dg_node *n, const int *in, int *out, 
     return cp_mean(g, outs[0], outs[2], o->cp_size, n->name, &out[0], err);
 }
 
-static int rewrite_vocab_xent(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
+static int cp_vocab_xent(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
                               dg_err *err) {
     if (!split_over_cp(g, in[1])) return DG_REEMIT_COPY;
     int outs[2] = {-1, -1};
@@ -69,7 +69,7 @@ static int rewrite_vocab_xent(dg_graph *g, const dg_node *n, const int *in, int 
     return cp_mean(g, outs[0], outs[1], o->cp_size, n->name, &out[0], err);
 }
 
-static int rewrite_attention(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
+static int cp_attention(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
                              dg_err *err) {
     if (!split_over_cp(g, in[0])) return DG_REEMIT_COPY;
     if (!n->attrs.i[0])
@@ -90,7 +90,7 @@ static int same_tail(const dg_tensor *x, int from, const dg_attrs *a, int afrom)
     return 1;
 }
 
-static int rewrite_reshape(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
+static int cp_reshape(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
                            dg_err *err) {
     int cp = o->cp_size, yn = (int)n->attrs.i[0];
     const dg_tensor *x = &g->tensors[in[0]];
@@ -118,7 +118,7 @@ static int cp_sum(dg_graph *g, int x, int cp) {
     return p < 0 ? -1 : dg_all_reduce(g, p, DG_AXIS_CP, cp);
 }
 
-static int rewrite_moe_aux(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
+static int cp_moe_aux(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
                            dg_err *err) {
     int cp = o->cp_size;
     if (cp <= 1) return DG_REEMIT_COPY;
@@ -137,7 +137,7 @@ static int rewrite_moe_aux(dg_graph *g, const dg_node *n, const int *in, int *ou
     return DG_OK;
 }
 
-static int rewrite_moe_z(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
+static int cp_moe_z(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
                          dg_err *err) {
     int cp = o->cp_size;
     if (cp <= 1) return DG_REEMIT_COPY;
@@ -148,7 +148,7 @@ static int rewrite_moe_z(dg_graph *g, const dg_node *n, const int *in, int *out,
     return DG_OK;
 }
 
-static int rewrite_dropout(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
+static int cp_dropout(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_cp_opts *o,
                            dg_err *err) {
     if (!split_over_cp(g, in[0])) return DG_REEMIT_COPY; /* TP's form, or whole */
     dg_axis inner = (dg_axis)g->tensors[in[0]].sharding.split2[1]; /* SP's split of this rank's chunks */
@@ -170,14 +170,14 @@ static int rewrite_dropout(dg_graph *g, const dg_node *n, const int *in, int *ou
 /* ---- the table ---------------------------------------------------------------------------- */
 
 const dg_cp_rewrite dg_cp_rewrites[] = {
-    {&dg_op_attention, rewrite_attention},     /* DG_TRAIT_SEQUENCE: the ring, or all-to-all */
-    {&dg_op_rope, rewrite_rope},               /* DG_TRAIT_POSITIONS */
-    {&dg_op_pos_embed_add, rewrite_pos_embed}, /* DG_TRAIT_POSITIONS */
-    {&dg_op_softmax_xent, rewrite_xent},       /* DG_TRAIT_TOKEN_STAT: a sum and a count */
-    {&dg_op_vocab_xent, rewrite_vocab_xent},   /* DG_TRAIT_TOKEN_STAT (TP's loss) */
-    {&dg_op_moe_aux_loss, rewrite_moe_aux},    /* DG_TRAIT_TOKEN_STAT */
-    {&dg_op_moe_z_loss, rewrite_moe_z},        /* DG_TRAIT_TOKEN_STAT */
-    {&dg_op_dropout, rewrite_dropout},         /* DG_TRAIT_RANDOM: the two chunks' masks */
-    {&dg_op_reshape, rewrite_reshape},         /* DG_TRAIT_REGROUP: the MoE layer's tokens */
+    {&dg_op_attention, cp_attention},     /* DG_TRAIT_SEQUENCE: the ring, or all-to-all */
+    {&dg_op_rope, cp_rope},               /* DG_TRAIT_POSITIONS */
+    {&dg_op_pos_embed_add, cp_pos_embed}, /* DG_TRAIT_POSITIONS */
+    {&dg_op_softmax_xent, cp_xent},       /* DG_TRAIT_TOKEN_STAT: a sum and a count */
+    {&dg_op_vocab_xent, cp_vocab_xent},   /* DG_TRAIT_TOKEN_STAT (TP's loss) */
+    {&dg_op_moe_aux_loss, cp_moe_aux},    /* DG_TRAIT_TOKEN_STAT */
+    {&dg_op_moe_z_loss, cp_moe_z},        /* DG_TRAIT_TOKEN_STAT */
+    {&dg_op_dropout, cp_dropout},         /* DG_TRAIT_RANDOM: the two chunks' masks */
+    {&dg_op_reshape, cp_reshape},         /* DG_TRAIT_REGROUP: the MoE layer's tokens */
     {NULL, NULL},
 };

@@ -31,7 +31,7 @@ void dg_pass_ep_place_experts(dg_graph *g, const dg_pass_ep_opts *o) {
 
 /* moe_experts: dispatch, grouped GEMMs and combine for the pass's EP size,
  * dispatcher and chunks, with ETP's tp collectives under TP (dg_etp.h). */
-static int rewrite_experts(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_ep_opts *po,
+static int ep_experts(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_ep_opts *po,
                            dg_err *err) {
     dg_ep_opts o = dg_ep_opts_default();
     o.ep_size = po->ep_size > 1 ? po->ep_size : 1;
@@ -51,7 +51,7 @@ static const struct {
     const dg_op_def *op;
     int (*fn)(dg_graph *g, const dg_node *n, const int *in, int *out, const dg_pass_ep_opts *o, dg_err *err);
 } ep_rewrites[] = {
-    {&dg_op_moe_experts, rewrite_experts}, /* DG_TRAIT_EXPERTS */
+    {&dg_op_moe_experts, ep_experts}, /* DG_TRAIT_EXPERTS */
     {NULL, NULL},
 };
 

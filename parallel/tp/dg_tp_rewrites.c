@@ -61,7 +61,7 @@ static int row(dg_graph *g, const dg_node *n, int x, int w, const dg_tp_overlap 
  * parallel with its input split on the sequence (instead of gathering it),
  * or row parallel (the reduce-scatter behind it moves into the chunks);
  * the local sequence must split into the chunks. */
-static bool takes_matmul(const dg_graph *dst, const dg_node *n, const int *in, dg_tp_node *tn) {
+static bool tp_takes_matmul(const dg_graph *dst, const dg_node *n, const int *in, dg_tp_node *tn) {
     dg_tp_overlap *o = tn->overlap;
     if (!o || n->attrs.i[0] || dst->tensors[in[0]].ndim != 3) return false;
     const dg_tensor *x = &dst->tensors[in[0]], *w = &dst->tensors[in[1]];
@@ -81,10 +81,10 @@ static bool takes_matmul(const dg_graph *dst, const dg_node *n, const int *in, d
     return true;
 }
 
-/* A linear the pass chose to chunk (takes_matmul): a column-parallel one
+/* A linear the pass chose to chunk (tp_takes_matmul): a column-parallel one
  * whose x is split on the sequence, or a row-parallel one. Any other is
  * copied. */
-static int rewrite_matmul(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+static int tp_matmul(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
                           dg_tp_node *tn, dg_err *err) {
     (void)src;
     if (!tn->as_is) return DG_REEMIT_COPY;
@@ -101,7 +101,7 @@ static int rewrite_matmul(dg_graph *g, const dg_graph *src, const dg_node *n, co
 /* ---- the vocabulary (dg_op_vocab.h) ----------------------------------------------------- */
 
 /* The vocab-parallel loss takes the logits split on the vocabulary. */
-static bool takes_xent(const dg_graph *dst, const dg_node *n, const int *in, dg_tp_node *tn) {
+static bool tp_takes_xent(const dg_graph *dst, const dg_node *n, const int *in, dg_tp_node *tn) {
     (void)n;
     (void)tn;
     const dg_tensor *x = &dst->tensors[in[0]];
@@ -116,7 +116,7 @@ static int lowered(dg_graph *g, const dg_graph *src, const dg_node *n, const int
     return DG_OK;
 }
 
-static int rewrite_embedding(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+static int tp_embedding(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
                              dg_tp_node *tn, dg_err *err) {
     (void)tn;
     const dg_sharding *tab = &g->tensors[in[0]].sharding;
@@ -129,7 +129,7 @@ static int rewrite_embedding(dg_graph *g, const dg_graph *src, const dg_node *n,
     return lowered(g, src, n, out, err);
 }
 
-static int rewrite_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+static int tp_xent(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
                         dg_tp_node *tn, dg_err *err) {
     (void)tn;
     int mask = n->n_in > 2 ? in[2] : -1;
@@ -153,7 +153,7 @@ static int rewrite_xent(dg_graph *g, const dg_graph *src, const dg_node *n, cons
  * attention's probabilities): the form with the tp coordinate
  * (dg_op_dropout.h), whose mask is the whole tensor's at the slice's
  * place; otherwise a copy. */
-static int rewrite_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
+static int tp_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out,
                            dg_tp_node *tn, dg_err *err) {
     (void)src;
     (void)tn;
@@ -171,9 +171,9 @@ static int rewrite_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, c
 /* ---- the table ---------------------------------------------------------------------------- */
 
 const dg_tp_rewrite dg_tp_rewrites[] = {
-    {&dg_op_embedding, rewrite_embedding, NULL},     /* DG_TRAIT_VOCAB: vocab_embedding on the table's slice */
-    {&dg_op_softmax_xent, rewrite_xent, takes_xent}, /* DG_TRAIT_VOCAB: the vocab-parallel loss */
-    {&dg_op_dropout, rewrite_dropout, NULL},         /* DG_TRAIT_RANDOM: the slice's mask */
-    {&dg_op_matmul, rewrite_matmul, takes_matmul},   /* DG_TRAIT_LINEAR: --tp-comm-overlap's chunks */
+    {&dg_op_embedding, tp_embedding, NULL},     /* DG_TRAIT_VOCAB: vocab_embedding on the table's slice */
+    {&dg_op_softmax_xent, tp_xent, tp_takes_xent}, /* DG_TRAIT_VOCAB: the vocab-parallel loss */
+    {&dg_op_dropout, tp_dropout, NULL},         /* DG_TRAIT_RANDOM: the slice's mask */
+    {&dg_op_matmul, tp_matmul, tp_takes_matmul},   /* DG_TRAIT_LINEAR: --tp-comm-overlap's chunks */
     {NULL, NULL, NULL},
 };
