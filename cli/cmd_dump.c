@@ -4,13 +4,14 @@
  * It takes every flag `dagatron train` takes (the same table, so a train
  * command line can be dumped as it is), plus its own: --format, --output
  * (-o), --graph logical|forward|step, --after STAGE, --world-size N and
- * --rank R. The graph is the step pipeline's (graph/dg_pipeline.h) after a
+ * --rank R. The graph is the step pipeline's (parallel/dg_pipeline.h) after a
  * stage, so a user sees what each transformation did:
  *   logical   one micro-batch as the model builder emits it (global shapes,
  *             no parallel size: the same file for any layout); with --after
- *             ep / autodiff / recompute, that micro-batch after those stages
+ *             tp / cp / ep / dtype / pp / autodiff / recompute, that
+ *             micro-batch after those stages
  *   forward   the micro-batch's forward after the parallel passes (logical
- *             --after ep): what a rank runs, with the EP collectives
+ *             --after pp): what a rank runs, with its collectives
  *   step      the whole step of a rank: every micro-batch, backward, DP
  *             (--after picks an earlier stage; default: all of them)
  * --world-size (default: the EP size) sizes the data-parallel groups of the

@@ -1,6 +1,6 @@
 /* dg_collective_v.h — the variable-size all-to-all as a graph op.
  *
- * Expert parallelism (moe/dg_ep.h) moves a different number of token rows
+ * Expert parallelism (parallel/ep/dg_ep.h) moves a different number of token rows
  * to every rank of the EP group, decided at run time by the router. Graph
  * shapes are static, so the op carries static upper bounds and the real
  * row counts travel as i32 tensors beside the data:

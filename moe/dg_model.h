@@ -10,7 +10,7 @@
  * global shapes (read from the input tensors past the inputs themselves),
  * one moe_experts node per MoE layer, parameters annotated with placement
  * and init; it knows no parallel size. The step pipeline
- * (graph/dg_pipeline.h) makes it what a rank runs; dg_model_forward_local()
+ * (parallel/dg_pipeline.h) makes it what a rank runs; dg_model_forward_local()
  * (dg_ep_model.h) makes a runnable forward of it for tests and tools.
  */
 #ifndef DG_MODEL_H
@@ -44,12 +44,12 @@ typedef struct dg_model_config {
     int moe_layer_mask[4];       /* --moe-layer-freq as a list ("([0]*1+[1]*3)"): bit
                                   * l % 32 of word l / 32 set = layer l is MoE */
     int moe_shared_expert_size;  /* --moe-shared-expert-intermediate-size (0: none) */
-    /* The next three are the EP pass's options (graph/passes/dg_pass_ep.h),
+    /* The next three are the EP pass's options (parallel/ep/dg_pass_ep.h),
      * carried here for the checkpoint's config record; the model builder
      * never reads them (test_model_knows_no_parallel_size). */
     int expert_model_parallel_size; /* --expert-model-parallel-size (0 or 1: experts not split) */
     int moe_token_dispatcher_type;  /* --moe-token-dispatcher-type: a dg_ep_dispatcher
-                                     * (0 alltoall, 1 allgather; moe/dg_ep.h) */
+                                     * (0 alltoall, 1 allgather; parallel/ep/dg_ep.h) */
     int moe_a2a_overlap_chunks;     /* --moe-a2a-overlap-chunks (0 or 1: no overlap) */
     int moe_token_drop_policy;      /* --moe-token-drop-policy: 0 probs, 1 position */
     int moe_router_num_groups;      /* --moe-router-num-groups (0: not group-limited) */

@@ -1,5 +1,5 @@
 /* dg_op_dp_pack.h — the copies around a data-parallel bucket's collective
- * (graph/dg_pass_dp.h places them; train/dg_dist.h hands them to the pass).
+ * (graph/passes/dg_pass_dp.h places them; train/dg_dist.h hands them to the pass).
  *
  *   dp_pack(x0 .. x7 f32) -> f32 [i[0]]: the inputs' elements one after
  *       the other, zero-filled up to the padded length i[0] (a bucket the

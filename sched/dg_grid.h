@@ -31,7 +31,7 @@
  *              linear_fc1.weight [E, 2F, H], gate and up halves each
  *              split; dim 2 of linear_fc2.weight [E, H, F]); every tp rank
  *              runs every dispatched row, and the rows' fc2 partial sums
- *              are all-reduced over tp (moe/dg_ep.c). Expert-DP = CP x DP.
+ *              are all-reduced over tp (parallel/ep/dg_ep.c). Expert-DP = CP x DP.
  *   ETP = 1    experts are whole on every tp rank; the tp ranks of a group
  *              serve disjoint slices of the (replicated) tokens, so their
  *              expert gradients are different summands and are reduced

@@ -17,7 +17,7 @@
  * coordinate run the same graph (their coordinates are runtime inputs), so
  * one representative rank per pipeline stage stands for all: its step graph
  * is built by the trainer's own path (the model builder, then
- * graph/dg_pipeline.h: parallel passes, autodiff, recompute, micro-batches,
+ * parallel/dg_pipeline.h: parallel passes, autodiff, recompute, micro-batches,
  * the schedule, DP, the optimizer) and planned by sched/dg_sched_plan.c
  * (priorities, streams, memory plan). Nothing is allocated for tensors and
  * no memory limit is checked: the planned arena is reported instead.

@@ -1,5 +1,5 @@
 /* dg_cp.h — what the trainer checks and needs for context parallelism
- * (graph/passes/dg_pass_cp.h): the flags that compose with it, from the
+ * (parallel/cp/dg_pass_cp.h): the flags that compose with it, from the
  * flags alone, so a refusal comes before any other work.
  */
 #ifndef DG_CP_H

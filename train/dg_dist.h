@@ -5,7 +5,7 @@
  * Gradients. The step graph holds every micro-batch of this rank's share
  * of the global batch (train/dg_trainer.c), so a parameter's gradient is
  * already summed over its micro-batches inside the graph; dg_pass_dp() adds
- * a pack and a collective per bucket (graph/dg_pass_dp.h), which runs once
+ * a pack and a collective per bucket (graph/passes/dg_pass_dp.h), which runs once
  * per step, like Megatron's reduction on the last micro-batch, overlapping
  * the end of backward.
  *

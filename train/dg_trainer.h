@@ -5,7 +5,7 @@
  * with one line).
  *
  * The step graph (every micro-batch of the step): forward, autodiff, then the DP pass
- * (graph/dg_pass_dp.h) groups the gradients into buckets, each packed and
+ * (graph/passes/dg_pass_dp.h) groups the gradients into buckets, each packed and
  * all-reduced (or, with --use-distributed-optimizer, reduce-scattered) on
  * the comm stream, overlapping the rest of backward with
  * --overlap-grad-reduce; with --overlap-param-gather the graph also gathers

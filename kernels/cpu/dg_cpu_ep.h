@@ -1,4 +1,4 @@
-/* dg_cpu_ep.h — row movement for expert parallelism (moe/dg_ep.h).
+/* dg_cpu_ep.h — row movement for expert parallelism (parallel/ep/dg_ep.h).
  *
  * After the dispatch all-to-all a rank holds its received token rows grouped
  * by (source rank, local expert); the grouped GEMM wants them grouped by

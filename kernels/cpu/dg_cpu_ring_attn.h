@@ -2,7 +2,7 @@
  * of a CP rank's local queries against one K/V chunk pair, and the
  * online-softmax merge of two partial results by their log-sum-exp.
  *
- * A CP rank holds 2 chunks of c tokens (graph/passes/dg_pass_cp.h): local
+ * A CP rank holds 2 chunks of c tokens (parallel/cp/dg_pass_cp.h): local
  * rows [0, c) are half A (an early chunk), [c, 2c) half B (a late one).
  * Buffers (row-major):
  *   q, o, do, dq  [B, 2c, Hq, D]     k, v, dk, dv  [B, 2c, Hkv, D]

@@ -1,8 +1,8 @@
 /* dg_cuda_k_chunk.cu — ops that only move data, with the CPU kernels'
  * layouts: the TP-overlap chunk ops slice_dim, unslice_dim, concat_dim
  * (ops/dg_op_chunk.c), cp_relabel (a copy), cp_seq_permute (Ulysses'
- * chunk order, ops/dg_op_cp_a2a.c), cp_ring_attn_out (a copy of the
- * merged o and lse, ops/dg_op_ring_attn.c), and the pitched copy they and
+ * chunk order, parallel/cp/dg_op_cp_a2a.c), cp_ring_attn_out (a copy of the
+ * merged o and lse, parallel/cp/dg_op_ring_attn.c), and the pitched copy they and
  * the EP row movers share. Every shape here is static, so the copies are
  * planned on the host; nothing reads device values. */
 #include "dg_cuda_k_par.h"

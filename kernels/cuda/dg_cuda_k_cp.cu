@@ -1,5 +1,5 @@
 /* dg_cuda_k_cp.cu — context parallelism's position, loss and merge ops
- * (ops/dg_op_cp.c, ops/dg_op_ring_attn.c) with the CPU kernels' contracts:
+ * (parallel/cp/dg_op_cp.c, parallel/cp/dg_op_ring_attn.c) with the CPU kernels' contracts:
  * cp_positions, rope_pos, pos_embed_pos and its gradient, cp_xent_sum,
  * cp_div, lse_merge and its adjoint.
  *

@@ -1,5 +1,5 @@
 /* dg_cuda_k_cp_attn.cu — ring attention's block, forward and backward
- * (cp_attn_block, cp_attn_block_bwd: ops/dg_op_ring_attn.c), with the CPU
+ * (cp_attn_block, cp_attn_block_bwd: parallel/cp/dg_op_ring_attn.c), with the CPU
  * kernel's contract (kernels/cpu/dg_cpu_ring_attn.h):
  *   q, o, do, dq [B, 2c, Hq, D]   k, v, dk, dv [B, 2c, Hkv, D]   lse, dlse [B, Hq, 2c]
  *

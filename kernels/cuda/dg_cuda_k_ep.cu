@@ -1,4 +1,4 @@
-/* dg_cuda_k_ep.cu — the EP row movers (moe/dg_ep_sort.c, kernels/cpu/
+/* dg_cuda_k_ep.cu — the EP row movers (parallel/ep/dg_ep_sort.c, kernels/cpu/
  * dg_cpu_ep.h) and the expert-TP masks (moe/dg_etp.c), with the CPU
  * kernels' layouts.
  *

@@ -1,6 +1,6 @@
 /* dg_cuda_k_vocab.cu — vocab-parallel embedding and cross entropy
- * (ops/dg_op_vocab.c; kernels/cpu/dg_cpu_embedding.h, dg_cpu_xent.h) and
- * the CP x TP loss as a sum and a count (cp_vocab_xent_sum, ops/dg_op_cp.h).
+ * (parallel/tp/dg_op_vocab.c; kernels/cpu/dg_cpu_embedding.h, dg_cpu_xent.h) and
+ * the CP x TP loss as a sum and a count (cp_vocab_xent_sum, parallel/cp/dg_op_cp.h).
  *
  * This tp rank holds vocab rows (or logit columns) [lo, lo + vl), lo = rank
  * * vl, with the rank a device i32 read by the kernels. A token or target

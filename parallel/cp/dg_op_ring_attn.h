@@ -1,5 +1,5 @@
 /* dg_op_ring_attn.h — ring attention for context parallelism: attention's
- * `lower` callback under the CP pass (graph/passes/dg_pass_cp.h), and the
+ * rewrite under the CP pass (dg_cp_rewrites.c, dg_pass_cp.h), and the
  * ops it is built of.
  *
  * On CP rank r of cp, with local q [B, 2c, Hq, D] and k, v [B, 2c, Hkv, D]

@@ -5,7 +5,7 @@
  * run one micro-batch's forward without the whole step pipeline (tests,
  * tools) takes it through the EP pass here: at one rank that lowers each
  * moe_experts node into the single-rank block (permute, grouped GEMMs,
- * unpermute). The trainer goes through graph/dg_pipeline.h instead.
+ * unpermute). The trainer goes through parallel/dg_pipeline.h instead.
  */
 #ifndef DG_EP_MODEL_H
 #define DG_EP_MODEL_H

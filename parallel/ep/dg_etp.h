@@ -7,7 +7,7 @@
  * every tp rank computes the same routing). dg_etp_experts lowers the
  * logical moe_experts node for the mesh's tp size:
  *
- *   tp 1           dg_ep_experts (moe/dg_ep.h) as it is.
+ *   tp 1           dg_ep_experts (dg_ep.h) as it is.
  *   ETP = TP       the expert weights are tp-split (fc1 [G, 2F/tp, H],
  *                  gate and up each split; fc2 [G, H, F/tp]); every tp rank
  *                  dispatches every token, and inside dg_ep_experts each

@@ -11,7 +11,7 @@
  *     through the pass's table (dg_pass_ep.c; dg_ep.c does the work) into
  *     counts exchange, all-to-all(v) dispatch, grouped
  *     GEMMs and combine, by the dispatcher and overlap chunks in the options
- *     (moe/dg_ep.h has the details); with ep = 1 and one chunk the lowering
+ *     (dg_ep.h has the details); with ep = 1 and one chunk the lowering
  *     is the single-rank block (permute, grouped GEMMs, unpermute).
  *
  * Under TP (the mesh's tp size > 1, set by the TP pass before), the lowering
