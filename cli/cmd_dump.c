@@ -55,8 +55,8 @@ static const dg_arg_spec dump_own_specs[] = {
      "logical (one micro-batch as built), forward (after the parallel passes) or the whole step "
      "(default forward)", 1, 0, "logical|forward|step"},
     {"--after", DG_ARG_STRING, offsetof(dump_cfg, after),
-     "the pipeline stage to stop after: logical, ep, autodiff, recompute, microbatches, schedule, "
-     "dp, optimizer", 1, 0, NULL},
+     "the pipeline stage to stop after: logical, tp (or sp), cp, ep, dtype, pp, autodiff, recompute, "
+     "microbatches, schedule, dp, optimizer", 1, 0, NULL},
     {"--world-size", DG_ARG_INT, offsetof(dump_cfg, world_size),
      "ranks the step is for (default: --expert-model-parallel-size)", 1, 1 << 20, NULL},
     {"--rank", DG_ARG_INT, offsetof(dump_cfg, rank), "the rank whose graph to write (default 0)", 0,

@@ -130,7 +130,9 @@ int dg_op_infer(const dg_graph *g, const dg_node *n, dg_tensor_desc *outs, dg_er
 /* dg_op_def.traits: what an op does that some parallelism must rewrite
  * rather than copy (a split of its input does not give the split of its
  * output by a sharding rule alone). Which pass handles which trait is the
- * pass's business (parallel/dg_pipeline.h lists them). */
+ * pass's business: DG_TP_TRAITS (parallel/tp/dg_tp_rewrites.h),
+ * DG_CP_TRAITS (parallel/cp/dg_cp_rewrites.h), DG_EP_TRAITS
+ * (parallel/ep/dg_pass_ep.c). */
 enum {
     DG_TRAIT_POSITIONS = 1u << 0, /* reads each token's position in the sequence (RoPE, learned positions) */
     DG_TRAIT_SEQUENCE = 1u << 1,  /* mixes tokens across the sequence (attention) */

@@ -85,7 +85,7 @@ static int adj_gg(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 /* The experts' weights may be this rank's slice (dim 0 over ep, the EP
  * pass's local [E/ep, ...]): the rows in x were dispatched to those
  * experts, so the output is an ordinary, unsplit activation. Under expert
- * tensor parallelism (moe/dg_etp.h) a weight may also be split over tp on
+ * tensor parallelism (parallel/ep/dg_etp.h) a weight may also be split over tp on
  * its output features (column parallel: x whole, output features split
  * alike, stride kept) or on its input features with x's features split
  * alike (row parallel: the output is a partial sum over tp). */

@@ -223,29 +223,34 @@ const dg_op_def dg_op_attn_scores = {
     .name = "attn_scores", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .fattr_names = {"scale"},
     .infer = infer_scores, .cost = cost_scores, .adjoint = adj_scores, .kernel = k_scores,
     .shard = dg_shard_attn_scores,
+    .traits = DG_TRAIT_SEQUENCE, /* across the keys: CP runs the fused attention's ring instead */
 };
 
 const dg_op_def dg_op_attn_context = {
     .name = "attn_context", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .fattr_names = {"scale"},
     .infer = infer_context, .cost = cost_context, .adjoint = adj_context, .kernel = k_context,
     .shard = dg_shard_attn_context,
+    .traits = DG_TRAIT_SEQUENCE, /* across the keys: CP runs the fused attention's ring instead */
 };
 
 const dg_op_def dg_op_attn_context_t = {
     .name = "attn_context_t", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .iattr_names = {"group"},
     .fattr_names = {"scale"}, .infer = infer_context_t, .cost = cost_context_t, .adjoint = adj_context_t,
     .kernel = k_context_t, .shard = dg_shard_attn_context,
+    .traits = DG_TRAIT_SEQUENCE, /* across the keys: CP runs the fused attention's ring instead */
 };
 
 const dg_op_def dg_op_attn_softmax = {
     .name = "attn_softmax", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .iattr_names = {"causal"},
     .infer = infer_softmax, .cost = cost_softmax, .adjoint = adj_softmax, .kernel = k_softmax,
     .shard = dg_shard_attn_softmax,
+    .traits = DG_TRAIT_SEQUENCE, /* across the keys: CP runs the fused attention's ring instead */
 };
 
 const dg_op_def dg_op_attn_softmax_bwd = {
     .name = "attn_softmax_bwd", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .infer = infer_softmax, .cost = cost_softmax, .kernel = k_softmax_bwd, .shard = dg_shard_attn_softmax,
+    .traits = DG_TRAIT_SEQUENCE, /* across the keys: CP runs the fused attention's ring instead */
 };
 
 static int add_scaled(dg_graph *g, const dg_op_def *op, int x, int y, double scale, int64_t iattr) {

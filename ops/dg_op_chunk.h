@@ -1,5 +1,6 @@
 /* dg_op_chunk.h — equal chunks of a dimension, for graph rewrites that
- * split work into pieces (the TP communication overlap, dg_tp_overlap.h).
+ * split work into pieces (the TP communication overlap: parallel/tp/dg_tp_seq.h,
+ * dg_tp_overlap).
  *
  *   slice_dim(x)      i[0] dim  i[1] j  i[2] C  -> chunk j of C equal ones of
  *                     x along dim (shape[dim] / C)

@@ -37,7 +37,7 @@
  *              expert gradients are different summands and are reduced
  *              with the other data ranks: expert-DP = TP x CP x DP; the MoE
  *              output, a sum over tp of the slices, is all-reduced over tp
- *              (moe/dg_etp.h).
+ *              (parallel/ep/dg_etp.h).
  *   EP         our EP axis in both cases: ETP x EP x expert-DP = TP x CP x
  *              EP x DP, the world of a pipeline stage.
  * Other values (1 < ETP != TP) are refused (dg_grid_sizes_check).
@@ -62,7 +62,7 @@
  *   router (dense, replicated)            dp_cp, as above: under ETP 1 the
  *                                         probs' gradient is all-reduced
  *                                         over tp before it reaches the
- *                                         router (moe/dg_etp.h)
+ *                                         router (parallel/ep/dg_etp.h)
  *   experts, ETP = TP                     EDP = CP x DP
  *   experts, ETP = 1                      EDP = TP x CP x DP
  *

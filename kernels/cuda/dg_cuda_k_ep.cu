@@ -1,5 +1,5 @@
 /* dg_cuda_k_ep.cu — the EP row movers (parallel/ep/dg_ep_sort.c, kernels/cpu/
- * dg_cpu_ep.h) and the expert-TP masks (moe/dg_etp.c), with the CPU
+ * dg_cpu_ep.h) and the expert-TP masks (parallel/ep/dg_etp.c), with the CPU
  * kernels' layouts.
  *
  * sort_chunks' chunk sizes are the all-to-all's receive counts, a device

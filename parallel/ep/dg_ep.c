@@ -96,7 +96,7 @@ typedef struct ep_ctx {
 } ep_ctx;
 
 /* The SwiGLU experts on rows grouped by local expert. Expert tensor
- * parallelism (etp > 1, moe/dg_etp.h): fc1 column- and fc2 row-parallel
+ * parallelism (etp > 1, dg_etp.h): fc1 column- and fc2 row-parallel
  * over tp, between Megatron's pair: the rows' copy into the tp region
  * (backward: their gradient's all-reduce) and the all-reduce of fc2's
  * partial sums. */

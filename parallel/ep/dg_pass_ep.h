@@ -15,7 +15,7 @@
  *     is the single-rank block (permute, grouped GEMMs, unpermute).
  *
  * Under TP (the mesh's tp size > 1, set by the TP pass before), the lowering
- * adds the tp collectives expert tensor parallelism needs (moe/dg_etp.h).
+ * adds the tp collectives expert tensor parallelism needs (dg_etp.h).
  *
  * The graph it returns holds the mesh's ep size; every rank of an EP group
  * gets the same graph (a rank's place in the group is the "ep_rank" input).
@@ -38,7 +38,7 @@ typedef struct dg_pass_ep_opts {
  * ETP = TP, Megatron's default). With o->etp_size 1 this drops that tp
  * placement from the expert weights of g (a logical graph, before the TP
  * pass), so the TP pass leaves them whole and the moe_experts lowering
- * gives each tp rank a disjoint slice of the tokens (moe/dg_etp.h). Other
+ * gives each tp rank a disjoint slice of the tokens (dg_etp.h). Other
  * values leave g as it is. */
 void dg_pass_ep_place_experts(dg_graph *g, const dg_pass_ep_opts *o);
 

@@ -28,7 +28,7 @@ static void grow(dg_tp_seq *s, int n) {
     s->cap = cap;
 }
 
-bool dg_tp_lowers(const dg_node *n) { return (n->op->traits & DG_TRAIT_RANDOM) != 0; }
+bool dg_tp_coord_form(const dg_node *n) { return (n->op->traits & DG_TRAIT_RANDOM) != 0; }
 
 int dg_tp_rule_on(const dg_graph *dst, const dg_node *n, const int *in, dg_sharding *lay, dg_sharding *out) {
     dg_node tmp = *n;
@@ -36,7 +36,7 @@ int dg_tp_rule_on(const dg_graph *dst, const dg_node *n, const int *in, dg_shard
     for (int j = 0; j < DG_MAX_OUTPUTS; j++) tmp.out[j] = -1;
     memset(out, 0, sizeof(dg_sharding) * DG_MAX_OUTPUTS);
     dg_attrs a = n->attrs;
-    if (dg_tp_lowers(n) && n->n_in == 2) {
+    if (dg_tp_coord_form(n) && n->n_in == 2) {
         tmp.n_in = 3;
         tmp.in[2] = in[1];
         memset(&lay[2], 0, sizeof lay[2]);

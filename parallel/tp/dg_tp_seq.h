@@ -1,7 +1,7 @@
 /* dg_tp_seq.h — sequence parallelism (Megatron's SP), the part of the TP
- * pass (dg_pass_tp.c) that runs when --sequence-parallel is on, and the
- * dropout lowering both share (dg_tp_lowers, dg_tp_rule_on). Internal to
- * that pass.
+ * pass (dg_pass_tp.c) that runs when --sequence-parallel is on, and what
+ * it shares with the pass's dropout rewrite (dg_tp_coord_form,
+ * dg_tp_rule_on). Internal to that pass.
  *
  * Under SP the activations between the linears, [B, S, H], are split on the
  * sequence (dim 1) over tp: the layout [-,tp,-]. Nothing marks a layer: the
@@ -28,8 +28,8 @@
  * gradients over tp too). The verifier checks the pairing both ways
  * (dg_verify_sharding.c, 'grad-group').
  *
- * Dropout runs on the slice too: the pass lowers it to its form with the
- * tp coordinate (dg_op_dropout.h, dg_tp_lowers), whose mask is the whole
+ * Dropout runs on the slice too: the pass's table rewrites it to its form
+ * with the tp coordinate (dg_op_dropout.h, dg_tp_coord_form), whose mask is the whole
  * sample's at the slice's place. Ops whose rule refuses a sequence split keep the TP
  * layouts: attention and RoPE (after the gathered QKV), the learned
  * position table's add, the cross entropy (on vocab-split logits).
@@ -61,16 +61,16 @@ void dg_tp_seq_free(dg_tp_seq *s);
  * sequence (its weight split over tp). */
 int dg_tp_seq_inputs(dg_tp_seq *s, dg_graph *dst, const dg_node *n, int *in, bool whole_linear);
 
-/* Nodes the TP pass rewrites, with or without SP: dropout (DG_TRAIT_RANDOM), to its form with
- * the tp coordinate (dg_op_dropout.h), which takes an input split on dim 1
- * over tp: SP's sequence, or the heads of unfused attention's
- * probabilities [B, H, S, S]; on a replicated input the lowering copies it.
- * The TP pass's table rewrites them (dg_tp_rewrites.h). */
-bool dg_tp_lowers(const dg_node *n);
+/* Whether the TP pass emits n in its form with the tp coordinate, with or
+ * without SP: dropout (DG_TRAIT_RANDOM; dg_op_dropout.h), which takes an
+ * input split on dim 1 over tp: SP's sequence, or the heads of unfused
+ * attention's probabilities [B, H, S, S]; on a replicated input the
+ * rewrite (dg_tp_rewrites.c) copies it. */
+bool dg_tp_coord_form(const dg_node *n);
 
 /* n's rule on inputs `in` (dst tensors) laid out `lay`, as the TP pass emits
  * n: DG_OK and the outputs' layouts in out[DG_MAX_OUTPUTS], or
- * DG_SHARD_CANNOT. A dropout is asked in the form dg_tp_lowers lowers it to,
+ * DG_SHARD_CANNOT. A dropout is asked in that form (dg_tp_coord_form),
  * with the tp coordinate (replicated; input 1 stands in for its id). May
  * write lay[n_in]. */
 int dg_tp_rule_on(const dg_graph *dst, const dg_node *n, const int *in, dg_sharding *lay, dg_sharding *out);

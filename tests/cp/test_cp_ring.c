@@ -1,4 +1,4 @@
-/* test_cp_ring.c — ring attention's op chain (ops/dg_op_ring_attn.h) with
+/* test_cp_ring.c — ring attention's op chain (parallel/cp/dg_op_ring_attn.h) with
  * the ring emulated in one graph: rank r's step s reads rank r-s's local
  * K/V leaves where the real ring reads what it received, so the chain of
  * blocks and lse merges is the one each rank runs, without communication.
