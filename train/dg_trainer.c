@@ -19,6 +19,7 @@
 #include "dg_feed.h"
 #include "dg_cp.h"
 #include "dg_grid.h"
+#include "dg_grid_opts.h"
 #include "dg_flops.h"
 #include "dg_loss_scaler.h"
 #include "dg_lr.h"
@@ -324,21 +325,8 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
     t->data_rank = 0;
     t->data_size = 1;
     t->log = 1;
-    if (comm == MPI_COMM_NULL) {
-        if (c->tensor_model_parallel_size * c->context_parallel_size * c->expert_model_parallel_size *
-                c->pipeline_model_parallel_size != 1)
-            return dg_train_config_check_tp(c, err) != DG_OK || dg_train_config_check_cp(c, err) != DG_OK ||
-                   dg_train_pp_check(c, err) != DG_OK
-                       ? DG_EINPUT
-                       : dg_err_set(err, DG_EINPUT, "model parallelism needs MPI (run under mpirun)");
-        return DG_OK;
-    }
-    dg_grid_sizes sz = {c->tensor_model_parallel_size, c->context_parallel_size,
-                        c->expert_model_parallel_size, c->pipeline_model_parallel_size, 0,
-                        c->expert_tensor_parallel_size};
-    int st = dg_train_config_check_tp(c, err); /* the same on every rank: rank 0 reports it */
-    if (st == DG_OK) st = dg_train_config_check_cp(c, err);
-    if (st == DG_OK) st = dg_train_pp_check(c, err);
+    if (comm == MPI_COMM_NULL) return dg_grid_opts_check_one_rank(c, err); /* a world of one: no grid */
+    int st = dg_grid_opts_check(c, err); /* the same on every rank: rank 0 reports it */
     if (st != DG_OK) {
         int rank = 0;
         MPI_Comm_rank(comm, &rank);
@@ -346,6 +334,7 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
         t->failure_agreed = 1;
         return st;
     }
+    dg_grid_sizes sz = dg_grid_opts_sizes(c);
     t->grid = dg_grid_new(comm, &sz, &st, err);
     if (!t->grid) {
         /* The sizes and the world are the same on every rank, and so is
@@ -356,7 +345,7 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
         t->failure_agreed = 1;
         return st;
     }
-    t->pp_comm = sz.pp > 1 ? t->grid->group[DG_AXIS_PP] : NULL;
+    t->pp_comm = t->grid->group[DG_AXIS_PP]; /* without PP one rank: its sums are no-ops (dg_dist_sum) */
     if (c->emulate_link[0]) { /* the step's comms behind emulated links (dg_comm_emulate.h) */
         dg_link_spec links;
         DG_TRY(dg_link_spec_parse(c->emulate_link, "--emulate-link", &links, err));
