@@ -321,7 +321,7 @@ static int optimizer_end(trainer *t, const losses *l, dg_train_counters *k, doub
 /* The rank grid and the data shards. Sizes that do not fit the world are
  * bad input, found before any other work. */
 static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
-    dg_train_config *c = t->c;
+    const dg_train_config *c = t->c;
     t->data_rank = 0;
     t->data_size = 1;
     t->log = 1;
@@ -355,7 +355,6 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
     t->data_size = t->grid->data_size;
     t->data_comm = t->grid->group[DG_AXIS_DP];
     t->log = t->grid->rank == 0;
-    c->dp_size = t->data_size;
     return DG_OK;
 }
 
@@ -459,13 +458,13 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
      * the traced one; rank 0 writes it alone (dg_trace_write_merged). */
     if (st == DG_OK && t.log && c->trace[0]) st = dg_train_trace_check_path(c->trace, err);
     if (st == DG_OK) st = check_memory_flags(&t, 0, err);
-    int gbs = c->global_batch_size > 0 ? c->global_batch_size : c->model.micro_batch_size * c->dp_size;
+    int gbs = c->global_batch_size > 0 ? c->global_batch_size : c->model.micro_batch_size * t.data_size;
     int evals = c->eval_iters > 0 ? c->train_iters / c->eval_interval + 1 : 0;
     int64_t want[3] = {(int64_t)c->train_iters * gbs, (int64_t)evals * c->eval_iters * gbs,
                        (int64_t)c->eval_iters * gbs};
     if (st == DG_OK) st = dg_feed_open(&t.feed, c, want, err);
     if (st == DG_OK && t.log) dg_trainer_print_tokenizer_default(c);
-    if (st == DG_OK) st = dg_train_config_finish(c, t.feed.vocab, err);
+    if (st == DG_OK) st = dg_train_config_finish_run(c, t.feed.vocab, t.data_size, err);
     if (st == DG_OK) st = check_memory_flags(&t, 1, err);
     if (st == DG_OK) st = setup(&t, err);
     if (st == DG_OK) st = check_save(&t, err);
