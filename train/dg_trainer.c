@@ -102,28 +102,22 @@ static int setup(trainer *t, dg_err *err) {
     t->ptrs = dg_malloc(sizeof(void *) * (size_t)t->g->n_tensors);
     for (int i = 0; i < t->g->n_tensors; i++) t->ptrs[i] = dg_runtime_ptr(t->rt, i);
 
+    dg_grid_coords(t->grid, t->coord); /* every axis 0 without a grid */
     /* This rank's coordinates on the mesh's axes are inputs (one per
      * micro-batch: the allgather EP dispatcher reads its place in the EP
      * group; the vocab slices, SP's dropout and ETP 1's token rows their
      * place in the tp group; ring attention and positions the cp group's);
-     * they never change, so they are filled once. */
+     * they never change, so they are filled once, whatever the axis. */
     for (int i = 0; i < t->g->n_tensors; i++) {
         dg_axis a = dg_mesh_coord_axis(&t->g->tensors[i]);
-        const dg_grid *gr = t->grid;
-        if (a == DG_AXIS_EP) *(int32_t *)t->ptrs[i] = gr ? gr->coord.ep : 0;
-        if (a == DG_AXIS_TP) *(int32_t *)t->ptrs[i] = gr ? gr->coord.tp : 0;
-        if (a == DG_AXIS_CP) *(int32_t *)t->ptrs[i] = gr ? gr->coord.cp : 0;
+        if (a != DG_AXIS_NONE) *(int32_t *)t->ptrs[i] = t->coord[a];
     }
 
     t->params = dg_malloc(sizeof(int) * (size_t)t->g->n_tensors);
     for (int i = 0; i < t->g->n_tensors; i++)
         if (t->g->tensors[i].role == DG_ROLE_PARAMETER) t->params[t->n_params++] = i;
     dg_param_init_opts pio = {c->init_method_std, c->model.num_layers, (uint64_t)c->seed, {0}};
-    if (t->grid) {
-        const dg_grid_coord *gc = &t->grid->coord;
-        pio.coord[DG_AXIS_TP] = gc->tp, pio.coord[DG_AXIS_CP] = gc->cp, pio.coord[DG_AXIS_EP] = gc->ep;
-        pio.coord[DG_AXIS_DP] = gc->dp, pio.coord[DG_AXIS_PP] = gc->pp;
-    }
+    memcpy(pio.coord, t->coord, sizeof pio.coord);
     dg_param_init(t->g, t->params, t->param_seed, t->n_params, t->ptrs, &pio); /* Megatron's init */
     /* After init: the master weights start as a copy of the parameters. */
     dg_dist_init(&t->dist, t->g, &t->buckets, &t->optim, t->grid ? groups : NULL, t->ptrs);
@@ -172,35 +166,53 @@ static int agree(trainer *t, int st, dg_err *err) {
 
 /* ---- one step ---------------------------------------------------------------------- */
 
+/* Where local element i of a per-token input x reads the micro-batch
+ * [B][S + 1]: x is the global [B, S] laid out over the mesh as the passes
+ * made it (under CP this rank's two chunks of each sample, SP's part of
+ * them: dg_layout.h), so its global index names the sample b and the
+ * position p, the token at b (S + 1) + p and its target after it. */
+static int64_t batch_at(const trainer *t, const dg_tensor *x, int64_t i, int64_t S) {
+    int64_t gi = dg_shard_global_index(x, t->g->mesh, t->coord, i);
+    return gi / S * (S + 1) + gi % S;
+}
+
 /* Fill micro-batch mb's inputs with this rank's share of the samples that
  * start after `consumed` samples of a split (all data shards together). */
 static int fill_microbatch(trainer *t, int split, int mb, int64_t consumed, dg_err *err) {
     const dg_model_config *m = &t->c->model;
     const dg_model_io *io = &t->io[mb];
     int64_t B = m->micro_batch_size, S = m->seq_length;
-    /* under CP this rank's 2 chunks of each sample (dg_pass_cp.h) */
-    int cp = DG_MAX(t->c->context_parallel_size, 1), r = t->grid ? t->grid->coord.cp : 0;
-    int64_t L = S / cp;
     DG_TRY(dg_feed_microbatch(&t->feed, split, consumed, t->data_rank, t->data_size, (int)B, t->batch, err));
     if (t->hooks && t->hooks->on_batch && split == DG_SPLIT_TRAIN)
         t->hooks->on_batch(t->hooks->ctx, t->iteration, mb, t->batch, (int)B, (int)S);
     /* Under PP the first stage holds the tokens, the last the targets
-     * and the mask (-1 elsewhere); every stage checks the batch. */
-    int32_t *tok = io->tokens >= 0 ? t->ptrs[io->tokens] : NULL;
-    int32_t *tgt = io->targets >= 0 ? t->ptrs[io->targets] : NULL;
-    float *mask = io->loss_mask >= 0 ? t->ptrs[io->loss_mask] : NULL;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t s = 0; s < L; s++) {
-            int64_t p = cp > 1 ? dg_cp_position(s, L / 2, r, cp) : s;
-            int32_t x = t->batch[b * (S + 1) + p], y = t->batch[b * (S + 1) + p + 1];
-            if (x < 0 || x >= m->vocab_size || y < 0 || y >= m->vocab_size)
-                return dg_err_set(err, DG_EINPUT,
-                                  "data: token id %d is outside the vocabulary [0, %d) (check --vocab-size / --tokenizer-type)",
-                                  x < 0 || x >= m->vocab_size ? x : y, m->vocab_size);
-            if (tok) tok[b * L + s] = x;
-            if (tgt) tgt[b * L + s] = y;
-            if (mask) mask[b * L + s] = 1.0f;
+     * and the mask (-1 elsewhere). Every stage checks the batch, at the
+     * positions of the first of them it holds (so the ranks that read a bad
+     * token are the ones that fail) or, holding none (PP's middle stages),
+     * at every position of its samples. */
+    const int in[3] = {io->tokens, io->targets, io->loss_mask};
+    const dg_tensor *ref = NULL;
+    for (int k = 0; k < 3 && !ref; k++) ref = in[k] >= 0 ? &t->g->tensors[in[k]] : NULL;
+    int64_t n = ref ? dg_tensor_numel(ref) : B * S;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t at = ref ? batch_at(t, ref, i, S) : i / S * (S + 1) + i % S;
+        int32_t x = t->batch[at], y = t->batch[at + 1];
+        if (x < 0 || x >= m->vocab_size || y < 0 || y >= m->vocab_size)
+            return dg_err_set(err, DG_EINPUT,
+                              "data: token id %d is outside the vocabulary [0, %d) (check --vocab-size / --tokenizer-type)",
+                              x < 0 || x >= m->vocab_size ? x : y, m->vocab_size);
+    }
+    for (int k = 0; k < 3; k++) {
+        if (in[k] < 0) continue;
+        const dg_tensor *x = &t->g->tensors[in[k]];
+        void *p = t->ptrs[in[k]];
+        for (int64_t i = 0, ni = dg_tensor_numel(x); i < ni; i++) {
+            int64_t at = batch_at(t, x, i, S);
+            if (k == 0) ((int32_t *)p)[i] = t->batch[at];     /* the token */
+            if (k == 1) ((int32_t *)p)[i] = t->batch[at + 1]; /* its target: the next one */
+            if (k == 2) ((float *)p)[i] = 1.0f;               /* every position counts */
         }
+    }
     if (io->rng_key >= 0) { /* dropout's key (kernels/cpu/dg_cpu_dropout.h); off in evaluation */
         int32_t *key = t->ptrs[io->rng_key];
         key[0] = t->c->seed;
@@ -487,10 +499,9 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     for (int i = 0; hooks && hooks->on_param && i < t.n_params; i++)
         hooks->on_param(hooks->ctx, &t.g->tensors[t.params[i]], t.ptrs[t.params[i]]);
     res->opt_state_bytes = dg_dist_state_bytes(&t.dist);
-    if (!t.grid || (t.grid->coord.dp == 0 && t.grid->coord.cp == 0 && t.grid->coord.ep == 0)) { /* as Megatron */
+    if (dg_grid_first_replica(t.grid)) { /* as Megatron: one rank per piece of the model */
         dg_rank_bytes rb = dg_rank_bytes_of(t.g, (int64_t)res->opt_state_bytes);
-        dg_rank_bytes_print(&rb, t.grid ? t.grid->rank : 0, t.grid ? t.grid->coord.tp : 0,
-                            t.grid ? t.grid->coord.pp : 0, stdout);
+        dg_rank_bytes_print(&rb, t.grid ? t.grid->rank : 0, t.coord, stdout);
     }
     res->n_buckets = t.buckets.n;
     res->data_size = t.data_size;

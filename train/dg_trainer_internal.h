@@ -34,6 +34,7 @@ typedef struct dg_trainer_state {
     int n_params;
     int *params;       /* tensor ids of the parameters, in graph order */
     dg_grid *grid;     /* NULL: no MPI (a world of one) */
+    int coord[DG_AXIS_COUNT]; /* this rank's place on every axis (dg_grid_coords: all 0 without a grid) */
     dg_dp_buckets buckets; /* the DP pass's gradient buckets */
     dg_optim optim;    /* the optimizer pass's tensors */
     dg_dist dist;      /* the optimizer state per bucket, and the step's inputs */
