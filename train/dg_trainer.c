@@ -5,7 +5,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "dg_autodiff.h"
 #include "dg_ckpt_paths.h"
 #include "dg_comm_emulate.h"
 #include "dg_cpu_gemm.h"
@@ -15,23 +14,16 @@
 #include "dg_dist.h"
 #include "dg_ckpt_async.h"
 #include "dg_dist_ckpt.h"
-#include "dg_ep.h"
 #include "dg_feed.h"
-#include "dg_cp.h"
 #include "dg_grid.h"
 #include "dg_grid_opts.h"
-#include "dg_flops.h"
 #include "dg_loss_scaler.h"
 #include "dg_lr.h"
 #include "dg_layout.h"
 #include "dg_mem_estimate.h"
-#include "dg_op_basic.h"
-#include "dg_op_optim.h"
 #include "dg_param_init.h"
-#include "dg_pass_tp.h"
 #include "dg_pipeline.h"
 #include "dg_rank_bytes.h"
-#include "dg_recompute.h"
 #include "dg_sched.h"
 #include "dg_tensorboard.h"
 #include "dg_tokenizer.h"
@@ -40,7 +32,6 @@
 #include "dg_train_log.h"
 #include "dg_step_build.h"
 #include "dg_train_pp.h"
-#include "dg_verify.h"
 
 typedef dg_trainer_state trainer; /* shorter, inside this file */
 typedef dg_trainer_losses losses;
