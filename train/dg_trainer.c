@@ -196,13 +196,13 @@ static int fill_microbatch(trainer *t, int split, int mb, int64_t consumed, dg_e
     for (int k = 0; k < 3; k++) {
         if (in[k] < 0) continue;
         const dg_tensor *x = &t->g->tensors[in[k]];
-        void *p = t->ptrs[in[k]];
-        for (int64_t i = 0, ni = dg_tensor_numel(x); i < ni; i++) {
-            int64_t at = batch_at(t, x, i, S);
-            if (k == 0) ((int32_t *)p)[i] = t->batch[at];     /* the token */
-            if (k == 1) ((int32_t *)p)[i] = t->batch[at + 1]; /* its target: the next one */
-            if (k == 2) ((float *)p)[i] = 1.0f;               /* every position counts */
+        int64_t nx = dg_tensor_numel(x);
+        if (k == 2) { /* the loss mask: every position counts */
+            for (int64_t i = 0; i < nx; i++) ((float *)t->ptrs[in[k]])[i] = 1.0f;
+            continue;
         }
+        int32_t *v = t->ptrs[in[k]];
+        for (int64_t i = 0; i < nx; i++) v[i] = t->batch[batch_at(t, x, i, S) + k]; /* the token, or its target: the next */
     }
     if (io->rng_key >= 0) { /* dropout's key (kernels/cpu/dg_cpu_dropout.h); off in evaluation */
         int32_t *key = t->ptrs[io->rng_key];
