@@ -165,39 +165,48 @@ int dg_param_replica_size(const dg_graph *g, const dg_tensor *t) {
 
 static int mesh_of(const int *mesh, int a) { return a != DG_AXIS_NONE && mesh[a] > 1 ? mesh[a] : 1; }
 
-/* Dim d's parts (how many ranks split it) and this rank's part. */
-static void dim_part(const dg_sharding *s, int d, const int *mesh, const int *coord, int64_t *parts, int64_t *part) {
+/* How dim d of a rank's slice sits in the global dim: na x nb parts (outer
+ * axis a, inner b), the rank's coordinates on both, and whether the outer
+ * split is CP's chunks (dg_layout.h). */
+typedef struct dim_split {
+    int64_t na, nb, ca, cb;
+    bool cp_chunks;
+} dim_split;
+
+static dim_split dim_split_of(const dg_sharding *s, int d, const int *mesh, const int *coord) {
     int a = s->split[d], b = s->split2[d];
-    int64_t na = mesh_of(mesh, a), nb = mesh_of(mesh, b);
-    int64_t ca = a != DG_AXIS_NONE ? coord[a] : 0, cb = b != DG_AXIS_NONE ? coord[b] : 0;
-    *parts = na * nb;
-    *part = ca * nb + cb;
+    dim_split p = {mesh_of(mesh, a), mesh_of(mesh, b), a != DG_AXIS_NONE ? coord[a] : 0,
+                   b != DG_AXIS_NONE ? coord[b] : 0, false};
+    p.cp_chunks = a == DG_AXIS_CP && p.na > 1;
+    return p;
 }
 
 void dg_shard_global_shape(const dg_tensor *t, const int *mesh, int64_t *shape) {
     static const int zero[DG_AXIS_COUNT];
     for (int d = 0; d < t->ndim; d++) {
-        int64_t parts, part;
-        dim_part(&t->sharding, d, mesh, zero, &parts, &part);
-        shape[d] = t->shape[d] * parts;
+        dim_split p = dim_split_of(&t->sharding, d, mesh, zero);
+        shape[d] = t->shape[d] * p.na * p.nb;
     }
 }
 
-/* Local index j on dim d -> global index on that dim. */
-static int64_t dim_global(const dg_tensor *t, int d, int64_t parts, int64_t part, int64_t j) {
+/* Local index j on dim d -> global index on that dim. With stride k the
+ * dim is k blocks, each split as a whole dim would be. */
+static int64_t dim_global(const dg_tensor *t, int d, const dim_split *p, int64_t j) {
     int64_t k = stride_of(&t->sharding, d), blk = t->shape[d] / k; /* local rows per block */
-    return (j / blk) * blk * parts + part * blk + j % blk;
+    int64_t start = (j / blk) * blk * p->na * p->nb;                /* the block's first global row */
+    if (p->cp_chunks) /* the inner part is contiguous in the cp rank's 2c, which map through the chunks */
+        return start + dg_layout_cp_position(p->cb * blk + j % blk, blk * p->nb / 2, (int)p->ca, (int)p->na);
+    return start + (p->ca * p->nb + p->cb) * blk + j % blk;
 }
 
 int64_t dg_shard_global_index(const dg_tensor *t, const int *mesh, const int *coord, int64_t i) {
     int64_t gi = 0, scale = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {
-        int64_t parts, part;
-        dim_part(&t->sharding, d, mesh, coord, &parts, &part);
+        dim_split p = dim_split_of(&t->sharding, d, mesh, coord);
         int64_t j = i % t->shape[d];
         i /= t->shape[d];
-        gi += scale * (parts > 1 ? dim_global(t, d, parts, part, j) : j);
-        scale *= t->shape[d] * parts;
+        gi += scale * (p.na * p.nb > 1 ? dim_global(t, d, &p, j) : j);
+        scale *= t->shape[d] * p.na * p.nb;
     }
     return gi;
 }
@@ -206,12 +215,29 @@ int64_t dg_shard_offset(const dg_tensor *t, const int *mesh, const int *coord) {
     return dg_tensor_numel(t) > 0 ? dg_shard_global_index(t, mesh, coord, 0) : 0;
 }
 
+static int64_t gcd(int64_t a, int64_t b) {
+    while (b) {
+        int64_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
 void dg_shard_copy(const dg_tensor *t, const int *mesh, const int *coord, void *global, void *local, size_t elem,
                    bool to_global) {
     int64_t n = dg_tensor_numel(t);
     if (n == 0) return;
-    /* a run: the last dim's rows of one block (contiguous in both) */
+    /* a run: the last dim's rows of one block (contiguous in both); under
+     * CP's chunks, of one chunk: runs of gcd(block, chunk) never straddle
+     * a chunk's end (their starts, the inner parts' and the chunks', are
+     * multiples of it) */
     int64_t run = t->ndim > 0 ? t->shape[t->ndim - 1] / stride_of(&t->sharding, t->ndim - 1) : 1;
+    if (t->ndim > 0) {
+        static const int zero[DG_AXIS_COUNT];
+        dim_split p = dim_split_of(&t->sharding, t->ndim - 1, mesh, zero);
+        if (p.cp_chunks) run = gcd(run, run * p.nb / 2);
+    }
     for (int64_t i = 0; i < n; i += run) {
         char *g = (char *)global + (size_t)dg_shard_global_index(t, mesh, coord, i) * elem;
         char *l = (char *)local + (size_t)i * elem;

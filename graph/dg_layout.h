@@ -59,7 +59,32 @@ dg_axis dg_mesh_coord_axis(const dg_tensor *t);
  * is mesh[a] * mesh[b] equal parts and the rank holds part
  * coord[a] * mesh[b] + coord[b]; with stride k > 1 the dim is k equal
  * blocks (SwiGLU's [gate; up]) and the rank holds that part of each block.
- * Expert weights are dim 0 over ep: rank r holds rows r*G .. r*G+G-1. */
+ * Expert weights are dim 0 over ep: rank r holds rows r*G .. r*G+G-1.
+ *
+ * A dim whose outer split is cp (mesh[cp] > 1) is the sequence under
+ * context parallelism, and its parts are CP's load-balanced chunks, not
+ * contiguous runs: the dim (each block of it) is 2 cp chunks of c, and cp
+ * rank r holds chunks r and 2 cp - 1 - r, its 2c local positions in that
+ * order (dg_layout_cp_position). An inner split (SP's tp inside cp) takes
+ * contiguous parts of those 2c positions (a part may straddle the two
+ * chunks), which then map through the chunks. So the data feed, parameter
+ * init and checkpoints read one definition; parameters are never split
+ * over cp, so theirs are the contiguous parts above. The dim's length per
+ * block must be a multiple of 2 cp (the CP pass refuses other sequences).
+ * (Ulysses' all-to-all leaves heads split over cp, contiguous: no caller
+ * asks these functions about such an activation.) */
+
+#ifndef DG_HD
+#define DG_HD /* __host__ __device__ in the CUDA backend's files */
+#endif
+
+/* The global position of local position s (0 <= s < 2c) on CP rank r of
+ * cp, with chunks of c positions: chunk r first, then chunk 2 cp - 1 - r
+ * (Megatron's causal load balance: an early chunk, which sees few keys,
+ * paired with a late one, which sees many). */
+static inline DG_HD int64_t dg_layout_cp_position(int64_t s, int64_t c, int r, int cp) {
+    return s < c ? (int64_t)r * c + s : (int64_t)(2 * cp - 1 - r) * c + (s - c);
+}
 
 /* The global shape: the local one times the split sizes. */
 void dg_shard_global_shape(const dg_tensor *t, const int *mesh, int64_t *shape);

@@ -103,6 +103,7 @@
 #define DG_GRID_H
 
 #include <mpi.h>
+#include <stdbool.h>
 
 #include "dg_comm.h"
 #include "dg_graph.h"
@@ -156,6 +157,31 @@ void dg_grid_free(dg_grid *g);
 /* The runtime's comm per axis for a training step (see above: DP -> dp_cp).
  * The comms stay owned by the grid. */
 void dg_grid_runtime_groups(const dg_grid *g, dg_comm *groups[DG_AXIS_COUNT]);
+
+/* This rank's coordinate on axis a as a step graph sees it: its rank in
+ * the group dg_grid_runtime_groups gives a, of the mesh[a] ranks the step
+ * pipeline records (train/dg_step_opts.h, dg_step_groups), so it is the
+ * coord[a] that dg_layout.h's shard functions, parameter init and the
+ * graph's "<axis>_rank" inputs take:
+ *   tp, cp, ep, pp   the rank's own coordinate;
+ *   dp               its place in the dense-gradient group dp_cp:
+ *                    cp + CP (ep + EP dp);
+ *   edp              its place in the expert-data group: cp + CP dp, or
+ *                    tp + TP (cp + CP dp) under ETP 1 (the group spans tp);
+ *   none             0.
+ * (Group ranks follow world ranks, tp fastest: hence these orders.)
+ * g NULL is a world of one: every coordinate 0. */
+int dg_grid_axis_coord(const dg_grid *g, dg_axis a);
+
+/* Every axis' coordinate (dg_grid_axis_coord), coord[DG_AXIS_NONE] 0. */
+void dg_grid_coords(const dg_grid *g, int coord[DG_AXIS_COUNT]);
+
+/* Whether this rank is the first replica of its dense parameters: 0 on
+ * every axis that replicates them (cp, ep, dp: its place in dp_cp is 0).
+ * The ranks whose tp and pp coordinates tell the model's pieces apart, one
+ * per piece: Megatron prints a rank's parameter count from these alone
+ * (its data-parallel rank 0, with CP). g NULL: true. */
+bool dg_grid_first_replica(const dg_grid *g);
 
 /* One line for the startup log, e.g.
  * "rank grid: world 4 = tp 2 x cp 1 x ep 2 x dp 1 x pp 1; data-parallel size 2;

@@ -13,7 +13,8 @@ dg_rank_bytes dg_rank_bytes_of(const dg_graph *g, int64_t optim_bytes) {
     return b;
 }
 
-void dg_rank_bytes_print(const dg_rank_bytes *b, int rank, int tp, int pp, FILE *f) {
+void dg_rank_bytes_print(const dg_rank_bytes *b, int rank, const int coord[DG_AXIS_COUNT], FILE *f) {
+    int tp = coord[DG_AXIS_TP], pp = coord[DG_AXIS_PP];
     fprintf(f, " > number of parameters on (tensor, pipeline) model parallel rank (%d, %d): %lld\n", tp, pp,
             (long long)b->params);
     fprintf(f,

@@ -28,7 +28,8 @@ typedef struct dg_rank_bytes {
 /* Sum over g's parameters; optim_bytes as given (dg_dist_state_bytes). */
 dg_rank_bytes dg_rank_bytes_of(const dg_graph *g, int64_t optim_bytes);
 
-/* The two lines above for world rank `rank` at (tp, pp). */
-void dg_rank_bytes_print(const dg_rank_bytes *b, int rank, int tp, int pp, FILE *f);
+/* The two lines above for world rank `rank` at coordinates coord (per axis,
+ * dg_grid_coords): its tp and pp name the piece of the model it holds. */
+void dg_rank_bytes_print(const dg_rank_bytes *b, int rank, const int coord[DG_AXIS_COUNT], FILE *f);
 
 #endif /* DG_RANK_BYTES_H */

@@ -334,6 +334,10 @@ static int attention_backend(dg_train_config *c, dg_err *err) {
 }
 
 int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *err) {
+    return dg_train_config_finish_run(c, vocab_from_data, c->dp_size, err);
+}
+
+int dg_train_config_finish_run(dg_train_config *c, int64_t vocab_from_data, int data_size, dg_err *err) {
     dg_model_config *m = &c->model;
     m->normalization_layernorm = !strcmp(c->normalization, "LayerNorm");
     m->mlp_gelu = !c->swiglu;
@@ -389,14 +393,14 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
     int64_t d = (int64_t)c->make_vocab_divisible_by * DG_MAX(c->tensor_model_parallel_size, 1); /* Megatron: x tp */
     m->vocab_size = (int)((v + d - 1) / d * d);
 
-    if (c->global_batch_size <= 0) c->global_batch_size = m->micro_batch_size * c->dp_size;
-    int per = m->micro_batch_size * c->dp_size;
+    if (c->global_batch_size <= 0) c->global_batch_size = m->micro_batch_size * data_size;
+    int per = m->micro_batch_size * data_size;
     if (c->global_batch_size % per != 0)
         return dg_err_set(err, DG_EINPUT,
                           "--global-batch-size %d is not a multiple of --micro-batch-size %d x data-parallel size %d",
-                          c->global_batch_size, m->micro_batch_size, c->dp_size);
+                          c->global_batch_size, m->micro_batch_size, data_size);
     c->num_microbatches = c->global_batch_size / per;
-    DG_TRY(dg_train_pp_check_microbatches(c, err));
+    DG_TRY(dg_train_pp_check_microbatches(c, data_size, err));
     DG_TRY(dg_train_compat_finish(c, err));
     if (c->lr_decay_iters <= 0) c->lr_decay_iters = c->train_iters;
     if (c->min_lr > c->lr)

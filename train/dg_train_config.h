@@ -94,7 +94,9 @@ typedef struct dg_train_config {
     int ddp_bucket_size;              /* --ddp-bucket-size, elements (0: max(40M, 1M x DP)) */
     int keep_last;                    /* --ckpt-keep-last: checkpoints kept (0: all) */
 
-    /* derived by dg_train_config_finish (dp_size set by the trainer from the grid first) */
+    /* derived: dp_size by dg_step_config (simulate, dump: a run's trainer
+     * keeps its own, its grid's data size, and leaves this 1); the micro-batch
+     * count by dg_train_config_finish */
     int dp_size;          /* data shards: Megatron's data-parallel size (EP x DP ranks) */
     int num_microbatches; /* global batch / (micro batch x dp) */
 
@@ -135,9 +137,6 @@ void dg_train_config_defaults(dg_train_config *c);
  * --tokenizer-type name GPT2BPETokenizer (tokenizer_type_default). */
 int dg_train_config_parse(dg_train_config *c, int argc, char **argv, int first, dg_err *err);
 
-/* Resolve derived values (vocabulary from the tokenizer when known, padded;
- * model fields from string flags) and check the set. vocab_from_data: the
- * tokenizer's vocabulary size, or 0 when not known yet. */
 /* What tensor parallelism needs of the model, from the flags alone (so it
  * is found before any other work): --tensor-model-parallel-size divides
  * the attention heads and the query groups (Megatron's replication of
@@ -146,6 +145,16 @@ int dg_train_config_parse(dg_train_config *c, int argc, char **argv, int first, 
  * or DG_EINPUT naming both values. */
 int dg_train_config_check_tp(const dg_train_config *c, dg_err *err);
 
+/* Resolve derived values (vocabulary from the tokenizer when known, padded;
+ * model fields from string flags; the global batch and the micro-batch
+ * count for data_size data shards, Megatron's data-parallel size) and check
+ * the set. vocab_from_data: the tokenizer's vocabulary size, or 0 when not
+ * known yet. A run passes its grid's data size; c->dp_size is left as it
+ * is (the trainer keeps its own). */
+int dg_train_config_finish_run(dg_train_config *c, int64_t vocab_from_data, int data_size, dg_err *err);
+
+/* dg_train_config_finish_run for c->dp_size data shards (dg_step_config sets
+ * the field first). */
 int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *err);
 
 /* The flag table (for --help and for other subcommands that take model flags). */

@@ -60,13 +60,13 @@ static int check_virtual(const dg_train_config *c, dg_err *err) {
     return DG_OK;
 }
 
-int dg_train_pp_check_microbatches(const dg_train_config *c, dg_err *err) {
+int dg_train_pp_check_microbatches(const dg_train_config *c, int data_size, dg_err *err) {
     dg_pp_opts o;
     dg_train_pp_opts(c, 0, &o);
     char what[160];
     snprintf(what, sizeof what,
              "--global-batch-size %d / (--micro-batch-size %d x data-parallel size %d) with %s",
-             c->global_batch_size, c->model.micro_batch_size, c->dp_size,
+             c->global_batch_size, c->model.micro_batch_size, data_size,
              c->num_virtual_stages_per_pipeline_rank > 0 ? "--num-virtual-stages-per-pipeline-rank"
                                                          : "--num-layers-per-virtual-pipeline-stage");
     return dg_pp_interleave_check(&o, c->num_microbatches, what, err);

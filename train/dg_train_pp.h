@@ -25,8 +25,9 @@ int dg_train_pp_check(const dg_train_config *c, dg_err *err);
 
 /* Interleaved 1F1B takes the micro-batches in groups of
  * --pipeline-model-parallel-size (Megatron's rule): DG_OK, or DG_EINPUT with
- * one line naming the batch flags. After num_microbatches is known. */
-int dg_train_pp_check_microbatches(const dg_train_config *c, dg_err *err);
+ * one line naming the batch flags and the data-parallel size data_size.
+ * After num_microbatches is known. */
+int dg_train_pp_check_microbatches(const dg_train_config *c, int data_size, dg_err *err);
 
 /* The PP pass's options for pipeline stage `stage`. */
 void dg_train_pp_opts(const dg_train_config *c, int stage, dg_pp_opts *o);

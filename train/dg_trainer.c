@@ -5,7 +5,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "dg_autodiff.h"
 #include "dg_ckpt_paths.h"
 #include "dg_comm_emulate.h"
 #include "dg_cpu_gemm.h"
@@ -15,22 +14,16 @@
 #include "dg_dist.h"
 #include "dg_ckpt_async.h"
 #include "dg_dist_ckpt.h"
-#include "dg_ep.h"
 #include "dg_feed.h"
-#include "dg_cp.h"
 #include "dg_grid.h"
-#include "dg_flops.h"
+#include "dg_grid_opts.h"
 #include "dg_loss_scaler.h"
 #include "dg_lr.h"
 #include "dg_layout.h"
 #include "dg_mem_estimate.h"
-#include "dg_op_basic.h"
-#include "dg_op_optim.h"
 #include "dg_param_init.h"
-#include "dg_pass_tp.h"
 #include "dg_pipeline.h"
 #include "dg_rank_bytes.h"
-#include "dg_recompute.h"
 #include "dg_sched.h"
 #include "dg_tensorboard.h"
 #include "dg_tokenizer.h"
@@ -39,7 +32,6 @@
 #include "dg_train_log.h"
 #include "dg_step_build.h"
 #include "dg_train_pp.h"
-#include "dg_verify.h"
 
 typedef dg_trainer_state trainer; /* shorter, inside this file */
 typedef dg_trainer_losses losses;
@@ -101,28 +93,22 @@ static int setup(trainer *t, dg_err *err) {
     t->ptrs = dg_malloc(sizeof(void *) * (size_t)t->g->n_tensors);
     for (int i = 0; i < t->g->n_tensors; i++) t->ptrs[i] = dg_runtime_ptr(t->rt, i);
 
+    dg_grid_coords(t->grid, t->coord); /* every axis 0 without a grid */
     /* This rank's coordinates on the mesh's axes are inputs (one per
      * micro-batch: the allgather EP dispatcher reads its place in the EP
      * group; the vocab slices, SP's dropout and ETP 1's token rows their
      * place in the tp group; ring attention and positions the cp group's);
-     * they never change, so they are filled once. */
+     * they never change, so they are filled once, whatever the axis. */
     for (int i = 0; i < t->g->n_tensors; i++) {
         dg_axis a = dg_mesh_coord_axis(&t->g->tensors[i]);
-        const dg_grid *gr = t->grid;
-        if (a == DG_AXIS_EP) *(int32_t *)t->ptrs[i] = gr ? gr->coord.ep : 0;
-        if (a == DG_AXIS_TP) *(int32_t *)t->ptrs[i] = gr ? gr->coord.tp : 0;
-        if (a == DG_AXIS_CP) *(int32_t *)t->ptrs[i] = gr ? gr->coord.cp : 0;
+        if (a != DG_AXIS_NONE) *(int32_t *)t->ptrs[i] = t->coord[a];
     }
 
     t->params = dg_malloc(sizeof(int) * (size_t)t->g->n_tensors);
     for (int i = 0; i < t->g->n_tensors; i++)
         if (t->g->tensors[i].role == DG_ROLE_PARAMETER) t->params[t->n_params++] = i;
     dg_param_init_opts pio = {c->init_method_std, c->model.num_layers, (uint64_t)c->seed, {0}};
-    if (t->grid) {
-        const dg_grid_coord *gc = &t->grid->coord;
-        pio.coord[DG_AXIS_TP] = gc->tp, pio.coord[DG_AXIS_CP] = gc->cp, pio.coord[DG_AXIS_EP] = gc->ep;
-        pio.coord[DG_AXIS_DP] = gc->dp, pio.coord[DG_AXIS_PP] = gc->pp;
-    }
+    memcpy(pio.coord, t->coord, sizeof pio.coord);
     dg_param_init(t->g, t->params, t->param_seed, t->n_params, t->ptrs, &pio); /* Megatron's init */
     /* After init: the master weights start as a copy of the parameters. */
     dg_dist_init(&t->dist, t->g, &t->buckets, &t->optim, t->grid ? groups : NULL, t->ptrs);
@@ -171,35 +157,53 @@ static int agree(trainer *t, int st, dg_err *err) {
 
 /* ---- one step ---------------------------------------------------------------------- */
 
+/* Where local element i of a per-token input x reads the micro-batch
+ * [B][S + 1]: x is the global [B, S] laid out over the mesh as the passes
+ * made it (under CP this rank's two chunks of each sample, SP's part of
+ * them: dg_layout.h), so its global index names the sample b and the
+ * position p, the token at b (S + 1) + p and its target after it. */
+static int64_t batch_at(const trainer *t, const dg_tensor *x, int64_t i, int64_t S) {
+    int64_t gi = dg_shard_global_index(x, t->g->mesh, t->coord, i);
+    return gi / S * (S + 1) + gi % S;
+}
+
 /* Fill micro-batch mb's inputs with this rank's share of the samples that
  * start after `consumed` samples of a split (all data shards together). */
 static int fill_microbatch(trainer *t, int split, int mb, int64_t consumed, dg_err *err) {
     const dg_model_config *m = &t->c->model;
     const dg_model_io *io = &t->io[mb];
     int64_t B = m->micro_batch_size, S = m->seq_length;
-    /* under CP this rank's 2 chunks of each sample (dg_pass_cp.h) */
-    int cp = DG_MAX(t->c->context_parallel_size, 1), r = t->grid ? t->grid->coord.cp : 0;
-    int64_t L = S / cp;
     DG_TRY(dg_feed_microbatch(&t->feed, split, consumed, t->data_rank, t->data_size, (int)B, t->batch, err));
     if (t->hooks && t->hooks->on_batch && split == DG_SPLIT_TRAIN)
         t->hooks->on_batch(t->hooks->ctx, t->iteration, mb, t->batch, (int)B, (int)S);
     /* Under PP the first stage holds the tokens, the last the targets
-     * and the mask (-1 elsewhere); every stage checks the batch. */
-    int32_t *tok = io->tokens >= 0 ? t->ptrs[io->tokens] : NULL;
-    int32_t *tgt = io->targets >= 0 ? t->ptrs[io->targets] : NULL;
-    float *mask = io->loss_mask >= 0 ? t->ptrs[io->loss_mask] : NULL;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t s = 0; s < L; s++) {
-            int64_t p = cp > 1 ? dg_cp_position(s, L / 2, r, cp) : s;
-            int32_t x = t->batch[b * (S + 1) + p], y = t->batch[b * (S + 1) + p + 1];
-            if (x < 0 || x >= m->vocab_size || y < 0 || y >= m->vocab_size)
-                return dg_err_set(err, DG_EINPUT,
-                                  "data: token id %d is outside the vocabulary [0, %d) (check --vocab-size / --tokenizer-type)",
-                                  x < 0 || x >= m->vocab_size ? x : y, m->vocab_size);
-            if (tok) tok[b * L + s] = x;
-            if (tgt) tgt[b * L + s] = y;
-            if (mask) mask[b * L + s] = 1.0f;
+     * and the mask (-1 elsewhere). Every stage checks the batch, at the
+     * positions of the first of them it holds (so the ranks that read a bad
+     * token are the ones that fail) or, holding none (PP's middle stages),
+     * at every position of its samples. */
+    const int in[3] = {io->tokens, io->targets, io->loss_mask};
+    const dg_tensor *ref = NULL;
+    for (int k = 0; k < 3 && !ref; k++) ref = in[k] >= 0 ? &t->g->tensors[in[k]] : NULL;
+    int64_t n = ref ? dg_tensor_numel(ref) : B * S;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t at = ref ? batch_at(t, ref, i, S) : i / S * (S + 1) + i % S;
+        int32_t x = t->batch[at], y = t->batch[at + 1];
+        if (x < 0 || x >= m->vocab_size || y < 0 || y >= m->vocab_size)
+            return dg_err_set(err, DG_EINPUT,
+                              "data: token id %d is outside the vocabulary [0, %d) (check --vocab-size / --tokenizer-type)",
+                              x < 0 || x >= m->vocab_size ? x : y, m->vocab_size);
+    }
+    for (int k = 0; k < 3; k++) {
+        if (in[k] < 0) continue;
+        const dg_tensor *x = &t->g->tensors[in[k]];
+        int64_t nx = dg_tensor_numel(x);
+        if (k == 2) { /* the loss mask: every position counts */
+            for (int64_t i = 0; i < nx; i++) ((float *)t->ptrs[in[k]])[i] = 1.0f;
+            continue;
         }
+        int32_t *v = t->ptrs[in[k]];
+        for (int64_t i = 0; i < nx; i++) v[i] = t->batch[batch_at(t, x, i, S) + k]; /* the token, or its target: the next */
+    }
     if (io->rng_key >= 0) { /* dropout's key (kernels/cpu/dg_cpu_dropout.h); off in evaluation */
         int32_t *key = t->ptrs[io->rng_key];
         key[0] = t->c->seed;
@@ -320,25 +324,12 @@ static int optimizer_end(trainer *t, const losses *l, dg_train_counters *k, doub
 /* The rank grid and the data shards. Sizes that do not fit the world are
  * bad input, found before any other work. */
 static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
-    dg_train_config *c = t->c;
+    const dg_train_config *c = t->c;
     t->data_rank = 0;
     t->data_size = 1;
     t->log = 1;
-    if (comm == MPI_COMM_NULL) {
-        if (c->tensor_model_parallel_size * c->context_parallel_size * c->expert_model_parallel_size *
-                c->pipeline_model_parallel_size != 1)
-            return dg_train_config_check_tp(c, err) != DG_OK || dg_train_config_check_cp(c, err) != DG_OK ||
-                   dg_train_pp_check(c, err) != DG_OK
-                       ? DG_EINPUT
-                       : dg_err_set(err, DG_EINPUT, "model parallelism needs MPI (run under mpirun)");
-        return DG_OK;
-    }
-    dg_grid_sizes sz = {c->tensor_model_parallel_size, c->context_parallel_size,
-                        c->expert_model_parallel_size, c->pipeline_model_parallel_size, 0,
-                        c->expert_tensor_parallel_size};
-    int st = dg_train_config_check_tp(c, err); /* the same on every rank: rank 0 reports it */
-    if (st == DG_OK) st = dg_train_config_check_cp(c, err);
-    if (st == DG_OK) st = dg_train_pp_check(c, err);
+    if (comm == MPI_COMM_NULL) return dg_grid_opts_check_one_rank(c, err); /* a world of one: no grid */
+    int st = dg_grid_opts_check(c, err); /* the same on every rank: rank 0 reports it */
     if (st != DG_OK) {
         int rank = 0;
         MPI_Comm_rank(comm, &rank);
@@ -346,6 +337,7 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
         t->failure_agreed = 1;
         return st;
     }
+    dg_grid_sizes sz = dg_grid_opts_sizes(c);
     t->grid = dg_grid_new(comm, &sz, &st, err);
     if (!t->grid) {
         /* The sizes and the world are the same on every rank, and so is
@@ -356,7 +348,7 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
         t->failure_agreed = 1;
         return st;
     }
-    t->pp_comm = sz.pp > 1 ? t->grid->group[DG_AXIS_PP] : NULL;
+    t->pp_comm = t->grid->group[DG_AXIS_PP]; /* without PP one rank: its sums are no-ops (dg_dist_sum) */
     if (c->emulate_link[0]) { /* the step's comms behind emulated links (dg_comm_emulate.h) */
         dg_link_spec links;
         DG_TRY(dg_link_spec_parse(c->emulate_link, "--emulate-link", &links, err));
@@ -366,7 +358,6 @@ static int setup_grid(trainer *t, MPI_Comm comm, dg_err *err) {
     t->data_size = t->grid->data_size;
     t->data_comm = t->grid->group[DG_AXIS_DP];
     t->log = t->grid->rank == 0;
-    c->dp_size = t->data_size;
     return DG_OK;
 }
 
@@ -470,13 +461,13 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
      * the traced one; rank 0 writes it alone (dg_trace_write_merged). */
     if (st == DG_OK && t.log && c->trace[0]) st = dg_train_trace_check_path(c->trace, err);
     if (st == DG_OK) st = check_memory_flags(&t, 0, err);
-    int gbs = c->global_batch_size > 0 ? c->global_batch_size : c->model.micro_batch_size * c->dp_size;
+    int gbs = c->global_batch_size > 0 ? c->global_batch_size : c->model.micro_batch_size * t.data_size;
     int evals = c->eval_iters > 0 ? c->train_iters / c->eval_interval + 1 : 0;
     int64_t want[3] = {(int64_t)c->train_iters * gbs, (int64_t)evals * c->eval_iters * gbs,
                        (int64_t)c->eval_iters * gbs};
     if (st == DG_OK) st = dg_feed_open(&t.feed, c, want, err);
     if (st == DG_OK && t.log) dg_trainer_print_tokenizer_default(c);
-    if (st == DG_OK) st = dg_train_config_finish(c, t.feed.vocab, err);
+    if (st == DG_OK) st = dg_train_config_finish_run(c, t.feed.vocab, t.data_size, err);
     if (st == DG_OK) st = check_memory_flags(&t, 1, err);
     if (st == DG_OK) st = setup(&t, err);
     if (st == DG_OK) st = check_save(&t, err);
@@ -499,10 +490,9 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     for (int i = 0; hooks && hooks->on_param && i < t.n_params; i++)
         hooks->on_param(hooks->ctx, &t.g->tensors[t.params[i]], t.ptrs[t.params[i]]);
     res->opt_state_bytes = dg_dist_state_bytes(&t.dist);
-    if (!t.grid || (t.grid->coord.dp == 0 && t.grid->coord.cp == 0 && t.grid->coord.ep == 0)) { /* as Megatron */
+    if (dg_grid_first_replica(t.grid)) { /* as Megatron: one rank per piece of the model */
         dg_rank_bytes rb = dg_rank_bytes_of(t.g, (int64_t)res->opt_state_bytes);
-        dg_rank_bytes_print(&rb, t.grid ? t.grid->rank : 0, t.grid ? t.grid->coord.tp : 0,
-                            t.grid ? t.grid->coord.pp : 0, stdout);
+        dg_rank_bytes_print(&rb, t.grid ? t.grid->rank : 0, t.coord, stdout);
     }
     res->n_buckets = t.buckets.n;
     res->data_size = t.data_size;

@@ -34,6 +34,7 @@ typedef struct dg_trainer_state {
     int n_params;
     int *params;       /* tensor ids of the parameters, in graph order */
     dg_grid *grid;     /* NULL: no MPI (a world of one) */
+    int coord[DG_AXIS_COUNT]; /* this rank's place on every axis (dg_grid_coords: all 0 without a grid) */
     dg_dp_buckets buckets; /* the DP pass's gradient buckets */
     dg_optim optim;    /* the optimizer pass's tensors */
     dg_dist dist;      /* the optimizer state per bucket, and the step's inputs */
@@ -59,7 +60,8 @@ typedef struct dg_trainer_state {
     dg_recompute_report rc;    /* what activation recompute chose and saved */
     dg_model_io lio;           /* the logical micro-batch's io: which losses the model has */
     int *param_seed;           /* per parameter: its index among the logical graph's (init stream) */
-    dg_comm *pp_comm;          /* the pipeline group (NULL: no PP): losses live on its last stage */
+    dg_comm *pp_comm;          /* the pipeline group (one rank without PP; NULL without MPI): losses live on
+                                * its last stage */
     char *ckpt_skip;           /* per tensor: another stage writes it to checkpoints (dg_train_pp_ckpt_skip) */
     uint64_t ckpt_bytes;       /* what one checkpoint takes on disk (dg_dist_ckpt_bytes) */
     dg_mem_need mem;           /* what the runtime and the optimizer allocate (dg_mem_estimate_plan) */

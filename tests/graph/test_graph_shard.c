@@ -2,7 +2,10 @@
  * dg_shard_global_shape, dg_shard_global_index, dg_shard_offset,
  * dg_shard_copy) for every layout the placements express: expert weights
  * (dim 0 over ep), a column split of the last dim, a strided split (SwiGLU's
- * [gate; up]), and two axes on one dim (cp+tp). For each, every rank's
+ * [gate; up]), and the sequence under CP, whose parts are CP's chunks
+ * (rank r: chunks r and 2cp-1-r), alone and with tp inside (a tp part
+ * straddling the two chunks), on a leading and on the last dim (where the
+ * copy's runs stop at a chunk's end). For each, every rank's
  * slice put in its place covers the global tensor exactly once, the places
  * are the ones the layout's definition gives, and the copy back returns the
  * slice. Also: which parameters are expert weights (their placement). */
@@ -78,8 +81,22 @@ static int64_t strided_place(int64_t i, int ca, int cb) {
     int64_t row = i / 3, col = i % 3;
     return ((row / 2) * 4 + ca * 2 + row % 2) * 3 + col;
 }
-/* The sequence [2, 5] over cp 2 (outer) and tp 3 (inner): 6 parts of 2 rows. */
-static int64_t seq_place(int64_t i, int ca, int cb) { return (ca * 3 + cb) * 10 + i; }
+/* CP's chunks: cp rank r's local position s (of 2c) lies in chunk r (first
+ * half) or chunk 2cp-1-r (second half). */
+static int64_t chunked(int64_t s, int64_t c, int r, int cp) {
+    int64_t chunk = s < c ? r : 2 * cp - 1 - r;
+    return chunk * c + s % c;
+}
+/* The sequence [2, 5] over cp 2 (outer) and tp 3 (inner): the cp rank's 6
+ * rows (chunks of 3) in 3 tp parts of 2, the middle one straddling. */
+static int64_t seq_place(int64_t i, int ca, int cb) { return chunked(cb * 2 + i / 5, 3, ca, 2) * 5 + i % 5; }
+/* Tokens [2, 4] (global [2, 16]) over cp 4 on the last dim: chunks of 2. */
+static int64_t tokens_place(int64_t i, int ca, int cb) {
+    (void)cb;
+    return i / 4 * 16 + chunked(i % 4, 2, ca, 4);
+}
+/* Tokens [2, 2] (global [2, 12]) over cp 2 and tp 3 inside it on the last dim. */
+static int64_t tokens_sp_place(int64_t i, int ca, int cb) { return i / 2 * 12 + chunked(cb * 2 + i % 2, 3, ca, 2); }
 
 static void test_shard_places(void **state) {
     (void)state;
@@ -105,6 +122,15 @@ static void test_shard_places(void **state) {
     s.split2[0] = DG_AXIS_TP;
     t = local(2, (const int64_t[]){2, 5}, s);
     covers(&t, DG_AXIS_CP, 2, DG_AXIS_TP, 3, seq_place);
+
+    memset(&s, 0, sizeof s);
+    s.split[1] = DG_AXIS_CP;
+    t = local(2, (const int64_t[]){2, 4}, s);
+    t.role = DG_ROLE_INPUT;
+    covers(&t, DG_AXIS_CP, 4, DG_AXIS_NONE, 1, tokens_place);
+    s.split2[1] = DG_AXIS_TP;
+    t = local(2, (const int64_t[]){2, 2}, s);
+    covers(&t, DG_AXIS_CP, 2, DG_AXIS_TP, 3, tokens_sp_place);
 
     /* unsplit, or split over an axis of size 1: the slice is the tensor */
     memset(&s, 0, sizeof s);
