@@ -20,8 +20,8 @@ void dg_step_rank_of_grid(const dg_grid *g, dg_step_rank *at) {
     for (int a = 0; a < DG_AXIS_COUNT; a++) at->group[a] = groups[a] ? groups[a]->size : 1;
     /* CP's loss is already the whole sequence's (dg_pass_cp.h): the DP x CP
      * sum is divided by the data shards only */
-    at->grad_shards = g->dp_cp->size / DG_MAX(g->sizes.cp, 1);
-    at->pp_stage = g->coord.pp;
+    at->grad_shards = g->data_size;
+    at->pp_stage = dg_grid_axis_coord(g, DG_AXIS_PP);
 }
 
 /* The step's cost model into b (the header's rule): the links' figures

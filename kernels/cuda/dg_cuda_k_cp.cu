@@ -6,11 +6,12 @@
  * The cp rank and the positions are device i32s read by the kernels. A
  * rank outside [0, cp) or a position outside the table flags the node (the
  * CPU kernels return DG_EINTERNAL / DG_EINPUT). The shared DG_HD helpers
- * are the CPU's arithmetic: dg_cp_position, dg_rope_angle / dg_rope_pair,
+ * are the CPU's arithmetic: dg_layout_cp_position, dg_rope_angle / dg_rope_pair,
  * the merge's rows (dg_lse_merge_row, dg_lse_merge_bwd_row). The position
  * table's gradient keeps the CPU's order per element (positions in order,
  * then the batch), one writer each: bitwise the CPU's sums. */
 #include "dg_cuda_k_par.h"
+#include "dg_layout.h"
 
 #define TPB 256
 
@@ -21,7 +22,7 @@ __global__ static void positions_kernel(const int32_t *rank, int32_t *pos, int64
     const int r = *rank;
     const bool ok = r >= 0 && r < cp;
     if (!ok && blockIdx.x == 0 && threadIdx.x == 0) dg_cuda_flag_bad(bad, node);
-    DG_CUDA_FOR(s, S) pos[s] = ok ? (int32_t)(dg_cp_position(s, S / 2, r, cp) + offset) : 0;
+    DG_CUDA_FOR(s, S) pos[s] = ok ? (int32_t)(dg_layout_cp_position(s, S / 2, r, cp) + offset) : 0;
 }
 
 int dg_cuda_k_cp_positions(DG_CUDA_KARGS) {

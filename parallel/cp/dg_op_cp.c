@@ -37,7 +37,7 @@ static int k_pos(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void
     int64_t S = n->attrs.i[1], c = S / 2;
     if (r < 0 || r >= cp) return DG_EINTERNAL;
     int32_t *pos = out[0];
-    for (int64_t s = 0; s < S; s++) pos[s] = (int32_t)(dg_cp_position(s, c, r, cp) + n->attrs.i[2]);
+    for (int64_t s = 0; s < S; s++) pos[s] = (int32_t)(dg_layout_cp_position(s, c, r, cp) + n->attrs.i[2]);
     return DG_OK;
 }
 

@@ -4,7 +4,7 @@
  *
  *   cp_positions(cp_rank i32 [1]) -> pos i32 [S]
  *     The global position of each of this rank's S = 2c local tokens
- *     (dg_cp_position) plus i[2]. attrs: i[0] = cp, i[1] = S, i[2] = offset.
+ *     (dg_layout_cp_position) plus i[2]. attrs: i[0] = cp, i[1] = S, i[2] = offset.
  *     Laid out split[0] = cp. Not differentiable (no float input).
  *   rope_pos(x [B, S, NH, D], pos i32 [S]) -> [B, S, NH, D]
  *     rope (dg_op_rope.h) with token s at position pos[s]: the same angles,

@@ -10,8 +10,10 @@
  *
  * The pass re-emits the graph (dg_reemit.h):
  *   - each input [B, S, ...] read per token (tokens, targets, loss mask)
- *     becomes [B, 2c, ...], laid out split[1] = cp; the data feed fills
- *     this rank's two chunks (dg_cp_position);
+ *     becomes [B, 2c, ...], laid out split[1] = cp: a dim split over cp
+ *     means this rank's two chunks (graph/dg_layout.h,
+ *     dg_layout_cp_position), so the trainer fills them through the
+ *     input's layout (dg_shard_global_index);
  *   - the sharding rules carry the split through the token-wise ops
  *     (linears, norms, element-wise, reshapes rewrite their dims);
  *   - the ops that see positions or the whole sequence (their traits:
@@ -54,10 +56,6 @@
 
 #include "dg_graph.h"
 
-#ifndef DG_HD
-#define DG_HD /* __host__ __device__ in the CUDA backend's files */
-#endif
-
 typedef enum dg_cp_comm { DG_CP_COMM_P2P = 0, DG_CP_COMM_A2A } dg_cp_comm;
 
 typedef struct dg_pass_cp_opts {
@@ -65,12 +63,6 @@ typedef struct dg_pass_cp_opts {
     int comm_type;      /* --cp-comm-type: dg_cp_comm */
     int64_t seq_length; /* --seq-length: the inputs [B, S, ...] of this S are read per token */
 } dg_pass_cp_opts;
-
-/* The global position of local token s (0 <= s < 2c) on CP rank r of cp,
- * with chunks of c tokens (see above). */
-static inline DG_HD int64_t dg_cp_position(int64_t s, int64_t c, int r, int cp) {
-    return s < c ? (int64_t)r * c + s : (int64_t)(2 * cp - 1 - r) * c + (s - c);
-}
 
 /* Run the pass on src (cp_size 1: a plain copy). *out gets a new graph,
  * tmap[t] the id in *out of src's tensor t. DG_EINPUT (one line naming the

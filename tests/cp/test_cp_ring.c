@@ -119,7 +119,7 @@ static void check_values(const ring_case *c) {
         *dg_buf_i32(&b, rg.rank[r]) = r;
         for (int64_t bb = 0; bb < c->B; bb++)
             for (int64_t s = 0; s < L; s++) {
-                int64_t p = dg_cp_position(s, c->c, r, c->cp);
+                int64_t p = dg_layout_cp_position(s, c->c, r, c->cp);
                 memcpy(dg_buf_f32(&b, rg.q[r]) + (bb * L + s) * HqD, dg_buf_f32(&b, gq) + (bb * S + p) * HqD, sizeof(float) * (size_t)HqD);
                 memcpy(dg_buf_f32(&b, rg.k[r]) + (bb * L + s) * HkvD, dg_buf_f32(&b, gk) + (bb * S + p) * HkvD, sizeof(float) * (size_t)HkvD);
                 memcpy(dg_buf_f32(&b, rg.v[r]) + (bb * L + s) * HkvD, dg_buf_f32(&b, gv) + (bb * S + p) * HkvD, sizeof(float) * (size_t)HkvD);
@@ -131,7 +131,7 @@ static void check_values(const ring_case *c) {
     for (int r = 0; r < c->cp; r++)
         for (int64_t bb = 0; bb < c->B; bb++)
             for (int64_t s = 0; s < L; s++) {
-                int64_t p = dg_cp_position(s, c->c, r, c->cp);
+                int64_t p = dg_layout_cp_position(s, c->c, r, c->cp);
                 const float *o = dg_buf_f32(&b, rg.o[r]) + (bb * L + s) * HqD, *ref = dg_buf_f32(&b, go) + (bb * S + p) * HqD;
                 for (int64_t i = 0; i < HqD; i++) bad += !near(o[i], ref[i]);
                 for (int64_t h = 0; h < c->Hq; h++)

@@ -52,7 +52,8 @@ check_tables() {
       local table
       table=$(grep -oE '[a-z_]+_rewrites\[\] = \{' "$f" | head -1 | sed 's/\[.*//')
       local readers
-      readers=$(grep -rlw --include='*.c' --include='*.h' --include='*.cu' "$table" "$root" | grep -v "^$dir/" || true)
+      readers=$(grep -rnw --include='*.c' --include='*.h' --include='*.cu' "$table" "$root" |
+                grep -vE '^[^:]+:[0-9]+:\s*(/\*|\*|//)' | cut -d: -f1 | sort -u | grep -v "^$dir/" || true)
       [ -z "$readers" ] || echo "$f: table $table is read outside $dir: $readers"
     done
   done
