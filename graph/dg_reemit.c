@@ -220,3 +220,17 @@ int dg_reemit(dg_graph *dst, const dg_graph *src, const dg_reemit_opts *o, int *
     if (st == DG_OK && dst->status != DG_OK) st = dg_err_set(err, dst->status, "%s", dst->err.msg);
     return st;
 }
+
+int dg_reemit_pass(const dg_graph *src, dg_axis axis, int size, const dg_reemit_opts *o, dg_graph **out, int *tmap,
+                   dg_err *err) {
+    dg_graph *g = dg_graph_new(src->name);
+    memcpy(g->mesh, src->mesh, sizeof g->mesh);
+    g->mesh[axis] = size;
+    int st = dg_reemit(g, src, o, tmap, err);
+    if (st != DG_OK) {
+        dg_graph_free(g);
+        g = NULL;
+    }
+    *out = g;
+    return st;
+}

@@ -65,6 +65,12 @@ int dg_reemit_leaf_default(dg_graph *dst, const dg_graph *src, int t, void *ctx)
  * default. `flag` names the size in the error when it does not divide. */
 int dg_reemit_leaf_shard(dg_graph *dst, const dg_graph *src, int t, dg_axis a, int size, const char *flag);
 
+/* A parallel pass's run: a new graph named as src, with src's mesh and
+ * mesh[axis] = size, into which src is re-emitted with o. *out gets it
+ * (free with dg_graph_free), or NULL with the error returned. */
+int dg_reemit_pass(const dg_graph *src, dg_axis axis, int size, const dg_reemit_opts *o, dg_graph **out, int *tmap,
+                   dg_err *err);
+
 /* Re-emit src into dst. Returns DG_OK or an error naming the node. */
 int dg_reemit(dg_graph *dst, const dg_graph *src, const dg_reemit_opts *o, int *tmap, dg_err *err);
 

@@ -6,6 +6,7 @@
 #include "dg_cp.h"
 #include "dg_dist.h"
 #include "dg_feed.h"
+#include "dg_grid_opts.h"
 #include "dg_op_basic.h"
 #include "dg_op_optim.h"
 #include "dg_op_cast.h"
@@ -31,11 +32,8 @@ static int data_vocab(const dg_train_config *c, int64_t *vocab, dg_err *err) {
 
 int dg_step_config(const dg_train_config *in, int world, dg_train_config *c, dg_grid_sizes *sz, dg_err *err) {
     *c = *in;
-    DG_TRY(dg_train_config_check_tp(c, err));
-    DG_TRY(dg_train_config_check_cp(c, err));
-    DG_TRY(dg_train_pp_check(c, err));
-    *sz = (dg_grid_sizes){c->tensor_model_parallel_size, c->context_parallel_size, c->expert_model_parallel_size,
-                          c->pipeline_model_parallel_size, 0, c->expert_tensor_parallel_size};
+    DG_TRY(dg_grid_opts_check(c, err));
+    *sz = dg_grid_opts_sizes(c);
     if (world <= 0) world = DG_MAX(sz->tp, 1) * DG_MAX(sz->cp, 1) * DG_MAX(sz->ep, 1) * DG_MAX(sz->pp, 1);
     DG_TRY(dg_grid_sizes_check(world, sz, err));
     c->dp_size = sz->ep * sz->dp; /* data shards: EP is carved out of DP */

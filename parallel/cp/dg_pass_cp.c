@@ -47,22 +47,13 @@ int dg_pass_cp(const dg_graph *src, const dg_pass_cp_opts *o, dg_graph **out, in
                           "--seq-length %lld: must be divisible by 2 x --context-parallel-size = %d "
                           "(the sequence splits into 2 chunks per CP rank)",
                           (long long)o->seq_length, 2 * cp);
-    dg_graph *g = dg_graph_new(src->name);
-    memcpy(g->mesh, src->mesh, sizeof g->mesh);
-    g->mesh[DG_AXIS_CP] = cp;
     dg_reemit_opts ro = dg_reemit_plain();
     if (cp > 1) {
         ro.leaf = cp_leaf;
         ro.node = cp_node;
         ro.ctx = (void *)o;
     }
-    int st = dg_reemit(g, src, &ro, tmap, err);
-    if (st != DG_OK) {
-        dg_graph_free(g);
-        return st;
-    }
-    *out = g;
-    return DG_OK;
+    return dg_reemit_pass(src, DG_AXIS_CP, cp, &ro, out, tmap, err);
 }
 
 int64_t dg_attention_saved_bytes(const dg_graph *g) {

@@ -67,18 +67,9 @@ static int ep_node(dg_graph *dst, const dg_graph *src, const dg_node *n, int *in
 int dg_pass_ep(const dg_graph *src, const dg_pass_ep_opts *o, dg_graph **out, int *tmap, dg_err *err) {
     *out = NULL;
     if (o->ep_size < 1) return dg_err_set(err, DG_EINPUT, "--expert-model-parallel-size: expected >= 1, got %d", o->ep_size);
-    dg_graph *g = dg_graph_new(src->name);
-    memcpy(g->mesh, src->mesh, sizeof g->mesh);
-    g->mesh[DG_AXIS_EP] = o->ep_size;
     dg_reemit_opts ro = dg_reemit_plain();
     ro.leaf = ep_leaf;
     ro.node = ep_node;
     ro.ctx = (void *)o;
-    int st = dg_reemit(g, src, &ro, tmap, err);
-    if (st != DG_OK) {
-        dg_graph_free(g);
-        return st;
-    }
-    *out = g;
-    return DG_OK;
+    return dg_reemit_pass(src, DG_AXIS_EP, o->ep_size, &ro, out, tmap, err);
 }

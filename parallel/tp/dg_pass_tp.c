@@ -138,24 +138,16 @@ int dg_pass_tp_run(const dg_graph *src, const dg_pass_tp_opts *o, dg_graph **out
                  o->sequence_parallel && tp_size > 1, {0}, o->sequence_parallel && o->comm_overlap && tp_size > 1,
                  {tp_size, DG_TP_OVERLAP_CHUNKS, 0, NULL}};
     dg_tp_seq_init(&s.seq, tp_size);
-    dg_graph *g = dg_graph_new(src->name);
-    memcpy(g->mesh, src->mesh, sizeof g->mesh);
-    g->mesh[DG_AXIS_TP] = tp_size;
     dg_reemit_opts ro = dg_reemit_plain();
     if (tp_size > 1) {
         ro.leaf = tp_leaf;
         ro.node = tp_node;
         ro.ctx = &s;
     }
-    int st = dg_reemit(g, src, &ro, tmap, err);
+    int st = dg_reemit_pass(src, DG_AXIS_TP, tp_size, &ro, out, tmap, err);
     dg_free(s.copy_of);
     dg_free(s.reduced_of);
     dg_tp_seq_free(&s.seq);
     dg_free(s.ov.gathered);
-    if (st != DG_OK) {
-        dg_graph_free(g);
-        return st;
-    }
-    *out = g;
-    return DG_OK;
+    return st;
 }
