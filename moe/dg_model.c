@@ -33,8 +33,12 @@ void dg_model_config_tiny(dg_model_config *c) {
     c->moe_layer_freq = 1;
 }
 
+int64_t dg_model_head_dim(const dg_model_config *c) {
+    return c->kv_channels > 0 ? c->kv_channels : c->hidden_size / DG_MAX(c->num_attention_heads, 1);
+}
+
 int64_t dg_model_rotary_dim(const dg_model_config *c) {
-    int64_t D = c->hidden_size / DG_MAX(c->num_attention_heads, 1);
+    int64_t D = dg_model_head_dim(c);
     if (!(c->rotary_percent > 0) || c->rotary_percent >= 1.0) return D;
     return (int64_t)((double)D * c->rotary_percent);
 }
@@ -64,9 +68,10 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
     NEED(c->hidden_size > 0, "--hidden-size: expected > 0, got %d", c->hidden_size);
     NEED(c->num_attention_heads > 0, "--num-attention-heads: expected > 0, got %d",
          c->num_attention_heads);
-    NEED(c->hidden_size % c->num_attention_heads == 0,
-         "--num-attention-heads %d does not divide --hidden-size %d", c->num_attention_heads,
-         c->hidden_size);
+    NEED(c->kv_channels > 0 || c->hidden_size % c->num_attention_heads == 0,
+         "--num-attention-heads %d does not divide --hidden-size %d (or give the head size: --kv-channels)",
+         c->num_attention_heads, c->hidden_size);
+    NEED(c->kv_channels >= 0, "--kv-channels: expected > 0, got %d", c->kv_channels);
     NEED(c->position_embedding >= DG_MODEL_POS_ROPE && c->position_embedding <= DG_MODEL_POS_NONE,
          "--position-embedding-type: unknown kind %d", c->position_embedding);
     NEED(c->position_embedding != DG_MODEL_POS_LEARNED || c->max_position_embeddings <= 0 ||
@@ -74,14 +79,13 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
          "--seq-length %d exceeds --max-position-embeddings %d", c->seq_length,
          c->max_position_embeddings);
     if (c->position_embedding == DG_MODEL_POS_ROPE) {
-    NEED((c->hidden_size / c->num_attention_heads) % 2 == 0,
-         "--hidden-size %d / --num-attention-heads %d gives an odd head size; RoPE needs it even",
-         c->hidden_size, c->num_attention_heads);
+    NEED(dg_model_head_dim(c) % 2 == 0, "head size %lld (--kv-channels, or --hidden-size / --num-attention-heads) "
+         "is odd; RoPE needs it even", (long long)dg_model_head_dim(c));
     NEED(!(c->rotary_percent < 0 || c->rotary_percent > 1),
          "--rotary-percent: expected a value in (0, 1], got %g", c->rotary_percent);
     NEED(dg_model_rotary_dim(c) >= 2 && dg_model_rotary_dim(c) % 2 == 0,
          "--rotary-percent %g of head size %d gives rotary dim %lld; it must be even and >= 2",
-         c->rotary_percent, c->hidden_size / c->num_attention_heads, (long long)dg_model_rotary_dim(c));
+         c->rotary_percent, (int)dg_model_head_dim(c), (long long)dg_model_rotary_dim(c));
     }
     NEED(c->num_query_groups > 0 && c->num_attention_heads % c->num_query_groups == 0,
          "--num-query-groups %d does not divide --num-attention-heads %d", c->num_query_groups,
@@ -185,8 +189,9 @@ int dg_model_param(dg_graph *g, const char *prefix, const char *name, dg_model_p
     return dg_param(g, full, ndim, shape, &spec);
 }
 
-int dg_model_norm(dg_graph *g, const dg_model_config *c, const char *prefix, const char *name, int x) {
-    int64_t H = c->hidden_size;
+/* The model's norm (--normalization) over the last dim, of size H, of x:
+ * "<prefix><name>.weight" (and ".bias" for LayerNorm). */
+static int norm_of(dg_graph *g, const dg_model_config *c, const char *prefix, const char *name, int x, int64_t H) {
     char wname[2 * DG_NAME_LEN];
     snprintf(wname, sizeof wname, "%s.weight", name);
     int w = dg_model_param(g, prefix, wname, DG_MODEL_PARAM_NORM_WEIGHT, 1, DG_SHAPE(H));
@@ -194,6 +199,10 @@ int dg_model_norm(dg_graph *g, const dg_model_config *c, const char *prefix, con
     snprintf(wname, sizeof wname, "%s.bias", name);
     int b = dg_model_param(g, prefix, wname, DG_MODEL_PARAM_NORM_BIAS, 1, DG_SHAPE(H));
     return dg_layernorm(g, x, w, b, c->norm_epsilon);
+}
+
+int dg_model_norm(dg_graph *g, const dg_model_config *c, const char *prefix, const char *name, int x) {
+    return norm_of(g, c, prefix, name, x, c->hidden_size);
 }
 
 /* The bias parameter "<pre><base>.bias" [out] of a linear of the given kind
@@ -222,7 +231,7 @@ static int model_linear(dg_graph *g, const dg_model_config *c, const char *pre, 
 
 void dg_model_attn_project(dg_graph *g, const dg_model_config *c, const char *pre, int x,
                            int64_t B, int64_t L, dg_model_qkv *o) {
-    int64_t H = c->hidden_size, Hq = c->num_attention_heads, Hkv = c->num_query_groups, D = H / Hq;
+    int64_t H = c->hidden_size, Hq = c->num_attention_heads, Hkv = c->num_query_groups, D = dg_model_head_dim(c);
     int q = model_linear(g, c, pre, "self_attention.linear_q", DG_MODEL_PARAM_COLUMN, Hq * D, H, x);
     int k = model_linear(g, c, pre, "self_attention.linear_k", DG_MODEL_PARAM_COLUMN, Hkv * D, H, x);
     int v = model_linear(g, c, pre, "self_attention.linear_v", DG_MODEL_PARAM_COLUMN, Hkv * D, H, x);
@@ -231,13 +240,17 @@ void dg_model_attn_project(dg_graph *g, const dg_model_config *c, const char *pr
     o->q = dg_reshape(g, q, 4, DG_SHAPE(B, L, Hq, D));
     o->k = dg_reshape(g, k, 4, DG_SHAPE(B, L, Hkv, D));
     o->v = dg_reshape(g, v, 4, DG_SHAPE(B, L, Hkv, D));
+    if (c->qk_layernorm) { /* over each head's D, one weight [D] shared by the heads (Megatron's q/k_layernorm) */
+        o->q = norm_of(g, c, pre, "self_attention.q_layernorm", o->q, D);
+        o->k = norm_of(g, c, pre, "self_attention.k_layernorm", o->k, D);
+    }
 }
 
 int dg_model_attn_output(dg_graph *g, const dg_model_config *c, int a, int64_t B, int64_t L,
                          const dg_model_qkv *p) {
     int mod = g->cur_module; /* the output reshape belongs to core attention, the projection not */
     dg_graph_set_module(g, DG_MODULE_CORE_ATTN);
-    int r = dg_reshape(g, a, 3, DG_SHAPE(B, L, c->hidden_size));
+    int r = dg_reshape(g, a, 3, DG_SHAPE(B, L, c->num_attention_heads * dg_model_head_dim(c)));
     dg_graph_set_module(g, mod);
     int y = dg_linear(g, r, p->wo);
     return p->bo >= 0 ? dg_bias_add(g, y, p->bo) : y;
@@ -249,7 +262,7 @@ int dg_model_attn_output(dg_graph *g, const dg_model_config *c, int a, int64_t B
  * attention_dropout > 0 (key: the graph's rng_key). */
 static int attention_block(dg_graph *g, const dg_model_config *c, const char *pre, int x, int key, int site) {
     int64_t B = dg_Tc(g, x)->shape[0], S = dg_Tc(g, x)->shape[1];
-    int64_t D = c->hidden_size / c->num_attention_heads;
+    int64_t D = dg_model_head_dim(c);
     dg_model_qkv p;
     dg_model_attn_project(g, c, pre, x, B, S, &p);
     int q = p.q, k = p.k;

@@ -73,6 +73,10 @@ typedef struct dg_model_config {
                                      * softmax, dropout and the product with V as nodes
                                      * (ops/dg_op_attn_unfused.h); 0: the fused op */
     double attention_dropout;       /* --attention-dropout on the probabilities (unfused only) */
+    int kv_channels;                /* --kv-channels: each head's size (0: hidden / heads, Megatron's
+                                     * default); q, k and v are heads x this, the projection back */
+    int qk_layernorm;               /* --qk-layernorm: a norm of --normalization's kind over each
+                                     * head's queries and keys (Qwen3, OLMoE), before RoPE */
 } dg_model_config;
 
 /* --position-embedding-type */
@@ -189,6 +193,9 @@ struct dg_router_opts;
 /* The router settings c asks for (moe/dg_router.h), shared by the training
  * forward and the decode graph. */
 void dg_model_router_opts(const dg_model_config *c, struct dg_router_opts *o);
+
+/* Each attention head's size: --kv-channels, or hidden / heads. */
+int64_t dg_model_head_dim(const dg_model_config *c);
 
 /* The rotary dim RoPE uses: head dim x --rotary-percent (Megatron's
  * int(kv_channels * rotary_percent)), the whole head dim for 0 or 1. */

@@ -33,7 +33,7 @@ void dg_decode_io_free(dg_decode_io *io) {
 static int attention_block(dg_graph *g, const dg_model_config *c, const dg_decode_shape *s,
                            const char *pre, int l, int x, int pos, dg_decode_io *io) {
     int64_t B = s->batch, L = s->new_tokens, Smax = s->max_len;
-    int64_t Hkv = c->num_query_groups, D = c->hidden_size / c->num_attention_heads;
+    int64_t Hkv = c->num_query_groups, D = dg_model_head_dim(c);
     dg_model_qkv p;
     dg_model_attn_project(g, c, pre, x, B, L, &p);
     int q = p.q, k = p.k;

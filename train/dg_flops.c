@@ -6,7 +6,7 @@
 
 double dg_model_flops(const dg_model_config *c, double batch) {
     double S = c->seq_length, L = c->num_layers, H = c->hidden_size, V = c->vocab_size;
-    double A = c->num_attention_heads, G = c->num_query_groups, D = H / A;
+    double A = c->num_attention_heads, G = c->num_query_groups, D = (double)dg_model_head_dim(c);
     double attn = (1.0 + G / A + S / H) * (A * D / H);
     /* average the MLP term over layers: MoE layers route to top-k experts;
      * a gated (SwiGLU) MLP has three matrices, a GeLU one two (Megatron's

@@ -95,7 +95,7 @@ dg_decoder *dg_decoder_new(const dg_model_config *c, int batch, int max_len,
     d->V = c->vocab_size;
     d->ps = *ps;
     d->team = team;
-    const int64_t Hkv = c->num_query_groups, D = c->hidden_size / c->num_attention_heads;
+    const int64_t Hkv = c->num_query_groups, D = dg_model_head_dim(c);
     const size_t bytes = sizeof(float) * (size_t)((int64_t)batch * max_len * Hkv * D);
     d->k = dg_calloc((size_t)c->num_layers, sizeof(float *));
     d->v = dg_calloc((size_t)c->num_layers, sizeof(float *));

@@ -45,7 +45,7 @@ static void llama_keys(cJSON *o, const dg_model_config *c, dg_hf_arch a) {
     num(o, "num_hidden_layers", c->num_layers);
     num(o, "num_attention_heads", c->num_attention_heads);
     num(o, "num_key_value_heads", c->num_query_groups);
-    num(o, "head_dim", c->hidden_size / c->num_attention_heads);
+    num(o, "head_dim", (int)dg_model_head_dim(c));
     cJSON_AddStringToObject(o, "hidden_act", "silu");
     num(o, "max_position_embeddings", c->seq_length);
     flt(o, "rms_norm_eps", c->norm_epsilon);

@@ -19,6 +19,10 @@ static const char *not_llama_like(const dg_model_config *c) {
     if (c->mlp_gelu) return "it needs SwiGLU (--swiglu)";
     if (c->add_bias_linear) return "it has no linear biases (--disable-bias-linear)";
     if (c->rotary_percent > 0 && c->rotary_percent != 1.0) return "it rotates whole heads (--rotary-percent 1)";
+    if (c->qk_layernorm) return "it has no q/k layernorm (--qk-layernorm; Qwen3's names are not built yet)";
+    if (c->kv_channels > 0 && (int64_t)c->kv_channels * c->num_attention_heads != c->hidden_size)
+        return "its heads are --hidden-size / --num-attention-heads here (--kv-channels: Qwen3's names are not "
+               "built yet)";
     return NULL;
 }
 
@@ -42,6 +46,9 @@ static const char *not_gpt2(const dg_model_config *c) {
     if (!c->mlp_gelu) return "it needs a GeLU MLP";
     if (!c->add_bias_linear) return "it needs linear biases";
     if (c->num_query_groups != c->num_attention_heads) return "it has no grouped-query attention";
+    if (c->kv_channels > 0 && (int64_t)c->kv_channels * c->num_attention_heads != c->hidden_size)
+        return "its heads are --hidden-size / --num-attention-heads (no --kv-channels)";
+    if (c->qk_layernorm) return "it has no q/k layernorm (--qk-layernorm)";
     return NULL;
 }
 
@@ -98,7 +105,7 @@ static void same(dg_hf_map *m, int ndim, int64_t rows, int64_t cols, const char 
 }
 
 static void llama_layer(dg_hf_map *m, const dg_model_config *c, int l) {
-    int64_t H = c->hidden_size, D = H / c->num_attention_heads, Q = c->num_attention_heads * D,
+    int64_t H = c->hidden_size, D = dg_model_head_dim(c), Q = c->num_attention_heads * D,
             KV = c->num_query_groups * D;
     char pre[64], hf[64];
     snprintf(pre, sizeof pre, "decoder.layers.%d.", l);

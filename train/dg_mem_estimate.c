@@ -24,8 +24,8 @@ static double layer_params(const dg_train_config *c, int layer) {
     const dg_model_config *m = &c->model;
     double H = m->hidden_size, A = m->num_attention_heads > 0 ? m->num_attention_heads : 1;
     double G = c->group_query_attention && m->num_query_groups > 0 ? m->num_query_groups : A;
-    double D = H / A;
-    double attn = H * A * D * 2 + H * G * D * 2 + 2 * H;
+    double D = (double)dg_model_head_dim(m);
+    double attn = H * A * D * 2 + H * G * D * 2 + 2 * H + (m->qk_layernorm ? 2 * D : 0);
     double F = m->ffn_hidden_size > 0 ? m->ffn_hidden_size : 4 * H;
     double Fm = m->moe_ffn_hidden_size > 0 ? m->moe_ffn_hidden_size : F;
     double ep = c->expert_model_parallel_size > 1 ? c->expert_model_parallel_size : 1;

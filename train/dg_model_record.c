@@ -51,6 +51,8 @@ static const dg_model_field k_fields[] = {
     FI(moe_seq_aux_loss, "--moe-router-load-balancing-type seq_aux_loss", false),
     FI(attention_unfused, "--attention-backend unfused", false),
     FD(attention_dropout, "--attention-dropout", false),
+    FI(kv_channels, "--kv-channels", true),
+    FI(qk_layernorm, "--qk-layernorm", true),
 };
 #undef FI
 #undef FD

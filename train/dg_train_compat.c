@@ -54,7 +54,6 @@ static const compat_flag compat_flags[] = {
     BUILT("--lr-warmup-samples", DG_ARG_INT, lr_warmup_samples, "warm the learning rate up over N samples", 0, 2147483647, NULL),
     BUILT("--lr-warmup-fraction", DG_ARG_DOUBLE, lr_warmup_fraction, "warmup as a fraction of the decay", 0, 1, NULL),
     BUILT("--lr-warmup-init", DG_ARG_DOUBLE, lr_warmup_init, "learning rate at the start of warmup (0)", 0, 1e3, NULL),
-    BUILT("--kv-channels", DG_ARG_INT, kv_channels, "head size: only hidden / heads (Megatron's default) is built", 1, 1 << 20, NULL),
     BUILT("--use-rotary-position-embeddings", DG_ARG_FLAG, use_rotary_position_embeddings, "older spelling of --position-embedding-type rope", NR, NULL),
     BUILT("--no-position-embedding", DG_ARG_FLAG, no_position_embedding, "no learned absolute position embedding", NR, NULL),
     BUILT("--exit-signal-handler", DG_ARG_FLAG, exit_signal_handler, "on SIGTERM, save a checkpoint (with --save) and exit", NR, NULL),
@@ -126,7 +125,6 @@ static const compat_flag compat_flags[] = {
     /* refused: the meaning is not built and it would change the numbers */
     REFUSE_VALUE("--fp8-format", "fp8 training is not built"),
     REFUSE_FLAG("--multi-latent-attention", "multi-latent attention (MLA) is not built"),
-    REFUSE_FLAG("--qk-layernorm", "layer norms on queries and keys are not built"),
     REFUSE_FLAG("--use-rope-scaling", "RoPE frequency scaling is not built"),
     REFUSE_VALUE("--mtp-num-layers", "multi-token prediction is not built"),
     REFUSE_FLAG("--moe-router-enable-expert-bias", "aux-loss-free balancing (the expert bias update) is not built"),
@@ -238,13 +236,6 @@ int dg_train_compat_parse_in(void *obj, size_t at, const dg_arg_spec *specs, int
 }
 
 int dg_train_compat_finish(const dg_train_config *c, dg_err *err) {
-    const dg_model_config *m = &c->model;
-    int kv = c->compat.kv_channels;
-    if (kv > 0 && kv * m->num_attention_heads != m->hidden_size)
-        return dg_err_set(err, DG_EINPUT,
-                          "--kv-channels %d: not supported: heads of size other than --hidden-size %d / "
-                          "--num-attention-heads %d are not built (docs/megatron_compat.md)",
-                          kv, m->hidden_size, m->num_attention_heads);
     if (c->compat.lr_schedule_by_samples && c->lr_warmup_iters > 0)
         return dg_err_set(err, DG_EINPUT, "--lr-warmup-iters and a schedule by samples (--lr-*-samples, "
                                           "--lr-warmup-fraction) exclude each other");

@@ -38,7 +38,6 @@ typedef struct dg_train_compat {
     int lr_decay_samples, lr_warmup_samples; /* --lr-decay-samples --lr-warmup-samples */
     double lr_warmup_fraction;  /* --lr-warmup-fraction (< 0: not given) */
     double lr_warmup_init;      /* --lr-warmup-init: warmup starts here */
-    int kv_channels;            /* --kv-channels (0: hidden / heads) */
     int use_rotary_position_embeddings, no_position_embedding;
     int exit_signal_handler;    /* --exit-signal-handler: SIGTERM saves and exits */
     int exit_duration_in_mins;  /* --exit-duration-in-mins (0: none) */

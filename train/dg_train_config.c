@@ -29,6 +29,8 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--norm-epsilon", DG_ARG_DOUBLE, M(norm_epsilon), "norm epsilon", 0, 1, NULL},
     {"--rotary-base", DG_ARG_DOUBLE, M(rope_base), "RoPE base", 1, 1e12, NULL},
     {"--rotary-percent", DG_ARG_DOUBLE, M(rotary_percent), "share of each head RoPE rotates (default 1.0)", 0, 1, NULL},
+    {"--kv-channels", DG_ARG_INT, M(kv_channels), "each attention head's size (default: --hidden-size / --num-attention-heads)", 1, 1 << 20, NULL},
+    {"--qk-layernorm", DG_ARG_FLAG, M(qk_layernorm), "a norm of --normalization's kind over each head's queries and keys", NR, NULL},
     {"--swiglu", DG_ARG_FLAG, T(swiglu), "SwiGLU MLPs (default: GeLU)", NR, NULL},
     {"--untie-embeddings-and-output-weights", DG_ARG_FLAG, M(untie_embeddings), "separate LM head", NR, NULL},
     {"--make-vocab-size-divisible-by", DG_ARG_INT, T(make_vocab_divisible_by), "vocabulary padding", 1, 1 << 20, NULL},
@@ -366,6 +368,8 @@ int dg_train_config_finish_run(dg_train_config *c, int64_t vocab_from_data, int 
     dg_link_spec links;
     if (c->emulate_link[0]) DG_TRY(dg_link_spec_parse(c->emulate_link, "--emulate-link", &links, err));
     m->moe_token_drop_policy = !strcmp(c->drop_policy, "position");
+    /* --kv-channels of Megatron's default size is the default (one record for one model) */
+    if (m->kv_channels > 0 && (int64_t)m->kv_channels * m->num_attention_heads == m->hidden_size) m->kv_channels = 0;
     if (!c->group_query_attention) m->num_query_groups = m->num_attention_heads;
     if (m->num_query_groups <= 0) m->num_query_groups = m->num_attention_heads;
     /* Megatron's default: 4 x hidden; with --swiglu two thirds of that (the

@@ -114,7 +114,8 @@ static int tp_node(dg_graph *dst, const dg_graph *src, const dg_node *n, int *in
     dg_tp_node tn = {false, s->overlap ? &s->ov : NULL};
     tn.as_is = r && r->takes_as_is && r->takes_as_is(dst, n, in, &tn);
     if (!tn.as_is && fit_inputs(dst, n, in, s) != DG_OK) return dst->status;
-    if (s->sp && dg_tp_seq_params(&s->seq, dst, n, in) != DG_OK) return dst->status;
+    /* a replicated parameter read on a tp slice (SP's sequence, the heads of a q/k norm) */
+    if (dg_tp_seq_params(&s->seq, dst, n, in) != DG_OK) return dst->status;
     return r ? r->fn(dst, src, n, in, out, &tn, err) : DG_REEMIT_COPY;
 }
 

@@ -37,7 +37,7 @@ check_bad "--fp8-format: not supported: fp8 training" --fp8-format hybrid
 check_bad "--multi-latent-attention: not supported" --multi-latent-attention --kv-lora-rank 32
 check_bad "--optimizer sgd: not supported" --optimizer sgd
 check_bad "--expert-tensor-parallel-size 2: expected 1 or --tensor-model-parallel-size" --expert-tensor-parallel-size 2
-check_bad "--kv-channels 16: not supported" --kv-channels 16
+check_bad "is odd; RoPE needs it even" --position-embedding-type rope --kv-channels 15
 check_bad "--train-samples and --train-iters exclude each other" --train-samples 8 --train-iters 2
 check_bad "--moe-router-load-balancing-type sinkhorn: not supported" --num-experts 4 --swiglu --disable-bias-linear \
   --moe-router-load-balancing-type sinkhorn

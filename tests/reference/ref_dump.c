@@ -2,7 +2,9 @@
  * serial executor, and write weights, batch, losses and gradients for the
  * PyTorch oracle (ref_moe_model.py).
  *
- * usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense]
+ * usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense] [qwen3]
+ *        [layernorm]
+ * qwen3: --kv-channels 24 (not hidden / heads = 16) and --qk-layernorm.
  * dense: Megatron's default GPT (no MoE, GeLU, LayerNorm, learned positions,
  * biases, tied embeddings), what `dagatron train` builds without
  * architecture flags.
@@ -38,7 +40,8 @@ static void put(writer *w, const char *name, const char *dtype, const dg_tensor 
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense]\n");
+        fprintf(stderr, "usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense] "
+                        "[qwen3] [layernorm]\n");
         return 2;
     }
     dg_cpu_init();
@@ -52,6 +55,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "freq2")) c.moe_layer_freq = 2;
         else if (!strcmp(argv[i], "threads2")) nthreads = 2;
         else if (!strcmp(argv[i], "rot50")) c.rotary_percent = 0.5;
+        else if (!strcmp(argv[i], "qwen3")) { /* Qwen3's attention: heads of their own size, q/k norms */
+            c.kv_channels = 24;
+            c.qk_layernorm = 1;
+        }
+        else if (!strcmp(argv[i], "layernorm")) c.normalization_layernorm = 1;
         else if (!strcmp(argv[i], "dense")) {
             c.num_experts = 0;
             c.num_query_groups = c.num_attention_heads;
@@ -120,14 +128,14 @@ int main(int argc, char **argv) {
             "\"norm_epsilon\": %.17g, \"untie_embeddings\": %d, \"moe_layer_freq\": %d, "
             "\"score_function\": \"%s\", \"pre_softmax\": %d, \"rotary_percent\": %.17g, "
             "\"normalization\": \"%s\", \"mlp_gelu\": %d, \"add_bias_linear\": %d, "
-            "\"position_embedding\": %d},\n\"tensors\": [",
+            "\"position_embedding\": %d, \"kv_channels\": %d, \"qk_layernorm\": %d},\n\"tensors\": [",
             c.num_layers, c.hidden_size, c.num_attention_heads, c.num_query_groups, c.num_experts,
             c.moe_router_topk, c.moe_aux_loss_coeff, c.moe_z_loss_coeff, c.rope_base,
             c.norm_epsilon, c.untie_embeddings, c.moe_layer_freq,
             c.score_function_sigmoid ? "sigmoid" : "softmax", c.router_pre_softmax,
             c.rotary_percent > 0 ? c.rotary_percent : 1.0,
             c.normalization_layernorm ? "LayerNorm" : "RMSNorm", c.mlp_gelu, c.add_bias_linear,
-            c.position_embedding);
+            c.position_embedding, c.kv_channels, c.qk_layernorm);
     char name[160];
     for (int t = 0; t < g->n_tensors; t++) {
         const dg_tensor *x = &g->tensors[t];

@@ -158,7 +158,7 @@ def moe(h, P, pre, cfg):
 def model(P, batch, cfg):
     L, H = cfg["num_layers"], cfg["hidden_size"]
     Hq, Hkv = cfg["num_attention_heads"], cfg["num_query_groups"]
-    D = H // Hq
+    D = cfg.get("kv_channels", 0) or H // Hq  # --kv-channels: heads of their own size
     dev = P["embedding.word_embeddings.weight"].device  # cpu, or cuda for bench/torch_gpt.py
     tokens = torch.from_numpy(batch["tokens"]).long().to(dev)
     B, S = tokens.shape
@@ -174,6 +174,9 @@ def model(P, batch, cfg):
         q = linear(h, P, pre + "self_attention.linear_q").reshape(B, S, Hq, D)
         k = linear(h, P, pre + "self_attention.linear_k").reshape(B, S, Hkv, D)
         v = linear(h, P, pre + "self_attention.linear_v").reshape(B, S, Hkv, D)
+        if cfg.get("qk_layernorm", 0):  # Megatron's q/k_layernorm: over each head's D, before RoPE
+            q = norm(q, P, pre + "self_attention.q_layernorm", cfg)
+            k = norm(k, P, pre + "self_attention.k_layernorm", cfg)
         if pos_kind == 0:
             rp = cfg.get("rotary_percent", 1.0)
             q, k = rope(q, cfg["rope_base"], rp), rope(k, cfg["rope_base"], rp)
