@@ -42,6 +42,7 @@ static void id(cJSON *o, const char *k, int32_t v) {
 static void llama_keys(cJSON *o, const dg_model_config *c, dg_hf_arch a) {
     num(o, "hidden_size", c->hidden_size);
     num(o, "intermediate_size", a == DG_HF_MIXTRAL ? c->moe_ffn_hidden_size : c->ffn_hidden_size);
+    if (a == DG_HF_QWEN3_MOE) num(o, "moe_intermediate_size", c->moe_ffn_hidden_size);
     num(o, "num_hidden_layers", c->num_layers);
     num(o, "num_attention_heads", c->num_attention_heads);
     num(o, "num_key_value_heads", c->num_query_groups);
@@ -55,6 +56,19 @@ static void llama_keys(cJSON *o, const dg_model_config *c, dg_hf_arch a) {
     if (a == DG_HF_LLAMA) {
         cJSON_AddFalseToObject(o, "attention_bias");
         cJSON_AddFalseToObject(o, "mlp_bias");
+        return;
+    }
+    if (a == DG_HF_QWEN3_MOE) {
+        cJSON_AddFalseToObject(o, "attention_bias");
+        num(o, "num_experts", c->num_experts);
+        num(o, "num_experts_per_tok", c->moe_router_topk);
+        cJSON_AddTrueToObject(o, "norm_topk_prob"); /* Megatron's router: softmax over the top-k logits */
+        num(o, "decoder_sparse_step", 1);
+        cJSON_AddArrayToObject(o, "mlp_only_layers");
+        flt(o, "router_aux_loss_coef", c->moe_aux_loss_coeff);
+        cJSON_AddFalseToObject(o, "output_router_logits");
+        cJSON_AddFalseToObject(o, "use_sliding_window");
+        cJSON_AddNullToObject(o, "sliding_window");
         return;
     }
     num(o, "num_local_experts", c->num_experts);
@@ -196,40 +210,71 @@ static void read_llama(reader *r, dg_model_config *c, dg_hf_arch a) {
     get_int(r, "hidden_size", 1, 1, &c->hidden_size);
     get_int(r, "num_hidden_layers", 1, 1, &c->num_layers);
     get_int(r, "num_attention_heads", 1, 1, &c->num_attention_heads);
-    divides(r, "num_attention_heads", c->num_attention_heads, "hidden_size", c->hidden_size);
-    if (r->st == DG_OK && (c->hidden_size / c->num_attention_heads) % 2)
+    if (a == DG_HF_QWEN3_MOE) { /* heads of their own size, and q/k norms */
+        int hd = c->hidden_size / c->num_attention_heads;
+        get_int(r, "head_dim", 0, 2, &hd);
+        c->kv_channels = (int64_t)hd * c->num_attention_heads == c->hidden_size ? 0 : hd;
+        if (r->st == DG_OK && hd % 2)
+            expected(r, "head_dim", cJSON_GetObjectItemCaseSensitive(r->o, "head_dim"),
+                     "an even head size (RoPE rotates pairs)");
+        c->qk_layernorm = 1;
+    } else {
+        c->kv_channels = 0;
+        c->qk_layernorm = 0;
+    }
+    if (a != DG_HF_QWEN3_MOE || !c->kv_channels)
+        divides(r, "num_attention_heads", c->num_attention_heads, "hidden_size", c->hidden_size);
+    if (r->st == DG_OK && !c->kv_channels && (c->hidden_size / c->num_attention_heads) % 2)
         expected(r, "num_attention_heads", cJSON_GetObjectItemCaseSensitive(r->o, "num_attention_heads"),
                  "a divisor of hidden_size %d leaving an even head size (RoPE rotates pairs)", c->hidden_size);
     c->num_query_groups = c->num_attention_heads;
     get_int(r, "num_key_value_heads", 0, 1, &c->num_query_groups);
     divides(r, "num_key_value_heads", c->num_query_groups, "num_attention_heads", c->num_attention_heads);
-    get_int(r, "intermediate_size", 1, 1, a == DG_HF_MIXTRAL ? &c->moe_ffn_hidden_size : &c->ffn_hidden_size);
+    get_int(r, "intermediate_size", a != DG_HF_QWEN3_MOE, 1,
+            a == DG_HF_MIXTRAL ? &c->moe_ffn_hidden_size : &c->ffn_hidden_size);
+    if (a == DG_HF_QWEN3_MOE) get_int(r, "moe_intermediate_size", 1, 1, &c->moe_ffn_hidden_size);
     get_positive(r, "rms_norm_eps", &c->norm_epsilon);
     get_positive(r, "rope_theta", &c->rope_base);
     int head_dim = 0;
     get_int(r, "head_dim", 0, 1, &head_dim);
-    if (r->st == DG_OK && head_dim && (int64_t)head_dim * c->num_attention_heads != c->hidden_size)
+    if (r->st == DG_OK && head_dim && (int64_t)head_dim * c->num_attention_heads != c->hidden_size &&
+        a != DG_HF_QWEN3_MOE)
         expected(r, "head_dim", cJSON_GetObjectItemCaseSensitive(r->o, "head_dim"),
                  "hidden_size / num_attention_heads = %d", c->hidden_size / c->num_attention_heads);
     refuse(r, "hidden_act", "silu", "\"silu\" (dagatron's SwiGLU)");
     refuse(r, "rope_scaling", NULL, "null (dagatron's RoPE is unscaled)");
     refuse(r, "attention_bias", NULL, "false (dagatron's Llama has no biases)");
     refuse(r, "mlp_bias", NULL, "false (dagatron's Llama has no biases)");
-    refuse(r, "sliding_window", NULL, "null (dagatron's attention is full causal)");
+    if (a != DG_HF_QWEN3_MOE) /* Qwen3 names a window its use_sliding_window turns off */
+        refuse(r, "sliding_window", NULL, "null (dagatron's attention is full causal)");
     c->position_embedding = DG_MODEL_POS_ROPE;
     c->normalization_layernorm = 0;
     c->mlp_gelu = 0;
     c->add_bias_linear = 0;
     if (c->rotary_percent != 0 && c->rotary_percent != 1.0) c->rotary_percent = 1.0;
-    if (a != DG_HF_MIXTRAL) {
+    if (a == DG_HF_LLAMA) {
         c->num_experts = 0;
         return;
     }
-    get_int(r, "num_local_experts", 1, 1, &c->num_experts);
+    if (a == DG_HF_QWEN3_MOE) {
+        const cJSON *norm = cJSON_GetObjectItemCaseSensitive(r->o, "norm_topk_prob");
+        if (r->st == DG_OK && !cJSON_IsTrue(norm))
+            expected(r, "norm_topk_prob", norm, "true (dagatron's router renormalises the top-k, Megatron's default)");
+        int step = 1;
+        get_int(r, "decoder_sparse_step", 0, 1, &step);
+        if (r->st == DG_OK && step != 1)
+            expected(r, "decoder_sparse_step", cJSON_GetObjectItemCaseSensitive(r->o, "decoder_sparse_step"),
+                     "1 (every layer MoE)");
+        const cJSON *dense = cJSON_GetObjectItemCaseSensitive(r->o, "mlp_only_layers");
+        if (r->st == DG_OK && dense && !(cJSON_IsArray(dense) && cJSON_GetArraySize(dense) == 0))
+            expected(r, "mlp_only_layers", dense, "[] (every layer MoE)");
+        refuse(r, "use_sliding_window", NULL, "false (dagatron's attention is full causal)");
+    }
+    get_int(r, a == DG_HF_QWEN3_MOE ? "num_experts" : "num_local_experts", 1, 1, &c->num_experts);
     get_int(r, "num_experts_per_tok", 1, 1, &c->moe_router_topk);
     if (r->st == DG_OK && c->moe_router_topk > c->num_experts)
         expected(r, "num_experts_per_tok", cJSON_GetObjectItemCaseSensitive(r->o, "num_experts_per_tok"),
-                 "at most num_local_experts %d", c->num_experts);
+                 "at most %s %d", a == DG_HF_QWEN3_MOE ? "num_experts" : "num_local_experts", c->num_experts);
     c->moe_layer_freq = 1;
     c->score_function_sigmoid = 0;
     c->router_pre_softmax = 0;
@@ -323,14 +368,15 @@ static cJSON *parse_object(const char *text, const char *path, dg_err *err) {
 /* config.json's "model_type" into *a. */
 static void read_model_type(reader *r, dg_hf_arch *a) {
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(r->o, "model_type");
-    for (int i = 0; i <= DG_HF_GPT2 && cJSON_IsString(mt); i++)
+    for (int i = 0; i < DG_HF_ARCH_COUNT && cJSON_IsString(mt); i++)
         if (!strcmp(mt->valuestring, dg_hf_arch_model_type((dg_hf_arch)i))) {
             *a = (dg_hf_arch)i;
             return;
         }
     /* Mistral is Llama's layout; its sliding window is refused like Llama's */
     if (cJSON_IsString(mt) && !strcmp(mt->valuestring, "mistral")) *a = DG_HF_LLAMA;
-    else expected(r, "model_type", mt, "one dagatron imports: \"mixtral\", \"llama\", \"mistral\" or \"gpt2\"");
+    else expected(r, "model_type", mt, "one dagatron imports: \"mixtral\", \"qwen3_moe\", \"llama\", \"mistral\" or "
+                                       "\"gpt2\"");
 }
 
 int dg_hf_config_read(const char *text, const char *path, dg_model_config *c, dg_hf_arch *a, dg_ckpt_tokenizer *tok,

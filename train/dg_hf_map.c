@@ -6,28 +6,34 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const k_class[] = {"MixtralForCausalLM", "LlamaForCausalLM", "GPT2LMHeadModel"};
-static const char *const k_type[] = {"mixtral", "llama", "gpt2"};
+static const char *const k_class[] = {"MixtralForCausalLM", "LlamaForCausalLM", "GPT2LMHeadModel",
+                                      "Qwen3MoeForCausalLM"};
+static const char *const k_type[] = {"mixtral", "llama", "gpt2", "qwen3_moe"};
 
 const char *dg_hf_arch_class(dg_hf_arch a) { return k_class[a]; }
 const char *dg_hf_arch_model_type(dg_hf_arch a) { return k_type[a]; }
 
-/* Why a RoPE/RMSNorm/SwiGLU model (Llama, Mixtral) cannot be c, or NULL. */
-static const char *not_llama_like(const dg_model_config *c) {
+/* Why a RoPE/RMSNorm/SwiGLU model (Llama, Mixtral, Qwen3-MoE) cannot be c,
+ * or NULL; q/k norms and heads of their own size only as Qwen3-MoE. */
+static const char *not_rope_swiglu(const dg_model_config *c, int qwen3) {
     if (c->position_embedding != DG_MODEL_POS_ROPE) return "it needs RoPE (--position-embedding-type rope)";
     if (c->normalization_layernorm) return "it needs RMSNorm (--normalization RMSNorm)";
     if (c->mlp_gelu) return "it needs SwiGLU (--swiglu)";
     if (c->add_bias_linear) return "it has no linear biases (--disable-bias-linear)";
     if (c->rotary_percent > 0 && c->rotary_percent != 1.0) return "it rotates whole heads (--rotary-percent 1)";
-    if (c->qk_layernorm) return "it has no q/k layernorm (--qk-layernorm; Qwen3's names are not built yet)";
+    if (qwen3) return NULL;
+    if (c->qk_layernorm) return "it has no q/k layernorm (--qk-layernorm: Qwen3-MoE, with --num-experts)";
     if (c->kv_channels > 0 && (int64_t)c->kv_channels * c->num_attention_heads != c->hidden_size)
-        return "its heads are --hidden-size / --num-attention-heads here (--kv-channels: Qwen3's names are not "
-               "built yet)";
+        return "its heads are --hidden-size / --num-attention-heads (--kv-channels: Qwen3-MoE, with --qk-layernorm)";
     return NULL;
 }
 
+static const char *not_llama_like(const dg_model_config *c) { return not_rope_swiglu(c, 0); }
+
+/* Mixtral, or with q/k norms Qwen3-MoE: MoE in every layer, the router HF's
+ * classes compute. */
 static const char *not_mixtral(const dg_model_config *c) {
-    const char *why = not_llama_like(c);
+    const char *why = not_rope_swiglu(c, c->qk_layernorm);
     if (why) return why;
     for (int l = 0; l < c->num_layers; l++)
         if (!dg_model_layer_is_moe(c, l)) return "every layer must be MoE (--moe-layer-freq 1)";
@@ -55,7 +61,7 @@ static const char *not_gpt2(const dg_model_config *c) {
 int dg_hf_arch_of(const dg_model_config *c, dg_hf_arch *arch, const char *where, dg_err *err) {
     const char *why;
     if (c->num_experts > 0) {
-        *arch = DG_HF_MIXTRAL;
+        *arch = c->qk_layernorm ? DG_HF_QWEN3_MOE : DG_HF_MIXTRAL;
         why = not_mixtral(c);
     } else if (c->position_embedding == DG_MODEL_POS_ROPE) {
         *arch = DG_HF_LLAMA;
@@ -115,6 +121,10 @@ static void llama_layer(dg_hf_map *m, const dg_model_config *c, int l) {
     piece(add(m, 2, H, 0, "%sself_attn.k_proj.weight", hf), pre, "self_attention.linear_k.weight", -1, 0, KV);
     piece(add(m, 2, H, 0, "%sself_attn.v_proj.weight", hf), pre, "self_attention.linear_v.weight", -1, 0, KV);
     piece(add(m, 2, Q, 0, "%sself_attn.o_proj.weight", hf), pre, "self_attention.linear_proj.weight", -1, 0, H);
+    if (c->qk_layernorm) {
+        piece(add(m, 1, 0, 0, "%sself_attn.q_norm.weight", hf), pre, "self_attention.q_layernorm.weight", -1, 0, D);
+        piece(add(m, 1, 0, 0, "%sself_attn.k_norm.weight", hf), pre, "self_attention.k_layernorm.weight", -1, 0, D);
+    }
     piece(add(m, 1, 0, 0, "%spost_attention_layernorm.weight", hf), pre, "pre_mlp_layernorm.weight", -1, 0, H);
     if (m->arch == DG_HF_LLAMA) {
         int64_t F = c->ffn_hidden_size;
@@ -124,6 +134,17 @@ static void llama_layer(dg_hf_map *m, const dg_model_config *c, int l) {
         return;
     }
     int64_t F = c->moe_ffn_hidden_size, E = c->num_experts;
+    if (m->arch == DG_HF_QWEN3_MOE) {
+        piece(add(m, 2, H, 0, "%smlp.gate.weight", hf), pre, "mlp.router.weight", -1, 0, E);
+        for (int64_t e = 0; e < E; e++) {
+            const char *ex = "mlp.experts";
+            long long ee = (long long)e;
+            piece(add(m, 2, H, 0, "%s%s.%lld.gate_proj.weight", hf, ex, ee), pre, "mlp.experts.linear_fc1.weight", e, 0, F);
+            piece(add(m, 2, H, 0, "%s%s.%lld.up_proj.weight", hf, ex, ee), pre, "mlp.experts.linear_fc1.weight", e, F, F);
+            piece(add(m, 2, F, 0, "%s%s.%lld.down_proj.weight", hf, ex, ee), pre, "mlp.experts.linear_fc2.weight", e, 0, H);
+        }
+        return;
+    }
     piece(add(m, 2, H, 0, "%sblock_sparse_moe.gate.weight", hf), pre, "mlp.router.weight", -1, 0, E);
     for (int64_t e = 0; e < E; e++) {
         const char *ex = "block_sparse_moe.experts";

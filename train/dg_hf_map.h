@@ -1,9 +1,13 @@
 /* dg_hf_map.h — how dagatron's parameters are Hugging Face Transformers'
  * tensors (docs/hf_interop.md).
  *
- * Three HF architectures are named, chosen from the model config:
+ * Four HF architectures are named, chosen from the model config:
  *   MixtralForCausalLM  MoE (every layer), SwiGLU experts, RMSNorm, RoPE, no biases,
  *                       Mixtral's router (softmax over the top-k logits)
+ *   Qwen3MoeForCausalLM the same with --qk-layernorm (q_norm, k_norm: RMSNorm over
+ *                       each head) and any head size (--kv-channels = head_dim); its
+ *                       router renormalises the top-k of the softmax (norm_topk_prob),
+ *                       which is Mixtral's
  *   LlamaForCausalLM    dense, SwiGLU, RMSNorm, RoPE, no biases
  *   GPT2LMHeadModel     Megatron's default dense GPT: GeLU (tanh), LayerNorm,
  *                       learned absolute positions, biases, MHA
@@ -16,6 +20,7 @@
  *   q_proj = linear_q                         (dagatron keeps Q, K, V apart)
  *   gate_proj / up_proj = linear_fc1 rows [0, F) / [F, 2F)   (SwiGLU: silu(gate) * up)
  *   experts.E.w1 / w3 = experts.linear_fc1[E] rows [0, F) / [F, 2F); w2 = experts.linear_fc2[E]
+ *     (Qwen3-MoE: mlp.experts.E.gate_proj / up_proj / down_proj; mlp.gate the router)
  *   c_attn = [linear_q; linear_k; linear_v]^T, c_fc = linear_fc1^T ...
  * RoPE needs no permutation: dagatron rotates the two halves of each head
  * (rotate_half), as HF's Llama and Mixtral do.
@@ -28,7 +33,7 @@
 #include "dg_checkpoint.h"
 #include "dg_model.h"
 
-typedef enum dg_hf_arch { DG_HF_MIXTRAL = 0, DG_HF_LLAMA, DG_HF_GPT2 } dg_hf_arch;
+typedef enum dg_hf_arch { DG_HF_MIXTRAL = 0, DG_HF_LLAMA, DG_HF_GPT2, DG_HF_QWEN3_MOE, DG_HF_ARCH_COUNT } dg_hf_arch;
 
 #define DG_HF_NAME_LEN 160
 #define DG_HF_MAX_PIECES 3

@@ -4,8 +4,9 @@
 #     (a sharded checkpoint) -> HF: a PyTorch model written with HF's names
 #     and formulas (hf_reference.py, no `transformers`) computes dagatron's
 #     loss on a batch within 1e-5; the same for Megatron's default dense GPT
-#     (GPT2LMHeadModel) and a dense SwiGLU/RoPE model saved under TP=2
-#     (LlamaForCausalLM).
+#     (GPT2LMHeadModel), a dense SwiGLU/RoPE model saved under TP=2
+#     (LlamaForCausalLM) and the MoE with --kv-channels and --qk-layernorm
+#     under EP=2 (Qwen3MoeForCausalLM).
 #  2. dagatron -> HF -> dagatron is bitwise: the re-imported checkpoint's
 #     parameters equal the original's (compare_params.py), its loss on the
 #     batch is the original's to the bit, and its export the first export
@@ -63,8 +64,16 @@ train "$TMP/llama.log" $DG_MPIRUN -np 2 --bind-to none "$BIN" train "${SMALL[@]}
 grep -q '"LlamaForCausalLM"' "$TMP/hf_llama/config.json" || { echo "FAIL: not LlamaForCausalLM"; fail=1; }
 check_ref "$TMP/llama" "$TMP/hf_llama"
 
+# Qwen3-MoE (issue 29): q/k norms and heads of their own size, saved under EP=2
+train "$TMP/qwen3.log" $DG_MPIRUN -np 2 --bind-to none "$BIN" train "${MOE[@]}" --kv-channels 24 --qk-layernorm \
+  --expert-model-parallel-size 2 --train-iters 2 --save "$TMP/qwen3"
+"$BIN" convert --load "$TMP/qwen3" --to hf "$TMP/hf_qwen3" || { echo "FAIL: export qwen3"; fail=1; }
+grep -q '"Qwen3MoeForCausalLM"' "$TMP/hf_qwen3/config.json" || { echo "FAIL: not Qwen3MoeForCausalLM"; fail=1; }
+grep -qE '"head_dim":[[:space:]]*24' "$TMP/hf_qwen3/config.json" || { echo "FAIL: Qwen3's head_dim is not 24"; fail=1; }
+check_ref "$TMP/qwen3" "$TMP/hf_qwen3"
+
 # 2. dagatron -> HF -> dagatron, bitwise
-for m in moe gpt llama; do
+for m in moe gpt llama qwen3; do
   "$BIN" convert --from hf "$TMP/hf_$m" --save "$TMP/back_$m" 2>/dev/null || { echo "FAIL: import $m"; fail=1; continue; }
   "$PY" "$HERE/compare_params.py" "$TMP/$m" "$TMP/back_$m" || fail=1
   "$BIN" convert --load "$TMP/back_$m" --to hf "$TMP/hf2_$m" --max-shard-size 100000 2>/dev/null
@@ -95,6 +104,17 @@ rm -rf "$TMP/plain"; cp -r "$TMP/hf_moe" "$TMP/plain"
   "$TMP/plain/config.json"
 "$BIN" convert --from hf "$TMP/plain" --save "$TMP/back_plain" 2>/dev/null && "$PY" "$HERE/compare_params.py" "$TMP/moe" "$TMP/back_plain" ||
   { echo "FAIL: import without the dagatron block"; fail=1; }
+# Qwen3-MoE as Transformers writes it (head_dim and the q/k norms from its
+# own keys): the same parameters; the re-import with the block the same
+# loss to the bit
+rm -rf "$TMP/plain_q"; cp -r "$TMP/hf_qwen3" "$TMP/plain_q"
+"$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); del c["dagatron"]; json.dump(c, open(sys.argv[1], "w"))' \
+  "$TMP/plain_q/config.json"
+"$BIN" convert --from hf "$TMP/plain_q" --save "$TMP/back_plain_q" 2>/dev/null &&
+  "$PY" "$HERE/compare_params.py" "$TMP/qwen3" "$TMP/back_plain_q" || { echo "FAIL: Qwen3 import without the dagatron block"; fail=1; }
+"$LOSS" "$TMP/qwen3" "$TMP/qa.json" >/dev/null && "$LOSS" "$TMP/back_qwen3" "$TMP/qb.json" >/dev/null &&
+  cmp -s "$TMP/qa.json" "$TMP/qb.json" && echo "ok: the Qwen3-MoE import's loss is the original's, bit for bit" ||
+  { echo "FAIL: the Qwen3-MoE import's loss differs"; fail=1; }
 rm -rf "$TMP/noprefix"; cp -r "$TMP/hf_gpt" "$TMP/noprefix"
 "$PY" "$HERE/corrupt_shard.py" strip_prefix "$TMP/noprefix/model-00001-of-00001.safetensors"
 "$BIN" convert --from hf "$TMP/noprefix" --save "$TMP/back_noprefix" 2>/dev/null &&

@@ -6,10 +6,11 @@ Usage: hf_reference.py HF_DIR BATCH.json
 
 No `transformers` package is used (Debian has none): the safetensors files
 are read by hand (struct + json, as the format is specified), and the model
-classes config.json names -- MixtralForCausalLM, LlamaForCausalLM,
-GPT2LMHeadModel -- are written out in plain torch from their definitions in
-Transformers (rotate_half RoPE, repeat_kv GQA, Mixtral's softmax router with
-top-k renormalisation, GPT-2's Conv1D [in, out] weights and tanh GeLU).
+classes config.json names -- MixtralForCausalLM, Qwen3MoeForCausalLM,
+LlamaForCausalLM, GPT2LMHeadModel -- are written out in plain torch from
+their definitions in Transformers (rotate_half RoPE, repeat_kv GQA, Mixtral's
+softmax router with top-k renormalisation, Qwen3's q_norm/k_norm over each
+head and head_dim, GPT-2's Conv1D [in, out] weights and tanh GeLU).
 BATCH.json is ckpt_loss's output: tokens, targets, loss mask and dagatron's
 lm loss. Exits 1 unless the two losses agree within 1e-5 (relative).
 """
@@ -91,8 +92,12 @@ def llama_attn(x, W, pre, cfg, cos, sin):
     B, S, H = x.shape
     Hq, Hkv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
     D = cfg.get("head_dim") or H // Hq
-    q = (x @ W[pre + "q_proj.weight"].t()).view(B, S, Hq, D).transpose(1, 2)
-    k = (x @ W[pre + "k_proj.weight"].t()).view(B, S, Hkv, D).transpose(1, 2)
+    q = (x @ W[pre + "q_proj.weight"].t()).view(B, S, Hq, D)
+    k = (x @ W[pre + "k_proj.weight"].t()).view(B, S, Hkv, D)
+    if pre + "q_norm.weight" in W:  # Qwen3: RMSNorm over each head, before RoPE
+        q = rms_norm(q, W[pre + "q_norm.weight"], cfg["rms_norm_eps"])
+        k = rms_norm(k, W[pre + "k_norm.weight"], cfg["rms_norm_eps"])
+    q, k = q.transpose(1, 2), k.transpose(1, 2)
     v = (x @ W[pre + "v_proj.weight"].t()).view(B, S, Hkv, D).transpose(1, 2)
     q = q * cos + rotate_half(q) * sin
     k = k * cos + rotate_half(k) * sin
@@ -101,21 +106,26 @@ def llama_attn(x, W, pre, cfg, cos, sin):
 
 
 def mixtral_moe(x, W, pre, cfg):
+    # Mixtral's block_sparse_moe, or Qwen3-MoE's mlp (the softmax's top-k
+    # renormalised when norm_topk_prob; experts' gate/up/down_proj)
     B, S, H = x.shape
     h = x.view(-1, H)
+    qwen3 = cfg["model_type"] == "qwen3_moe"
     logits = h @ W[pre + "gate.weight"].t()
     weights = torch.softmax(logits, dim=1, dtype=torch.float)
     weights, selected = torch.topk(weights, cfg["num_experts_per_tok"], dim=-1)
-    weights = weights / weights.sum(dim=-1, keepdim=True)
+    if not qwen3 or cfg["norm_topk_prob"]:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    names = ("gate_proj", "up_proj", "down_proj") if qwen3 else ("w1", "w3", "w2")
     out = torch.zeros_like(h)
-    for e in range(cfg["num_local_experts"]):
+    for e in range(cfg["num_experts" if qwen3 else "num_local_experts"]):
         idx, top = torch.where(selected == e)
         if idx.numel() == 0:
             continue
         ex = "%sexperts.%d." % (pre, e)
         cur = h[idx]
-        y = (torch.nn.functional.silu(cur @ W[ex + "w1.weight"].t()) * (cur @ W[ex + "w3.weight"].t())) \
-            @ W[ex + "w2.weight"].t()
+        y = (torch.nn.functional.silu(cur @ W[ex + names[0] + ".weight"].t()) *
+             (cur @ W[ex + names[1] + ".weight"].t())) @ W[ex + names[2] + ".weight"].t()
         out.index_add_(0, idx, y * weights[idx, top, None])
     return out.view(B, S, H)
 
@@ -137,6 +147,8 @@ def llama_logits(W, cfg, tokens):
         h = rms_norm(x, W[pre + "post_attention_layernorm.weight"], eps)
         if cfg["model_type"] == "mixtral":
             x = x + mixtral_moe(h, W, pre + "block_sparse_moe.", cfg)
+        elif cfg["model_type"] == "qwen3_moe":
+            x = x + mixtral_moe(h, W, pre + "mlp.", cfg)
         else:
             x = x + llama_mlp(h, W, pre + "mlp.")
     x = rms_norm(x, W["model.norm.weight"], eps)
