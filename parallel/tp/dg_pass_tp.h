@@ -34,7 +34,10 @@
  *      and the chain from the scores to the context is never gathered.
  *
  * Gradients of the replicated parameters (norms, row-parallel biases) are
- * identical on every tp rank, since their inputs are replicated without SP.
+ * identical on every tp rank, since their inputs are replicated without SP;
+ * one read on a tp slice (SP's sequence, --qk-layernorm's weight on this
+ * rank's heads) is read through a copy_to_group (dg_tp_seq_params), so its
+ * gradient is all-reduced over tp.
  * The vocabulary must divide by tp: the trainer pads it to a multiple of
  * --make-vocab-size-divisible-by x tp, as Megatron does.
  *

@@ -8,7 +8,9 @@ For each set: the test corpus is preprocessed with the set's tokenizer
 iteration. A flag dagatron refuses must be refused as "not supported" (exit
 2, one line naming it) and be listed in docs/megatron_compat.md; the test
 then drops it (with its values) and runs again, until the set trains. Any
-other failure, or an "unknown flag", fails the test.
+other failure, or an "unknown flag", fails the test. A set whose header says
+`refuses=FLAG,...` (or `refuses=none`) may have those flags refused and no
+other: the sets dagatron runs whole stay whole (a regression fails).
 """
 import json
 import os
@@ -144,6 +146,12 @@ def main():
             all_flags |= flags
             problems, refused = run_set(exe, mpirun, tmp, s, subst, corpus)
             all_refused |= set(refused)
+            if "refuses" in s:
+                allowed = set(s["refuses"].split(",")) - {"none"}
+                extra = sorted(set(refused) - allowed)
+                if extra:
+                    problems.append("refused %s; the set's header allows only: %s" %
+                                    (" ".join(extra), s["refuses"]))
             if problems:
                 fail = 1
                 for p in problems:
