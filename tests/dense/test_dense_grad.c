@@ -1,6 +1,6 @@
 /* test_dense_grad.c — finite-difference gradients (dg_gradcheck: build ->
  * autodiff -> compare) for the dense transformer ops: embedding, rmsnorm,
- * layernorm, rope, reshape, swiglu, gelu_tanh, softmax cross-entropy, and a
+ * layernorm (also per head, as --qk-layernorm uses them), rope, reshape, swiglu, gelu_tanh, softmax cross-entropy, and a
  * small language-model chain of them.
  *
  * Tolerances: dg_gradcheck's defaults (central differences with eps 1e-2,
@@ -102,6 +102,24 @@ static int build_layernorm(dg_graph *g, void *ctx) {
 static void test_layernorm_grad(void **s) {
     (void)s;
     gc("layernorm", build_layernorm, NULL, NULL, NULL);
+}
+
+/* --qk-layernorm's use of the norms: each head's D of x [B, S, heads, D],
+ * one weight (and bias) of D shared by the heads, so its gradient sums
+ * over heads as well as tokens. */
+static int build_qk_norm(dg_graph *g, void *ctx) {
+    int x = dg_param_new(g, "x", 4, DG_SHAPE(2, 3, 4, 6));
+    int w = dg_param_new(g, "w", 1, DG_SHAPE(6));
+    if (!ctx) return dg_rmsnorm(g, x, w, 1e-6);
+    int b = dg_param_new(g, "b", 1, DG_SHAPE(6));
+    return dg_layernorm(g, x, w, b, 1e-6);
+}
+
+static void test_qk_norm_grad(void **s) {
+    (void)s;
+    gc("qk rmsnorm", build_qk_norm, NULL, NULL, NULL);
+    int layernorm = 1;
+    gc("qk layernorm", build_qk_norm, NULL, &layernorm, NULL);
 }
 
 /* ---- rope ----------------------------------------------------------------------------- */
@@ -328,7 +346,7 @@ static void test_lm_chain_grad(void **s) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_embedding_grad), cmocka_unit_test(test_rmsnorm_grad),
-        cmocka_unit_test(test_layernorm_grad), cmocka_unit_test(test_rope_grad),
+        cmocka_unit_test(test_layernorm_grad), cmocka_unit_test(test_qk_norm_grad), cmocka_unit_test(test_rope_grad),
         cmocka_unit_test(test_reshape_grad),   cmocka_unit_test(test_swiglu_grad),
         cmocka_unit_test(test_gelu_grad),      cmocka_unit_test(test_xent_grad),
         cmocka_unit_test(test_lm_chain_grad),
