@@ -1,7 +1,8 @@
 /* test_dense_grad.c — finite-difference gradients (dg_gradcheck: build ->
  * autodiff -> compare) for the dense transformer ops: embedding, rmsnorm,
- * layernorm (also per head, as --qk-layernorm uses them), rope, reshape, swiglu, gelu_tanh, softmax cross-entropy, and a
- * small language-model chain of them.
+ * layernorm (also per head, as --qk-layernorm uses them), rope, reshape,
+ * swiglu, gelu_tanh, softmax cross-entropy, and a small language-model
+ * chain of them.
  *
  * Tolerances: dg_gradcheck's defaults (central differences with eps 1e-2,
  * pass when |analytic - numeric| <= 1e-3 + 2e-2 * max(|analytic|, |numeric|))
