@@ -10,8 +10,6 @@
 
 static int stage_index(const char *name);
 
-const char *dg_stage_name(dg_stage s);
-
 int dg_stage_parse(const char *name, dg_stage *out, dg_err *err) {
     int s = stage_index(name);
     if (s >= 0) {

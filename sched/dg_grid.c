@@ -136,21 +136,10 @@ void dg_grid_runtime_groups(const dg_grid *g, dg_comm *groups[DG_AXIS_COUNT]) {
 }
 
 int dg_grid_axis_coord(const dg_grid *g, dg_axis a) {
-    if (!g) return 0;
-    const dg_grid_sizes *s = &g->sizes;
-    const dg_grid_coord *c = &g->coord;
-    switch (a) {
-    case DG_AXIS_TP: return c->tp;
-    case DG_AXIS_CP: return c->cp;
-    case DG_AXIS_EP: return c->ep;
-    case DG_AXIS_PP: return c->pp;
-    case DG_AXIS_DP: return c->cp + s->cp * (c->ep + s->ep * c->dp); /* dp_cp: the runtime's DP group */
-    case DG_AXIS_EDP: {
-        int edp = c->cp + s->cp * c->dp;
-        return s->etp == 1 ? c->tp + s->tp * edp : edp; /* ETP 1: the group spans tp */
-    }
-    default: return 0;
-    }
+    if (!g || a <= DG_AXIS_NONE || a >= DG_AXIS_COUNT) return 0;
+    dg_comm *groups[DG_AXIS_COUNT];
+    dg_grid_runtime_groups(g, groups);
+    return groups[a] ? groups[a]->rank : 0; /* the group's own rank: no second copy of its order */
 }
 
 void dg_grid_coords(const dg_grid *g, int coord[DG_AXIS_COUNT]) {

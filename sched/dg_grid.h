@@ -169,8 +169,9 @@ void dg_grid_runtime_groups(const dg_grid *g, dg_comm *groups[DG_AXIS_COUNT]);
  *   edp              its place in the expert-data group: cp + CP dp, or
  *                    tp + TP (cp + CP dp) under ETP 1 (the group spans tp);
  *   none             0.
- * (Group ranks follow world ranks, tp fastest: hence these orders.)
- * g NULL is a world of one: every coordinate 0. */
+ * (Group ranks follow world ranks, tp fastest: hence these orders; the
+ * value is read from the group itself.) g NULL is a world of one: every
+ * coordinate 0. */
 int dg_grid_axis_coord(const dg_grid *g, dg_axis a);
 
 /* Every axis' coordinate (dg_grid_axis_coord), coord[DG_AXIS_NONE] 0. */
