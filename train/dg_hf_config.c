@@ -235,10 +235,9 @@ static void read_llama(reader *r, dg_model_config *c, dg_hf_arch a) {
     if (a == DG_HF_QWEN3_MOE) get_int(r, "moe_intermediate_size", 1, 1, &c->moe_ffn_hidden_size);
     get_positive(r, "rms_norm_eps", &c->norm_epsilon);
     get_positive(r, "rope_theta", &c->rope_base);
-    int head_dim = 0;
-    get_int(r, "head_dim", 0, 1, &head_dim);
-    if (r->st == DG_OK && head_dim && (int64_t)head_dim * c->num_attention_heads != c->hidden_size &&
-        a != DG_HF_QWEN3_MOE)
+    int head_dim = 0; /* Qwen3-MoE's was read above: heads of their own size */
+    if (a != DG_HF_QWEN3_MOE) get_int(r, "head_dim", 0, 1, &head_dim);
+    if (r->st == DG_OK && head_dim && (int64_t)head_dim * c->num_attention_heads != c->hidden_size)
         expected(r, "head_dim", cJSON_GetObjectItemCaseSensitive(r->o, "head_dim"),
                  "hidden_size / num_attention_heads = %d", c->hidden_size / c->num_attention_heads);
     refuse(r, "hidden_act", "silu", "\"silu\" (dagatron's SwiGLU)");
