@@ -14,6 +14,8 @@
 #    losses of 6 uninterrupted ones and end with the same parameters and
 #    biases (bitwise);
 #  - under capacity dropping the update counts the kept slots: EP=2 matches;
+#  - group-limited routing under CP=2 matches one rank (the aux loss's own
+#    top-k counts, summed over cp);
 #  - refusals: the bias without sigmoid scores, a jitter outside [0, 1).
 set -euo pipefail
 exe=$1
@@ -58,6 +60,10 @@ assert names == ["decoder.layers.0.mlp.router.expert_bias", "decoder.layers.1.ml
 want=$(run "$TMP/capacity" 1 "${bias[@]}" --moe-expert-capacity-factor 1.0)
 [ "$want" != "$(run "$TMP/capacity_plain" 1 --moe-expert-capacity-factor 1.0)" ] || fail "the bias changed nothing under capacity"
 check 2 "$want" "$TMP/capacity" "${bias[@]}" --moe-expert-capacity-factor 1.0 --expert-model-parallel-size 2
+# group-limited routing under CP: the aux loss counts its own plain top-k
+groups=(--moe-router-num-groups 2 --moe-router-group-topk 1)
+want=$(run "$TMP/groups" 1 "${groups[@]}")
+check 2 "$want" "$TMP/groups" "${groups[@]}" --context-parallel-size 2
 layouts jitter --moe-input-jitter-eps 0.1
 # random logits without the MoE losses: their straight-through gradients of
 # random scores reach the embedding as rounding noise that Adam's first
