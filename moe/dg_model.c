@@ -445,10 +445,17 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
     io->lm_loss = dg_softmax_xent(g, logits, io->targets, io->loss_mask, NULL);
     io->aux_loss = aux;
     io->z_loss = z;
-    int total = io->lm_loss;
-    if (aux >= 0) total = dg_add(g, total, aux);
-    if (z >= 0) total = dg_add(g, total, z);
-    io->loss = total;
+    int moe = aux;
+    if (z >= 0) moe = moe < 0 ? z : dg_add(g, moe, z);
+    /* --calculate-per-token-loss, as Megatron: every micro-batch adds its
+     * summed token losses and its MoE losses, and the sum over the global
+     * batch is divided by its N tokens. The loss mask is all ones (no flag
+     * masks tokens), so a micro-batch holds B S of the N: its token sum
+     * over N is its mean over n_mb x dp, the default weight, and the MoE
+     * losses' 1 / N is 1 / (B S) of their default 1 / (n_mb x dp). A mask
+     * that counts fewer tokens would need the global count instead. */
+    if (moe >= 0 && c->per_token_loss) moe = dg_scale(g, moe, 1.0 / ((double)B * (double)S));
+    io->loss = moe < 0 ? io->lm_loss : dg_add(g, io->lm_loss, moe);
     if (g->status != DG_OK) return dg_err_set(err, g->status, "model: %s", g->err.msg);
     return DG_OK;
 }

@@ -86,6 +86,9 @@ typedef struct dg_model_config {
                                      * replaced by standard normal draws (straight through) */
     double moe_input_jitter_eps;    /* --moe-input-jitter-eps: the router's input times a uniform
                                      * draw in [1 - eps, 1 + eps) while training (0: none) */
+    int per_token_loss;             /* --calculate-per-token-loss: the step's gradient is that of
+                                     * the global batch's summed losses over its token count (the
+                                     * MoE losses' weight in the total changes; see loss) */
 } dg_model_config;
 
 /* --position-embedding-type */
@@ -102,7 +105,8 @@ typedef struct dg_model_io {
     int lm_loss;  /* f32 scalar: mean masked cross entropy */
     int aux_loss; /* f32 scalar: sum of load-balancing losses over layers (-1 if dense) */
     int z_loss;   /* f32 scalar: sum of router z-losses (-1 if dense) */
-    int loss;     /* f32 scalar: lm + aux + z: what backward starts from */
+    int loss;     /* f32 scalar: lm + aux + z: what backward starts from; with
+                   * per_token_loss lm + (aux + z) / (B S) (dg_model_build_forward) */
     /* Per layer: i32 [E] tokens routed to each expert (-1 for dense layers,
      * and for layers >= DG_MODEL_MAX_TRACKED). */
     int tokens_per_expert[64];

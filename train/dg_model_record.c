@@ -56,6 +56,7 @@ static const dg_model_field k_fields[] = {
     FI(moe_expert_bias, "--moe-router-enable-expert-bias", true),
     FI(moe_force_load_balancing, "--moe-router-force-load-balancing", false),
     FD(moe_input_jitter_eps, "--moe-input-jitter-eps", false),
+    FI(per_token_loss, "--calculate-per-token-loss", false),
 };
 #undef FI
 #undef FD

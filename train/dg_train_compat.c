@@ -132,7 +132,6 @@ static const compat_flag compat_flags[] = {
     REFUSE_VALUE("--window-size", "sliding-window attention is not built"),
     REFUSE_VALUE("--window-attn-skip-freq", "sliding-window attention is not built"),
     REFUSE_FLAG("--enable-gpt-oss", "gpt-oss's attention sinks and clamped GeGLU are not built"),
-    REFUSE_FLAG("--calculate-per-token-loss", "the loss is the mean over a micro-batch's tokens, as by default"),
     REFUSE_FLAG("--apply-layernorm-1p", "zero-centred LayerNorm weights are not built"),
     REFUSE_VALUE("--step-batch-size-schedule", "batch-size schedules are not built"),
     REFUSE_LIST("--rampup-batch-size", "batch-size ramp-up is not built"),

@@ -53,6 +53,7 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--moe-router-bias-update-rate", DG_ARG_DOUBLE, T(moe_router_bias_update_rate), "the expert bias's step per iteration (1e-3)", 0, 1e6, NULL},
     {"--moe-router-force-load-balancing", DG_ARG_FLAG, M(moe_force_load_balancing), "benchmarking: the router's logits are normal draws (gradients pass straight through)", NR, NULL},
     {"--moe-input-jitter-eps", DG_ARG_DOUBLE, M(moe_input_jitter_eps), "the router's input times a uniform draw in [1-eps, 1+eps) while training (0: none)", 0, 1, NULL},
+    {"--calculate-per-token-loss", DG_ARG_FLAG, M(per_token_loss), "the gradient is the global batch's summed losses over its tokens (the MoE losses weigh 1 / tokens per micro-batch)", NR, NULL},
     {"--moe-grouped-gemm", DG_ARG_FLAG, T(moe_grouped_gemm), "accepted: experts always run as one grouped GEMM", NR, NULL},
     {"--disable-bias-linear", DG_ARG_FLAG, T(disable_bias_linear), "no biases on linear layers", NR, NULL},
     {"--use-flash-attn", DG_ARG_FLAG, T(use_flash_attn), "accepted: --attention-backend auto is the fused flash-style kernel", NR, NULL},
