@@ -320,12 +320,12 @@ int dg_model_add_positions(dg_graph *g, const dg_model_config *c, int x) {
  * experts see x itself), the gating linear, and with
  * --moe-router-force-load-balancing normal draws in place of the logits.
  * Both draws are per (sample, element) of [B, S, .] (ops/dg_op_dropout.h):
- * every layout draws one rank's numbers. xt: x as [T, H]; key: the
- * "rng_key" input; l the layer (its sites: 1 + 3L + l, 1 + 4L + l). */
-static int router_logits(dg_graph *g, const dg_model_config *c, const char *pre, int x, int xt, int key, int l) {
+ * every layout draws one rank's numbers. wr: the router's weight [E, H];
+ * xt: x as [T, H]; key: the "rng_key" input; l the layer (its sites:
+ * 1 + 3L + l, 1 + 4L + l). */
+static int router_logits(dg_graph *g, const dg_model_config *c, int wr, int x, int xt, int key, int l) {
     int64_t B = dg_Tc(g, x)->shape[0], S = dg_Tc(g, x)->shape[1], H = c->hidden_size, E = c->num_experts;
     int L = c->num_layers;
-    int wr = dg_model_param(g, pre, "mlp.router.weight", DG_MODEL_PARAM_REPLICATED, 2, DG_SHAPE(E, H));
     if (c->moe_input_jitter_eps > 0) x = dg_noise(g, x, key, DG_NOISE_JITTER, c->moe_input_jitter_eps, 1 + 3 * L + l);
     if (c->moe_input_jitter_eps > 0) xt = dg_reshape(g, x, 2, DG_SHAPE(B * S, H));
     int logits = dg_linear(g, xt, wr);
@@ -341,13 +341,14 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int
                      int *z, int *counts, int *bias) {
     int64_t B = dg_Tc(g, x)->shape[0], S = dg_Tc(g, x)->shape[1], H = c->hidden_size, T = B * S;
     int64_t E = c->num_experts, F = c->moe_ffn_hidden_size;
+    int wr = dg_model_param(g, pre, "mlp.router.weight", DG_MODEL_PARAM_REPLICATED, 2, DG_SHAPE(E, H));
     /* all E experts' weights: the EP pass makes them this rank's slice */
     int w1 = dg_model_param(g, pre, "mlp.experts.linear_fc1.weight", DG_MODEL_PARAM_EXPERTS_GLU, 3, DG_SHAPE(E, 2 * F, H));
     int w2 = dg_model_param(g, pre, "mlp.experts.linear_fc2.weight", DG_MODEL_PARAM_EXPERTS_ROW, 3, DG_SHAPE(E, H, F));
     dg_graph_set_module(g, DG_MODULE_LAYERNORM); /* the norm's output as tokens: what the MoE saves */
     int xt = dg_reshape(g, x, 2, DG_SHAPE(T, H));
     dg_graph_set_module(g, DG_MODULE_MOE);
-    int logits = router_logits(g, c, pre, x, xt, key, l);
+    int logits = router_logits(g, c, wr, x, xt, key, l);
 
     dg_router_opts ro;
     dg_model_router_opts(c, &ro);
@@ -445,8 +446,6 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
     io->lm_loss = dg_softmax_xent(g, logits, io->targets, io->loss_mask, NULL);
     io->aux_loss = aux;
     io->z_loss = z;
-    int moe = aux;
-    if (z >= 0) moe = moe < 0 ? z : dg_add(g, moe, z);
     /* --calculate-per-token-loss, as Megatron: every micro-batch adds its
      * summed token losses and its MoE losses, and the sum over the global
      * batch is divided by its N tokens. The loss mask is all ones (no flag
@@ -454,8 +453,11 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
      * over N is its mean over n_mb x dp, the default weight, and the MoE
      * losses' 1 / N is 1 / (B S) of their default 1 / (n_mb x dp). A mask
      * that counts fewer tokens would need the global count instead. */
-    if (moe >= 0 && c->per_token_loss) moe = dg_scale(g, moe, 1.0 / ((double)B * (double)S));
-    io->loss = moe < 0 ? io->lm_loss : dg_add(g, io->lm_loss, moe);
+    double w = c->per_token_loss ? 1.0 / ((double)B * (double)S) : 1.0;
+    int total = io->lm_loss;
+    if (aux >= 0) total = dg_add(g, total, w == 1.0 ? aux : dg_scale(g, aux, w));
+    if (z >= 0) total = dg_add(g, total, w == 1.0 ? z : dg_scale(g, z, w));
+    io->loss = total;
     if (g->status != DG_OK) return dg_err_set(err, g->status, "model: %s", g->err.msg);
     return DG_OK;
 }
