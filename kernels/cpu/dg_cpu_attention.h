@@ -39,6 +39,10 @@
  * OpenBLAS must be single-threaded (dg_cpu_init()): the team is the
  * parallelism.
  *
+ * A window (d->window) skips the key tiles wholly before it and masks the
+ * columns of the rest by a per-row range [lo, hi); a sink (d->sink) joins
+ * each row's log-sum-exp once, after the key tiles, and rescales the row.
+ *
  * Work units are dealt to threads in rounds of nth, alternating direction
  * (thread t takes unit t of even rounds, unit nth-1-t of odd ones): causal
  * query tiles differ in cost (tile i visits i+1 key tiles) and neighbours
@@ -64,6 +68,12 @@ typedef struct dg_attn_dims {
     int64_t B, S, Hq, Hkv, D;
     int causal;  /* 1: key j is visible to query i only when j <= i */
     float scale; /* scores are scale * q . k */
+    /* attention variants (issue 29); zero is plain attention */
+    int64_t window; /* 0: unbounded; W > 0 (causal only): query i sees keys
+                     * i - W < j <= i, its own and the W - 1 before it */
+    int sink;       /* softmax sink, a logit with no value that joins each
+                     * row's denominator: 0 none, 1 a zero logit (Megatron's
+                     * off-by-one), 2 one logit per query head (learnable) */
 } dg_attn_dims;
 
 /* Workspace bytes for nthreads threads (per-thread tiles, plus Delta for
@@ -75,6 +85,22 @@ size_t dg_cpu_attention_bwd_workspace(const dg_attn_dims *d, int nthreads);
  * team's nthreads) bytes, 64-byte aligned. */
 void dg_cpu_attention_fwd(const dg_team *team, const dg_attn_dims *d, const float *q,
                           const float *k, const float *v, float *o, float *lse, void *ws);
+
+/* The same with d->sink == 2's logits, sink [Hq] (NULL otherwise). With a
+ * sink, lse is log(sum_j exp(s_ij) + exp(sink_h)): the backward's P =
+ * exp(s - lse) is then the sink-softmax's, and dg_cpu_attention_bwd needs
+ * no sink of its own (o is still sum_j p_ij v_j). */
+void dg_cpu_attention_fwd_ex(const dg_team *team, const dg_attn_dims *d, const float *q,
+                             const float *k, const float *v, const float *sink, float *o,
+                             float *lse, void *ws);
+
+/* The gradient of the learnable sink logits, dsink [Hq] (overwritten):
+ *   dsink_h = -sum_{b, i} exp(sink_h - lse_bhi) (rowsum(dO_bih * O_bih) - dlse_bhi)
+ * (p_sink of row i times -Delta_i; dlse may be NULL for zero). Summed in
+ * double, b then i in order: the same for any thread count. */
+void dg_cpu_attention_sink_grad(const dg_attn_dims *d, const float *sink, const float *o,
+                                const float *dout, const float *lse, const float *dlse,
+                                float *dsink);
 
 /* dq, dk, dv from the forward's inputs and outputs and the gradient of o
  * (and of lse: dlse may be NULL for zero). dq, dk, dv are overwritten.

@@ -17,7 +17,7 @@
 static dg_attn_dims block_dims(const dg_graph *g, const dg_node *n) {
     const dg_tensor *q = DG_IN(g, n, 0), *k = DG_IN(g, n, 1);
     return (dg_attn_dims){q->shape[0], q->shape[1], q->shape[2], k->shape[2], q->shape[3], 0,
-                          (float)n->attrs.f[0]};
+                          (float)n->attrs.f[0], 0, 0};
 }
 
 /* q, k, v [B, 2c, H, D] agreeing as attention's; cp_rank i32 at 3; the
