@@ -430,3 +430,37 @@ void dg_cpu_attention_sink_grad(const dg_attn_dims *d, const float *sink, const 
         dsink[h] = (float)acc;
     }
 }
+
+/* ---- a sink folded into finished attention ----------------------------------------- */
+
+void dg_cpu_attn_sink_fwd(int64_t B, int64_t S, int64_t H, int64_t D, const float *o, const float *lse,
+                          const float *sink, float *o2, float *lse2) {
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < S; i++) {
+                const int64_t li = (b * H + h) * S + i, off = ((b * S + i) * H + h) * D;
+                float keep;
+                lse2[li] = add_sink(lse[li], sink ? sink[h] : 0.0f, &keep);
+                for (int64_t e = 0; e < D; e++) o2[off + e] = o[off + e] * keep;
+            }
+}
+
+void dg_cpu_attn_sink_bwd(int64_t B, int64_t S, int64_t H, int64_t D, const float *o2, const float *do2,
+                          const float *lse, const float *lse2, const float *dlse2, float *dout,
+                          float *dlse, float *dsink) {
+    for (int64_t h = 0; h < H; h++) {
+        double acc = 0.0;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = 0; i < S; i++) {
+                const int64_t li = (b * H + h) * S + i, off = ((b * S + i) * H + h) * D;
+                double g = 0.0;
+                for (int64_t e = 0; e < D; e++) g += (double)do2[off + e] * o2[off + e];
+                double keep = exp((double)lse[li] - lse2[li]), ps = 1.0 - keep;
+                double dl2 = dlse2 ? dlse2[li] : 0.0;
+                for (int64_t e = 0; e < D; e++) dout[off + e] = (float)(do2[off + e] * keep);
+                dlse[li] = (float)(g * ps + dl2 * keep);
+                acc += ps * (dl2 - g);
+            }
+        if (dsink) dsink[h] = (float)acc;
+    }
+}

@@ -110,6 +110,18 @@ void dg_cpu_attention_bwd(const dg_team *team, const dg_attn_dims *d, const floa
                           const float *lse, const float *dlse, float *dq, float *dk, float *dv,
                           void *ws);
 
+/* A sink folded into finished attention (ops/dg_op_attn_sink.h), per row
+ * of o [B, S, H, D] / lse [B, H, S]; sink NULL: a zero logit.
+ *   lse' = log(exp(lse) + exp(s_h)), o' = o exp(lse - lse'). */
+void dg_cpu_attn_sink_fwd(int64_t B, int64_t S, int64_t H, int64_t D, const float *o, const float *lse,
+                          const float *sink, float *o2, float *lse2);
+/* Its backward from o', do', lse, lse' and dlse' (NULL: zero): do, dlse
+ * and (dsink not NULL) the sink's gradient [H], summed in double over b
+ * then s in order. */
+void dg_cpu_attn_sink_bwd(int64_t B, int64_t S, int64_t H, int64_t D, const float *o2, const float *do2,
+                          const float *lse, const float *lse2, const float *dlse2, float *dout,
+                          float *dlse, float *dsink);
+
 /* ---- element-wise math (C and, later, CUDA) ----------------------------------- */
 
 /* exp(x) for the softmax, vectorizable: Cody-Waite reduction x = n ln2 + g,

@@ -37,9 +37,7 @@ static inline DG_HD int64_t dg_cp_chunk_of_block(int64_t b, int64_t cp) {
 
 /* o (and *lse_out) of causal attention for local q, k, v by all-to-all over
  * cp groups of the heads; scale as dg_attention. Each rank attends over the
- * whole sequence in order, so a window (0: none) and the off-by-one sink
- * (softmax: DG_ATTN_SOFTMAX_*, no sink input) carry over as they are. */
-int dg_ulysses_attention(dg_graph *g, int q, int k, int v, int cp, double scale, int64_t window, int softmax,
-                         int *lse_out);
+ * whole sequence in order, so a window (0: none) carries over as it is. */
+int dg_ulysses_attention(dg_graph *g, int q, int k, int v, int cp, double scale, int64_t window, int *lse_out);
 
 #endif /* DG_OP_CP_A2A_H */

@@ -9,11 +9,12 @@
 #    5 iterations (losses, grad norms, final parameters incl. the sinks,
 #    which TP splits by heads, within 1e-5); the dense GPT model (Megatron's
 #    defaults: GeLU, LayerNorm, biases) with TP=2 and PP=2 likewise;
-#  - CP=2 all-to-all carries the window and the off-by-one sink (each rank
-#    attends over the whole sequence): the dense model against its own
-#    single-rank run;
-#  - the combinations not built are one line, exit 2: CP with learnable
-#    sinks, CP's p2p ring with a window, the unfused backend, --device cuda;
+#  - CP=2 on the dense model: all-to-all with the window and learnable
+#    sinks, and with the window and the off-by-one sink; p2p's ring with
+#    learnable sinks (the sink joins the merged log-sum-exp once:
+#    ops/dg_op_attn_sink.h) — each against its own single-rank run;
+#  - the combinations not built are one line, exit 2: CP's p2p ring with a
+#    window, the unfused backend, --device cuda;
 #    bad values too; and a checkpoint records them (resuming without is refused).
 # The op itself against a reference and finite differences: test_attn_variants.
 set -euo pipefail
@@ -55,9 +56,12 @@ args=("${common[@]}" --hidden-dropout 0)
 want_dense=$(run "$TMP/refd" 1 "${window[@]}" "${sinks[@]}")
 check 2 "$want_dense" "$TMP/refd" "${window[@]}" "${sinks[@]}" --tensor-model-parallel-size 2 --sequence-parallel
 check 2 "$want_dense" "$TMP/refd" "${window[@]}" "${sinks[@]}" --pipeline-model-parallel-size 2
-# CP=2 all-to-all: the window and the zero sink (on the dense model: the
-# MoE model's top-2 routing has near ties that CP's other summation order
-# may flip, whatever the attention)
+check 2 "$want_dense" "$TMP/refd" "${window[@]}" "${sinks[@]}" --context-parallel-size 2 --cp-comm-type a2a
+want_dsinks=$(run "$TMP/refds" 1 "${sinks[@]}")
+check 2 "$want_dsinks" "$TMP/refds" "${sinks[@]}" --context-parallel-size 2
+# CP=2 all-to-all: the window and the zero sink (on the dense model, as
+# the CP checks above: the MoE model's top-2 routing has near ties that
+# CP's other summation order may flip, whatever the attention)
 cpv=("${window[@]}" --softmax-type off-by-one)
 want_cp=$(run "$TMP/refcp" 1 "${cpv[@]}")
 [ "$want_cp" != "$(run "$TMP/refcw" 1 "${window[@]}")" ] || fail "--softmax-type off-by-one changed nothing"
@@ -66,7 +70,6 @@ check 2 "$want_cp" "$TMP/refcp" "${cpv[@]}" --context-parallel-size 2 --cp-comm-
 source "$here/../common/refuse.sh"
 args=("${ARCH[@]}" "${common[@]}" --num-experts 4 --moe-router-topk 2)
 refuse() { dg_refuse "$1" $DG_MPIRUN -np "$2" "$exe" train "${args[@]}" "${@:3}"; }
-refuse "--softmax-type learnable: not supported" 2 "${sinks[@]}" --context-parallel-size 2
 refuse "--cp-comm-type a2a" 2 "${window[@]}" --context-parallel-size 2
 refuse "--attention-backend unfused/local with --window-size" 1 "${window[@]}" --attention-backend unfused
 refuse "--device cuda with --softmax-type" 1 "${sinks[@]}" --device cuda

@@ -9,6 +9,9 @@
  *    over several tiles so whole key tiles fall outside the window;
  *  - finite differences of q, k, v and the sink through dg_autodiff;
  *  - 1, 2 and 3 threads give bitwise identical results;
+ *  - attn_sink (the sink CP folds into its merged attention) after vanilla
+ *    attention equals the fused op with the sink, and passes finite
+ *    differences (q, k, v and the sink, from o' and from lse');
  *  - bad attrs and a missing sink input are refused by the rules.
  * Tolerances as test_attention.c's. */
 #include <setjmp.h>
@@ -24,6 +27,7 @@
 #include "dg_exec_serial.h"
 #include "dg_gradcheck.h"
 #include "dg_op_attention.h"
+#include "dg_op_attn_sink.h"
 #include "dg_op_basic.h"
 #include "dg_ops.h"
 
@@ -284,6 +288,61 @@ static void test_threads_bitwise(void **state) {
     dg_graph_free(a.g);
 }
 
+/* The fused sink against vanilla attention then attn_sink on the same
+ * leaves: o and lse (attn_sink's gradients: the finite differences below). */
+static void test_sink_post_op(void **state) {
+    (void)state;
+    for (int softmax = 1; softmax <= 2; softmax++) {
+        const var_case c = {2, 70, 4, 2, 8, 1, 9, softmax};
+        var_graph a = build(&c);
+        /* the same leaves feed the second form, in the same graph */
+        int lse0 = -1, o0 = dg_attention_var(a.g, a.q, a.k, a.v, 1, 0, c.window, 0, -1, &lse0);
+        int lse1 = -1, o1 = dg_attn_sink(a.g, o0, lse0, softmax, a.sink, &lse1);
+        assert_true(o1 >= 0);
+        dg_buffers b;
+        dg_buffers_alloc(a.g, &b);
+        fill(&a, &b, 91, 1.0);
+        run(&a, &b, NULL);
+        int bad = 0;
+        for (int64_t i = 0; i < numel(&a, a.o); i++)
+            bad += !near(((float *)b.ptr[o1])[i], ((float *)b.ptr[a.o])[i]);
+        for (int64_t i = 0; i < numel(&a, a.lse); i++)
+            bad += !near(((float *)b.ptr[lse1])[i], ((float *)b.ptr[a.lse])[i]);
+        if (bad) fail_msg("softmax %d: attn_sink after attention differs from the fused sink in %d values", softmax, bad);
+        dg_buffers_free(&b);
+        dg_graph_free(a.g);
+    }
+}
+
+typedef struct sink_gc {
+    int softmax, from_lse;
+} sink_gc;
+
+static int build_sink_gc(dg_graph *g, void *ctx) {
+    const sink_gc *sc = ctx;
+    int q = dg_param_new(g, "q", 4, DG_SHAPE(1, 20, 2, 8));
+    int k = dg_param_new(g, "k", 4, DG_SHAPE(1, 20, 1, 8));
+    int v = dg_param_new(g, "v", 4, DG_SHAPE(1, 20, 1, 8));
+    int sink = sc->softmax == 2 ? dg_param_new(g, "sink", 1, DG_SHAPE(2)) : -1;
+    int lse = -1, o = dg_attention_var(g, q, k, v, 1, 0, 0, 0, -1, &lse);
+    int lse2 = -1, o2 = dg_attn_sink(g, o, lse, sc->softmax, sink, &lse2);
+    return sc->from_lse ? lse2 : o2;
+}
+
+static void test_sink_post_op_gradcheck(void **state) {
+    (void)state;
+    const sink_gc cases[] = {{2, 0}, {2, 1}, {1, 0}};
+    int fails = 0;
+    for (size_t i = 0; i < DG_ARRAY_LEN(cases); i++) {
+        sink_gc c = cases[i];
+        char what[64];
+        snprintf(what, sizeof what, "attn_sink softmax %d from %s", c.softmax, c.from_lse ? "lse" : "o");
+        dg_gradcheck_opts opts = {.max_checks = 24};
+        fails += dg_gradcheck(what, build_sink_gc, NULL, &c, &opts);
+    }
+    assert_int_equal(fails, 0);
+}
+
 static void expect_rule(int causal, int64_t window, int softmax, int give_sink, const char *rule) {
     dg_graph *g = dg_graph_new("bad");
     int q = dg_param_new(g, "q", 4, DG_SHAPE(1, 8, 4, 8));
@@ -309,7 +368,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),    cmocka_unit_test(test_values_large_scores),
         cmocka_unit_test(test_gradcheck), cmocka_unit_test(test_threads_bitwise),
-        cmocka_unit_test(test_rules),
+        cmocka_unit_test(test_rules),     cmocka_unit_test(test_sink_post_op),
+        cmocka_unit_test(test_sink_post_op_gradcheck),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
