@@ -80,10 +80,15 @@ static int expect_shape(const dg_graph *g, const dg_node *n, int i, const char *
     return DG_OK;
 }
 
-/* (query, key) pairs a head computes: S^2, or S (S + 1) / 2 when causal. */
+/* (query, key) pairs a head computes: S^2, or S (S + 1) / 2 when causal;
+ * in a window of W < S, row i sees min(i + 1, W) keys: W (W + 1) / 2 over
+ * the first W rows, W each after. */
 static double attn_pairs(const dg_attn_dims *d) {
-    double s = (double)d->S;
-    return (double)d->B * (double)d->Hq * (d->causal ? s * (s + 1.0) / 2.0 : s * s);
+    double s = (double)d->S, w = (double)d->window;
+    double per = !d->causal                 ? s * s
+                 : d->window > 0 && w < s ? w * (w + 1.0) / 2.0 + (s - w) * w
+                                          : s * (s + 1.0) / 2.0;
+    return (double)d->B * (double)d->Hq * per;
 }
 
 /* ---- attention (forward) ----------------------------------------------------------- */

@@ -20,7 +20,7 @@
  *               that logit per head from the sink input). lse includes it.
  * Kernel: flash-style, O(S) memory (kernels/cpu/dg_cpu_attention.h).
  * Cost: the matmul FLOPs, 4 D per visible (query, key) pair: 4 B Hq S^2 D,
- * or 4 B Hq S (S+1)/2 D when causal.
+ * or 4 B Hq S (S+1)/2 D when causal (fewer in a window: attn_pairs).
  *
  * attention_bwd(q, k, v, o, do, lse [, dlse]) -> dq, dk, dv
  *   The adjoint of attention; dlse (the gradient of lse, [B, Hq, S]) is

@@ -355,6 +355,21 @@ static void expect_rule(int causal, int64_t window, int softmax, int give_sink, 
     dg_graph_free(g);
 }
 
+/* The cost counts the pairs a window leaves: S = 10, W = 4: 4 * 5 / 2 + 6 * 4 = 34 per head. */
+static void test_window_cost(void **state) {
+    (void)state;
+    dg_graph *g = dg_graph_new("cost");
+    int q = dg_param_new(g, "q", 4, DG_SHAPE(2, 10, 4, 8));
+    int k = dg_param_new(g, "k", 4, DG_SHAPE(2, 10, 2, 8));
+    int o = dg_attention_var(g, q, k, k, 1, 0, 4, 0, -1, NULL);
+    assert_true(o >= 0);
+    const dg_node *n = &g->nodes[g->tensors[o].producer];
+    dg_cost cost = {0, 0};
+    n->op->cost(g, n, &cost);
+    assert_true(fabs(cost.flops - 4.0 * 2 * 4 * 34 * 8) < 1e-6);
+    dg_graph_free(g);
+}
+
 static void test_rules(void **state) {
     (void)state;
     expect_rule(0, 4, 0, 0, "rule 'attrs' broken");  /* a window needs causal */
@@ -369,7 +384,7 @@ int main(void) {
         cmocka_unit_test(test_values),    cmocka_unit_test(test_values_large_scores),
         cmocka_unit_test(test_gradcheck), cmocka_unit_test(test_threads_bitwise),
         cmocka_unit_test(test_rules),     cmocka_unit_test(test_sink_post_op),
-        cmocka_unit_test(test_sink_post_op_gradcheck),
+        cmocka_unit_test(test_sink_post_op_gradcheck), cmocka_unit_test(test_window_cost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
