@@ -2,6 +2,7 @@
 #include "dg_device_pick.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dg_cuda.h"
@@ -9,8 +10,10 @@
 /* The attention variants of issue 29 (a window, a softmax sink) have CPU
  * kernels only: the CUDA attention kernel computes plain causal attention. */
 static const char *cuda_lacks(const dg_train_config *c) {
-    /* read from the flags: the model config is filled after the device is picked */
-    if (c->window_size[0]) return "--window-size";
+    /* read from the flags: the model config is filled after the device is
+     * picked (a left window of -1 is Megatron's unbounded: no window) */
+    const char *w = c->window_size + strspn(c->window_size, "( ");
+    if (w[0] && strtol(w, NULL, 10) != -1) return "--window-size";
     if (strcmp(c->compat.softmax_type, "vanilla")) return "--softmax-type";
     return NULL;
 }
