@@ -56,7 +56,7 @@ static int check_qkv(const dg_graph *g, const dg_node *n, dg_attn_dims *d, dg_er
 static dg_attn_dims node_dims(const dg_graph *g, const dg_node *n) {
     const dg_tensor *q = DG_IN(g, n, 0), *k = DG_IN(g, n, 1);
     return (dg_attn_dims){q->shape[0], q->shape[1], q->shape[2], k->shape[2], q->shape[3],
-                          (int)n->attrs.i[0], (float)n->attrs.f[0], n->attrs.i[1], (int)n->attrs.i[2]};
+                          (int)n->attrs.i[0], (float)n->attrs.f[0], n->attrs.i[1], (int)n->attrs.i[2], 0};
 }
 
 static void lse_shape(const dg_attn_dims *d, int64_t *shape) {
@@ -261,7 +261,7 @@ static int infer_sink_bwd(const dg_graph *g, const dg_node *n, dg_tensor_desc *o
 static dg_attn_dims sink_dims(const dg_graph *g, const dg_node *n) {
     const dg_tensor *t = DG_IN(g, n, 0);
     return (dg_attn_dims){t->shape[0], t->shape[1], t->shape[2], t->shape[2], t->shape[3],
-                          (int)n->attrs.i[0], (float)n->attrs.f[0], n->attrs.i[1], (int)n->attrs.i[2]};
+                          (int)n->attrs.i[0], (float)n->attrs.f[0], n->attrs.i[1], (int)n->attrs.i[2], 0};
 }
 
 static void cost_sink_bwd(const dg_graph *g, const dg_node *n, dg_cost *c) {

@@ -16,9 +16,7 @@
  *                            logit per head, a parameter: softmax_offset).
  *
  * The combinations not built are refused in one line: the unfused backend
- * (moe/dg_model.c's check), a window in CP's p2p ring
- * (parallel/cp/dg_cp_rewrites.c; its sinks are built), the CUDA device
- * (train/dg_device_pick.c). */
+ * (moe/dg_model.c's check) and the CUDA device (train/dg_device_pick.c). */
 #ifndef DG_TRAIN_ATTN_H
 #define DG_TRAIN_ATTN_H
 

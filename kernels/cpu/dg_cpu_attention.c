@@ -144,6 +144,7 @@ static void row_p_ds_t(float *restrict s, float *restrict dp, int lo, int hi,
  * i sees: all; up to the diagonal when causal; from i - W + 1 on in a
  * window of W. Empty (lo >= hi) when none. */
 static void row_range(const dg_attn_dims *d, int64_t i, int64_t j0, int bc, int *lo, int *hi) {
+    i += d->qoff;
     int64_t h = d->causal ? DG_MIN((int64_t)bc, i - j0 + 1) : (int64_t)bc;
     int64_t l = d->window > 0 ? DG_MAX((int64_t)0, i - d->window + 1 - j0) : 0;
     *hi = (int)DG_MAX((int64_t)0, h);
@@ -154,10 +155,23 @@ static void row_range(const dg_attn_dims *d, int64_t i, int64_t j0, int bc, int 
  * later than key 0), and the last query tile that sees a key tile whose
  * last key is j1 (a window ends W - 1 queries after it). */
 static int64_t first_key_tile(const dg_attn_dims *d, int64_t i0) {
-    return d->window > 0 ? DG_MAX((int64_t)0, i0 - d->window + 1) / T : 0;
+    return d->window > 0 ? DG_MAX((int64_t)0, i0 + d->qoff - d->window + 1) / T : 0;
 }
 static int64_t last_query_tile(const attn_ctx *c, int64_t j1) {
-    return c->d->window > 0 ? DG_MIN(c->nt - 1, (j1 + c->d->window - 1) / T) : c->nt - 1;
+    const dg_attn_dims *d = c->d;
+    if (d->window <= 0) return c->nt - 1;
+    int64_t last = j1 + d->window - 1 - d->qoff; /* may be < 0: no query sees the tile */
+    return last < 0 ? -1 : DG_MIN(c->nt - 1, last / T);
+}
+/* The last key tile the query tile it (rows i0 .. i0 + br - 1) sees. */
+static int64_t last_key_tile(const attn_ctx *c, int64_t i0, int br) {
+    if (!c->d->causal) return c->nt - 1;
+    int64_t last = i0 + br - 1 + c->d->qoff;
+    return last < 0 ? -1 : DG_MIN(c->nt - 1, last / T);
+}
+/* The first query tile that sees key j0 when causal (query i + qoff >= j). */
+static int64_t first_query_tile(const dg_attn_dims *d, int64_t j0) {
+    return d->causal ? DG_MAX((int64_t)0, j0 - d->qoff) / T : 0;
 }
 
 /* Fold the sink logit into a row: lse0 = m + log l without it; returns
@@ -194,7 +208,7 @@ static void fwd_unit(const attn_ctx *c, int64_t u, char *scr) {
 
     const float *qi = c->q + ((b * S + i0) * Hq + h) * D;
     transpose_tile(qt, qi, br, D, ldq);
-    const int64_t last = d->causal ? it : c->nt - 1;
+    const int64_t last = last_key_tile(c, i0, br);
     int lo[T], hi[T];
     for (int64_t jt = first_key_tile(d, i0); jt <= last; jt++) {
         const int64_t j0 = jt * T;
@@ -225,7 +239,12 @@ static void fwd_unit(const attn_ctx *c, int64_t u, char *scr) {
     float *oi = c->o_out + ((b * S + i0) * Hq + h) * D;
     float *lse = c->lse_out + (b * Hq + h) * S + i0;
     for (int r = 0; r < br; r++) {
-        /* every row sees at least its own key, so l[r] >= 1 */
+        if (l[r] == 0.0f) { /* no key visible (a block of ring attention's): nothing */
+            memset(oi + r * ldq, 0, sizeof(float) * (size_t)D);
+            lse[r] = -INFINITY;
+            continue;
+        }
+        /* self-attention: every row sees at least its own key, so l[r] >= 1 */
         float lse0 = m[r] + logf(l[r]), keep = 1.0f;
         lse[r] = d->sink ? add_sink(lse0, d->sink == 2 ? c->sink[h] : 0.0f, &keep) : lse0;
         scale_row(acc + r * D, keep / l[r], D);
@@ -303,7 +322,7 @@ static void dkv_unit(const attn_ctx *c, int64_t u, char *scr) {
     transpose_tile(kt, c->k + ((b * S + j0) * Hkv + kh) * D, bc, D, ldk);
     transpose_tile(vt, c->v + ((b * S + j0) * Hkv + kh) * D, bc, D, ldk);
     for (int64_t h = kh * G; h < (kh + 1) * G; h++)
-        for (int64_t it = d->causal ? jt : 0, itl = last_query_tile(c, j0 + bc - 1); it <= itl; it++) {
+        for (int64_t it = first_query_tile(d, j0), itl = last_query_tile(c, j0 + bc - 1); it <= itl; it++) {
             const int64_t i0 = it * T;
             const int br = tile_rows(d, it);
             const float *qi = c->q + ((b * S + i0) * Hq + h) * D;
@@ -323,8 +342,8 @@ static void dkv_unit(const attn_ctx *c, int64_t u, char *scr) {
              * in a window of W */
             for (int cc = 0; cc < bc; cc++) {
                 const int64_t j = j0 + cc;
-                int qlo = d->causal ? (int)DG_MAX((int64_t)0, j - i0) : 0;
-                int qhi = d->window > 0 ? (int)DG_MAX((int64_t)0, DG_MIN((int64_t)br, j + d->window - i0)) : br;
+                int qlo = d->causal ? (int)DG_MIN((int64_t)T, DG_MAX((int64_t)0, j - d->qoff - i0)) : 0;
+                int qhi = d->window > 0 ? (int)DG_MAX((int64_t)0, DG_MIN((int64_t)br, j + d->window - d->qoff - i0)) : br;
                 row_p_ds_t(pt + (size_t)cc * T, dst + (size_t)cc * T, qlo, qhi, lsev, deltav);
             }
             /* dV[bc, D] += P^T dO;  dK[bc, D] += scale dS^T Q */
@@ -350,7 +369,7 @@ static void dq_unit(const attn_ctx *c, int64_t u, char *scr) {
     for (int r = 0; r < br; r++) memset(dqi + r * ldq, 0, sizeof(float) * (size_t)D);
     transpose_tile(qt, c->q + ((b * S + i0) * Hq + h) * D, br, D, ldq);
     transpose_tile(dot, c->dout + ((b * S + i0) * Hq + h) * D, br, D, ldq);
-    const int64_t last = d->causal ? it : c->nt - 1;
+    const int64_t last = last_key_tile(c, i0, br);
     for (int64_t jt = first_key_tile(d, i0); jt <= last; jt++) {
         const int bc = tile_rows(d, jt);
         const float *kj = c->k + ((b * S + jt * T) * Hkv + kh) * D;

@@ -74,6 +74,10 @@ typedef struct dg_attn_dims {
     int sink;       /* softmax sink, a logit with no value that joins each
                      * row's denominator: 0 none, 1 a zero logit (Megatron's
                      * off-by-one), 2 one logit per query head (learnable) */
+    int64_t qoff;   /* query i stands at position i + qoff of the keys' (0:
+                     * self-attention; ring attention's blocks of chunks, only
+                     * with a window: kernels/cpu/dg_cpu_ring_attn.h). A row
+                     * that sees no key then gets o = 0, lse = -inf */
 } dg_attn_dims;
 
 /* Workspace bytes for nthreads threads (per-thread tiles, plus Delta for

@@ -9,12 +9,13 @@
 #    5 iterations (losses, grad norms, final parameters incl. the sinks,
 #    which TP splits by heads, within 1e-5); the dense GPT model (Megatron's
 #    defaults: GeLU, LayerNorm, biases) with TP=2 and PP=2 likewise;
-#  - CP=2 on the dense model: all-to-all with the window and learnable
-#    sinks, and with the window and the off-by-one sink; p2p's ring with
-#    learnable sinks (the sink joins the merged log-sum-exp once:
-#    ops/dg_op_attn_sink.h) — each against its own single-rank run;
-#  - the combinations not built are one line, exit 2: CP's p2p ring with a
-#    window, the unfused backend, --device cuda;
+#  - CP=2 on the dense model: p2p's ring and all-to-all with the window and
+#    learnable sinks (the ring's blocks place each chunk pair in the window;
+#    the sink joins the merged log-sum-exp once: ops/dg_op_attn_sink.h),
+#    all-to-all with the window and the off-by-one sink, the ring with the
+#    sinks alone — each against its own single-rank run;
+#  - the combinations not built are one line, exit 2: the unfused backend,
+#    --device cuda;
 #    bad values too; and a checkpoint records them (resuming without is refused).
 # The op itself against a reference and finite differences: test_attn_variants.
 set -euo pipefail
@@ -51,12 +52,18 @@ check 2 "$want" "$TMP/ref" "${window[@]}" "${sinks[@]}" --expert-model-parallel-
 check 2 "$want" "$TMP/ref" "${window[@]}" "${sinks[@]}" --pipeline-model-parallel-size 2
 check 2 "$want" "$TMP/ref" "${window[@]}" "${sinks[@]}" --use-distributed-optimizer
 
-# the dense GPT model of Megatron's defaults
-args=("${common[@]}" --hidden-dropout 0)
+# the dense GPT model of Megatron's defaults. The key bias's gradient is
+# zero in exact arithmetic (softmax is invariant to it), so Adam would steer
+# it by rounding noise that differs with the layout: a large epsilon keeps
+# that noise from being normalised up to a step, and tensors of norm below
+# 1e-3 (the key bias) compare absolutely (as attn_unfused_train_cli.sh)
+args=("${common[@]}" --hidden-dropout 0 --adam-eps 1)
+PARAMS_ATOL=1e-3
 want_dense=$(run "$TMP/refd" 1 "${window[@]}" "${sinks[@]}")
 check 2 "$want_dense" "$TMP/refd" "${window[@]}" "${sinks[@]}" --tensor-model-parallel-size 2 --sequence-parallel
 check 2 "$want_dense" "$TMP/refd" "${window[@]}" "${sinks[@]}" --pipeline-model-parallel-size 2
 check 2 "$want_dense" "$TMP/refd" "${window[@]}" "${sinks[@]}" --context-parallel-size 2 --cp-comm-type a2a
+check 2 "$want_dense" "$TMP/refd" "${window[@]}" "${sinks[@]}" --context-parallel-size 2
 want_dsinks=$(run "$TMP/refds" 1 "${sinks[@]}")
 check 2 "$want_dsinks" "$TMP/refds" "${sinks[@]}" --context-parallel-size 2
 # CP=2 all-to-all: the window and the zero sink (on the dense model, as
@@ -70,7 +77,6 @@ check 2 "$want_cp" "$TMP/refcp" "${cpv[@]}" --context-parallel-size 2 --cp-comm-
 source "$here/../common/refuse.sh"
 args=("${ARCH[@]}" "${common[@]}" --num-experts 4 --moe-router-topk 2)
 refuse() { dg_refuse "$1" $DG_MPIRUN -np "$2" "$exe" train "${args[@]}" "${@:3}"; }
-refuse "--cp-comm-type a2a" 2 "${window[@]}" --context-parallel-size 2
 refuse "--attention-backend unfused/local with --window-size" 1 "${window[@]}" --attention-backend unfused
 refuse "--device cuda with --softmax-type" 1 "${sinks[@]}" --device cuda
 refuse "the right window must be 0" 1 --window-size 7,3
