@@ -69,8 +69,9 @@ typedef struct dg_attn_dims {
     int causal;  /* 1: key j is visible to query i only when j <= i */
     float scale; /* scores are scale * q . k */
     /* attention variants (issue 29); zero is plain attention */
-    int64_t window; /* 0: unbounded; W > 0 (causal only): query i sees keys
-                     * i - W < j <= i, its own and the W - 1 before it */
+    int64_t window; /* 0: unbounded; W > 0: query i sees keys i - W < j <= i,
+                     * its own and the W - 1 before it (with qoff: i + qoff
+                     * in place of i; the attention op: causal only) */
     int sink;       /* softmax sink, a logit with no value that joins each
                      * row's denominator: 0 none, 1 a zero logit (Megatron's
                      * off-by-one), 2 one logit per query head (learnable) */
