@@ -9,6 +9,9 @@
  *   unset ("")      cuda when each rank of the node has a GPU, else cpu with a note saying
  *                   why (the CLI prints it after the run, so bad input still
  *                   leaves stdout empty).
+ * The attention variants (--window-size, --softmax-type other than vanilla)
+ * have no CUDA kernel: --device cuda with one is refused, and unset picks
+ * cpu with a note.
  * Every rank decides alike (same build, same kind of node). */
 #ifndef DG_DEVICE_PICK_H
 #define DG_DEVICE_PICK_H

@@ -33,11 +33,11 @@ static void test_fields_cover(void **state) {
         sum += f[i].size;
         if (i > 0) assert_true(f[i].offset > f[i - 1].offset); /* declaration order */
     }
-    /* 38 ints (four of them the --moe-layer-freq list's mask) and 10
-     * doubles today, plus 4 bytes of padding before the first double (it
-     * follows 11 ints). */
-    assert_int_equal(sum, 38 * sizeof(int) + 10 * sizeof(double));
-    assert_int_equal(sizeof(dg_model_config), 240);
+    /* 45 ints (four of them the --moe-layer-freq list's mask, four the
+     * --window-attn-skip-freq list's) and 10 doubles today, plus 4 bytes of
+     * padding before the first double (it follows 11 ints). */
+    assert_int_equal(sum, 45 * sizeof(int) + 10 * sizeof(double));
+    assert_int_equal(sizeof(dg_model_config), 264);
 }
 
 static void model_make(dg_model_config *c) {
@@ -115,7 +115,7 @@ static void test_bad_record(void **state) {
     dg_err err = {{0}};
     assert_int_equal(dg_model_to_record(&c, &rec, &err), DG_OK);
     dg_ckpt_config partial = rec;
-    partial.n -= 15; /* drops rotary_percent and the fourteen fields after it, which may be absent */
+    partial.n -= 22; /* drops rotary_percent and the 21 fields after it, which may be absent */
     assert_int_equal(dg_model_from_record(&partial, &c, "m.json", &err), DG_EINPUT);
     assert_msg(&err, "m.json", "model field 'rotary_percent' is missing");
     assert_int_equal(dg_model_check_record(&partial, &c, "m.json", &err), DG_EINPUT);
@@ -164,12 +164,15 @@ static void test_reads_older_checkpoints(void **state) {
     assert_int_equal(c.moe_force_load_balancing, 0);
     assert_true(c.moe_input_jitter_eps == 0.0);
     assert_int_equal(c.per_token_loss, 0);
+    assert_int_equal(c.attn_window, 0); /* full attention */
+    assert_int_equal(c.window_attn_skip_freq, 0);
+    assert_int_equal(c.softmax_type, 0); /* vanilla */
     /* the model's own fields written again give the same record, so the
      * same bytes (the fields the old file lacks left out) */
     m = man.meta;
     m.config = (dg_ckpt_config){0};
     assert_int_equal(dg_model_to_record(&c, &m.config, &err), DG_OK);
-    m.config.n -= 14;
+    m.config.n -= 21;
     char dir[256];
     ckpt_tmpdir(dir, sizeof dir);
     assert_int_equal(dg_ckpt_save(dir, &m, NULL, 0, NULL, &err), DG_OK);
