@@ -10,7 +10,7 @@
 #include "dg_module.h"
 
 /* Megatron's --recompute-modules names; mla_up_proj is Megatron's too but
- * has no counterpart here (no multi-latent attention). */
+ * has no counterpart here (MLA's up projections are not a module yet). */
 static const int module_ids[] = {DG_MODULE_CORE_ATTN, DG_MODULE_MOE_ACT, DG_MODULE_LAYERNORM,
                                  DG_MODULE_MLP, DG_MODULE_MOE, DG_MODULE_SHARED_EXPERTS};
 
@@ -28,7 +28,7 @@ int dg_rc_parse_modules(const char *list, unsigned *bits, dg_err *err) {
             if (!strcmp(w, dg_module_name(module_ids[i]))) found = module_ids[i];
         if (found < 0 && !strcmp(w, "mla_up_proj"))
             return dg_err_set(err, DG_EINPUT,
-                              "--recompute-modules mla_up_proj: not supported: there is no multi-latent attention here");
+                              "--recompute-modules mla_up_proj: not supported: MLA's up projections are not a recompute module yet");
         if (found < 0)
             return dg_err_set(err, DG_EINPUT,
                               "--recompute-modules: unknown module '%s' (expected core_attn, moe_act, layernorm, "
