@@ -10,6 +10,7 @@
 #    TP=2 with SP, CP=2 (the ring carries the zero-padded v), EP=2, PP=2 and
 #    DP=2 with the distributed optimizer match the single-rank run over 5
 #    iterations: losses, grad norms and final parameters within 1e-5;
+#  - `simulate` counts the model FLOPs by Megatron's MLA formula;
 #  - a checkpoint records them: resuming without --multi-latent-attention is
 #    one line, exit 2; --v-head-dim above the q/k head size and GQA too.
 # The model itself against PyTorch: tests/reference (test_ref_moe_mla_*).
@@ -37,6 +38,18 @@ check 2 "$want" "$TMP/ref" "${mla[@]}" --context-parallel-size 2
 check 2 "$want" "$TMP/ref" "${mla[@]}" --expert-model-parallel-size 2
 check 2 "$want" "$TMP/ref" "${mla[@]}" --pipeline-model-parallel-size 2
 check 2 "$want" "$TMP/ref" "${mla[@]}" --use-distributed-optimizer
+
+# simulate's model FLOPs: Megatron's num_floating_point_operations with its
+# MLA branch, per token: 2 layers x (attention: 6 x projections + 6 S x core;
+# top-2 SwiGLU experts of 128: 6 H x 2 x 128 x 3) + logits 6 H V, V = 128
+# (100 + 1 padded to 32), times 8 samples of 32 tokens
+want_flops=$(awk 'BEGIN { H = 64; A = 4; S = 32; Q = 16; Dv = 12;
+  proj = 24 * (H + A * Q + 1) + 16 * (H + A * (8 + Dv) + 1) + H * 8 + A * Dv * H;
+  attn = 6 * proj + 6 * S * (A * Q / 2 + A * Dv / 2);
+  printf "%.3e", 8 * S * (2 * (attn + 6 * H * 2 * 128 * 3) + 6 * H * 128) }')
+got_flops=$("$exe" simulate "${args[@]}" "${mla[@]}" 2>&1 | sed -n 's/.*model FLOPs\/step *\([0-9.e+]*\).*/\1/p')
+[ "$got_flops" = "$want_flops" ] || fail "simulate's model FLOPs $got_flops, Megatron's MLA formula $want_flops"
+echo "simulate: model FLOPs/step $got_flops (Megatron's MLA formula $want_flops)"
 
 source "$here/../common/refuse.sh"
 refuse() { dg_refuse "$1" $DG_MPIRUN -np 1 "$exe" train "${args[@]}" "${@:2}"; }
