@@ -76,20 +76,23 @@ int dg_model_mla_attention(dg_graph *g, const dg_model_config *c, const char *pr
     int64_t N = c->num_attention_heads, Dn = c->qk_head_dim, P = c->qk_pos_emb_head_dim, Dv = c->v_head_dim;
     int64_t Q = Dn + P, R = c->kv_lora_rank, QL = c->q_lora_rank;
 
-    int q;
+    /* the down projections and latent norms */
+    int cq = x;
     if (QL > 0) {
-        int cq = mla_linear(g, pre, "linear_q_down_proj", DG_MODEL_PARAM_REPLICATED, QL, H, x);
+        cq = mla_linear(g, pre, "linear_q_down_proj", DG_MODEL_PARAM_REPLICATED, QL, H, x);
         if (c->qk_layernorm) cq = dg_model_norm_of(g, c, pre, "self_attention.q_layernorm", cq, QL);
-        q = mla_linear(g, pre, "linear_q_up_proj", DG_MODEL_PARAM_COLUMN, N * Q, QL, cq);
-    } else {
-        q = mla_linear(g, pre, "linear_q_proj", DG_MODEL_PARAM_COLUMN, N * Q, H, x);
     }
-    q = dg_reshape(g, q, 4, DG_SHAPE(B, S, N, Q));
-
     int kvc = mla_linear(g, pre, "linear_kv_down_proj", DG_MODEL_PARAM_REPLICATED, R + P, H, x);
     int ckv = dg_narrow(g, kvc, 0, R);
     int k_pe = dg_reshape(g, dg_narrow(g, kvc, R, P), 4, DG_SHAPE(B, S, 1, P));
     if (c->qk_layernorm) ckv = dg_model_norm_of(g, c, pre, "self_attention.kv_layernorm", ckv, R);
+
+    /* the up projections and RoPE, from the latents to q, k and v: Megatron's
+     * qkv_up_proj_and_rope_apply, what --recompute-modules mla_up_proj recomputes */
+    dg_graph_set_module(g, DG_MODULE_MLA_UP_PROJ);
+    int q = QL > 0 ? mla_linear(g, pre, "linear_q_up_proj", DG_MODEL_PARAM_COLUMN, N * Q, QL, cq)
+                   : mla_linear(g, pre, "linear_q_proj", DG_MODEL_PARAM_COLUMN, N * Q, H, cq);
+    q = dg_reshape(g, q, 4, DG_SHAPE(B, S, N, Q));
     int kv = mla_linear(g, pre, "linear_kv_up_proj", DG_MODEL_PARAM_COLUMN, N * (Dn + Dv), R, ckv);
     kv = dg_reshape(g, kv, 4, DG_SHAPE(B, S, N, Dn + Dv));
     int k_nope = dg_narrow(g, kv, 0, Dn), v = dg_narrow(g, kv, Dn, Dv);

@@ -14,6 +14,8 @@
  * The q/kv latent norms exist only with --qk-layernorm, as in Megatron's
  * specs. Down projections are replicated over tp, up projections column-
  * parallel by heads, linear_proj row-parallel (Megatron's TP for MLA).
+ * The up projections and RoPE are module mla_up_proj (graph/dg_module.h),
+ * the rest of the projections attn.
  */
 #ifndef DG_MODEL_MLA_H
 #define DG_MODEL_MLA_H

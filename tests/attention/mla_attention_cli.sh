@@ -10,6 +10,8 @@
 #    TP=2 with SP, CP=2 (the ring carries the zero-padded v), EP=2, PP=2 and
 #    DP=2 with the distributed optimizer match the single-rank run over 5
 #    iterations: losses, grad norms and final parameters within 1e-5;
+#  - --recompute-modules mla_up_proj (the up projections and RoPE) and
+#    core_attn change no number: the same losses and grad norms, bit for bit;
 #  - `simulate` counts the model FLOPs by Megatron's MLA formula;
 #  - a checkpoint records them: resuming without --multi-latent-attention is
 #    one line, exit 2; --v-head-dim above the q/k head size and GQA too.
@@ -32,6 +34,11 @@ echo "np 1 ${mla[*]}: $want"
 [ -n "$want" ] || fail "the single-rank run logged nothing"
 plain=$(run "$TMP/plain" 1)
 [ "$want" != "$plain" ] || fail "--multi-latent-attention changed nothing"
+rc=$(run "$TMP/rc" 1 "${mla[@]}" --recompute-granularity selective --recompute-modules mla_up_proj core_attn)
+[ "$rc" = "$want" ] || fail "--recompute-modules mla_up_proj core_attn changed the run: $rc"
+plan=$($DG_MPIRUN -np 1 "$exe" train "${args[@]}" "${mla[@]}" --train-iters 1 --recompute-granularity selective \
+       --recompute-modules mla_up_proj 2>&1 | grep -i "recompute" | head -1)
+echo "$plan" | grep -q "mla_up_proj" || fail "no plan line naming mla_up_proj: '$plan'"
 check 2 "$want" "$TMP/ref" "${mla[@]}" --tensor-model-parallel-size 2
 check 2 "$want" "$TMP/ref" "${mla[@]}" --tensor-model-parallel-size 2 --sequence-parallel
 check 2 "$want" "$TMP/ref" "${mla[@]}" --context-parallel-size 2
