@@ -13,6 +13,7 @@
 #  - --recompute-modules mla_up_proj (the up projections and RoPE) and
 #    core_attn change no number: the same losses and grad norms, bit for bit;
 #  - `simulate` counts the model FLOPs by Megatron's MLA formula;
+#  - generate refuses MLA in one line (no KV cache for it yet);
 #  - a checkpoint records them: resuming without --multi-latent-attention is
 #    one line, exit 2; --v-head-dim above the q/k head size and GQA too.
 # The model itself against PyTorch: tests/reference (test_ref_moe_mla_*).
@@ -64,4 +65,10 @@ refuse "--multi-latent-attention" "${mla[@]:1}" --load "$TMP/ref" --train-iters 
 refuse "--v-head-dim 24" "${mla[@]}" --v-head-dim 24
 refuse "excludes --group-query-attention" "${mla[@]}" --group-query-attention --num-query-groups 2
 refuse "--rope-type yarn" --rope-type yarn
+# decoding has no MLA KV cache: one error line, exit 2 (after generate's note on the mock data's ids)
+rc=0
+"$exe" generate --load "$TMP/ref" --prompt "5 17 3" --max-new-tokens 2 >"$TMP/gen.out" 2>"$TMP/gen.err" || rc=$?
+[ "$rc" = 2 ] && [ "$(grep -vc 'note:' "$TMP/gen.err")" = 1 ] &&
+  grep -q "^dagatron: --multi-latent-attention: not supported by decoding" "$TMP/gen.err" ||
+  fail "generate on an MLA checkpoint: exit $rc, $(cat "$TMP/gen.err")"
 echo "OK"
