@@ -222,6 +222,10 @@ static dg_graph *dense_graph(int *tokens_out, int *loss_out, int *emb_out, int *
                        DG_SHAPE(B, S, HKV, DH));
     q = dg_rope_partial(g, q, 10000.0, 0, DH / 2);
     k = dg_rope(g, k, 10000.0, 3);
+    /* YaRN's frequencies and factor on interleaved pairs (MLA's rope), on v
+     * only to give the kernel's path a node */
+    dg_rope_yarn_opts yarn = {40.0, 32.0, 1.0, dg_rope_yarn_mscale(40.0, 1.0, 0.5), 64, 1};
+    v = dg_rope_yarn(g, v, 10000.0, DH, &yarn);
     int a = dg_attention_ex(g, q, k, v, 1, 0, NULL);
     a = dg_reshape(g, a, 2, DG_SHAPE(T, HD));
     int r = dg_add(g, x, dg_linear(g, a, dg_param_new(g, "wo", 2, DG_SHAPE(HD, HD))));
