@@ -43,8 +43,8 @@ typedef struct dg_rope_yarn_opts {
  * (plain when y is NULL or y->factor <= 1) and pairing. */
 int dg_rope_yarn(dg_graph *g, int x, double base, int64_t rotary_dim, const dg_rope_yarn_opts *y);
 
-/* The frequencies a rope-family node's attrs ask for (f[0..4], i[3] as
- * above; the rope_pos and rope_at nodes share the layout). */
+/* The frequencies a rope node's attrs ask for (f[0..4], i[3] as above; the
+ * rope_pos nodes CP makes of rope nodes keep their attrs). */
 dg_rope_spec dg_rope_spec_of(const dg_attrs *a);
 
 #endif /* DG_OP_ROPE_H */

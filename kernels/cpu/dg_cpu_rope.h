@@ -1,5 +1,5 @@
 /* dg_cpu_rope.h — rotary position embedding, non-interleaved ("rotate_half")
- * form, as in Megatron-Core and Hugging Face.
+ * form, as in Megatron-Core and Hugging Face (interleaved pairs too, below).
  *
  * x is [B, S, NH, D] (batch, sequence, heads, head dim), D even. The head
  * dimension splits into halves x1 = x[..., :D/2], x2 = x[..., D/2:], and
@@ -42,8 +42,8 @@
 typedef struct dg_rope_spec {
     double base;
     double yarn_factor;            /* <= 1: plain rope */
-    double beta_fast, beta_slow;   /* --yarn-beta-fast / --yarn-beta-slow (32, 1) */
-    double orig_max_pos;           /* --yarn-original-max-position-embeddings (4096) */
+    double beta_fast, beta_slow;   /* the correction range's rotations (MLA: 32, 1) */
+    double orig_max_pos;           /* the original context (MLA: 4096) */
     double mscale;                 /* multiplies cos and sin (1: none) */
 } dg_rope_spec;
 
@@ -98,9 +98,9 @@ static inline DG_HD void dg_rope_cos_sin(const dg_rope_spec *s, int64_t pos, int
 
 /* x [B, S, NH, D] -> y [B, S, NH, D] (y may equal x), rotating the first R
  * (even, <= D) dims with tables from dg_cpu_rope_table for that R.
- * inverse = 1 rotates by -theta. interleaved = 1 rotates the pairs (2i, 2i+1)
- * in place instead of (i, i + R/2) (Megatron's rotary_interleaved; MLA's
- * rope pairs alike, dg_model_mla.c). */
+ * inverse = 1 rotates by -theta. dg_cpu_rope_apply2 with interleaved = 1
+ * rotates the pairs (2i, 2i+1) in place instead of (i, i + R/2) (Megatron's
+ * rotary_interleaved; MLA's rope pairs alike, dg_model_mla.c). */
 void dg_cpu_rope_apply(const dg_team *team, const float *x, float *y, const float *cos_t,
                        const float *sin_t, int64_t B, int64_t S, int64_t NH, int64_t D, int64_t R,
                        int inverse);
