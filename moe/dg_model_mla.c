@@ -18,7 +18,7 @@ double dg_model_mla_softmax_scale(const dg_model_config *c) {
 int dg_model_mla_check(const dg_model_config *c, dg_err *err) {
 #define NEED(cond, ...) \
     if (!(cond)) return dg_err_set(err, DG_EINPUT, __VA_ARGS__)
-    NEED(c->q_lora_rank >= 0, "--q-lora-rank: expected > 0, got %d", c->q_lora_rank);
+    NEED(c->q_lora_rank >= 0, "--q-lora-rank: expected > 0 (or absent), got %d", c->q_lora_rank);
     NEED(c->kv_lora_rank > 0, "--kv-lora-rank: expected > 0, got %d", c->kv_lora_rank);
     NEED(c->qk_head_dim > 0, "--qk-head-dim: expected > 0, got %d", c->qk_head_dim);
     NEED(c->qk_pos_emb_head_dim > 0 && c->qk_pos_emb_head_dim % 2 == 0,
