@@ -20,13 +20,15 @@ typedef enum dg_module {
     DG_MODULE_MOE,            /* a MoE layer: router, dispatch, experts, combine: "moe" */
     DG_MODULE_MOE_ACT,        /* the experts' activation function, inside moe: "moe_act" */
     DG_MODULE_SHARED_EXPERTS, /* the shared experts, inside moe: "shared_experts" */
+    DG_MODULE_MLA_UP_PROJ,    /* multi-latent attention's up projections and RoPE, from the latents to
+                               * q, k and v, inside attn: "mla_up_proj" */
     DG_MODULE_COUNT
 } dg_module;
 
 /* "layernorm", "core_attn", ...; "none" for DG_MODULE_NONE, "?" out of range. */
 static inline const char *dg_module_name(int m) {
-    static const char *names[DG_MODULE_COUNT] = {"none", "layernorm",   "attn",    "core_attn",
-                                                 "mlp",  "moe",         "moe_act", "shared_experts"};
+    static const char *names[DG_MODULE_COUNT] = {"none", "layernorm", "attn",           "core_attn", "mlp",
+                                                 "moe",  "moe_act",   "shared_experts", "mla_up_proj"};
     return m >= 0 && m < DG_MODULE_COUNT ? names[m] : "?";
 }
 

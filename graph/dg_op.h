@@ -142,6 +142,8 @@ enum {
     DG_TRAIT_VOCAB = 1u << 5,     /* reads a whole vocabulary (the embedding lookup, the cross entropy) */
     DG_TRAIT_LINEAR = 1u << 6,    /* a linear layer (matmul) */
     DG_TRAIT_EXPERTS = 1u << 7,   /* routed experts (moe_experts) */
+    DG_TRAIT_BROADCAST = 1u << 8, /* copies a whole input onto heads another input splits (expand_heads):
+                                   * the input's gradient sums over a rank's heads only */
 };
 
 /* A sharding rule's answer when the inputs' layouts do not fit the op. */

@@ -102,7 +102,7 @@ typedef struct dg_ckpt_data {
 /* The caller's configuration: named numbers, kept in the order they were
  * set. Stored as the manifest's "model" object (the name checkpoints have
  * always used), one JSON number per key; doubles round-trip exactly. */
-#define DG_CKPT_CONFIG_MAX 64
+#define DG_CKPT_CONFIG_MAX 128
 #define DG_CKPT_KEY_LEN 64
 typedef struct dg_ckpt_config {
     int n;

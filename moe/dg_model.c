@@ -1,5 +1,6 @@
 /* dg_model.c — lower the Mixtral-style decoder into graph nodes (see dg_model.h). */
 #include "dg_model.h"
+#include "dg_model_mla.h"
 
 #include <math.h>
 #include <string.h>
@@ -86,7 +87,11 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
              c->max_position_embeddings >= c->seq_length,
          "--seq-length %d exceeds --max-position-embeddings %d", c->seq_length,
          c->max_position_embeddings);
-    if (c->position_embedding == DG_MODEL_POS_ROPE) {
+    if (c->multi_latent_attention) DG_TRY(dg_model_mla_check(c, err)); /* its own RoPE on its own dims */
+    NEED(!c->multi_latent_attention || (c->attn_window == 0 && c->softmax_type == 0),
+         "--multi-latent-attention with %s: not supported (MLA's attention has no window or sink yet)",
+         c->attn_window > 0 ? "--window-size" : "--softmax-type");
+    if (c->position_embedding == DG_MODEL_POS_ROPE && !c->multi_latent_attention) {
     NEED(dg_model_head_dim(c) % 2 == 0, "head size %lld (--kv-channels, or --hidden-size / --num-attention-heads) "
          "is odd; RoPE needs it even", (long long)dg_model_head_dim(c));
     NEED(!(c->rotary_percent < 0 || c->rotary_percent > 1),
@@ -226,6 +231,11 @@ static int norm_of(dg_graph *g, const dg_model_config *c, const char *prefix, co
     return dg_layernorm(g, x, w, b, c->norm_epsilon);
 }
 
+int dg_model_norm_of(dg_graph *g, const dg_model_config *c, const char *prefix, const char *name, int x,
+                     int64_t n) {
+    return norm_of(g, c, prefix, name, x, n);
+}
+
 int dg_model_norm(dg_graph *g, const dg_model_config *c, const char *prefix, const char *name, int x) {
     return norm_of(g, c, prefix, name, x, c->hidden_size);
 }
@@ -287,6 +297,7 @@ int dg_model_attn_output(dg_graph *g, const dg_model_config *c, int a, int64_t B
  * attention, its probabilities through dropout `site` when
  * attention_dropout > 0 (key: the graph's rng_key). */
 static int attention_block(dg_graph *g, const dg_model_config *c, const char *pre, int l, int x, int key, int site) {
+    if (c->multi_latent_attention) return dg_model_mla_attention(g, c, pre, x, key, site);
     int64_t B = dg_Tc(g, x)->shape[0], S = dg_Tc(g, x)->shape[1];
     int64_t D = dg_model_head_dim(c);
     dg_model_qkv p;

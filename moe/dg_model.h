@@ -100,6 +100,17 @@ typedef struct dg_model_config {
     int softmax_type;               /* --softmax-type: DG_ATTN_SOFTMAX_* (ops/dg_op_attention.h):
                                      * 0 vanilla, 1 off-by-one, 2 learnable: each layer's sink
                                      * logits self_attention.core_attention.softmax_offset [Hq] */
+    /* multi-latent attention (issue 29) */
+    int multi_latent_attention;     /* --multi-latent-attention: DeepSeek's MLA (dg_model_attn_project) */
+    int q_lora_rank;                /* --q-lora-rank (0: Megatron's None, q is one linear_q_proj) */
+    int kv_lora_rank;               /* --kv-lora-rank */
+    int qk_head_dim;                /* --qk-head-dim: each head's q/k part without RoPE */
+    int qk_pos_emb_head_dim;        /* --qk-pos-emb-head-dim: the RoPE part (k's shared by the heads) */
+    int v_head_dim;                 /* --v-head-dim */
+    int rope_yarn;                  /* --rope-type yarn (MLA's default): YaRN frequencies (dg_op_rope.h) */
+    double rotary_scaling_factor;   /* --rotary-scaling-factor (YaRN's factor; 1: none) */
+    double mscale;                  /* --mscale (YaRN) */
+    double mscale_all_dim;          /* --mscale-all-dim (YaRN; also MLA's softmax scale) */
 } dg_model_config;
 
 /* --position-embedding-type */
@@ -154,7 +165,20 @@ typedef struct dg_model_io {
  * linear_fc1 / linear_fc2); the router and the routed experts have none.
  * The dense MLP is fc2(gelu(fc1 x)) with fc1 [F, H] under mlp_gelu.
  * (Megatron fuses q, k and v into linear_qkv; they are separate here so
- * tensor parallelism can split each by heads without a reshuffle.) */
+ * tensor parallelism can split each by heads without a reshuffle.)
+ * Multi-latent attention (multi_latent_attention) has instead, with
+ * Q = qk_head_dim + qk_pos_emb_head_dim, P = qk_pos_emb_head_dim:
+ *   self_attention.linear_q_proj.weight       [Hq*Q, H]       (no q_lora_rank)
+ *   self_attention.linear_q_down_proj.weight  [q_lora_rank, H] (replicated)
+ *   self_attention.q_layernorm.weight         [q_lora_rank]  (--qk-layernorm)
+ *   self_attention.linear_q_up_proj.weight    [Hq*Q, q_lora_rank]
+ *   self_attention.linear_kv_down_proj.weight [kv_lora_rank + P, H] (replicated)
+ *   self_attention.kv_layernorm.weight        [kv_lora_rank] (--qk-layernorm)
+ *   self_attention.linear_kv_up_proj.weight   [Hq*(qk_head_dim + v_head_dim), kv_lora_rank]
+ *   self_attention.linear_proj.weight         [H, Hq*v_head_dim]
+ * (the local spec's names; as there, the latent norms exist only with
+ * --qk-layernorm, and q has none without q_lora_rank; LayerNorm adds
+ * ".bias"; MLA's linears have no biases but linear_proj's). */
 
 /* Builder pieces shared by the training forward and the decode graph
  * (dg_model_decode.h), so both name and shape parameters identically:
@@ -197,6 +221,9 @@ typedef enum dg_model_param_kind {
 int dg_model_param(dg_graph *g, const char *prefix, const char *name, dg_model_param_kind kind,
                    int ndim, const int64_t *shape);
 int dg_model_norm(dg_graph *g, const dg_model_config *c, const char *prefix, const char *name, int x);
+/* The same norm over a last dim of size n (per-head and latent norms). */
+int dg_model_norm_of(dg_graph *g, const dg_model_config *c, const char *prefix, const char *name, int x,
+                     int64_t n);
 /* Attention's projections, shared so both graphs name them alike: q
  * [B, L, Hq, D] and k, v [B, L, Hkv, D] from x [B, L, H] (before RoPE), and
  * the output projection's weight wo; dg_model_attn_output() turns the
@@ -230,6 +257,17 @@ void dg_model_router_opts(const dg_model_config *c, struct dg_router_opts *o);
 /* The window of layer l's attention (0: none), by --window-size and
  * --window-attn-skip-freq as Megatron's is_layer_window_attention. */
 int dg_model_layer_window(const dg_model_config *c, int l);
+
+/* YaRN's fixed settings under MLA: MLATransformerConfig's defaults, which
+ * Megatron's flags do not reach (its --yarn-* flags are for non-MLA yarn). */
+#define DG_MODEL_YARN_ORIGINAL_MAX_POS 4096
+#define DG_MODEL_YARN_BETA_FAST 32.0
+#define DG_MODEL_YARN_BETA_SLOW 1.0
+
+/* MLA's softmax scale: mscale(--rotary-scaling-factor, --mscale-all-dim)^2 /
+ * sqrt(qk_head_dim + qk_pos_emb_head_dim), as Megatron's MultiLatentAttention
+ * (under --rope-type rope too). */
+double dg_model_mla_softmax_scale(const dg_model_config *c);
 
 /* Each attention head's size: --kv-channels, or hidden / heads. */
 int64_t dg_model_head_dim(const dg_model_config *c);

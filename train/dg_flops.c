@@ -4,10 +4,24 @@
 #include "dg_base.h"
 #include "dg_cpu_gemm.h"
 
+/* Multi-latent attention's FLOPs per token of one layer, Megatron's MLA
+ * branch: 6 x (the projections: q (one linear, or the q lora's down and up
+ * projections and its norm), the kv lora's and its norm, the RoPE key, the
+ * output) + 6 x S x (QK^T and PV, halved by the causal mask). */
+static double mla_attn_per_token(const dg_model_config *c) {
+    double S = c->seq_length, H = c->hidden_size, A = c->num_attention_heads;
+    double Q = (double)c->qk_head_dim + c->qk_pos_emb_head_dim, Dv = c->v_head_dim;
+    double q = c->q_lora_rank > 0 ? c->q_lora_rank * (H + A * Q + 1) : H * A * Q;
+    double kv = c->kv_lora_rank * (H + A * ((double)c->qk_head_dim + Dv) + 1) + H * c->qk_pos_emb_head_dim;
+    return 6.0 * (q + kv + A * Dv * H) + 6.0 * S * (A * Q / 2 + A * Dv / 2);
+}
+
 double dg_model_flops(const dg_model_config *c, double batch) {
     double S = c->seq_length, L = c->num_layers, H = c->hidden_size, V = c->vocab_size;
     double A = c->num_attention_heads, G = c->num_query_groups, D = (double)dg_model_head_dim(c);
-    double attn = (1.0 + G / A + S / H) * (A * D / H);
+    /* the attention term in units of 12 H^2 per token and layer */
+    double attn = c->multi_latent_attention ? mla_attn_per_token(c) / (12.0 * H * H)
+                                            : (1.0 + G / A + S / H) * (A * D / H);
     /* average the MLP term over layers: MoE layers route to top-k experts;
      * a gated (SwiGLU) MLP has three matrices, a GeLU one two (Megatron's
      * gated_linear_multiplier: 3/2 with --swiglu, else 1) */

@@ -12,6 +12,12 @@
  * dense MLP width, top-k 1, for dense layers). The 12 is 3 (forward +
  * two backward GEMMs) x 2 (multiply-add) x 2 (the H^2 terms count pairs).
  * It counts model FLOPs only: no recompute, no router or norms.
+ * With multi-latent attention the attention term is Megatron's MLA branch
+ * (per token and layer, q_head = qk_head_dim + qk_pos_emb_head_dim):
+ *   6 (q + kv_lora_rank (H + A (qk_head_dim + v_head_dim) + 1)
+ *      + H qk_pos_emb_head_dim + A v_head_dim H)
+ *   + 6 S (A q_head / 2 + A v_head_dim / 2)
+ * with q = q_lora_rank (H + A q_head + 1), or H A q_head without --q-lora-rank.
  */
 #ifndef DG_FLOPS_H
 #define DG_FLOPS_H

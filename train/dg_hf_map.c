@@ -16,6 +16,8 @@ const char *dg_hf_arch_model_type(dg_hf_arch a) { return k_type[a]; }
 /* Why a RoPE/RMSNorm/SwiGLU model (Llama, Mixtral, Qwen3-MoE) cannot be c,
  * or NULL; q/k norms and heads of their own size only as Qwen3-MoE. */
 static const char *not_rope_swiglu(const dg_model_config *c, int qwen3) {
+    if (c->multi_latent_attention)
+        return "it has no multi-latent attention (--multi-latent-attention: DeepseekV3ForCausalLM is not converted yet)";
     if (c->position_embedding != DG_MODEL_POS_ROPE) return "it needs RoPE (--position-embedding-type rope)";
     if (c->normalization_layernorm) return "it needs RMSNorm (--normalization RMSNorm)";
     if (c->mlp_gelu) return "it needs SwiGLU (--swiglu)";
@@ -47,6 +49,8 @@ static const char *not_mixtral(const dg_model_config *c) {
 }
 
 static const char *not_gpt2(const dg_model_config *c) {
+    if (c->multi_latent_attention)
+        return "it has no multi-latent attention (--multi-latent-attention: DeepseekV3ForCausalLM is not converted yet)";
     if (c->position_embedding != DG_MODEL_POS_LEARNED) return "it needs learned absolute positions";
     if (!c->normalization_layernorm) return "it needs LayerNorm";
     if (!c->mlp_gelu) return "it needs a GeLU MLP";

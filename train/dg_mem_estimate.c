@@ -17,6 +17,17 @@ double dg_mem_need_total(const dg_mem_need *n) {
 #define TENSORS_PER_LAYER 70
 #define DATA_BYTES_PER_SAMPLE 24
 
+/* Multi-latent attention's parameters (moe/dg_model.h): q's projection(s)
+ * and norm, the kv down and up projections and norm, the output. */
+static double mla_params(const dg_model_config *m) {
+    double H = m->hidden_size, A = m->num_attention_heads, Q = (double)m->qk_head_dim + m->qk_pos_emb_head_dim;
+    double ql = m->q_lora_rank, kl = m->kv_lora_rank, norm = m->normalization_layernorm ? 2 : 1;
+    double q = ql > 0 ? ql * H + A * Q * ql + (m->qk_layernorm ? norm * ql : 0) : A * Q * H;
+    double kv = (kl + m->qk_pos_emb_head_dim) * H + A * ((double)m->qk_head_dim + m->v_head_dim) * kl +
+                (m->qk_layernorm ? norm * kl : 0);
+    return q + kv + H * A * m->v_head_dim + (m->add_bias_linear ? H : 0);
+}
+
 /* Parameters of one layer on this rank: attention, norms, and the smaller
  * of a dense and an MoE MLP when the flags do not say which yet (a lower
  * bound), experts split over EP. */
@@ -25,7 +36,8 @@ static double layer_params(const dg_train_config *c, int layer) {
     double H = m->hidden_size, A = m->num_attention_heads > 0 ? m->num_attention_heads : 1;
     double G = c->group_query_attention && m->num_query_groups > 0 ? m->num_query_groups : A;
     double D = (double)dg_model_head_dim(m);
-    double attn = H * A * D * 2 + H * G * D * 2 + 2 * H + (m->qk_layernorm ? 2 * D : 0);
+    double attn = m->multi_latent_attention ? mla_params(m) + 2 * H
+                                            : H * A * D * 2 + H * G * D * 2 + 2 * H + (m->qk_layernorm ? 2 * D : 0);
     double F = m->ffn_hidden_size > 0 ? m->ffn_hidden_size : 4 * H;
     double Fm = m->moe_ffn_hidden_size > 0 ? m->moe_ffn_hidden_size : F;
     double ep = c->expert_model_parallel_size > 1 ? c->expert_model_parallel_size : 1;

@@ -65,6 +65,17 @@ static const dg_model_field k_fields[] = {
     FI(window_attn_mask[2], "--window-attn-skip-freq (list, layers 64-95)", true),
     FI(window_attn_mask[3], "--window-attn-skip-freq (list, layers 96-127)", true),
     FI(softmax_type, "--softmax-type", true),
+    /* multi-latent attention (issue 29) */
+    FI(multi_latent_attention, "--multi-latent-attention", true),
+    FI(q_lora_rank, "--q-lora-rank", true),
+    FI(kv_lora_rank, "--kv-lora-rank", true),
+    FI(qk_head_dim, "--qk-head-dim", true),
+    FI(qk_pos_emb_head_dim, "--qk-pos-emb-head-dim", true),
+    FI(v_head_dim, "--v-head-dim", true),
+    FI(rope_yarn, "--rope-type yarn", true),
+    FD(rotary_scaling_factor, "--rotary-scaling-factor", true),
+    FD(mscale, "--mscale", true),
+    FD(mscale_all_dim, "--mscale-all-dim", true),
 };
 #undef FI
 #undef FD

@@ -17,7 +17,7 @@
  *                                  (default core_attn); method and num-layers
  *                                  must not be given
  *   --recompute-modules  core_attn moe_act layernorm mlp moe shared_experts
- *                        (mla_up_proj: no multi-latent attention here)
+ *                        (mla_up_proj: MLA's up projections and RoPE)
  *
  * --recompute-memory-budget MB (MiB, like the log line's memory): instead
  * of flags, the planner picks (layer, module) and whole-layer regions,

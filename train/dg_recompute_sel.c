@@ -9,10 +9,10 @@
 
 #include "dg_module.h"
 
-/* Megatron's --recompute-modules names; mla_up_proj is Megatron's too but
- * has no counterpart here (no multi-latent attention). */
-static const int module_ids[] = {DG_MODULE_CORE_ATTN, DG_MODULE_MOE_ACT, DG_MODULE_LAYERNORM,
-                                 DG_MODULE_MLP, DG_MODULE_MOE, DG_MODULE_SHARED_EXPERTS};
+/* Megatron's --recompute-modules names (mla_up_proj selects nothing without
+ * --multi-latent-attention, as in Megatron). */
+static const int module_ids[] = {DG_MODULE_CORE_ATTN, DG_MODULE_MOE_ACT, DG_MODULE_LAYERNORM, DG_MODULE_MLP,
+                                 DG_MODULE_MOE,       DG_MODULE_SHARED_EXPERTS, DG_MODULE_MLA_UP_PROJ};
 
 int dg_rc_parse_modules(const char *list, unsigned *bits, dg_err *err) {
     *bits = 0;
@@ -26,13 +26,10 @@ int dg_rc_parse_modules(const char *list, unsigned *bits, dg_err *err) {
         int found = -1;
         for (size_t i = 0; i < DG_ARRAY_LEN(module_ids); i++)
             if (!strcmp(w, dg_module_name(module_ids[i]))) found = module_ids[i];
-        if (found < 0 && !strcmp(w, "mla_up_proj"))
-            return dg_err_set(err, DG_EINPUT,
-                              "--recompute-modules mla_up_proj: not supported: there is no multi-latent attention here");
         if (found < 0)
             return dg_err_set(err, DG_EINPUT,
                               "--recompute-modules: unknown module '%s' (expected core_attn, moe_act, layernorm, "
-                              "mlp, moe or shared_experts)",
+                              "mlp, moe, shared_experts or mla_up_proj)",
                               w);
         *bits |= 1u << found;
     }

@@ -32,7 +32,6 @@ typedef struct compat_flag {
 #define FUSED "dagatron always runs its own fused kernels"
 #define PERF "a performance option: the numbers are the same without it"
 #define RECOMPUTE "not applied: recompute the MoE layers with --recompute-modules moe (the numbers are the same)"
-#define NO_MLA "only read with --multi-latent-attention, which is not supported"
 #define NO_FP8 "only read with --fp8-format, which is not supported"
 #define LOG_ONLY "a logging option: dagatron does not write this scalar"
 #define CKPT_FMT "dagatron writes its own checkpoint format (docs/megatron_compat.md)"
@@ -61,7 +60,7 @@ static const compat_flag compat_flags[] = {
     BUILT("--glu-linear-offset", DG_ARG_DOUBLE, glu_linear_offset, "offset added to the GLU's linear half: only 0 is built", NR, NULL),
     BUILT("--optimizer", DG_ARG_CHOICE, optimizer, "optimizer (only adam, as AdamW, is built)", NR, "adam|sgd"),
     BUILT("--moe-router-dtype", DG_ARG_CHOICE, moe_router_dtype, "router precision: the router always computes in fp32 (fp64 is not built)", NR, "fp32|fp64"),
-    BUILT("--rope-type", DG_ARG_CHOICE, rope_type, "RoPE variant (only rope is built)", NR, "rope|yarn|llama"),
+    BUILT("--rope-type", DG_ARG_CHOICE, rope_type, "RoPE variant: rope, or yarn with --multi-latent-attention (its default); llama is not built", NR, "rope|yarn|llama"),
     BUILT("--softmax-type", DG_ARG_CHOICE, softmax_type, "attention softmax: vanilla; off-by-one, a zero sink logit; learnable, a sink logit per head", NR, "vanilla|off-by-one|learnable"),
     /* accepted without effect */
     NOOP_FLAG("--use-mcore-models", "dagatron's model is Megatron-Core's GPT"),
@@ -108,14 +107,6 @@ static const compat_flag compat_flags[] = {
     NOOP_VALUE("--dist-ckpt-strictness", CKPT_FMT),
     NOOP_FLAG("--auto-detect-ckpt-format", CKPT_FMT),
     NOOP_FLAG("--use-dist-ckpt", CKPT_FMT),
-    NOOP_VALUE("--q-lora-rank", NO_MLA),
-    NOOP_VALUE("--kv-lora-rank", NO_MLA),
-    NOOP_VALUE("--qk-head-dim", NO_MLA),
-    NOOP_VALUE("--v-head-dim", NO_MLA),
-    NOOP_VALUE("--qk-pos-emb-head-dim", NO_MLA),
-    NOOP_VALUE("--mscale", NO_MLA),
-    NOOP_VALUE("--mscale-all-dim", NO_MLA),
-    NOOP_VALUE("--rotary-scaling-factor", "only read with --multi-latent-attention or --use-rope-scaling, which are not supported"),
     NOOP_VALUE("--fp8-amax-compute-algo", NO_FP8),
     NOOP_VALUE("--fp8-amax-history-len", NO_FP8),
     NOOP_FLAG("--fp8-param-gather", NO_FP8),
@@ -123,7 +114,6 @@ static const compat_flag compat_flags[] = {
     NOOP_VALUE("--moe-upcycling-granularity", "only read with --moe-use-upcycling, which is not supported"),
     /* refused: the meaning is not built and it would change the numbers */
     REFUSE_VALUE("--fp8-format", "fp8 training is not built"),
-    REFUSE_FLAG("--multi-latent-attention", "multi-latent attention (MLA) is not built"),
     REFUSE_FLAG("--use-rope-scaling", "RoPE frequency scaling is not built"),
     REFUSE_VALUE("--mtp-num-layers", "multi-token prediction is not built"),
     REFUSE_FLAG("--moe-use-upcycling", "upcycling a dense checkpoint is not built"),
@@ -146,7 +136,7 @@ void dg_train_compat_defaults(dg_train_compat *x) {
     x->hysteresis = 2;
     snprintf(x->optimizer, sizeof x->optimizer, "adam");
     snprintf(x->moe_router_dtype, sizeof x->moe_router_dtype, "fp32");
-    snprintf(x->rope_type, sizeof x->rope_type, "rope");
+    x->rope_type[0] = 0; /* Megatron's None: yarn under MLA, else rope */
     snprintf(x->softmax_type, sizeof x->softmax_type, "vanilla");
 }
 
@@ -158,7 +148,7 @@ static int refuse(const char *flag, const char *why, dg_err *err) {
 static int check_values(const dg_train_compat *x, dg_err *err) {
     if (strcmp(x->optimizer, "adam")) return refuse("--optimizer sgd", "only adam (AdamW) is built", err);
     if (strcmp(x->moe_router_dtype, "fp32")) return refuse("--moe-router-dtype fp64", "the router computes in fp32", err);
-    if (strcmp(x->rope_type, "rope")) return refuse("--rope-type", "only plain rope is built", err);
+    if (!strcmp(x->rope_type, "llama")) return refuse("--rope-type llama", "only rope and yarn are built", err);
     if (x->bf16 && x->fp16) return dg_err_set(err, DG_EINPUT, "--bf16 and --fp16 exclude each other");
     if (x->glu_linear_offset != 0.0) return refuse("--glu-linear-offset", "only 0 is built", err);
     return DG_OK;
@@ -167,6 +157,10 @@ static int check_values(const dg_train_compat *x, dg_err *err) {
 /* What the built flags mean for dagatron's own fields. */
 static int apply(dg_train_config *c, dg_err *err) {
     dg_train_compat *x = &c->compat;
+    /* Megatron: common attention only takes rope; MLA defaults to yarn */
+    if (!strcmp(x->rope_type, "yarn") && !c->model.multi_latent_attention)
+        return refuse("--rope-type yarn", "YaRN is built for --multi-latent-attention only", err);
+    c->model.rope_yarn = c->model.multi_latent_attention && strcmp(x->rope_type, "rope") != 0;
     if (x->use_rotary_position_embeddings) snprintf(c->position_embedding_type, sizeof c->position_embedding_type, "rope");
     /* Megatron's --no-position-embedding turns the learned table off; RoPE is unaffected */
     if (x->no_position_embedding && !strcmp(c->position_embedding_type, "learned_absolute"))

@@ -32,6 +32,15 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--rotary-percent", DG_ARG_DOUBLE, M(rotary_percent), "share of each head RoPE rotates (default 1.0)", 0, 1, NULL},
     {"--kv-channels", DG_ARG_INT, M(kv_channels), "each attention head's size (default: --hidden-size / --num-attention-heads)", 1, 1 << 20, NULL},
     {"--qk-layernorm", DG_ARG_FLAG, M(qk_layernorm), "a norm of --normalization's kind over each head's queries and keys", NR, NULL},
+    {"--multi-latent-attention", DG_ARG_FLAG, M(multi_latent_attention), "DeepSeek's multi-latent attention (MLA)", NR, NULL},
+    {"--q-lora-rank", DG_ARG_INT, M(q_lora_rank), "MLA: rank of q's low-rank projection (default: none, one linear)", 1, 1 << 20, NULL},
+    {"--kv-lora-rank", DG_ARG_INT, M(kv_lora_rank), "MLA: rank of k and v's latent (32)", 1, 1 << 20, NULL},
+    {"--qk-head-dim", DG_ARG_INT, M(qk_head_dim), "MLA: each head's q/k dims without RoPE (128)", 1, 1 << 20, NULL},
+    {"--qk-pos-emb-head-dim", DG_ARG_INT, M(qk_pos_emb_head_dim), "MLA: each head's RoPE dims (64)", 1, 1 << 20, NULL},
+    {"--v-head-dim", DG_ARG_INT, M(v_head_dim), "MLA: each head's v dims (128)", 1, 1 << 20, NULL},
+    {"--rotary-scaling-factor", DG_ARG_DOUBLE, M(rotary_scaling_factor), "MLA: YaRN's scaling factor (1.0)", 0, 1e9, NULL},
+    {"--mscale", DG_ARG_DOUBLE, M(mscale), "MLA: YaRN's mscale (1.0)", 0, 1e9, NULL},
+    {"--mscale-all-dim", DG_ARG_DOUBLE, M(mscale_all_dim), "MLA: YaRN's mscale over all dims (0.0)", 0, 1e9, NULL},
     {"--swiglu", DG_ARG_FLAG, T(swiglu), "SwiGLU MLPs (default: GeLU)", NR, NULL},
     {"--untie-embeddings-and-output-weights", DG_ARG_FLAG, M(untie_embeddings), "separate LM head", NR, NULL},
     {"--make-vocab-size-divisible-by", DG_ARG_INT, T(make_vocab_divisible_by), "vocabulary padding", 1, 1 << 20, NULL},
@@ -175,6 +184,14 @@ void dg_train_config_defaults(dg_train_config *c) {
     m->moe_aux_loss_coeff = 0.0;
     m->moe_z_loss_coeff = 0.0;
     m->rope_base = 10000.0;
+    /* MLA's flags: Megatron's defaults (arguments.py _add_mla_args) */
+    m->kv_lora_rank = 32;
+    m->qk_head_dim = 128;
+    m->qk_pos_emb_head_dim = 64;
+    m->v_head_dim = 128;
+    m->rotary_scaling_factor = 1.0;
+    m->mscale = 1.0;
+    m->mscale_all_dim = 0.0;
     m->norm_epsilon = 1e-5;
     m->moe_layer_freq = 1;
     m->hidden_dropout = 0.1;
@@ -380,6 +397,11 @@ int dg_train_config_finish_run(dg_train_config *c, int64_t vocab_from_data, int 
     m->moe_token_drop_policy = !strcmp(c->drop_policy, "position");
     /* --kv-channels of Megatron's default size is the default (one record for one model) */
     if (m->kv_channels > 0 && (int64_t)m->kv_channels * m->num_attention_heads == m->hidden_size) m->kv_channels = 0;
+    if (!m->multi_latent_attention) { /* MLA's settings are unread without it (one record for one model) */
+        m->q_lora_rank = m->kv_lora_rank = m->qk_head_dim = m->qk_pos_emb_head_dim = m->v_head_dim = 0;
+        m->rope_yarn = 0;
+        m->rotary_scaling_factor = m->mscale = m->mscale_all_dim = 0.0;
+    }
     if (!c->group_query_attention) m->num_query_groups = m->num_attention_heads;
     if (m->num_query_groups <= 0) m->num_query_groups = m->num_attention_heads;
     /* Megatron's default: 4 x hidden; with --swiglu two thirds of that (the

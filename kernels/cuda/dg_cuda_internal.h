@@ -43,6 +43,7 @@ extern "C" {
 #include "dg_op_basic.h"
 #include "dg_op_embedding.h"
 #include "dg_op_matmul.h"
+#include "dg_op_mla.h"
 #include "dg_op_norm.h"
 #include "dg_op_rope.h"
 #include "dg_op_shape.h"
@@ -149,6 +150,11 @@ int dg_cuda_k_rmsnorm_bwd(DG_CUDA_KARGS);
 int dg_cuda_k_layernorm(DG_CUDA_KARGS);
 int dg_cuda_k_layernorm_bwd(DG_CUDA_KARGS);
 int dg_cuda_k_rope(DG_CUDA_KARGS);
+/* dg_cuda_k_mla.cu */
+int dg_cuda_k_narrow(DG_CUDA_KARGS);
+int dg_cuda_k_pad_last(DG_CUDA_KARGS);
+int dg_cuda_k_expand_heads(DG_CUDA_KARGS);
+int dg_cuda_k_heads_sum(DG_CUDA_KARGS);
 size_t dg_cuda_ws_norm_bwd(const dg_graph *g, const dg_node *n);
 /* dg_cuda_k_xent.cu */
 int dg_cuda_k_xent(DG_CUDA_KARGS);

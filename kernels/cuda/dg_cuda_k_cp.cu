@@ -6,7 +6,7 @@
  * The cp rank and the positions are device i32s read by the kernels. A
  * rank outside [0, cp) or a position outside the table flags the node (the
  * CPU kernels return DG_EINTERNAL / DG_EINPUT). The shared DG_HD helpers
- * are the CPU's arithmetic: dg_layout_cp_position, dg_rope_angle / dg_rope_pair,
+ * are the CPU's arithmetic: dg_layout_cp_position, dg_rope_cos_sin / dg_rope_pair,
  * the merge's rows (dg_lse_merge_row, dg_lse_merge_bwd_row). The position
  * table's gradient keeps the CPU's order per element (positions in order,
  * then the batch), one writer each: bitwise the CPU's sums. */
@@ -41,33 +41,36 @@ int dg_cuda_k_cp_positions(DG_CUDA_KARGS) {
  * kernel); the angle in double, its cosine and sine rounded to float once,
  * as the CPU's table. */
 __global__ static void rope_pos_kernel(const float *x, const int32_t *pos, float *y, int64_t rows, int64_t S,
-                                       int64_t NH, int64_t D, int64_t R, double base, int inverse) {
+                                       int64_t NH, int64_t D, int64_t R, dg_rope_spec spec, int inverse,
+                                       int interleaved) {
     const int64_t half = R / 2, per_row = D - half;
     DG_CUDA_FOR(t, rows * per_row) {
         int64_t r = t / per_row, i = t % per_row;
         const float *xr = x + r * D;
         float *yr = y + r * D;
-        if (i >= half) {
+        if (i >= half) { /* the pass-through dims R .. D-1 */
             yr[half + i] = xr[half + i];
             continue;
         }
-        double th = dg_rope_angle(pos[(r / NH) % S], i, R, base);
-        float c = (float)cos(th), sn = (float)sin(th);
+        int64_t d1, d2;
+        dg_rope_pair_dims(i, R, interleaved, &d1, &d2);
+        float c, sn;
+        dg_rope_cos_sin(&spec, pos[(r / NH) % S], i, R, &c, &sn);
         float y1, y2;
-        dg_rope_pair(xr[i], xr[i + half], c, inverse ? -sn : sn, &y1, &y2);
-        yr[i] = y1;
-        yr[i + half] = y2;
+        dg_rope_pair(xr[d1], xr[d2], c, inverse ? -sn : sn, &y1, &y2);
+        yr[d1] = y1;
+        yr[d2] = y2;
     }
 }
 
-/* attrs i[1] = inverse, i[2] = rotary_dim (0: D), f[0] = base */
+/* attrs i[1] = inverse, i[2] = rotary_dim (0: D), f[0] = base, YaRN's as rope's */
 int dg_cuda_k_rope_pos(DG_CUDA_KARGS) {
     const dg_tensor *x = DG_IN(g, n, 0);
     int64_t B = x->shape[0], S = x->shape[1], NH = x->shape[2], D = x->shape[3];
     int64_t R = n->attrs.i[2] > 0 ? n->attrs.i[2] : D, rows = B * S * NH;
     rope_pos_kernel<<<dg_cuda_blocks(rows * (D - R / 2), TPB), TPB, 0, dg_cuda_ctx_of(e)->stream>>>(
-        (const float *)in[0], (const int32_t *)in[1], (float *)out[0], rows, S, NH, D, R, n->attrs.f[0],
-        (int)n->attrs.i[1]);
+        (const float *)in[0], (const int32_t *)in[1], (float *)out[0], rows, S, NH, D, R, dg_rope_spec_of(&n->attrs),
+        (int)n->attrs.i[1], (int)n->attrs.i[4]);
     return dg_cuda_launched();
 }
 

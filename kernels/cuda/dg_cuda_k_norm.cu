@@ -180,23 +180,26 @@ int dg_cuda_k_layernorm_bwd(DG_CUDA_KARGS) { return norm_bwd(e, g, n, in, out, 1
  * otherwise it copies dim R/2 + i. The angle is formed in double and its
  * cosine and sine rounded to float once, as the CPU table is. */
 __global__ static void rope_kernel(const float *x, float *y, int64_t rows, int64_t S, int64_t NH,
-                                   int64_t D, int64_t R, double base, int64_t pos0, int inverse) {
+                                   int64_t D, int64_t R, dg_rope_spec spec, int64_t pos0, int inverse,
+                                   int interleaved) {
     const int64_t half = R / 2, per_row = D - half;
     DG_CUDA_FOR(t, rows * per_row) {
         int64_t r = t / per_row, i = t % per_row;
         const float *xr = x + r * D;
         float *yr = y + r * D;
-        if (i >= half) {
+        if (i >= half) { /* the pass-through dims R .. D-1 */
             yr[half + i] = xr[half + i];
             continue;
         }
+        int64_t d1, d2;
+        dg_rope_pair_dims(i, R, interleaved, &d1, &d2);
         int64_t s = (r / NH) % S;
-        double th = dg_rope_angle(pos0 + s, i, R, base);
-        float c = (float)cos(th), sn = (float)sin(th);
+        float c, sn;
+        dg_rope_cos_sin(&spec, pos0 + s, i, R, &c, &sn);
         float y1, y2;
-        dg_rope_pair(xr[i], xr[i + half], c, inverse ? -sn : sn, &y1, &y2);
-        yr[i] = y1;
-        yr[i + half] = y2;
+        dg_rope_pair(xr[d1], xr[d2], c, inverse ? -sn : sn, &y1, &y2);
+        yr[d1] = y1;
+        yr[d2] = y2;
     }
 }
 
@@ -206,7 +209,7 @@ int dg_cuda_k_rope(DG_CUDA_KARGS) {
     int64_t R = n->attrs.i[2] > 0 ? n->attrs.i[2] : D;
     int64_t rows = B * S * NH, work = rows * (D - R / 2);
     rope_kernel<<<dg_cuda_blocks(work, 256), 256, 0, dg_cuda_ctx_of(e)->stream>>>(
-        (const float *)in[0], (float *)out[0], rows, S, NH, D, R, n->attrs.f[0], n->attrs.i[0],
-        (int)n->attrs.i[1]);
+        (const float *)in[0], (float *)out[0], rows, S, NH, D, R, dg_rope_spec_of(&n->attrs), n->attrs.i[0],
+        (int)n->attrs.i[1], (int)n->attrs.i[4]);
     return dg_cuda_launched();
 }

@@ -8,6 +8,7 @@
 #include "dg_cpu_xent.h"
 #include "dg_layout.h"
 #include "dg_op_basic.h"
+#include "dg_op_rope.h"
 #include "dg_op_xent.h"
 #include "dg_ops_util.h"
 #include "dg_pass_cp.h"
@@ -111,13 +112,10 @@ static int k_rope_pos(const dg_exec_env *e, const dg_graph *g, const dg_node *n,
     if (e->workspace_bytes < ws_rope_pos(g, n, 1)) return DG_EINTERNAL;
     float *cos_t = e->workspace, *sin_t = cos_t + S * half;
     const int32_t *pos = in[1];
+    dg_rope_spec spec = dg_rope_spec_of(&n->attrs); /* rope's attrs, YaRN's included */
     for (int64_t s = 0; s < S; s++) /* rope's tables (dg_cpu_rope.c), one position a row */
-        for (int64_t i = 0; i < half; i++) {
-            double th = dg_rope_angle(pos[s], i, R, n->attrs.f[0]);
-            cos_t[s * half + i] = (float)cos(th);
-            sin_t[s * half + i] = (float)sin(th);
-        }
-    dg_cpu_rope_apply(e->team, in[0], out[0], cos_t, sin_t, B, S, NH, D, R, (int)n->attrs.i[1]);
+        for (int64_t i = 0; i < half; i++) dg_rope_cos_sin(&spec, pos[s], i, R, &cos_t[s * half + i], &sin_t[s * half + i]);
+    dg_cpu_rope_apply2(e->team, in[0], out[0], cos_t, sin_t, B, S, NH, D, R, (int)n->attrs.i[1], (int)n->attrs.i[4]);
     return DG_OK;
 }
 
@@ -152,7 +150,8 @@ static int shard_rope_pos(const dg_graph *g, const dg_node *n, const dg_sharding
 
 const dg_op_def dg_op_rope_pos = {
     .name = "rope_pos", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .iattr_names = {"unused", "inverse", "rotary_dim"}, .fattr_names = {"base"},
+    .iattr_names = {"unused", "inverse", "rotary_dim", "yarn_original_max_pos", "interleaved"},
+    .fattr_names = {"base", "yarn_factor", "yarn_beta_fast", "yarn_beta_slow", "yarn_mscale"},
     .infer = infer_rope_pos, .cost = cost_rope_pos, .adjoint = adj_rope_pos, .workspace = ws_rope_pos,
     .kernel = k_rope_pos, .shard = shard_rope_pos,
 };

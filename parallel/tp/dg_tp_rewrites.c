@@ -11,6 +11,7 @@
 #include "dg_op_dropout.h"
 #include "dg_op_embedding.h"
 #include "dg_op_matmul.h"
+#include "dg_op_mla.h"
 #include "dg_op_shape.h"
 #include "dg_op_vocab.h"
 #include "dg_op_xent.h"
@@ -171,6 +172,23 @@ static int tp_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, const 
     return DG_OK;
 }
 
+/* ---- expand_heads ----------------------------------------------------------------------- */
+
+/* x's one head onto heads split over tp (MLA's shared RoPE key): each rank's
+ * gradient of x sums its own heads only, so x is read through a
+ * copy_to_group, whose adjoint all-reduces that gradient over tp. */
+static int tp_expand(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out, dg_tp_node *tn,
+                     dg_err *err) {
+    (void)src;
+    (void)tn;
+    const dg_tensor *like = &g->tensors[in[1]];
+    if (like->sharding.split[2] != DG_AXIS_TP) return DG_REEMIT_COPY;
+    int x = dg_copy_to_group(g, in[0], DG_AXIS_TP, dg_mesh_size(g, DG_AXIS_TP));
+    out[0] = x < 0 ? -1 : dg_add1(g, n->op, &n->attrs, (int[]){x, in[1]}, 2, n->name);
+    if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "tp expand_heads: %s", g->err.msg);
+    return DG_OK;
+}
+
 /* ---- the table ---------------------------------------------------------------------------- */
 
 const dg_tp_rewrite dg_tp_rewrites[] = {
@@ -178,5 +196,6 @@ const dg_tp_rewrite dg_tp_rewrites[] = {
     {&dg_op_softmax_xent, tp_xent, tp_takes_xent}, /* DG_TRAIT_VOCAB: the vocab-parallel loss */
     {&dg_op_dropout, tp_dropout, NULL},         /* DG_TRAIT_RANDOM: the slice's mask */
     {&dg_op_matmul, tp_matmul, tp_takes_matmul},   /* DG_TRAIT_LINEAR: --tp-comm-overlap's chunks */
+    {&dg_op_expand_heads, tp_expand, NULL},     /* DG_TRAIT_BROADCAST: x through a copy_to_group */
     {NULL, NULL, NULL},
 };

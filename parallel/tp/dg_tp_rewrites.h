@@ -11,7 +11,9 @@
  *   dropout        on an input split on dim 1 over tp: the form with the tp
  *                  coordinate (dg_op_dropout.h);
  *   matmul         under --tp-comm-overlap, a linear in chunks of the
- *                  sequence (dg_tp_seq.h, dg_tp_overlap).
+ *                  sequence (dg_tp_seq.h, dg_tp_overlap);
+ *   expand_heads   onto heads split over tp: its input through a
+ *                  copy_to_group (the gradient sums a rank's heads only).
  * Anything else of these ops is copied.
  */
 #ifndef DG_TP_REWRITES_H
@@ -23,7 +25,7 @@
 #include "dg_tp_seq.h"
 #include "dg_reemit.h"
 
-#define DG_TP_TRAITS (DG_TRAIT_VOCAB | DG_TRAIT_RANDOM | DG_TRAIT_LINEAR)
+#define DG_TP_TRAITS (DG_TRAIT_VOCAB | DG_TRAIT_RANDOM | DG_TRAIT_LINEAR | DG_TRAIT_BROADCAST)
 
 /* What the pass tells a rewrite about the node besides its inputs. */
 typedef struct dg_tp_node {

@@ -28,6 +28,12 @@
 #include "dg_step_opts.h"
 #include "dg_train_config.h"
 
+/* The main job's MoE model without grouped-query attention, which MLA excludes. */
+#define MLA_MOE                                                                                                \
+    "--num-attention-heads 8 --swiglu "                                                                        \
+    "--untie-embeddings-and-output-weights --normalization RMSNorm --position-embedding-type rope "             \
+    "--disable-bias-linear --hidden-dropout 0.0 --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 512 " \
+    "--moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 1e-3 --micro-batch-size 4 --global-batch-size 8"
 /* Every layout starts from `dagatron train`'s defaults (Megatron's dense GPT
  * at the main job's size: LayerNorm, GeLU, learned absolute positions,
  * biases, tied embeddings, dropout 0.1, clipping 1.0) on mock data. */
@@ -53,6 +59,10 @@ static const layout layouts[] = {
     {"dp2+zero", 2, "--use-distributed-optimizer"},
     {"pp2 1f1b", 2, "--pipeline-model-parallel-size 2 --global-batch-size 16"},
     {"cp2", 2, "--context-parallel-size 2"},
+    /* multi-latent attention with YaRN (issue 29), its heads split over tp */
+    {"mla tp2", 2, MLA_MOE " --multi-latent-attention --q-lora-rank 64 --kv-lora-rank 32 --qk-head-dim 32 "
+                   "--qk-pos-emb-head-dim 16 --v-head-dim 32 --qk-layernorm --rotary-scaling-factor 40 "
+                   "--tensor-model-parallel-size 2 --sequence-parallel"},
 };
 
 /* dg_train_config_parse on "COMMON flags", split at spaces. */

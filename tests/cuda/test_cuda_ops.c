@@ -1,7 +1,8 @@
 /* test_cuda_ops.c — every CUDA kernel against its CPU kernel (needs a GPU).
  *
  * Five graphs use every op the CUDA table covers: a dense transformer
- * block (embedding, RMSNorm, RoPE at 50% and 100%, causal GQA attention,
+ * block (embedding, RMSNorm, RoPE at 50% and 100% and YaRN on interleaved
+ * pairs, MLA's narrow / pad_last / expand_heads / heads_sum, causal GQA attention,
  * LayerNorm, SwiGLU, GeLU, element-wise ops, tied LM head, masked cross
  * entropy, AdamW), an MoE block (router, aux and z losses, permutation,
  * grouped GEMMs; softmax and sigmoid with bias and groups, with and
@@ -54,6 +55,7 @@
 #include "dg_op_embedding.h"
 #include "dg_op_kv.h"
 #include "dg_op_matmul.h"
+#include "dg_op_mla.h"
 #include "dg_op_norm.h"
 #include "dg_op_optim.h"
 #include "dg_op_rope.h"
@@ -222,6 +224,16 @@ static dg_graph *dense_graph(int *tokens_out, int *loss_out, int *emb_out, int *
                        DG_SHAPE(B, S, HKV, DH));
     q = dg_rope_partial(g, q, 10000.0, 0, DH / 2);
     k = dg_rope(g, k, 10000.0, 3);
+    /* YaRN's frequencies and factor on interleaved pairs (MLA's rope), on v
+     * only to give the kernel's path a node */
+    dg_rope_yarn_opts yarn = {40.0, 32.0, 1.0, dg_rope_yarn_mscale(40.0, 1.0, 0.5), 64, 1};
+    v = dg_rope_yarn(g, v, 10000.0, DH, &yarn);
+    /* MLA's shape ops (ops/dg_op_mla.h): k's first head's first half
+     * expanded to every head and padded into the second half; autodiff adds
+     * heads_sum and the narrow / pad adjoints */
+    int kp = dg_narrow(g, dg_reshape(g, k, 3, DG_SHAPE(B, S, HKV * DH)), 0, DH / 2);
+    kp = dg_expand_heads(g, dg_reshape(g, kp, 4, DG_SHAPE(B, S, 1, DH / 2)), k);
+    k = dg_add(g, k, dg_pad_last(g, kp, DH / 2, DH));
     int a = dg_attention_ex(g, q, k, v, 1, 0, NULL);
     a = dg_reshape(g, a, 2, DG_SHAPE(T, HD));
     int r = dg_add(g, x, dg_linear(g, a, dg_param_new(g, "wo", 2, DG_SHAPE(HD, HD))));

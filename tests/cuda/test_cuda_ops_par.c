@@ -18,7 +18,7 @@
  *    upper) and lse_merge with GQA, chunks not a multiple of the tiles,
  *    head dims 16 and 96, forward and backward (with and without dlse);
  *    cp_ring_attn_out;
- *  - cp: cp_positions, rope_pos (partial rotary dim), pos_embed_pos and its
+ *  - cp: cp_positions, rope_pos (partial rotary dim; YaRN, interleaved), pos_embed_pos and its
  *    gradient (also with repeated positions), cp_xent_sum / cp_div,
  *    cp_relabel, cp_seq_permute along dims 1 and 2.
  * The CPU serial executor runs each graph; then every node whose op has a
@@ -58,6 +58,7 @@
 #include "dg_op_chunk.h"
 #include "dg_op_cp.h"
 #include "dg_op_cp_a2a.h"
+#include "dg_op_rope.h"
 #include "dg_op_matmul.h"
 #include "dg_op_ring_attn.h"
 #include "dg_op_shape.h"
@@ -425,6 +426,14 @@ static void test_cp_ops(void **state) {
     ar.i[2] = CD / 2; /* half the head rotates */
     ar.f[0] = 10000.0;
     int xr = dg_add1(g, &dg_op_rope_pos, &ar, (int[]){x, pos}, 2, NULL);
+    /* YaRN on interleaved pairs (MLA's rope under CP): rope's attrs f[1..4], i[3], i[4] */
+    ar.f[1] = 40.0;
+    ar.f[2] = 32.0;
+    ar.f[3] = 1.0;
+    ar.f[4] = dg_rope_yarn_mscale(40.0, 1.0, 0.5);
+    ar.i[3] = 64;
+    ar.i[4] = 1;
+    xr = dg_add(g, xr, dg_add1(g, &dg_op_rope_pos, &ar, (int[]){x, pos}, 2, NULL));
     int loss = dot_r(g, xr);
     int h = dg_param_new(g, "h", 3, DG_SHAPE(CB, CS, CHID));
     int tab = dg_param_new(g, "pos_table", 2, DG_SHAPE(CS * CCP + 1, CHID));

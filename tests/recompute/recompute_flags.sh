@@ -21,7 +21,6 @@ refused "--recompute-method uniform: only with --recompute-granularity full" --r
 refused "--recompute-num-layers 1: only with --recompute-granularity full" --recompute-granularity selective --recompute-num-layers 1
 refused "--recompute-modules: only with --recompute-granularity selective" --recompute-modules core_attn
 refused "--recompute-modules: unknown module 'attn'" --recompute-granularity selective --recompute-modules core_attn attn
-refused "--recompute-modules mla_up_proj" --recompute-granularity selective --recompute-modules mla_up_proj
 refused "--recompute-memory-budget chooses what to recompute itself" --recompute-activations --recompute-memory-budget 10
 refused "--recompute-granularity" --recompute-granularity partial
 exit $fail

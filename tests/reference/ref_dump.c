@@ -3,10 +3,15 @@
  * PyTorch oracle (ref_moe_model.py).
  *
  * usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense] [qwen3]
- *        [layernorm] [gptoss_attn] [offbyone]
+ *        [layernorm] [expert_bias] [gptoss_attn] [offbyone] [mla] [noqlora] [yarn]
  * qwen3: --kv-channels 24 (not hidden / heads = 16) and --qk-layernorm.
+ * expert_bias: sigmoid scores and a random expert bias per MoE layer (an input).
  * gptoss_attn: gpt-oss's attention, --window-size 4,0 --window-attn-skip-freq 2
  * --softmax-type learnable; offbyone: --window-size 4,0 --softmax-type off-by-one.
+ * mla: multi-latent attention (--q-lora-rank 24 --kv-lora-rank 16 --qk-head-dim 12
+ * --qk-pos-emb-head-dim 8 --v-head-dim 16 --qk-layernorm, no GQA); noqlora: without
+ * --q-lora-rank; yarn: --rope-type yarn --rotary-scaling-factor 40 --mscale 1
+ * --mscale-all-dim 0.5 (concentration and softmax scale both != 1).
  * dense: Megatron's default GPT (no MoE, GeLU, LayerNorm, learned positions,
  * biases, tied embeddings), what `dagatron train` builds without
  * architecture flags.
@@ -43,7 +48,7 @@ static void put(writer *w, const char *name, const char *dtype, const dg_tensor 
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense] "
-                        "[qwen3] [layernorm] [expert_bias] [gptoss_attn] [offbyone]\n");
+                        "[qwen3] [layernorm] [expert_bias] [gptoss_attn] [offbyone] [mla] [noqlora] [yarn]\n");
         return 2;
     }
     dg_cpu_init();
@@ -74,6 +79,25 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "offbyone")) { /* windows on every layer, a zero sink */
             c.attn_window = 5;
             c.softmax_type = 1;
+        }
+        else if (!strcmp(argv[i], "mla")) {
+            c.multi_latent_attention = 1;
+            c.num_query_groups = c.num_attention_heads;
+            c.q_lora_rank = 24;
+            c.kv_lora_rank = 16;
+            c.qk_head_dim = 12;
+            c.qk_pos_emb_head_dim = 8;
+            c.v_head_dim = 16;
+            c.qk_layernorm = 1;
+            c.rotary_scaling_factor = 1.0;
+            c.mscale = 1.0;
+        }
+        else if (!strcmp(argv[i], "noqlora")) c.q_lora_rank = 0;
+        else if (!strcmp(argv[i], "yarn")) {
+            c.rope_yarn = 1;
+            c.rotary_scaling_factor = 40.0;
+            c.mscale = 1.0;
+            c.mscale_all_dim = 0.5;
         }
         else if (!strcmp(argv[i], "dense")) {
             c.num_experts = 0;
@@ -147,7 +171,10 @@ int main(int argc, char **argv) {
             "\"score_function\": \"%s\", \"pre_softmax\": %d, \"rotary_percent\": %.17g, "
             "\"normalization\": \"%s\", \"mlp_gelu\": %d, \"add_bias_linear\": %d, "
             "\"position_embedding\": %d, \"kv_channels\": %d, \"qk_layernorm\": %d, \"attn_window\": %d, "
-            "\"window_attn_skip_freq\": %d, \"softmax_type\": %d},\n\"tensors\": [",
+            "\"window_attn_skip_freq\": %d, \"softmax_type\": %d, "
+            "\"multi_latent_attention\": %d, \"q_lora_rank\": %d, \"kv_lora_rank\": %d, \"qk_head_dim\": %d, "
+            "\"qk_pos_emb_head_dim\": %d, \"v_head_dim\": %d, \"rope_yarn\": %d, "
+            "\"rotary_scaling_factor\": %.17g, \"mscale\": %.17g, \"mscale_all_dim\": %.17g},\n\"tensors\": [",
             c.num_layers, c.hidden_size, c.num_attention_heads, c.num_query_groups, c.num_experts,
             c.moe_router_topk, c.moe_aux_loss_coeff, c.moe_z_loss_coeff, c.rope_base,
             c.norm_epsilon, c.untie_embeddings, c.moe_layer_freq,
@@ -155,7 +182,9 @@ int main(int argc, char **argv) {
             c.rotary_percent > 0 ? c.rotary_percent : 1.0,
             c.normalization_layernorm ? "LayerNorm" : "RMSNorm", c.mlp_gelu, c.add_bias_linear,
             c.position_embedding, c.kv_channels, c.qk_layernorm, c.attn_window, c.window_attn_skip_freq,
-            c.softmax_type);
+            c.softmax_type, c.multi_latent_attention, c.q_lora_rank,
+            c.kv_lora_rank, c.qk_head_dim, c.qk_pos_emb_head_dim, c.v_head_dim, c.rope_yarn,
+            c.rotary_scaling_factor, c.mscale, c.mscale_all_dim);
     char name[160];
     for (int t = 0; t < g->n_tensors; t++) {
         const dg_tensor *x = &g->tensors[t];

@@ -117,6 +117,85 @@ def layer_window(cfg, l):
     return w
 
 
+def yarn_get_mscale(scale, m):
+    return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+
+def yarn_inv_freq(dim, base, factor, orig=4096, beta_fast=32.0, beta_slow=1.0):
+    # YaRN (Peng et al.; Megatron's YarnRotaryEmbedding): the plain frequency
+    # extrapolates below the correction range, f / factor interpolates above
+    # it, a linear ramp in between; computed in float64
+    def corr_dim(rot):
+        return dim * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(base))
+    low = max(math.floor(corr_dim(beta_fast)), 0)
+    high = min(math.ceil(corr_dim(beta_slow)), dim - 1)
+    if low == high:
+        high += 0.001
+    extra = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+    return extra / factor * ramp + extra * (1 - ramp)
+
+
+def mla_rope(x, cfg):
+    # Megatron's MLA rope (apply_rotary_pos_emb with mla_rotary_interleaved):
+    # de-interleave the P dims to [even | odd], then rotate-half; YaRN's
+    # frequencies and cos/sin times its concentration factor
+    B, S, Hn, P = x.shape
+    base = cfg["rope_base"]
+    if cfg["rope_yarn"]:
+        f = cfg["rotary_scaling_factor"]
+        inv = yarn_inv_freq(P, base, f)
+        m = yarn_get_mscale(f, cfg["mscale"]) / yarn_get_mscale(f, cfg["mscale_all_dim"])
+        R = P
+    else:
+        rp = cfg.get("rotary_percent", 1.0)
+        R = int(P * rp) if 0 < rp < 1 else P
+        inv = 1.0 / (base ** (torch.arange(0, R, 2, dtype=torch.float64) / R))
+        m = 1.0
+    t, t_pass = x[..., :R], x[..., R:]
+    t = torch.cat([t[..., 0::2], t[..., 1::2]], dim=-1)
+    ang = torch.arange(S, dtype=torch.float64)[:, None] * inv[None, :]
+    emb = torch.cat([ang, ang], dim=-1)
+    cos = (torch.cos(emb) * m).float()[None, :, None, :]
+    sin = (torch.sin(emb) * m).float()[None, :, None, :]
+    t1, t2 = t[..., : R // 2], t[..., R // 2:]
+    rot = torch.cat([-t2, t1], dim=-1)
+    return torch.cat([t * cos + rot * sin, t_pass], dim=-1)
+
+
+def mla_attention(h, P, pre, cfg):
+    # Megatron-Core's MLASelfAttention (local spec names), causal
+    B, S, _ = h.shape
+    N = cfg["num_attention_heads"]
+    Dn, Pd, Dv = cfg["qk_head_dim"], cfg["qk_pos_emb_head_dim"], cfg["v_head_dim"]
+    Q = Dn + Pd
+    a = pre + "self_attention."
+    if cfg["q_lora_rank"] > 0:
+        cq = linear(h, P, a + "linear_q_down_proj")
+        if cfg.get("qk_layernorm", 0):
+            cq = norm(cq, P, a + "q_layernorm", cfg)
+        q = linear(cq, P, a + "linear_q_up_proj")
+    else:
+        q = linear(h, P, a + "linear_q_proj")
+    q = q.reshape(B, S, N, Q)
+    kv_c, k_pe = linear(h, P, a + "linear_kv_down_proj").split([cfg["kv_lora_rank"], Pd], dim=-1)
+    if cfg.get("qk_layernorm", 0):
+        kv_c = norm(kv_c, P, a + "kv_layernorm", cfg)
+    kv = linear(kv_c, P, a + "linear_kv_up_proj").reshape(B, S, N, Dn + Dv)
+    k_nope, v = kv.split([Dn, Dv], dim=-1)
+    q_nope, q_pe = q.split([Dn, Pd], dim=-1)
+    q_pe = mla_rope(q_pe, cfg)
+    k_pe = mla_rope(k_pe.reshape(B, S, 1, Pd), cfg).expand(B, S, N, Pd)
+    query = torch.cat([q_nope, q_pe], dim=-1).transpose(1, 2)
+    key = torch.cat([k_nope, k_pe], dim=-1).transpose(1, 2)
+    m = yarn_get_mscale(cfg["rotary_scaling_factor"], cfg["mscale_all_dim"])
+    s = query @ key.transpose(-1, -2) * (m * m / math.sqrt(Q))
+    mask = torch.triu(torch.ones(S, S, dtype=torch.bool), 1)
+    p = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
+    o = (p @ v.transpose(1, 2)).transpose(1, 2).reshape(B, S, N * Dv)
+    return linear(o, P, a + "linear_proj")
+
+
 def swiglu(x):
     a, b = x.chunk(2, dim=-1)
     return torch.nn.functional.silu(a) * b
@@ -195,6 +274,12 @@ def model(P, batch, cfg):
     for l in range(L):
         pre = "decoder.layers.%d." % l
         h = norm(x, P, pre + "input_layernorm", cfg)
+        if cfg.get("multi_latent_attention", 0):
+            x = x + mla_attention(h, P, pre, cfg)
+            h2 = norm(x, P, pre + "pre_mlp_layernorm", cfg)
+            y, aux, z = moe(h2, P, pre, cfg) if cfg["num_experts"] > 0 else (dense_mlp(h2, P, pre, cfg), 0, 0)
+            aux_total, z_total, x = aux_total + aux, z_total + z, x + y
+            continue
         q = linear(h, P, pre + "self_attention.linear_q").reshape(B, S, Hq, D)
         k = linear(h, P, pre + "self_attention.linear_k").reshape(B, S, Hkv, D)
         v = linear(h, P, pre + "self_attention.linear_v").reshape(B, S, Hkv, D)

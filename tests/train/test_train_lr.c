@@ -96,8 +96,35 @@ static void test_flops_gelu(void **s) {
     assert_true(fabs(got - want) / want < 1e-12);
 }
 
+/* Multi-latent attention: DeepSeek-V3's attention (H 7168, 128 heads, q lora
+ * 1536, kv lora 512, q/k 128 + 64 RoPE, v 128) on one dense SwiGLU layer,
+ * against Megatron's MLA branch of num_floating_point_operations written out
+ * per token: the attention's projections and core, the MLP, the logits. */
+static void test_flops_mla(void **s) {
+    (void)s;
+    double B = 2, S = 4096, H = 7168, A = 128, F = 18432, V = 129280;
+    dg_model_config c = dense(1, 7168, 128, 4096, 129280, 18432, 0);
+    c.multi_latent_attention = 1;
+    c.q_lora_rank = 1536;
+    c.kv_lora_rank = 512;
+    c.qk_head_dim = 128;
+    c.qk_pos_emb_head_dim = 64;
+    c.v_head_dim = 128;
+    double proj = 1536 * (H + A * 192 + 1) + 512 * (H + A * 256 + 1) + H * 64 + A * 128 * H;
+    double core = S * (A * 192 / 2.0 + A * 128 / 2.0);
+    double want = B * S * (6 * proj + 6 * core + 6 * H * F * 3 + 6 * H * V);
+    double got = dg_model_flops(&c, B);
+    assert_true(fabs(got - want) / want < 1e-12);
+    /* without --q-lora-rank q is one linear: H x A x 192 */
+    c.q_lora_rank = 0;
+    proj += H * A * 192 - 1536 * (H + A * 192 + 1);
+    want = B * S * (6 * proj + 6 * core + 6 * H * F * 3 + 6 * H * V);
+    got = dg_model_flops(&c, B);
+    assert_true(fabs(got - want) / want < 1e-12);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_schedule), cmocka_unit_test(test_schedule_by_samples), cmocka_unit_test(test_flops),
-                                       cmocka_unit_test(test_flops_gelu)};
+                                       cmocka_unit_test(test_flops_gelu), cmocka_unit_test(test_flops_mla)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

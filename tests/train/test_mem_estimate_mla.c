@@ -1,0 +1,67 @@
+/* test_mem_estimate_mla.c — the memory check from the flags
+ * (train/dg_mem_estimate.h, checks 1 and 2) counts multi-latent attention's
+ * parameters: for the MoE model with MLA (RMSNorm, no biases: every
+ * parameter counted) its fp32 parameter bytes are exactly the built graph's,
+ * with and without --q-lora-rank, with and without the latent norms; the
+ * standard attention's count (heads x head size for q, k, v and the
+ * projection) would differ. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "dg_mem_estimate.h"
+#include "dg_model.h"
+
+/* fp32 bytes of the parameters the model builder makes for m. */
+static double graph_param_bytes(const dg_model_config *m) {
+    dg_graph *g = dg_graph_new("mla");
+    dg_model_io io;
+    dg_err err = {{0}};
+    assert_int_equal(dg_model_build_forward(g, m, &io, &err), DG_OK);
+    double bytes = 0;
+    for (int t = 0; t < g->n_tensors; t++)
+        if (g->tensors[t].role == DG_ROLE_PARAMETER) bytes += (double)dg_tensor_bytes(&g->tensors[t]);
+    dg_graph_free(g);
+    return bytes;
+}
+
+static void check(const dg_train_config *c) {
+    dg_mem_need n;
+    dg_mem_estimate_config(c, c->model.vocab_size, 1, 0, &n);
+    assert_true(n.params == graph_param_bytes(&c->model));
+}
+
+static void test_mla_params(void **s) {
+    (void)s;
+    dg_train_config c;
+    dg_train_config_defaults(&c);
+    dg_model_config_tiny(&c.model);
+    c.num_microbatches = 1; /* the layers' kinds are known */
+    c.model.num_query_groups = c.model.num_attention_heads;
+    c.model.multi_latent_attention = 1;
+    c.model.q_lora_rank = 24;
+    c.model.kv_lora_rank = 16;
+    c.model.qk_head_dim = 12;
+    c.model.qk_pos_emb_head_dim = 8;
+    c.model.v_head_dim = 20;
+    c.model.rotary_scaling_factor = 1.0;
+    c.model.mscale = 1.0;
+    check(&c);
+    c.model.qk_layernorm = 1;
+    check(&c);
+    c.model.q_lora_rank = 0;
+    check(&c);
+    /* the standard attention of the same model, for contrast */
+    dg_mem_need mla, std;
+    dg_mem_estimate_config(&c, c.model.vocab_size, 1, 0, &mla);
+    c.model.multi_latent_attention = 0;
+    c.model.qk_layernorm = 0;
+    dg_mem_estimate_config(&c, c.model.vocab_size, 1, 0, &std);
+    assert_true(mla.params != std.params);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_mla_params)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
