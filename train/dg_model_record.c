@@ -53,6 +53,10 @@ static const dg_model_field k_fields[] = {
     FD(attention_dropout, "--attention-dropout", false),
     FI(kv_channels, "--kv-channels", true),
     FI(qk_layernorm, "--qk-layernorm", true),
+    /* expert MLP variants (issue 29) */
+    FI(quick_geglu, "--quick-geglu", true),
+    FD(glu_linear_offset, "--glu-linear-offset", true),
+    FD(activation_clamp, "--activation-func-clamp-value", true),
 };
 #undef FI
 #undef FD

@@ -58,7 +58,6 @@ static const compat_flag compat_flags[] = {
     BUILT("--no-position-embedding", DG_ARG_FLAG, no_position_embedding, "no learned absolute position embedding", NR, NULL),
     BUILT("--exit-signal-handler", DG_ARG_FLAG, exit_signal_handler, "on SIGTERM, save a checkpoint (with --save) and exit", NR, NULL),
     BUILT("--exit-duration-in-mins", DG_ARG_INT, exit_duration_in_mins, "save a checkpoint (with --save) and exit after N minutes", 1, 1 << 30, NULL),
-    BUILT("--glu-linear-offset", DG_ARG_DOUBLE, glu_linear_offset, "offset added to the GLU's linear half: only 0 is built", NR, NULL),
     BUILT("--optimizer", DG_ARG_CHOICE, optimizer, "optimizer (only adam, as AdamW, is built)", NR, "adam|sgd"),
     BUILT("--moe-router-dtype", DG_ARG_CHOICE, moe_router_dtype, "router precision: the router always computes in fp32 (fp64 is not built)", NR, "fp32|fp64"),
     BUILT("--rope-type", DG_ARG_CHOICE, rope_type, "RoPE variant (only rope is built)", NR, "rope|yarn|llama"),
@@ -131,11 +130,9 @@ static const compat_flag compat_flags[] = {
     REFUSE_FLAG("--moe-router-force-load-balancing", "forced uniform routing is not built"),
     REFUSE_VALUE("--moe-input-jitter-eps", "router input jitter is not built"),
     REFUSE_FLAG("--moe-use-upcycling", "upcycling a dense checkpoint is not built"),
-    REFUSE_FLAG("--quick-geglu", "the quick GeGLU activation is not built"),
-    REFUSE_VALUE("--activation-func-clamp-value", "clamped activations are not built"),
     REFUSE_VALUE("--window-size", "sliding-window attention is not built"),
     REFUSE_VALUE("--window-attn-skip-freq", "sliding-window attention is not built"),
-    REFUSE_FLAG("--enable-gpt-oss", "gpt-oss's attention sinks and clamped GeGLU are not built"),
+    REFUSE_FLAG("--enable-gpt-oss", "it sets YaRN RoPE (Megatron's post-training builder), which is not built; gpt-oss's MLP is --quick-geglu --glu-linear-offset --activation-func-clamp-value"),
     REFUSE_FLAG("--calculate-per-token-loss", "the loss is the mean over a micro-batch's tokens, as by default"),
     REFUSE_FLAG("--apply-layernorm-1p", "zero-centred LayerNorm weights are not built"),
     REFUSE_VALUE("--step-batch-size-schedule", "batch-size schedules are not built"),
@@ -168,7 +165,6 @@ static int check_values(const dg_train_compat *x, dg_err *err) {
     if (strcmp(x->rope_type, "rope")) return refuse("--rope-type", "only plain rope is built", err);
     if (strcmp(x->softmax_type, "vanilla")) return refuse("--softmax-type", "only the vanilla softmax is built", err);
     if (x->bf16 && x->fp16) return dg_err_set(err, DG_EINPUT, "--bf16 and --fp16 exclude each other");
-    if (x->glu_linear_offset != 0.0) return refuse("--glu-linear-offset", "only 0 is built", err);
     return DG_OK;
 }
 

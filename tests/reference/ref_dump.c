@@ -3,8 +3,16 @@
  * PyTorch oracle (ref_moe_model.py).
  *
  * usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense] [qwen3]
- *        [layernorm]
+ *        [layernorm] [gelu_bias] [quick_geglu] [shared] [clamp]
  * qwen3: --kv-channels 24 (not hidden / heads = 16) and --qk-layernorm.
+ * gelu_bias: Megatron's MoE defaults: GeLU experts, biases on every linear
+ * layer (the experts' [E, F] and [E, H] too).
+ * quick_geglu: gpt-oss's MLP: --quick-geglu --glu-linear-offset 1
+ * --activation-func-clamp-value 0.5 (small enough to clamp some of fc1's
+ * outputs at these weights), with biases.
+ * shared: a shared expert (--moe-shared-expert-intermediate-size 40), and so
+ * no biases (Megatron's SharedExpertMLP takes none).
+ * clamp: --activation-func-clamp-value 0.5 (on SwiGLU unless quick_geglu).
  * dense: Megatron's default GPT (no MoE, GeLU, LayerNorm, learned positions,
  * biases, tied embeddings), what `dagatron train` builds without
  * architecture flags.
@@ -41,7 +49,7 @@ static void put(writer *w, const char *name, const char *dtype, const dg_tensor 
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense] "
-                        "[qwen3] [layernorm]\n");
+                        "[qwen3] [layernorm] [gelu_bias] [quick_geglu] [shared] [clamp]\n");
         return 2;
     }
     dg_cpu_init();
@@ -60,6 +68,18 @@ int main(int argc, char **argv) {
             c.qk_layernorm = 1;
         }
         else if (!strcmp(argv[i], "layernorm")) c.normalization_layernorm = 1;
+        else if (!strcmp(argv[i], "gelu_bias")) {
+            c.mlp_gelu = 1;
+            c.add_bias_linear = 1;
+        } else if (!strcmp(argv[i], "quick_geglu")) {
+            c.quick_geglu = 1;
+            c.glu_linear_offset = 1.0;
+            c.activation_clamp = 0.5;
+            c.add_bias_linear = 1;
+        } else if (!strcmp(argv[i], "shared")) {
+            c.moe_shared_expert_size = 40;
+            c.add_bias_linear = 0;
+        } else if (!strcmp(argv[i], "clamp")) c.activation_clamp = 0.5;
         else if (!strcmp(argv[i], "dense")) {
             c.num_experts = 0;
             c.num_query_groups = c.num_attention_heads;
@@ -128,14 +148,17 @@ int main(int argc, char **argv) {
             "\"norm_epsilon\": %.17g, \"untie_embeddings\": %d, \"moe_layer_freq\": %d, "
             "\"score_function\": \"%s\", \"pre_softmax\": %d, \"rotary_percent\": %.17g, "
             "\"normalization\": \"%s\", \"mlp_gelu\": %d, \"add_bias_linear\": %d, "
-            "\"position_embedding\": %d, \"kv_channels\": %d, \"qk_layernorm\": %d},\n\"tensors\": [",
+            "\"position_embedding\": %d, \"kv_channels\": %d, \"qk_layernorm\": %d, \"quick_geglu\": %d, "
+            "\"glu_linear_offset\": %.17g, \"activation_clamp\": %.17g, \"moe_shared_expert_size\": %d},\n"
+            "\"tensors\": [",
             c.num_layers, c.hidden_size, c.num_attention_heads, c.num_query_groups, c.num_experts,
             c.moe_router_topk, c.moe_aux_loss_coeff, c.moe_z_loss_coeff, c.rope_base,
             c.norm_epsilon, c.untie_embeddings, c.moe_layer_freq,
             c.score_function_sigmoid ? "sigmoid" : "softmax", c.router_pre_softmax,
             c.rotary_percent > 0 ? c.rotary_percent : 1.0,
             c.normalization_layernorm ? "LayerNorm" : "RMSNorm", c.mlp_gelu, c.add_bias_linear,
-            c.position_embedding, c.kv_channels, c.qk_layernorm);
+            c.position_embedding, c.kv_channels, c.qk_layernorm, c.quick_geglu, c.glu_linear_offset,
+            c.activation_clamp, c.moe_shared_expert_size);
     char name[160];
     for (int t = 0; t < g->n_tensors; t++) {
         const dg_tensor *x = &g->tensors[t];
