@@ -122,6 +122,13 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
         }
         NEED(!(c->router_pre_softmax && c->score_function_sigmoid),
              "--moe-router-pre-softmax applies to --moe-router-score-function softmax only");
+        NEED(!c->moe_expert_bias || c->score_function_sigmoid,
+             "--moe-router-enable-expert-bias needs --moe-router-score-function sigmoid (as Megatron)");
+        NEED(!c->moe_expert_bias || c->num_layers <= DG_MODEL_MAX_TRACKED,
+             "--moe-router-enable-expert-bias: at most %d layers, --num-layers is %d", DG_MODEL_MAX_TRACKED,
+             c->num_layers);
+        NEED(c->moe_input_jitter_eps >= 0 && c->moe_input_jitter_eps < 1,
+             "--moe-input-jitter-eps: expected [0, 1), got %g", c->moe_input_jitter_eps);
         /* Megatron's SharedExpertMLP asserts add_bias_linear is off */
         NEED(!(c->moe_shared_expert_size > 0 && c->add_bias_linear),
              "--moe-shared-expert-intermediate-size %d: the shared expert takes no biases (as Megatron's "
@@ -368,10 +375,30 @@ int dg_model_add_positions(dg_graph *g, const dg_model_config *c, int x) {
     return dg_pos_embed_add(g, x, t);
 }
 
+/* The router's logits [T, E] of x [B, S, H] (T = B S), as Megatron's
+ * TopKRouter.forward: the input jittered (--moe-input-jitter-eps; the
+ * experts see x itself), the gating linear, and with
+ * --moe-router-force-load-balancing normal draws in place of the logits.
+ * Both draws are per (sample, element) of [B, S, .] (ops/dg_op_dropout.h):
+ * every layout draws one rank's numbers. wr: the router's weight [E, H];
+ * xt: x as [T, H]; key: the "rng_key" input; l the layer (its sites:
+ * 1 + 3L + l, 1 + 4L + l). */
+static int router_logits(dg_graph *g, const dg_model_config *c, int wr, int x, int xt, int key, int l) {
+    int64_t B = dg_Tc(g, x)->shape[0], S = dg_Tc(g, x)->shape[1], H = c->hidden_size, E = c->num_experts;
+    int L = c->num_layers;
+    if (c->moe_input_jitter_eps > 0) x = dg_noise(g, x, key, DG_NOISE_JITTER, c->moe_input_jitter_eps, 1 + 3 * L + l);
+    if (c->moe_input_jitter_eps > 0) xt = dg_reshape(g, x, 2, DG_SHAPE(B * S, H));
+    int logits = dg_linear(g, xt, wr);
+    if (!c->moe_force_load_balancing) return logits;
+    int r = dg_noise(g, dg_reshape(g, logits, 3, DG_SHAPE(B, S, E)), key, DG_NOISE_NORMAL, 0.0, 1 + 4 * L + l);
+    return dg_reshape(g, r, 2, DG_SHAPE(B * S, E));
+}
+
 /* Routed experts on x [B, S, H]: router, permute, grouped expert MLPs,
- * weighted unpermute. Adds the layer's aux and z losses to *aux, *z. */
-static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int x, int *aux,
-                     int *z, int *counts) {
+ * weighted unpermute. Adds the layer's aux and z losses to *aux, *z; with
+ * the expert bias, *bias is its input. */
+static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int x, int key, int l, int *aux,
+                     int *z, int *counts, int *bias) {
     int64_t B = dg_Tc(g, x)->shape[0], S = dg_Tc(g, x)->shape[1], H = c->hidden_size, T = B * S;
     int64_t E = c->num_experts;
     int wr = dg_model_param(g, pre, "mlp.router.weight", DG_MODEL_PARAM_REPLICATED, 2, DG_SHAPE(E, H));
@@ -381,21 +408,29 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int
     dg_graph_set_module(g, DG_MODULE_LAYERNORM); /* the norm's output as tokens: what the MoE saves */
     int xt = dg_reshape(g, x, 2, DG_SHAPE(T, H));
     dg_graph_set_module(g, DG_MODULE_MOE);
-    int logits = dg_linear(g, xt, wr);
+    int logits = router_logits(g, c, wr, x, xt, key, l);
 
     dg_router_opts ro;
     dg_model_router_opts(c, &ro);
+    if (c->moe_expert_bias) {
+        char name[DG_NAME_LEN];
+        snprintf(name, sizeof name, "%smlp.router.expert_bias", pre);
+        ro.expert_bias = *bias = dg_input_new(g, name, DG_F32, 1, DG_SHAPE(E));
+        ro.count_kept = 1; /* the update counts the slots kept, as Megatron's routing_map */
+    }
     dg_router_out r;
     if (dg_moe_router(g, logits, &ro, &r) < 0) return -1;
     *counts = r.tokens_per_expert;
 
     /* Megatron's aux loss counts the plain top-k of its scores; with
      * group-limited routing that differs from the router's choice, and
-     * routing -1 makes the op compute it (moe/dg_moe_loss.h). */
+     * routing -1 makes the op compute it (moe/dg_moe_loss.h); so with the
+     * expert bias, which the plain top-k does not add. */
     int a = c->moe_seq_aux_loss
                 /* per sequence: the B sequences of S tokens, in [B, S] order */
                 ? dg_moe_seq_aux_loss(g, logits, -1, c->moe_router_topk, ro.score, c->moe_aux_loss_coeff, B, 0)
-                : dg_moe_aux_loss(g, logits, ro.num_groups > 0 ? -1 : r.tokens_per_expert, c->moe_router_topk,
+                : dg_moe_aux_loss(g, logits, ro.num_groups > 0 || c->moe_expert_bias ? -1 : r.tokens_per_expert,
+                                  c->moe_router_topk,
                                   ro.score, c->moe_aux_loss_coeff);
     int zl = dg_moe_z_loss(g, logits, c->moe_z_loss_coeff);
     *aux = *aux < 0 ? a : dg_add(g, *aux, a);
@@ -427,9 +462,11 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
     int emb = dg_model_param(g, "", "embedding.word_embeddings.weight", DG_MODEL_PARAM_VOCAB, 2, DG_SHAPE(V, H));
     int x = dg_model_add_positions(g, c, dg_embedding(g, emb, io->tokens));
     /* dropout sites: 0 the embedding, 1 + 2l attention, 2 + 2l the MLP,
-     * 1 + 2L + l the attention probabilities (L layers) */
+     * 1 + 2L + l the attention probabilities (L layers); the router's
+     * draws: 1 + 3L + l its input's jitter, 1 + 4L + l its random logits */
     int key = -1;
-    if (c->hidden_dropout > 0 || c->attention_dropout > 0) /* the latter only unfused (config check) */
+    if (c->hidden_dropout > 0 || c->attention_dropout > 0 || (c->num_experts > 0 && (c->moe_input_jitter_eps > 0 ||
+                                                                                      c->moe_force_load_balancing)))
         key = io->rng_key = dg_input_new(g, "rng_key", DG_I32, 1, DG_SHAPE(4));
     if (c->hidden_dropout > 0) x = dg_dropout(g, x, key, c->hidden_dropout, 0);
 
@@ -450,10 +487,14 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
         int h2 = dg_model_norm(g, c, pre, "pre_mlp_layernorm", x);
         int counts = -1, moe = dg_model_layer_is_moe(c, l);
         dg_graph_set_module(g, moe ? DG_MODULE_MOE : DG_MODULE_MLP);
-        int y = moe ? moe_block(g, c, pre, h2, &aux, &z, &counts)
+        int bias = -1;
+        int y = moe ? moe_block(g, c, pre, h2, key, l, &aux, &z, &counts, &bias)
                     : dg_model_mlp(g, c, pre, "mlp", h2, c->ffn_hidden_size);
         dg_graph_set_module(g, DG_MODULE_NONE);
-        if (l < DG_MODEL_MAX_TRACKED) io->tokens_per_expert[l] = counts;
+        if (l < DG_MODEL_MAX_TRACKED) {
+            io->tokens_per_expert[l] = counts;
+            io->expert_bias[l] = bias;
+        }
         if (c->hidden_dropout > 0) y = dg_dropout(g, y, key, c->hidden_dropout, 2 + 2 * l);
         x = dg_add(g, x, y);
         if (g->status != DG_OK) break;
@@ -465,9 +506,17 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
     io->lm_loss = dg_softmax_xent(g, logits, io->targets, io->loss_mask, NULL);
     io->aux_loss = aux;
     io->z_loss = z;
+    /* --calculate-per-token-loss, as Megatron: every micro-batch adds its
+     * summed token losses and its MoE losses, and the sum over the global
+     * batch is divided by its N tokens. The loss mask is all ones (no flag
+     * masks tokens), so a micro-batch holds B S of the N: its token sum
+     * over N is its mean over n_mb x dp, the default weight, and the MoE
+     * losses' 1 / N is 1 / (B S) of their default 1 / (n_mb x dp). A mask
+     * that counts fewer tokens would need the global count instead. */
+    double w = c->per_token_loss ? 1.0 / ((double)B * (double)S) : 1.0;
     int total = io->lm_loss;
-    if (aux >= 0) total = dg_add(g, total, aux);
-    if (z >= 0) total = dg_add(g, total, z);
+    if (aux >= 0) total = dg_add(g, total, w == 1.0 ? aux : dg_scale(g, aux, w));
+    if (z >= 0) total = dg_add(g, total, w == 1.0 ? z : dg_scale(g, z, w));
     io->loss = total;
     if (g->status != DG_OK) return dg_err_set(err, g->status, "model: %s", g->err.msg);
     return DG_OK;

@@ -78,6 +78,18 @@ typedef struct dg_model_config {
                                      * default); q, k and v are heads x this, the projection back */
     int qk_layernorm;               /* --qk-layernorm: a norm of --normalization's kind over each
                                      * head's queries and keys (Qwen3, OLMoE), before RoPE */
+    /* router variants (issue 29) */
+    int moe_expert_bias;            /* --moe-router-enable-expert-bias: each MoE layer's router
+                                     * selects by score + a per-expert bias, the input
+                                     * "decoder.layers.L.mlp.router.expert_bias" f32 [E] that the
+                                     * trainer updates after each step (train/dg_expert_bias.h) */
+    int moe_force_load_balancing;   /* --moe-router-force-load-balancing: the router's logits are
+                                     * replaced by standard normal draws (straight through) */
+    double moe_input_jitter_eps;    /* --moe-input-jitter-eps: the router's input times a uniform
+                                     * draw in [1 - eps, 1 + eps) while training (0: none) */
+    int per_token_loss;             /* --calculate-per-token-loss: the step's gradient is that of
+                                     * the global batch's summed losses over its token count (the
+                                     * MoE losses' weight in the total changes; see loss) */
     /* expert MLP variants (issue 29): the MLPs' (dense, routed experts, shared
      * expert) activation beyond mlp_gelu, as Megatron's activation_func with
      * gated_linear_unit; zero: SwiGLU / GeLU as mlp_gelu says */
@@ -101,14 +113,20 @@ typedef struct dg_model_io {
     int lm_loss;  /* f32 scalar: mean masked cross entropy */
     int aux_loss; /* f32 scalar: sum of load-balancing losses over layers (-1 if dense) */
     int z_loss;   /* f32 scalar: sum of router z-losses (-1 if dense) */
-    int loss;     /* f32 scalar: lm + aux + z: what backward starts from */
+    int loss;     /* f32 scalar: lm + aux + z: what backward starts from; with
+                   * per_token_loss lm + (aux + z) / (B S) (dg_model_build_forward) */
     /* Per layer: i32 [E] tokens routed to each expert (-1 for dense layers,
      * and for layers >= DG_MODEL_MAX_TRACKED). */
     int tokens_per_expert[64];
-    /* input i32 [4] "rng_key" with hidden or attention dropout, else -1: seed, iteration,
+    /* input i32 [4] "rng_key" with hidden or attention dropout, router jitter or random
+     * logits, else -1: seed, iteration,
      * global index of the micro-batch's first sample, 1 while training
      * (kernels/cpu/dg_cpu_dropout.h) */
     int rng_key;
+    /* Per layer: input f32 [E] "decoder.layers.L.mlp.router.expert_bias" with
+     * moe_expert_bias (-1 for dense layers, without the bias, and for layers
+     * >= DG_MODEL_MAX_TRACKED, which the config check refuses then). */
+    int expert_bias[64];
 } dg_model_io;
 #define DG_MODEL_MAX_TRACKED 64
 /* Layers a --moe-layer-freq list can describe (moe_layer_mask's bits). */

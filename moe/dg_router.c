@@ -2,6 +2,7 @@
 #include "dg_router.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "dg_ops_util.h"
 
@@ -9,7 +10,7 @@ dg_router_opts dg_router_opts_default(int topk) {
     dg_router_opts o = {.topk = topk, .score = DG_MOE_SCORE_SOFTMAX, .pre_softmax = 0,
                         .capacity_factor = 0.0, .drop_policy = DG_MOE_DROP_PROBS,
                         .scaling_factor = 0.0, .num_groups = 0, .group_topk = 0,
-                        .expert_bias = -1};
+                        .expert_bias = -1, .count_kept = 0};
     return o;
 }
 
@@ -119,10 +120,17 @@ static int k_router(const dg_exec_env *env, const dg_graph *g, const dg_node *n,
     dg_moe_router_cfg c;
     cfg_from_node(g, n, z->shape[0], z->shape[1], &c);
     c.bias = n->n_in > 1 ? in[1] : NULL;
-    return dg_cpu_moe_router(env->team, &c, in[0], z->shape[0], z->shape[1], out[0], out[1], out[2],
-                             env->workspace) == 0
-               ? DG_OK
-               : DG_EINTERNAL;
+    if (dg_cpu_moe_router(env->team, &c, in[0], z->shape[0], z->shape[1], out[0], out[1], out[2],
+                          env->workspace) != 0)
+        return DG_EINTERNAL;
+    if (n->attrs.i[6]) { /* count the kept slots instead (dropped ones are -1) */
+        int32_t *cnt = out[2];
+        const int32_t *idx = out[1];
+        memset(cnt, 0, sizeof(int32_t) * (size_t)z->shape[1]);
+        for (int64_t s = 0; s < z->shape[0] * n->attrs.i[0]; s++)
+            if (idx[s] >= 0) cnt[idx[s]]++;
+    }
+    return DG_OK;
 }
 
 static int adj_router(dg_graph *g, const dg_node *n, const int *dout, int *din) {
@@ -134,7 +142,7 @@ static int adj_router(dg_graph *g, const dg_node *n, const int *dout, int *din) 
 
 const dg_op_def dg_op_moe_router = {
     .name = "moe_router", .min_inputs = 1, .max_inputs = 2, .n_outputs = 3,
-    .iattr_names = {"topk", "score_function", "pre_softmax", "drop_policy", "num_groups", "group_topk"},
+    .iattr_names = {"topk", "score_function", "pre_softmax", "drop_policy", "num_groups", "group_topk", "count_kept"},
     .fattr_names = {"capacity_factor", "scaling_factor"},
     .infer = infer_router, .cost = cost_router, .adjoint = adj_router, .workspace = ws_router,
     .kernel = k_router,
@@ -151,6 +159,7 @@ int dg_moe_router(dg_graph *g, int logits, const dg_router_opts *o, dg_router_ou
     a.f[1] = o->scaling_factor;
     a.i[4] = o->num_groups;
     a.i[5] = o->num_groups > 0 ? o->group_topk : 0;
+    a.i[6] = o->count_kept;
     int ids[3] = {-1, -1, -1};
     int in[2] = {logits, o->expert_bias};
     int p = dg_graph_add(g, &dg_op_moe_router, &a, in, o->expert_bias >= 0 ? 2 : 1, ids, "moe_router");

@@ -42,7 +42,8 @@
  * As in Megatron, nothing is dropped when capacity > T. Padding to capacity
  * (--moe-pad-expert-input-to-capacity) is not supported.
  *
- * tokens_per_expert counts the selection before dropping. Megatron's
+ * tokens_per_expert counts the selection before dropping (with count_kept:
+ * after it, as Megatron's expert-bias update counts). Megatron's
  * load-balancing loss counts the plain top-k of the full scores
  * (compute_routing_scores_for_aux_loss): the same experts unless groups or
  * an expert bias are on. dg_moe_aux_loss(g, logits, -1, ...) computes that
@@ -57,6 +58,7 @@
  *   i[0] topk            i[1] score function (dg_moe_score_fn: 0 softmax, 1 sigmoid)
  *   i[2] pre_softmax     i[3] drop policy (dg_moe_drop_policy: 0 probs, 1 position)
  *   i[4] num_groups (0: off) i[5] group_topk
+ *   i[6] count_kept (forward only)
  *   f[0] capacity factor (<= 0: dropless)   f[1] scaling factor (0: none)
  * Inputs: logits [, expert bias]; the backward takes (dprobs, logits,
  * indices [, expert bias]).
@@ -81,6 +83,8 @@ typedef struct dg_router_opts {
     int group_topk;             /* --moe-router-group-topk */
     int expert_bias;            /* tensor id of f32 [E] (--moe-router-enable-expert-bias,
                                  * sigmoid only), or -1 */
+    int count_kept;             /* tokens_per_expert counts the slots kept after capacity
+                                 * dropping (what Megatron's expert-bias update counts) */
 } dg_router_opts;
 
 /* Megatron's defaults for top-k: softmax after top-k, dropless, no scaling,

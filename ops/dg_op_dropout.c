@@ -1,4 +1,6 @@
-/* dg_op_dropout.c — the dropout op; its adjoint is itself on dy. */
+/* dg_op_dropout.c — the dropout op and its other counter-based draws; the
+ * adjoint of dropout and jitter is the op itself on dy, that of the
+ * normal draw the identity (straight through). */
 #include "dg_op_dropout.h"
 
 #include "dg_cpu_dropout.h"
@@ -17,6 +19,9 @@ static int infer_dropout(const dg_graph *g, const dg_node *n, dg_tensor_desc *o,
                              dg_shape_str(x, s));
     if (!(n->attrs.f[0] >= 0 && n->attrs.f[0] < 1))
         return DG_INFER_FAIL(err, "rule 'attrs' broken: p is %g, expected [0, 1)", n->attrs.f[0]);
+    if (n->attrs.i[5] < 0 || n->attrs.i[5] >= DG_NOISE_KINDS)
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: kind %lld, expected 0..%d (dg_noise_kind)",
+                             (long long)n->attrs.i[5], DG_NOISE_KINDS - 1);
     dg_desc_like(o, x);
     return DG_OK;
 }
@@ -38,8 +43,9 @@ static void dropout_cp(const dg_exec_env *e, const dg_node *n, const float *xs, 
         for (int64_t h = 0; h < 2; h++) {
             int64_t lo = DG_MAX(start, h * half), hi = DG_MIN(start + per, (h + 1) * half);
             if (lo < hi)
-                dg_cpu_dropout_at(e->team, xs + b * per + lo - start, ys + b * per + lo - start, kb, n->attrs.i[0],
-                                  n->attrs.f[0], 1, hi - lo, (h ? 2 * cp - 1 - r : r) * half + lo - h * half);
+                dg_cpu_noise_at(e->team, (int)n->attrs.i[5], xs + b * per + lo - start, ys + b * per + lo - start,
+                                kb, n->attrs.i[0], n->attrs.f[0], 1, hi - lo,
+                                (h ? 2 * cp - 1 - r : r) * half + lo - h * half);
         }
     }
 }
@@ -56,15 +62,19 @@ static int k_dropout(const dg_exec_env *e, const dg_graph *g, const dg_node *n, 
         return DG_OK;
     }
     /* with the coordinate: x is this rank's run of each sample (dim 1 split) */
-    dg_cpu_dropout_at(e->team, in[0], out[0], in[1], n->attrs.i[0], n->attrs.f[0], B, per, r * per);
+    dg_cpu_noise_at(e->team, (int)n->attrs.i[5], in[0], out[0], in[1], n->attrs.i[0], n->attrs.f[0], B, per, r * per);
     return DG_OK;
 }
 
 static int adj_dropout(dg_graph *g, const dg_node *n, const int *dout, int *din) {
+    for (int k = 1; k < n->n_in; k++) din[k] = -1;
+    if (n->attrs.i[5] == DG_NOISE_NORMAL) { /* the draw ignores x: straight through, as Megatron's RandomSTE */
+        din[0] = dout[0];
+        return DG_OK;
+    }
     int nin = n->n_in, ins[4] = {dout[0], n->in[1], nin > 2 ? n->in[2] : -1, nin > 3 ? n->in[3] : -1};
     dg_attrs a = n->attrs; /* adding a node may move g->nodes */
     din[0] = dg_add1(g, &dg_op_dropout, &a, ins, nin, NULL);
-    for (int k = 1; k < nin; k++) din[k] = -1;
     return g->status;
 }
 
@@ -93,15 +103,18 @@ static int shard_dropout(const dg_graph *g, const dg_node *n, const dg_sharding 
 
 const dg_op_def dg_op_dropout = {
     .name = "dropout", .min_inputs = 2, .max_inputs = 4, .n_outputs = 1,
-    .iattr_names = {"site", "axis", "cp", "inner_axis", "inner"}, .fattr_names = {"p"}, .traits = DG_TRAIT_RANDOM,
+    .iattr_names = {"site", "axis", "cp", "inner_axis", "inner", "kind"}, .fattr_names = {"p"}, .traits = DG_TRAIT_RANDOM,
     .infer = infer_dropout, .cost = cost_dropout, .adjoint = adj_dropout, .kernel = k_dropout,
     .shard = shard_dropout,
 };
 
-int dg_dropout(dg_graph *g, int x, int key, double p, int site) {
+int dg_dropout(dg_graph *g, int x, int key, double p, int site) { return dg_noise(g, x, key, DG_NOISE_DROPOUT, p, site); }
+
+int dg_noise(dg_graph *g, int x, int key, int kind, double p, int site) {
     dg_attrs a = dg_attrs_zero();
     a.f[0] = p;
     a.i[0] = site;
+    a.i[5] = kind;
     return dg_add1(g, &dg_op_dropout, &a, (int[]){x, key}, 2, NULL);
 }
 

@@ -1,11 +1,15 @@
-/* dg_op_dropout.h — dropout (the mask: dg_cpu_dropout.h).
+/* dg_op_dropout.h — dropout, and the other counter-based draws of one
+ * random number per element (the arithmetic: dg_cpu_dropout.h).
  *
  *   dropout(x [B, ...], key i32 [4]) -> [B, ...]
  *       attrs f[0] = p (drop probability), i[0] = site (a number the
  *       builder gives each dropout of the model, so sites draw different
- *       masks). Dim 0 is the sample; key is the graph's "rng_key" input.
+ *       masks), i[5] = kind (dg_noise_kind: 0 dropout; 1 jitter, x times
+ *       a uniform draw in [1 - p, 1 + p); 2 a standard normal draw in
+ *       place of x). Dim 0 is the sample; key is the graph's "rng_key" input.
  * Backward: dropout(dy, key) with the same attrs: the mask is recomputed,
- * not stored, so recomputation and backward see the forward's mask.
+ * not stored, so recomputation and backward see the forward's mask. The
+ * normal draw's backward passes dy through (a straight-through estimator).
  *   dropout(x, key, coord i32 [1]) with attrs i[1] = axis: x is this
  *       rank's slice of dim 1 (SP's sequence split over axis) and coord the
  *       rank's coordinate on that axis (the graph's "<axis>_rank" input):
@@ -24,8 +28,11 @@
  */
 #ifndef DG_OP_DROPOUT_H
 #define DG_OP_DROPOUT_H
+#include "dg_cpu_dropout.h" /* dg_noise_kind */
 #include "dg_op.h"
 extern const dg_op_def dg_op_dropout;
 int dg_dropout(dg_graph *g, int x, int key, double p, int site);
+/* The node of any kind (dg_noise_kind, kernels/cpu/dg_cpu_dropout.h). */
+int dg_noise(dg_graph *g, int x, int key, int kind, double p, int site);
 int dg_dropout_slice(dg_graph *g, int x, int key, int coord, dg_axis axis, double p, int site);
 #endif /* DG_OP_DROPOUT_H */

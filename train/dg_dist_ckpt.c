@@ -66,6 +66,7 @@ static int build(const dg_ckpt_run *r, const dg_dist *d, const int *params, int 
                  int optim, float *const *m, float *const *v, int mo_whole, const char *skip, dg_ckpt_pieces *out,
                  dg_err *err) {
     place pl = place_of(r);
+    if (r->state) DG_TRY(r->state(r->state_ctx, out, err));
     for (int i = 0; i < n_params; i++) {
         if (skip && skip[params[i]]) continue;
         const dg_tensor *p = &d->g->tensors[params[i]];

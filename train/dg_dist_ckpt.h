@@ -2,7 +2,8 @@
  * --load) on top of io/dg_checkpoint.h.
  *
  * A checkpoint holds every parameter (Megatron-Core names), AdamW's moments
- * ("optimizer.exp_avg.<name>", "optimizer.exp_avg_sq.<name>"), the counters
+ * ("optimizer.exp_avg.<name>", "optimizer.exp_avg_sq.<name>"), the run's
+ * other state (dg_ckpt_run.state: the routers' expert biases), the counters
  * (iteration, consumed training and validation samples, optimizer steps,
  * skipped and NaN iterations), the model config (as the checkpoint's config
  * record, train/dg_model_record.h), the tokenizer and the data description,
@@ -42,6 +43,7 @@
 #define DG_DIST_CKPT_H
 
 #include "dg_checkpoint.h"
+#include "dg_ckpt_pieces.h"
 #include "dg_dist.h"
 #include "dg_train_config.h"
 
@@ -68,6 +70,11 @@ typedef struct dg_ckpt_run {
      * saves leave it and its moments out, loads read it. NULL: none. */
     const char *skip;
     int32_t eod;        /* the tokenizer's end of document (-1: none), recorded with vocab */
+    /* The run's state that is neither a parameter nor a moment (the routers'
+     * expert biases), as pieces of this rank's memory: saves write them,
+     * loads read into them. NULL: none. */
+    int (*state)(void *ctx, dg_ckpt_pieces *out, dg_err *err);
+    void *state_ctx;
 } dg_ckpt_run;
 
 /* Save iteration k->iteration of the run into c->save (collective; every

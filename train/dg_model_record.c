@@ -53,6 +53,10 @@ static const dg_model_field k_fields[] = {
     FD(attention_dropout, "--attention-dropout", false),
     FI(kv_channels, "--kv-channels", true),
     FI(qk_layernorm, "--qk-layernorm", true),
+    FI(moe_expert_bias, "--moe-router-enable-expert-bias", true),
+    FI(moe_force_load_balancing, "--moe-router-force-load-balancing", false),
+    FD(moe_input_jitter_eps, "--moe-input-jitter-eps", false),
+    FI(per_token_loss, "--calculate-per-token-loss", false),
     /* expert MLP variants (issue 29) */
     FI(quick_geglu, "--quick-geglu", true),
     FD(glu_linear_offset, "--glu-linear-offset", true),

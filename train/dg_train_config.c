@@ -52,6 +52,11 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--moe-router-topk-scaling-factor", DG_ARG_DOUBLE, M(moe_router_topk_scaling_factor), "scale the routing probs (0: none)", 0, 1e6, NULL},
     {"--moe-router-num-groups", DG_ARG_INT, M(moe_router_num_groups), "expert groups for group-limited routing (0: off)", 0, 1 << 16, NULL},
     {"--moe-router-group-topk", DG_ARG_INT, M(moe_router_group_topk), "groups each token may use", 0, 1 << 16, NULL},
+    {"--moe-router-enable-expert-bias", DG_ARG_FLAG, M(moe_expert_bias), "aux-loss-free balancing: a per-expert bias on the sigmoid scores for the top-k choice, updated after each step", NR, NULL},
+    {"--moe-router-bias-update-rate", DG_ARG_DOUBLE, T(moe_router_bias_update_rate), "the expert bias's step per iteration (1e-3)", 0, 1e6, NULL},
+    {"--moe-router-force-load-balancing", DG_ARG_FLAG, M(moe_force_load_balancing), "benchmarking: the router's logits are normal draws (gradients pass straight through)", NR, NULL},
+    {"--moe-input-jitter-eps", DG_ARG_DOUBLE, M(moe_input_jitter_eps), "the router's input times a uniform draw in [1-eps, 1+eps) while training (0: none)", 0, 1, NULL},
+    {"--calculate-per-token-loss", DG_ARG_FLAG, M(per_token_loss), "the gradient is the global batch's summed losses over its tokens (the MoE losses weigh 1 / tokens per micro-batch)", NR, NULL},
     {"--moe-grouped-gemm", DG_ARG_FLAG, T(moe_grouped_gemm), "accepted: experts always run as one grouped GEMM", NR, NULL},
     {"--disable-bias-linear", DG_ARG_FLAG, T(disable_bias_linear), "no biases on linear layers", NR, NULL},
     {"--use-flash-attn", DG_ARG_FLAG, T(use_flash_attn), "accepted: --attention-backend auto is the fused flash-style kernel", NR, NULL},
@@ -173,6 +178,7 @@ void dg_train_config_defaults(dg_train_config *c) {
     m->norm_epsilon = 1e-5;
     m->moe_layer_freq = 1;
     m->hidden_dropout = 0.1;
+    c->moe_router_bias_update_rate = 1e-3;
     snprintf(c->normalization, sizeof c->normalization, "LayerNorm");
     snprintf(c->score_function, sizeof c->score_function, "softmax");
     snprintf(c->moe_token_dispatcher_type, sizeof c->moe_token_dispatcher_type, "alltoall");

@@ -31,6 +31,8 @@ typedef struct dg_train_config {
     char moe_layer_freq[DG_ARG_STR_LEN]; /* --moe-layer-freq: N, or a list "([0]*1+[1]*3)" */
     char drop_policy[DG_ARG_STR_LEN];    /* --moe-token-drop-policy probs|position */
     int disable_bias_linear;             /* --disable-bias-linear (default: biases) */
+    double moe_router_bias_update_rate;  /* --moe-router-bias-update-rate (1e-3): the expert bias's step
+                                          * (model.moe_expert_bias; train/dg_expert_bias.h) */
     /* Accepted so Megatron scripts run unchanged: they name what dagatron
      * always does (fused attention, grouped GEMM). */
     int use_flash_attn, moe_grouped_gemm;

@@ -113,6 +113,7 @@ static int setup(trainer *t, dg_err *err) {
     /* After init: the master weights start as a copy of the parameters. */
     dg_dist_init(&t->dist, t->g, &t->buckets, &t->optim, t->grid ? groups : NULL, t->ptrs);
     DG_TRY(dg_runtime_upload(t->rt, DG_ROLES_STATE, err)); /* on a device: the state goes up once */
+    dg_expert_bias_init(&t->ebias, &c->model, &t->io[0], c->moe_router_bias_update_rate);
     t->expert_tokens = dg_calloc((size_t)c->model.num_layers * (size_t)DG_MAX(c->model.num_experts, 1),
                                  sizeof(int64_t));
     t->batch = dg_malloc(sizeof(int32_t) * (size_t)c->model.micro_batch_size *
@@ -133,6 +134,7 @@ static void teardown(trainer *t) {
     dg_free(t->ptrs);
     dg_free(t->batch);
     dg_free(t->expert_tokens);
+    dg_expert_bias_free(&t->ebias);
     if (t->rt) dg_runtime_free(t->rt);
     dg_train_device_groups_free(t->dev_groups);
     if (t->plan) dg_sched_plan_free(t->plan);
@@ -226,6 +228,7 @@ static int run_step(trainer *t, int split, int64_t consumed, losses *l, dg_err *
     /* One shard may hold a bad token: agree before the step's collectives. */
     DG_TRY(agree(t, fill, err));
     if (t->c->compat.fp16) dg_loss_scaler_feed(&t->scaler, t->g, t->ptrs);
+    dg_expert_bias_feed(&t->ebias, t->io, t->n_mb, t->ptrs);
     dg_sched_stats st;
     DG_TRY(dg_sched_run(t->plan, t->rt, &st, err));
     if (t->stats) *t->stats = st;
@@ -255,7 +258,10 @@ static int run_step(trainer *t, int split, int64_t consumed, losses *l, dg_err *
             for (int e = 0; e < E; e++) t->expert_tokens[(int64_t)layer * E + e] += cnt[e];
         }
     }
-    return DG_OK;
+    if (split != DG_SPLIT_TRAIN) return DG_OK;
+    /* aux-loss-free balancing: the biases move after each training step */
+    dg_expert_bias_count(&t->ebias, t->io, t->n_mb, t->ptrs);
+    return dg_expert_bias_update(&t->ebias, t->grid ? t->grid->world_comm : NULL, err);
 }
 
 /* Losses summed over micro-batches and data shards, divided by n of them. */
@@ -391,13 +397,19 @@ static void save_stage(void *ctx, dg_ckpt_stage stage, int index) {
     t->hooks->on_save_stage(t->hooks->ctx, t->iteration, stage, index);
 }
 
+/* The run's state besides parameters and moments, as checkpoint pieces:
+ * the routers' expert biases. */
+static int ckpt_state(void *ctx, dg_ckpt_pieces *out, dg_err *err) {
+    return dg_expert_bias_pieces(ctx, out, err);
+}
+
 /* What the checkpoint code needs to know about this run. */
 static dg_ckpt_run ckpt_run_of(const trainer *t) {
     int hook = t->hooks && t->hooks->on_save_stage;
     return (dg_ckpt_run){t->c, t->feed.vocab, t->log, t->grid ? t->grid->world_comm : NULL,
                          t->grid ? t->grid->group[DG_AXIS_EP] : NULL, hook ? save_stage : NULL,
                          hook ? (void *)t : NULL, t->grid ? t->grid->group[DG_AXIS_TP] : NULL, t->ckpt_async,
-                         t->ckpt_skip, t->feed.eod};
+                         t->ckpt_skip, t->feed.eod, ckpt_state, (void *)&t->ebias};
 }
 
 /* --save can take a checkpoint of this run (the writer checks: it alone

@@ -8,6 +8,7 @@
 
 #include "dg_ckpt_async.h"
 #include "dg_dist.h"
+#include "dg_expert_bias.h"
 #include "dg_feed.h"
 #include "dg_grid.h"
 #include "dg_loss_scaler.h"
@@ -65,6 +66,7 @@ typedef struct dg_trainer_state {
     char *ckpt_skip;           /* per tensor: another stage writes it to checkpoints (dg_train_pp_ckpt_skip) */
     uint64_t ckpt_bytes;       /* what one checkpoint takes on disk (dg_dist_ckpt_bytes) */
     dg_mem_need mem;           /* what the runtime and the optimizer allocate (dg_mem_estimate_plan) */
+    dg_expert_bias ebias;      /* --moe-router-enable-expert-bias: the routers' biases (dg_expert_bias.h) */
 } dg_trainer_state;
 
 /* A step's logged losses: the language-model loss, the MoE aux and z

@@ -1,5 +1,5 @@
 /* dg_cuda_k_dropout.cu — dropout (ops/dg_op_dropout.h) with the CPU's
- * counter-based mask, and the mixed-precision ops cast and loss_scaling
+ * counter-based mask (and the op's other draws: jitter, normal), and the mixed-precision ops cast and loss_scaling
  * (ops/dg_op_cast.h).
  *
  * The mask is dg_cpu_dropout.h's DG_HD helpers: element (sample, index in
@@ -18,6 +18,8 @@ typedef struct drop_attrs {
     uint32_t threshold;
     float scale;
     int64_t cp, parts; /* cp > 1: CP's two chunks per row (dg_op_dropout.h), x part `inner` of `parts` */
+    int kind;          /* dg_noise_kind */
+    float p;
 } drop_attrs;
 
 /* x, y [B, per]: element j of row b is element `elem` of sample key[2] + b,
@@ -25,7 +27,7 @@ typedef struct drop_attrs {
  * one), or under CP its place in chunk r or 2cp-1-r of the sample. */
 __global__ static void dropout_kernel(drop_attrs a, const float *x, float *y, const int32_t *key,
                                       const int32_t *coord, const int32_t *inner) {
-    int train = key[3] != 0;
+    int train = key[3] != 0 || a.kind == DG_NOISE_NORMAL; /* the normal draw is made in evaluation too */
     uint64_t stream = train ? dg_dropout_stream(key, a.salt) : 0;
     int64_t r = coord ? (int64_t)coord[0] : 0;
     int64_t half = a.per * a.parts / 2, start = (inner ? (int64_t)inner[0] : 0) * a.per;
@@ -42,7 +44,8 @@ __global__ static void dropout_kernel(drop_attrs a, const float *x, float *y, co
         } else {
             elem = r * a.per + j;
         }
-        y[i] = dg_dropout1(stream, (uint64_t)((int64_t)key[2] + b), (uint64_t)elem, a.threshold, a.scale, x[i]);
+        y[i] = dg_noise1(a.kind, stream, (uint64_t)((int64_t)key[2] + b), (uint64_t)elem, a.threshold, a.scale, a.p,
+                         x[i]);
     }
 }
 
@@ -50,7 +53,8 @@ int dg_cuda_k_dropout(DG_CUDA_KARGS) {
     const dg_tensor *x = DG_IN(g, n, 0);
     int64_t B = x->shape[0], per = dg_tensor_numel(x) / (B > 0 ? B : 1);
     double p = n->attrs.f[0];
-    if (!(p > 0)) { /* no dropout: identity */
+    int kind = (int)n->attrs.i[5];
+    if (!(p > 0) && kind != DG_NOISE_NORMAL) { /* nothing to draw: identity */
         if (in[0] == out[0]) return DG_OK;
         return cudaMemcpyAsync(out[0], in[0], dg_tensor_bytes(x), cudaMemcpyDeviceToDevice,
                                dg_cuda_ctx_of(e)->stream) == cudaSuccess
@@ -59,7 +63,7 @@ int dg_cuda_k_dropout(DG_CUDA_KARGS) {
     }
     int with_coord = n->n_in > 2, cp = with_coord && n->attrs.i[2] > 1, with_inner = cp && n->n_in > 3;
     drop_attrs a = {n->attrs.i[0], B, per, dg_dropout_threshold(p), dg_dropout_scale(p),
-                    cp ? n->attrs.i[2] : 1, with_inner ? n->attrs.i[4] : 1};
+                    cp ? n->attrs.i[2] : 1, with_inner ? n->attrs.i[4] : 1, kind, (float)p};
     dropout_kernel<<<GRID(B * per)>>>(a, (const float *)in[0], (float *)out[0], (const int32_t *)in[1],
                                       with_coord ? (const int32_t *)in[2] : NULL,
                                       with_inner ? (const int32_t *)in[3] : NULL);

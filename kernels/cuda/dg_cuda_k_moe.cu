@@ -326,13 +326,18 @@ int dg_cuda_k_router(DG_CUDA_KARGS) {
     float *probs = (float *)out[0];
     int32_t *idx = (int32_t *)out[1];
     router_kernel<<<dg_cuda_blocks(T, 128), 128, 0, st>>>(c, (const float *)in[0], T, E, probs, idx);
-    route_count_kernel<<<dg_cuda_blocks(E, 64), 64, 0, st>>>(idx, TK, E, (int32_t *)out[2],
-                                                             dg_cuda_ctx_of(e)->bad, n->id);
+    int kept = n->attrs.i[6] != 0; /* count after dropping (dg_router.h's count_kept) */
+    if (!kept)
+        route_count_kernel<<<dg_cuda_blocks(E, 64), 64, 0, st>>>(idx, TK, E, (int32_t *)out[2],
+                                                                 dg_cuda_ctx_of(e)->bad, n->id);
     if (c.capacity > 0 && c.capacity <= T) {
         unsigned char *drop = (unsigned char *)e->workspace;
         router_rank_kernel<<<dg_cuda_blocks(E, 64), 64, 0, st>>>(c, probs, idx, TK, E, drop);
         router_drop_kernel<<<dg_cuda_blocks(TK, TPB), TPB, 0, st>>>(drop, TK, probs, idx);
     }
+    if (kept)
+        route_count_kernel<<<dg_cuda_blocks(E, 64), 64, 0, st>>>(idx, TK, E, (int32_t *)out[2],
+                                                                 dg_cuda_ctx_of(e)->bad, n->id);
     return dg_cuda_launched();
 }
 

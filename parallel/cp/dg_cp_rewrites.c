@@ -17,6 +17,7 @@
 #include "dg_op_vocab.h"
 #include "dg_op_xent.h"
 #include "dg_ops_util.h"
+#include "dg_router.h"
 
 /* Whether the tokens of tensor t (dim 1) are split over cp: a node reading
  * whole sequences (under --cp-comm-type a2a, attention between the
@@ -122,15 +123,24 @@ static int cp_moe_aux(dg_graph *g, const dg_node *n, const int *in, int *out, co
                            dg_err *err) {
     int cp = o->cp_size;
     if (cp <= 1) return DG_REEMIT_COPY;
-    if (n->n_in < 2 || g->tensors[in[1]].ndim != 1 || n->attrs.i[2] > 1)
+    if ((n->n_in > 1 && g->tensors[in[1]].ndim != 1) || n->attrs.i[2] > 1)
         return dg_err_set(err, DG_EINPUT,
-                          "--context-parallel-size %d: the MoE aux loss under CP is built from the router's "
-                          "tokens per expert only (not --moe-router-load-balancing-type seq_aux_loss nor "
-                          "group-limited routing)",
+                          "--context-parallel-size %d: the MoE aux loss under CP is built from tokens per expert "
+                          "only (not --moe-router-load-balancing-type seq_aux_loss)",
                           cp);
+    int counts = n->n_in > 1 ? in[1] : -1;
+    if (counts < 0) {
+        /* the loss's own plain top-k (routing absent: group limits or an
+         * expert bias steer the router's choice): a plain router's counts,
+         * which pick the same k experts (dg_moe_loss.h), before the sum */
+        dg_router_opts ro = dg_router_opts_default((int)n->attrs.i[0]);
+        ro.score = (dg_moe_score_fn)n->attrs.i[1];
+        dg_router_out r;
+        counts = dg_moe_router(g, in[0], &ro, &r) < 0 ? -1 : r.tokens_per_expert;
+    }
     dg_attrs a = n->attrs;
     a.f[0] /= (double)cp * cp; /* this rank's probabilities against all ranks' counts and tokens */
-    int counts = cp_sum(g, in[1], cp);
+    counts = counts < 0 ? -1 : cp_sum(g, counts, cp);
     int local = counts < 0 ? -1 : dg_add1(g, n->op, &a, (int[]){in[0], counts}, 2, n->name);
     out[0] = cp_sum(g, local, cp);
     if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "cp aux loss: %s", g->err.msg);
@@ -159,6 +169,7 @@ static int cp_dropout(dg_graph *g, const dg_node *n, const int *in, int *out, co
     a.i[2] = o->cp_size; /* the mask of chunks r and 2cp-1-r */
     a.i[3] = inner;
     a.i[4] = inner != DG_AXIS_NONE ? g->mesh[inner] : 0;
+    a.i[5] = n->attrs.i[5]; /* the kind of draw */
     int ins[4] = {in[0], in[1], dg_mesh_coord_input(g, DG_AXIS_CP),
                   inner != DG_AXIS_NONE ? dg_mesh_coord_input(g, inner) : 0};
     int nin = inner != DG_AXIS_NONE ? 4 : 3;

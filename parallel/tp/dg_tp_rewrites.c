@@ -163,7 +163,10 @@ static int tp_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, const 
     if (a != DG_AXIS_TP || x->sharding.split2[1] != DG_AXIS_NONE)
         return dg_err_set(err, DG_EINTERNAL, "dropout '%s': the TP pass found its dim 1 split over %s", n->name,
                           dg_axis_name(a));
-    out[0] = dg_dropout_slice(g, in[0], in[1], dg_mesh_coord_input(g, a), a, n->attrs.f[0], (int)n->attrs.i[0]);
+    dg_attrs at = n->attrs; /* p, site and kind */
+    at.i[1] = a;
+    int coord = dg_mesh_coord_input(g, a);
+    out[0] = coord < 0 ? -1 : dg_add1(g, &dg_op_dropout, &at, (int[]){in[0], in[1], coord}, 3, NULL);
     if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "tp dropout: %s", g->err.msg);
     return DG_OK;
 }

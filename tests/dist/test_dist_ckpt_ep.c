@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
     MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
     snprintf(c.save, sizeof c.save, "%s", dir);
     snprintf(c.load, sizeof c.load, "%s", dir);
-    dg_ckpt_run r = {&c, 100, me == 0, grid->world_comm, grid->group[DG_AXIS_EP], NULL, NULL, NULL, NULL, NULL, 99};
+    dg_ckpt_run r = {&c, 100, me == 0, grid->world_comm, grid->group[DG_AXIS_EP], NULL, NULL, NULL, NULL, NULL, 99, NULL, NULL};
     dg_train_counters k = {3, 24, 0, 3, 0, 0};
     CHECK(dg_dist_ckpt_save(&r, &d, params, np, ptrs, &k, &err) == DG_OK);
     if (err.msg[0]) fprintf(stderr, "rank %d: %s\n", me, err.msg);

@@ -49,7 +49,7 @@ static void put(writer *w, const char *name, const char *dtype, const dg_tensor 
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense] "
-                        "[qwen3] [layernorm] [gelu_bias] [quick_geglu] [shared] [clamp]\n");
+                        "[qwen3] [layernorm] [expert_bias] [gelu_bias] [quick_geglu] [shared] [clamp]\n");
         return 2;
     }
     dg_cpu_init();
@@ -68,6 +68,10 @@ int main(int argc, char **argv) {
             c.qk_layernorm = 1;
         }
         else if (!strcmp(argv[i], "layernorm")) c.normalization_layernorm = 1;
+        else if (!strcmp(argv[i], "expert_bias")) { /* aux-loss-free balancing: sigmoid + a bias input */
+            c.score_function_sigmoid = 1;
+            c.moe_expert_bias = 1;
+        }
         else if (!strcmp(argv[i], "gelu_bias")) {
             c.mlp_gelu = 1;
             c.add_bias_linear = 1;
@@ -117,6 +121,9 @@ int main(int argc, char **argv) {
         else
             dg_test_fill_normal(&rng, p, n, strstr(x->name, "router") ? 0.5 : 0.08);
     }
+    for (int l = 0; l < c.num_layers && l < DG_MODEL_MAX_TRACKED; l++) /* biases that change the choice */
+        if (io.expert_bias[l] >= 0)
+            dg_test_fill_normal(&rng, b.ptr[io.expert_bias[l]], c.num_experts, 0.2);
     int32_t *tok = b.ptr[io.tokens], *tgt = b.ptr[io.targets];
     float *mask = b.ptr[io.loss_mask];
     for (int64_t i = 0; i < B * S; i++) {
@@ -170,6 +177,12 @@ int main(int argc, char **argv) {
             put(&w, name, "f32", x, b.ptr[x->grad], dg_tensor_bytes(x));
         }
     }
+    for (int l = 0; l < c.num_layers && l < DG_MODEL_MAX_TRACKED; l++)
+        if (io.expert_bias[l] >= 0) {
+            const dg_tensor *x = &g->tensors[io.expert_bias[l]];
+            snprintf(name, sizeof name, "input/%s", x->name);
+            put(&w, name, "f32", x, b.ptr[io.expert_bias[l]], dg_tensor_bytes(x));
+        }
     put(&w, "batch/tokens", "i32", &g->tensors[io.tokens], tok, dg_tensor_bytes(&g->tensors[io.tokens]));
     put(&w, "batch/targets", "i32", &g->tensors[io.targets], tgt, dg_tensor_bytes(&g->tensors[io.targets]));
     put(&w, "batch/loss_mask", "f32", &g->tensors[io.loss_mask], mask, dg_tensor_bytes(&g->tensors[io.loss_mask]));

@@ -123,12 +123,15 @@ def swiglu(x):
     return torch.nn.functional.silu(a) * b
 
 
-def router(logits, cfg):
+def router(logits, cfg, bias=None):
     k = cfg["moe_router_topk"]
     fn = cfg.get("score_function", "softmax")
     if fn == "sigmoid":
         scores = torch.sigmoid(logits)
         top, idx = torch.topk(scores, k, dim=-1)
+        if bias is not None:  # aux-loss-free balancing: the bias steers the choice, not the probs
+            idx = torch.topk(scores + bias, k, dim=-1).indices
+            top = scores.gather(-1, idx)
         # Megatron normalises the selected sigmoid scores only when k > 1
         probs = top / (top.sum(-1, keepdim=True) + 1e-20) if k > 1 else top
     elif cfg.get("pre_softmax", 0):
@@ -161,7 +164,8 @@ def moe(h, P, pre, cfg):
     B, S, H = h.shape
     x = h.reshape(B * S, H)
     logits = x @ P[pre + "mlp.router.weight"].t()
-    probs, idx = router(logits, cfg)
+    bias = P.get(pre + "mlp.router.expert_bias")
+    probs, idx = router(logits, cfg, bias)
     w1 = P[pre + "mlp.experts.linear_fc1.weight"]  # [E, 2F, H] ([E, F, H] for GeLU)
     w2 = P[pre + "mlp.experts.linear_fc2.weight"]  # [E, H, F]
     b1 = P.get(pre + "mlp.experts.linear_fc1.bias")  # [E, 2F] or [E, F], with biases
@@ -182,7 +186,9 @@ def moe(h, P, pre, cfg):
         y = y.index_add(0, tok, out * probs[tok, slot][:, None])
     if cfg.get("moe_shared_expert_size", 0) > 0:  # SharedExpertMLP: the config's MLP, no biases
         y = y + dense_mlp(x, P, pre, cfg, "mlp.shared_experts")
-    return y.reshape(B, S, H), aux_loss(logits, idx, cfg), z_loss(logits, cfg)
+    # Megatron's aux loss counts the plain top-k of its scores, not the biased choice
+    plain = idx if bias is None else torch.topk(logits, cfg["moe_router_topk"], dim=-1).indices
+    return y.reshape(B, S, H), aux_loss(logits, plain, cfg), z_loss(logits, cfg)
 
 
 def model(P, batch, cfg):
@@ -237,11 +243,13 @@ def main():
     params = {n[len("param/"):]: torch.tensor(a, requires_grad=True)
               for n, a in T.items() if n.startswith("param/")}
     batch = {n[len("batch/"):]: a for n, a in T.items() if n.startswith("batch/")}
+    # the model's other inputs (the routers' expert biases): no gradient
+    inputs = {n[len("input/"):]: torch.tensor(a) for n, a in T.items() if n.startswith("input/")}
     global LOSS_RTOL
     dense = cfg["num_experts"] == 0 and cfg.get("mlp_gelu", 0)
     if dense:
         LOSS_RTOL = DENSE_TOL
-    lm, aux, z = model(params, batch, cfg)
+    lm, aux, z = model({**params, **inputs}, batch, cfg)
     total = lm + aux + z
     total.backward()
     bad = 0
