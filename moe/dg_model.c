@@ -61,6 +61,14 @@ int dg_model_layer_is_moe(const dg_model_config *c, int l) {
     return (c->moe_layer_mask[l / 32] >> (l % 32)) & 1;
 }
 
+int dg_model_layer_window(const dg_model_config *c, int l) {
+    if (c->attn_window <= 0) return 0;
+    if (c->window_attn_skip_freq > 0) return (l + 1) % c->window_attn_skip_freq ? c->attn_window : 0;
+    if (c->window_attn_skip_freq == 0) return c->attn_window;
+    if (l < 0 || l >= DG_MODEL_MAX_PATTERN_LAYERS) return 0;
+    return (c->window_attn_mask[l / 32] >> (l % 32)) & 1 ? c->attn_window : 0;
+}
+
 int dg_model_config_check(const dg_model_config *c, dg_err *err) {
 #define NEED(cond, ...) \
     if (!(cond)) return dg_err_set(err, DG_EINPUT, __VA_ARGS__)
@@ -95,6 +103,15 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
     NEED(c->attention_dropout >= 0 && c->attention_dropout < 1 && (c->attention_dropout == 0 || c->attention_unfused),
          "--attention-dropout %g: expected [0, 1), and only with --attention-backend unfused or local",
          c->attention_dropout);
+    NEED(c->attn_window >= 0, "--window-size: expected a window >= 0, got %d", c->attn_window);
+    NEED(c->softmax_type >= DG_ATTN_SOFTMAX_VANILLA && c->softmax_type <= DG_ATTN_SOFTMAX_LEARNABLE,
+         "--softmax-type: expected vanilla, off-by-one or learnable, got %d", c->softmax_type);
+    NEED(!c->attention_unfused || (c->attn_window == 0 && c->softmax_type == DG_ATTN_SOFTMAX_VANILLA),
+         "--attention-backend unfused/local with %s: not supported: the window and the sink are built in the fused "
+         "attention (pass --attention-backend auto)", c->attn_window ? "--window-size" : "--softmax-type");
+    NEED(c->window_attn_skip_freq >= 0 || c->num_layers <= DG_MODEL_MAX_PATTERN_LAYERS,
+         "--window-attn-skip-freq: a list describes at most %d layers, --num-layers is %d",
+         DG_MODEL_MAX_PATTERN_LAYERS, c->num_layers);
     NEED(c->seq_length > 0, "--seq-length: expected > 0, got %d", c->seq_length);
     NEED(c->micro_batch_size > 0, "--micro-batch-size: expected > 0, got %d", c->micro_batch_size);
     NEED(c->vocab_size > 1, "--vocab-size: expected > 1, got %d", c->vocab_size);
@@ -209,6 +226,7 @@ static dg_param_spec param_spec(dg_model_param_kind kind) {
         s.place.split[0] = DG_AXIS_EP;
         break;
     case DG_MODEL_PARAM_POSITION: break; /* normal(init_method_std), replicated */
+    case DG_MODEL_PARAM_HEADS: s.place.split[0] = DG_AXIS_TP; break; /* normal, as q's heads */
     case DG_MODEL_PARAM_REPLICATED: break;
     }
     return s;
@@ -290,11 +308,12 @@ int dg_model_attn_output(dg_graph *g, const dg_model_config *c, int a, int64_t B
     return p->bo >= 0 ? dg_bias_add(g, y, p->bo) : y;
 }
 
-/* Causal GQA self-attention with RoPE on x [B, S, H]; returns [B, S, H].
- * The fused op, or (attention_unfused) the chain of Megatron's unfused
+/* Causal GQA self-attention with RoPE on x [B, S, H] of layer l; returns
+ * [B, S, H]. The fused op (with layer l's window and the softmax sink c
+ * asks for), or (attention_unfused) the chain of Megatron's unfused
  * attention, its probabilities through dropout `site` when
  * attention_dropout > 0 (key: the graph's rng_key). */
-static int attention_block(dg_graph *g, const dg_model_config *c, const char *pre, int x, int key, int site) {
+static int attention_block(dg_graph *g, const dg_model_config *c, const char *pre, int l, int x, int key, int site) {
     int64_t B = dg_Tc(g, x)->shape[0], S = dg_Tc(g, x)->shape[1];
     int64_t D = dg_model_head_dim(c);
     dg_model_qkv p;
@@ -306,8 +325,13 @@ static int attention_block(dg_graph *g, const dg_model_config *c, const char *pr
     }
     dg_graph_set_module(g, DG_MODULE_CORE_ATTN);
     double scale = 1.0 / sqrt((double)D);
-    int a = c->attention_unfused ? dg_attention_unfused(g, q, k, p.v, 1, scale, c->attention_dropout, key, site)
-                                 : dg_attention(g, q, k, p.v, scale, NULL);
+    int sink = -1;
+    if (c->softmax_type == DG_ATTN_SOFTMAX_LEARNABLE)
+        sink = dg_model_param(g, pre, "self_attention.core_attention.softmax_offset", DG_MODEL_PARAM_HEADS, 1,
+                              DG_SHAPE(c->num_attention_heads));
+    int a = c->attention_unfused
+                ? dg_attention_unfused(g, q, k, p.v, 1, scale, c->attention_dropout, key, site)
+                : dg_attention_var(g, q, k, p.v, 1, scale, dg_model_layer_window(c, l), c->softmax_type, sink, NULL);
     dg_graph_set_module(g, DG_MODULE_ATTN);
     return dg_model_attn_output(g, c, a, B, S, &p);
 }
@@ -479,7 +503,7 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
         dg_graph_set_module(g, DG_MODULE_LAYERNORM);
         int h = dg_model_norm(g, c, pre, "input_layernorm", x);
         dg_graph_set_module(g, DG_MODULE_ATTN);
-        int att = attention_block(g, c, pre, h, key, 1 + 2 * c->num_layers + l);
+        int att = attention_block(g, c, pre, l, h, key, 1 + 2 * c->num_layers + l);
         dg_graph_set_module(g, DG_MODULE_NONE);
         if (c->hidden_dropout > 0) att = dg_dropout(g, att, key, c->hidden_dropout, 1 + 2 * l);
         x = dg_add(g, x, att);

@@ -90,6 +90,17 @@ typedef struct dg_model_config {
     int per_token_loss;             /* --calculate-per-token-loss: the step's gradient is that of
                                      * the global batch's summed losses over its token count (the
                                      * MoE losses' weight in the total changes; see loss) */
+    /* attention variants (issue 29) */
+    int attn_window;                /* --window-size L,0: the keys a windowed layer's query sees,
+                                     * L + 1 (its own and the L before it); 0: no window (none
+                                     * given, or L = -1, Megatron's unbounded) */
+    int window_attn_skip_freq;      /* --window-attn-skip-freq N: layer l (from 0) is windowed
+                                     * unless (l + 1) % N == 0 (Megatron counts layers from 1);
+                                     * 0: every layer; -1: window_attn_mask says which */
+    int window_attn_mask[4];        /* the list form: bit l % 32 of word l / 32 set = layer l windowed */
+    int softmax_type;               /* --softmax-type: DG_ATTN_SOFTMAX_* (ops/dg_op_attention.h):
+                                     * 0 vanilla, 1 off-by-one, 2 learnable: each layer's sink
+                                     * logits self_attention.core_attention.softmax_offset [Hq] */
     /* expert MLP variants (issue 29): the MLPs' (dense, routed experts, shared
      * expert) activation beyond mlp_gelu, as Megatron's activation_func with
      * gated_linear_unit; zero: SwiGLU / GeLU as mlp_gelu says */
@@ -146,6 +157,7 @@ typedef struct dg_model_io {
  *   decoder.layers.L.mlp.linear_fc1.weight               [2F, H]     (dense layers)
  *   decoder.final_layernorm.weight                       [H]
  *   output_layer.weight                                  [V, H]      (untied only)
+ *   decoder.layers.L.self_attention.core_attention.softmax_offset [Hq] (--softmax-type learnable)
  *   embedding.position_embeddings.weight                 [P, H]      (learned positions)
  * With biases (add_bias_linear) every dense linear "X.weight" above has an
  * "X.bias" of its output size (linear_q/k/v, linear_proj, the dense MLP's
@@ -184,7 +196,9 @@ typedef struct dg_model_io {
  *   COLUMN_GLU_BIAS  SwiGLU fc1's bias [2F]: zeros, over tp strided by 2
  *   ROW_BIAS      a row-parallel linear's bias [out]: zeros, replicated
  *                 (added after the all-reduce, as RowParallelLinear does)
- *   POSITION      learned position embedding [P, H]: normal, replicated */
+ *   POSITION      learned position embedding [P, H]: normal, replicated
+ *   HEADS         one value per query head [Hq] (the learnable softmax
+ *                 sink): normal (Megatron's init_method), heads over tp */
 typedef enum dg_model_param_kind {
     DG_MODEL_PARAM_REPLICATED = 0,
     DG_MODEL_PARAM_COLUMN,
@@ -199,6 +213,7 @@ typedef enum dg_model_param_kind {
     DG_MODEL_PARAM_COLUMN_GLU_BIAS,
     DG_MODEL_PARAM_ROW_BIAS,
     DG_MODEL_PARAM_POSITION,
+    DG_MODEL_PARAM_HEADS,
     DG_MODEL_PARAM_EXPERTS_COLUMN,
     DG_MODEL_PARAM_EXPERTS_GLU_BIAS,
     DG_MODEL_PARAM_EXPERTS_COLUMN_BIAS,
@@ -253,6 +268,10 @@ struct dg_router_opts;
 /* The router settings c asks for (moe/dg_router.h), shared by the training
  * forward and the decode graph. */
 void dg_model_router_opts(const dg_model_config *c, struct dg_router_opts *o);
+
+/* The window of layer l's attention (0: none), by --window-size and
+ * --window-attn-skip-freq as Megatron's is_layer_window_attention. */
+int dg_model_layer_window(const dg_model_config *c, int l);
 
 /* Each attention head's size: --kv-channels, or hidden / heads. */
 int64_t dg_model_head_dim(const dg_model_config *c);

@@ -10,6 +10,8 @@
 
 /* ---- shape rules ------------------------------------------------------------------ */
 
+static dg_attn_dims node_dims(const dg_graph *g, const dg_node *n);
+
 /* Check q, k, v (inputs 0..2) and the attrs; fill d. */
 static int check_qkv(const dg_graph *g, const dg_node *n, dg_attn_dims *d, dg_err *err) {
     for (int i = 0; i < 3; i++) {
@@ -40,8 +42,13 @@ static int check_qkv(const dg_graph *g, const dg_node *n, dg_attn_dims *d, dg_er
     if (!(n->attrs.f[0] > 0.0) || !isfinite(n->attrs.f[0]))
         return DG_INFER_FAIL(err, "rule 'attrs' broken: scale must be > 0 and finite, got %g",
                              n->attrs.f[0]);
-    *d = (dg_attn_dims){q->shape[0], q->shape[1], q->shape[2], k->shape[2], q->shape[3],
-                        (int)n->attrs.i[0], (float)n->attrs.f[0]};
+    if (n->attrs.i[1] < 0 || (n->attrs.i[1] > 0 && n->attrs.i[0] != 1))
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: window must be >= 0, and > 0 only when causal, got %lld",
+                             (long long)n->attrs.i[1]);
+    if (n->attrs.i[2] < DG_ATTN_SOFTMAX_VANILLA || n->attrs.i[2] > DG_ATTN_SOFTMAX_LEARNABLE)
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: softmax must be 0, 1 or 2, got %lld",
+                             (long long)n->attrs.i[2]);
+    *d = node_dims(g, n);
     return DG_OK;
 }
 
@@ -49,7 +56,7 @@ static int check_qkv(const dg_graph *g, const dg_node *n, dg_attn_dims *d, dg_er
 static dg_attn_dims node_dims(const dg_graph *g, const dg_node *n) {
     const dg_tensor *q = DG_IN(g, n, 0), *k = DG_IN(g, n, 1);
     return (dg_attn_dims){q->shape[0], q->shape[1], q->shape[2], k->shape[2], q->shape[3],
-                          (int)n->attrs.i[0], (float)n->attrs.f[0]};
+                          (int)n->attrs.i[0], (float)n->attrs.f[0], n->attrs.i[1], (int)n->attrs.i[2], 0};
 }
 
 static void lse_shape(const dg_attn_dims *d, int64_t *shape) {
@@ -73,10 +80,15 @@ static int expect_shape(const dg_graph *g, const dg_node *n, int i, const char *
     return DG_OK;
 }
 
-/* (query, key) pairs a head computes: S^2, or S (S + 1) / 2 when causal. */
+/* (query, key) pairs a head computes: S^2, or S (S + 1) / 2 when causal;
+ * in a window of W < S, row i sees min(i + 1, W) keys: W (W + 1) / 2 over
+ * the first W rows, W each after. */
 static double attn_pairs(const dg_attn_dims *d) {
-    double s = (double)d->S;
-    return (double)d->B * (double)d->Hq * (d->causal ? s * (s + 1.0) / 2.0 : s * s);
+    double s = (double)d->S, w = (double)d->window;
+    double per = !d->causal                 ? s * s
+                 : d->window > 0 && w < s ? w * (w + 1.0) / 2.0 + (s - w) * w
+                                          : s * (s + 1.0) / 2.0;
+    return (double)d->B * (double)d->Hq * per;
 }
 
 /* ---- attention (forward) ----------------------------------------------------------- */
@@ -84,6 +96,11 @@ static double attn_pairs(const dg_attn_dims *d) {
 static int infer_attn(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
     dg_attn_dims d;
     DG_TRY(check_qkv(g, n, &d, err));
+    int want = d.sink == DG_ATTN_SOFTMAX_LEARNABLE ? 4 : 3;
+    if (n->n_in != want)
+        return DG_INFER_FAIL(err, "rule 'inputs' broken: softmax %d takes %d inputs (q, k, v%s), got %d", d.sink,
+                             want, want == 4 ? ", sink" : "", n->n_in);
+    if (want == 4) DG_TRY(expect_shape(g, n, 3, "sink", 1, (int64_t[]){d.Hq}, err));
     dg_desc_like(&o[0], DG_IN(g, n, 0));
     int64_t ls[3];
     lse_shape(&d, ls);
@@ -108,7 +125,8 @@ static int k_attn(const dg_exec_env *e, const dg_graph *g, const dg_node *n, voi
     dg_attn_dims d = node_dims(g, n);
     int nth = e->team && e->team->nthreads > 1 ? e->team->nthreads : 1;
     if (e->workspace_bytes < dg_cpu_attention_fwd_workspace(&d, nth)) return DG_EINTERNAL;
-    dg_cpu_attention_fwd(e->team, &d, in[0], in[1], in[2], out[0], out[1], e->workspace);
+    dg_cpu_attention_fwd_ex(e->team, &d, in[0], in[1], in[2], n->n_in > 3 ? in[3] : NULL, out[0], out[1],
+                            e->workspace);
     return DG_OK;
 }
 
@@ -130,12 +148,21 @@ static int adj_attn(dg_graph *g, const dg_node *n, const int *dout, int *din) {
     if (dg_graph_add(g, &dg_op_attention_bwd, &n->attrs, in, dout[1] >= 0 ? 7 : 6, outs, name) < 0)
         return g->status;
     for (int i = 0; i < 3; i++) din[i] = g->tensors[n->in[i]].requires_grad ? outs[i] : -1;
+    if (n->n_in > 3 && g->tensors[n->in[3]].requires_grad) {
+        /* the learnable sink's gradient: its own node, from o, do and lse */
+        int sin[5] = {n->out[0], d_o, n->out[1], n->in[3], dout[1]};
+        int ds = -1;
+        snprintf(name, sizeof name, "%.*s_dsink", DG_NAME_LEN - 7, n->name);
+        if (dg_graph_add(g, &dg_op_attention_sink_bwd, &n->attrs, sin, dout[1] >= 0 ? 5 : 4, &ds, name) < 0)
+            return g->status;
+        din[3] = ds;
+    }
     return g->status;
 }
 
 const dg_op_def dg_op_attention = {
-    .name = "attention", .min_inputs = 3, .max_inputs = 3, .n_outputs = 2,
-    .iattr_names = {"causal"}, .fattr_names = {"scale"},
+    .name = "attention", .min_inputs = 3, .max_inputs = 4, .n_outputs = 2,
+    .iattr_names = {"causal", "window", "softmax"}, .fattr_names = {"scale"},
     .infer = infer_attn, .cost = cost_attn, .adjoint = adj_attn, .workspace = ws_attn,
     .kernel = k_attn,
     .shard = dg_shard_attention,
@@ -144,14 +171,22 @@ const dg_op_def dg_op_attention = {
 };
 
 int dg_attention_ex(dg_graph *g, int q, int k, int v, int causal, double scale, int *lse_out) {
+    return dg_attention_var(g, q, k, v, causal, scale, 0, DG_ATTN_SOFTMAX_VANILLA, -1, lse_out);
+}
+
+int dg_attention_var(dg_graph *g, int q, int k, int v, int causal, double scale, int64_t window, int softmax,
+                     int sink, int *lse_out) {
     if (g->status != DG_OK) return -1;
     if (scale <= 0.0 && q >= 0 && q < g->n_tensors && g->tensors[q].ndim == 4)
         scale = 1.0 / sqrt((double)g->tensors[q].shape[3]);
     dg_attrs a = dg_attrs_zero();
     a.i[0] = causal;
+    a.i[1] = window;
+    a.i[2] = softmax;
     a.f[0] = scale;
     int outs[2] = {-1, -1};
-    int o = dg_graph_add(g, &dg_op_attention, &a, (int[]){q, k, v}, 3, outs, NULL);
+    int o = dg_graph_add(g, &dg_op_attention, &a, (int[]){q, k, v, sink},
+                         softmax == DG_ATTN_SOFTMAX_LEARNABLE ? 4 : 3, outs, NULL);
     if (lse_out) *lse_out = o < 0 ? -1 : outs[1];
     return o;
 }
@@ -200,7 +235,53 @@ static int k_attn_bwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n,
 
 const dg_op_def dg_op_attention_bwd = {
     .name = "attention_bwd", .min_inputs = 6, .max_inputs = 7, .n_outputs = 3,
-    .iattr_names = {"causal"}, .fattr_names = {"scale"},
+    .iattr_names = {"causal", "window", "softmax"}, .fattr_names = {"scale"},
     .infer = infer_attn_bwd, .cost = cost_attn_bwd, .workspace = ws_attn_bwd,
     .kernel = k_attn_bwd,
+};
+
+/* ---- attention_sink_bwd ------------------------------------------------------------- */
+
+/* Inputs o, do [B, S, Hq, D], lse [B, Hq, S], sink [Hq] [, dlse]; the
+ * forward's attrs. */
+static int infer_sink_bwd(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
+    const dg_tensor *t = DG_IN(g, n, 0);
+    DG_INFER_DTYPE(g, n, 0, DG_F32, err);
+    if (t->ndim != 4)
+        return DG_INFER_FAIL(err, "rule 'shape' broken: o ('%s') must be [B, S, Hq, D], got %d dims", t->name, t->ndim);
+    int64_t ls[3] = {t->shape[0], t->shape[2], t->shape[1]};
+    DG_TRY(expect_shape(g, n, 1, "do", 4, t->shape, err));
+    DG_TRY(expect_shape(g, n, 2, "lse", 3, ls, err));
+    DG_TRY(expect_shape(g, n, 3, "sink", 1, (int64_t[]){t->shape[2]}, err));
+    if (n->n_in > 4) DG_TRY(expect_shape(g, n, 4, "dlse", 3, ls, err));
+    dg_desc_like(&o[0], DG_IN(g, n, 3));
+    return DG_OK;
+}
+
+static dg_attn_dims sink_dims(const dg_graph *g, const dg_node *n) {
+    const dg_tensor *t = DG_IN(g, n, 0);
+    return (dg_attn_dims){t->shape[0], t->shape[1], t->shape[2], t->shape[2], t->shape[3],
+                          (int)n->attrs.i[0], (float)n->attrs.f[0], n->attrs.i[1], (int)n->attrs.i[2], 0};
+}
+
+static void cost_sink_bwd(const dg_graph *g, const dg_node *n, dg_cost *c) {
+    dg_attn_dims d = sink_dims(g, n);
+    double od = (double)(d.B * d.S * d.Hq * d.D);
+    c->flops = 2.0 * od + 4.0 * (double)(d.B * d.S * d.Hq);
+    c->bytes = 4.0 * (2.0 * od + 2.0 * (double)(d.B * d.S * d.Hq));
+}
+
+static int k_sink_bwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
+                      void *const *out) {
+    (void)e;
+    dg_attn_dims d = sink_dims(g, n);
+    dg_cpu_attention_sink_grad(&d, in[3], in[0], in[1], in[2], n->n_in > 4 ? in[4] : NULL, out[0]);
+    return DG_OK;
+}
+
+const dg_op_def dg_op_attention_sink_bwd = {
+    .name = "attention_sink_bwd", .min_inputs = 4, .max_inputs = 5, .n_outputs = 1,
+    .iattr_names = {"causal", "window", "softmax"}, .fattr_names = {"scale"},
+    .infer = infer_sink_bwd, .cost = cost_sink_bwd, .kernel = k_sink_bwd,
+    .shard = dg_shard_attention_sink_bwd,
 };

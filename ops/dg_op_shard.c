@@ -92,14 +92,31 @@ static bool heads_layout_ok(const dg_sharding *s) {
 int dg_shard_attention(const dg_graph *g, const dg_node *n, const dg_sharding *in,
                        dg_sharding *out, dg_attrs *attrs) {
     (void)g;
-    (void)n;
     (void)attrs;
     for (int k = 0; k < 3; k++)
         if (!heads_layout_ok(&in[k]) || !dg_layout_equal(&in[k], &in[0])) return DG_SHARD_CANNOT;
+    /* the learnable sink [Hq] is split as q's heads (TP's share of them) */
+    if (n->n_in > 3 && (in[3].partial != DG_AXIS_NONE || in[3].split[0] != in[0].split[2] ||
+                        in[3].split2[0] != in[0].split2[2] || in[3].stride[0] != in[0].stride[2]))
+        return DG_SHARD_CANNOT;
     out[0] = in[0];
     memset(&out[1], 0, sizeof out[1]); /* lse [B, Hq, S] */
     copy_dim(&out[1], 0, &in[0], 0);
     copy_dim(&out[1], 1, &in[0], 2);
+    return DG_OK;
+}
+
+/* attention_sink_bwd(o, do, lse, sink [, dlse]) -> dsink [Hq]: a sum over
+ * batch and sequence, so those stay whole; dsink is split as the heads. */
+int dg_shard_attention_sink_bwd(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                                dg_attrs *attrs) {
+    (void)g, (void)attrs;
+    if (!heads_layout_ok(&in[0]) || dg_layout_dim_split(&in[0], 0) || !dg_layout_equal(&in[1], &in[0]))
+        return DG_SHARD_CANNOT;
+    for (int k = 2; k < n->n_in; k++)
+        if (in[k].partial != DG_AXIS_NONE) return DG_SHARD_CANNOT;
+    memset(out, 0, sizeof *out);
+    copy_dim(out, 0, &in[0], 2);
     return DG_OK;
 }
 

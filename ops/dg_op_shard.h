@@ -48,6 +48,8 @@ int dg_shard_embedding(const dg_graph *g, const dg_node *n, const dg_sharding *i
                        dg_sharding *out, dg_attrs *attrs);
 int dg_shard_attention(const dg_graph *g, const dg_node *n, const dg_sharding *in,
                        dg_sharding *out, dg_attrs *attrs);
+int dg_shard_attention_sink_bwd(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
+                                dg_attrs *attrs);
 int dg_shard_attn_scores(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
                          dg_attrs *attrs);
 int dg_shard_attn_context(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,

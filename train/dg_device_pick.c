@@ -2,9 +2,21 @@
 #include "dg_device_pick.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dg_cuda.h"
+
+/* The attention variants of issue 29 (a window, a softmax sink) have CPU
+ * kernels only: the CUDA attention kernel computes plain causal attention. */
+static const char *cuda_lacks(const dg_train_config *c) {
+    /* read from the flags: the model config is filled after the device is
+     * picked (a left window of -1 is Megatron's unbounded: no window) */
+    const char *w = c->window_size + strspn(c->window_size, "( ");
+    if (w[0] && strtol(w, NULL, 10) != -1) return "--window-size";
+    if (strcmp(c->compat.softmax_type, "vanilla")) return "--softmax-type";
+    return NULL;
+}
 
 const char *dg_device_cuda_gap(const dg_train_config *c) {
     const dg_model_config *m = &c->model;
@@ -19,6 +31,15 @@ const char *dg_device_cuda_gap(const dg_train_config *c) {
 int dg_device_pick(dg_train_config *c, int ranks_on_node, char *note, size_t len, dg_err *err) {
     if (note && len) note[0] = '\0';
     if (!strcmp(c->device, "cpu") || !strcmp(c->device, "emulated")) return DG_OK;
+    const char *lacks = cuda_lacks(c);
+    if (lacks && !strcmp(c->device, "cuda"))
+        return dg_err_set(err, DG_EINPUT, "--device cuda with %s: not supported: the CUDA attention kernel has no "
+                          "window or sink (pass --device cpu)", lacks);
+    if (lacks) {
+        snprintf(c->device, sizeof c->device, "cpu");
+        if (note && len) snprintf(note, len, "%s runs on the CPU (the CUDA attention kernel has no window or sink)", lacks);
+        return DG_OK;
+    }
     const char *gap = dg_device_cuda_gap(c);
     if (gap && !strcmp(c->device, "cuda"))
         return dg_err_set(err, DG_EINPUT, "--device cuda: %s has no CUDA kernel yet; run with --device cpu", gap);

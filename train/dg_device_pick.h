@@ -9,7 +9,10 @@
  *   unset ("")      cuda when each rank of the node has a GPU, else cpu with a note saying
  *                   why (the CLI prints it after the run, so bad input still
  *                   leaves stdout empty).
- * A model with an op the CUDA kernels do not cover yet (dg_device_cuda_gap)
+ * The attention variants (--window-size, --softmax-type other than vanilla)
+ * have no CUDA kernel: --device cuda with one is refused, and unset picks
+ * cpu with a note.
+ * Likewise a model with an op the CUDA kernels do not cover yet (dg_device_cuda_gap)
  * is refused under --device cuda, naming its flag, and runs on the cpu with a
  * note saying why when --device is unset.
  * Every rank decides alike (same build, same kind of node). */

@@ -72,6 +72,9 @@ int dg_hf_arch_of(const dg_model_config *c, dg_hf_arch *arch, const char *where,
         *arch = DG_HF_GPT2;
         why = not_gpt2(c);
     }
+    /* the attention variants (issue 29) are none of these classes' */
+    if (!why && c->attn_window > 0) why = "it has no sliding window (--window-size)";
+    if (!why && c->softmax_type != 0) why = "it has no softmax sinks (--softmax-type)";
     if (why)
         return dg_err_set(err, DG_EINPUT, "%s: the model has no Hugging Face equivalent: as %s, %s", where,
                           k_class[*arch], why);

@@ -57,6 +57,14 @@ static const dg_model_field k_fields[] = {
     FI(moe_force_load_balancing, "--moe-router-force-load-balancing", false),
     FD(moe_input_jitter_eps, "--moe-input-jitter-eps", false),
     FI(per_token_loss, "--calculate-per-token-loss", false),
+    /* attention variants (issue 29) */
+    FI(attn_window, "--window-size", true),
+    FI(window_attn_skip_freq, "--window-attn-skip-freq", true),
+    FI(window_attn_mask[0], "--window-attn-skip-freq (list, layers 0-31)", true),
+    FI(window_attn_mask[1], "--window-attn-skip-freq (list, layers 32-63)", true),
+    FI(window_attn_mask[2], "--window-attn-skip-freq (list, layers 64-95)", true),
+    FI(window_attn_mask[3], "--window-attn-skip-freq (list, layers 96-127)", true),
+    FI(softmax_type, "--softmax-type", true),
     /* expert MLP variants (issue 29) */
     FI(quick_geglu, "--quick-geglu", true),
     FD(glu_linear_offset, "--glu-linear-offset", true),
@@ -84,7 +92,8 @@ static double field_get(const dg_model_config *c, const dg_model_field *f) {
 
 /* The fields after rotary_percent came after the record itself: a
  * checkpoint written before them lacks them, and zero is what they meant
- * there (SwiGLU, no biases, RoPE, no dropout: dg_model.h), so an absent
+ * there (SwiGLU, no biases, RoPE, no dropout, no window, the vanilla
+ * softmax: dg_model.h), so an absent
  * one reads as zero. Every earlier field must be present. */
 static int zero_if_absent(const dg_model_field *f) {
     return f->offset >= offsetof(dg_model_config, mlp_gelu);

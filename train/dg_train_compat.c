@@ -61,7 +61,7 @@ static const compat_flag compat_flags[] = {
     BUILT("--optimizer", DG_ARG_CHOICE, optimizer, "optimizer (only adam, as AdamW, is built)", NR, "adam|sgd"),
     BUILT("--moe-router-dtype", DG_ARG_CHOICE, moe_router_dtype, "router precision: the router always computes in fp32 (fp64 is not built)", NR, "fp32|fp64"),
     BUILT("--rope-type", DG_ARG_CHOICE, rope_type, "RoPE variant (only rope is built)", NR, "rope|yarn|llama"),
-    BUILT("--softmax-type", DG_ARG_CHOICE, softmax_type, "attention softmax (only vanilla is built)", NR, "vanilla|off-by-one|learnable"),
+    BUILT("--softmax-type", DG_ARG_CHOICE, softmax_type, "attention softmax: vanilla; off-by-one, a zero sink logit; learnable, a sink logit per head", NR, "vanilla|off-by-one|learnable"),
     /* accepted without effect */
     NOOP_FLAG("--use-mcore-models", "dagatron's model is Megatron-Core's GPT"),
     NOOP_VALUE("--transformer-impl", FUSED),
@@ -126,8 +126,6 @@ static const compat_flag compat_flags[] = {
     REFUSE_FLAG("--use-rope-scaling", "RoPE frequency scaling is not built"),
     REFUSE_VALUE("--mtp-num-layers", "multi-token prediction is not built"),
     REFUSE_FLAG("--moe-use-upcycling", "upcycling a dense checkpoint is not built"),
-    REFUSE_VALUE("--window-size", "sliding-window attention is not built"),
-    REFUSE_VALUE("--window-attn-skip-freq", "sliding-window attention is not built"),
     REFUSE_FLAG("--enable-gpt-oss", "it sets YaRN RoPE (Megatron's post-training builder), which is not built; gpt-oss's MLP is --quick-geglu --glu-linear-offset --activation-func-clamp-value"),
     REFUSE_FLAG("--apply-layernorm-1p", "zero-centred LayerNorm weights are not built"),
     REFUSE_VALUE("--step-batch-size-schedule", "batch-size schedules are not built"),
@@ -158,7 +156,6 @@ static int check_values(const dg_train_compat *x, dg_err *err) {
     if (strcmp(x->optimizer, "adam")) return refuse("--optimizer sgd", "only adam (AdamW) is built", err);
     if (strcmp(x->moe_router_dtype, "fp32")) return refuse("--moe-router-dtype fp64", "the router computes in fp32", err);
     if (strcmp(x->rope_type, "rope")) return refuse("--rope-type", "only plain rope is built", err);
-    if (strcmp(x->softmax_type, "vanilla")) return refuse("--softmax-type", "only the vanilla softmax is built", err);
     if (x->bf16 && x->fp16) return dg_err_set(err, DG_EINPUT, "--bf16 and --fp16 exclude each other");
     return DG_OK;
 }

@@ -7,6 +7,7 @@
 #include "dg_comm_emulate.h"
 #include "dg_ep.h"
 #include "dg_recompute.h"
+#include "dg_train_attn.h"
 #include "dg_tokenizer.h"
 #include "dg_tp_seq.h"
 #include "dg_train_pp.h"
@@ -64,6 +65,8 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--attention-backend", DG_ARG_CHOICE, T(attention_backend), "auto, flash, fused: the fused flash-style op; unfused, local: scores, softmax, dropout as nodes", NR, "auto|flash|fused|unfused|local"},
     {"--attention-dropout", DG_ARG_DOUBLE, M(attention_dropout), "dropout on attention probabilities, with --attention-backend unfused or local (default 0)", 0, 1, NULL},
     {"--hidden-dropout", DG_ARG_DOUBLE, M(hidden_dropout), "dropout after the embedding and on each residual branch (0.1)", 0, 1, NULL},
+    {"--window-size", DG_ARG_STRING, T(window_size), "sliding-window attention L,0: each query sees its own key and the L before it (-1: unbounded)", NR, NULL},
+    {"--window-attn-skip-freq", DG_ARG_STRING, T(window_attn_skip_freq), "with --window-size: every N-th layer has full attention, or a 1 (window) / 0 (full) list per layer", NR, NULL},
     {"--moe-layer-freq", DG_ARG_STRING, T(moe_layer_freq), "every N-th layer is MoE, or a 0/1 list per layer, e.g. \"([0]*1+[1]*3)\"", NR, NULL},
     /* batch, optimizer */
     {"--micro-batch-size", DG_ARG_INT, M(micro_batch_size), "samples per micro batch", 1, 1 << 20, NULL},
@@ -377,6 +380,7 @@ int dg_train_config_finish_run(dg_train_config *c, int64_t vocab_from_data, int 
                           "are built (docs/megatron_compat.md)",
                           c->load_balancing);
     DG_TRY(parse_layer_freq(c, err));
+    DG_TRY(dg_train_attn_variants(c, err));
     dg_link_spec links;
     if (c->emulate_link[0]) DG_TRY(dg_link_spec_parse(c->emulate_link, "--emulate-link", &links, err));
     m->moe_token_drop_policy = !strcmp(c->drop_policy, "position");

@@ -29,6 +29,8 @@ typedef struct dg_train_config {
     char moe_token_dispatcher_type[DG_ARG_STR_LEN]; /* --moe-token-dispatcher-type alltoall|allgather */
     char load_balancing[DG_ARG_STR_LEN]; /* --moe-router-load-balancing-type aux_loss|none */
     char moe_layer_freq[DG_ARG_STR_LEN]; /* --moe-layer-freq: N, or a list "([0]*1+[1]*3)" */
+    char window_size[DG_ARG_STR_LEN];    /* --window-size L,R ("": none; dg_train_attn.h) */
+    char window_attn_skip_freq[DG_ARG_STR_LEN]; /* --window-attn-skip-freq: N, or a 1/0 list per layer */
     char drop_policy[DG_ARG_STR_LEN];    /* --moe-token-drop-policy probs|position */
     int disable_bias_linear;             /* --disable-bias-linear (default: biases) */
     double moe_router_bias_update_rate;  /* --moe-router-bias-update-rate (1e-3): the expert bias's step

@@ -13,6 +13,7 @@
 typedef struct attn_ctx {
     const dg_attn_dims *d;
     const float *q, *k, *v, *o, *dout, *lse, *dlse;
+    const float *sink; /* [Hq] when d->sink == 2 */
     float *o_out, *lse_out, *dq, *dk, *dv;
     float *delta;     /* [B, Hq, S] */
     char *scratch;    /* nth blocks of per_thread bytes */
@@ -81,14 +82,15 @@ static void scale_row(float *restrict y, float a, int64_t n) {
 
 /* ---- row helpers over a full tile row (fixed width T, so they vectorize) ---- */
 
-/* Largest of x[c] for c < lim; fixed lane order, so the result is exact. */
-static float row_max(const float *restrict x, int lim) {
+/* Largest of x[c] for lo <= c < lim; fixed lane order, so the result is
+ * exact (-inf when the range is empty). */
+static float row_max(const float *restrict x, int lo, int lim) {
     float lane[16];
     for (int i = 0; i < 16; i++) lane[i] = -INFINITY;
     for (int c0 = 0; c0 < T; c0 += 16)
         for (int i = 0; i < 16; i++) {
             float v = x[c0 + i]; /* the whole row is readable: load, then mask */
-            v = c0 + i < lim ? v : -INFINITY;
+            v = c0 + i >= lo && c0 + i < lim ? v : -INFINITY;
             lane[i] = v > lane[i] ? v : lane[i];
         }
     /* pairwise tree: a short dependency chain, and still a fixed order */
@@ -97,14 +99,14 @@ static float row_max(const float *restrict x, int lim) {
     return lane[0];
 }
 
-/* x[c] = exp(x[c] - m) for c < lim, 0 beyond; returns the row sum (16
- * lanes, then a pairwise tree: a fixed order). */
-static float row_exp_sum(float *restrict x, int lim, float m) {
+/* x[c] = exp(x[c] - m) for lo <= c < lim, 0 elsewhere; returns the row sum
+ * (16 lanes, then a pairwise tree: a fixed order). */
+static float row_exp_sum(float *restrict x, int lo, int lim, float m) {
     float lane[16] = {0};
     for (int c0 = 0; c0 < T; c0 += 16)
         for (int i = 0; i < 16; i++) {
             int c = c0 + i;
-            float p = c < lim ? dg_attn_exp(x[c] - m) : 0.0f;
+            float p = c >= lo && c < lim ? dg_attn_exp(x[c] - m) : 0.0f;
             x[c] = p;
             lane[i] += p;
         }
@@ -114,12 +116,14 @@ static float row_exp_sum(float *restrict x, int lim, float m) {
 }
 
 /* Backward, a row of a score tile (query r fixed): p = exp(s - lse)
- * (0 where masked), ds = p * (dp - delta). s becomes P, dp becomes dS. */
-static void row_p_ds(float *restrict s, float *restrict dp, int lim, float lse, float delta) {
+ * (0 where masked: outside [lo, lim)), ds = p * (dp - delta). s becomes P,
+ * dp becomes dS. */
+static void row_p_ds(float *restrict s, float *restrict dp, int lo, int lim, float lse, float delta) {
     for (int c = 0; c < T; c++) {
-        float p = c < lim ? dg_attn_exp(s[c] - lse) : 0.0f;
+        int in = c >= lo && c < lim;
+        float p = in ? dg_attn_exp(s[c] - lse) : 0.0f;
         s[c] = p;
-        dp[c] = c < lim ? dg_attn_dscore(p, dp[c], delta) : 0.0f;
+        dp[c] = in ? dg_attn_dscore(p, dp[c], delta) : 0.0f;
     }
 }
 
@@ -136,9 +140,49 @@ static void row_p_ds_t(float *restrict s, float *restrict dp, int lo, int hi,
     }
 }
 
-/* Columns of row r that a query sees in a key tile of bc columns: all, or
- * up to the diagonal (query and key tiles start at the same row then). */
-static int row_limit(int diag, int r, int bc) { return diag ? DG_MIN(r + 1, bc) : bc; }
+/* The columns [*lo, *hi) of a key tile (first key j0, bc keys) that query
+ * i sees: all; up to the diagonal when causal; from i - W + 1 on in a
+ * window of W. Empty (lo >= hi) when none. */
+static void row_range(const dg_attn_dims *d, int64_t i, int64_t j0, int bc, int *lo, int *hi) {
+    i += d->qoff;
+    int64_t h = d->causal ? DG_MIN((int64_t)bc, i - j0 + 1) : (int64_t)bc;
+    int64_t l = d->window > 0 ? DG_MAX((int64_t)0, i - d->window + 1 - j0) : 0;
+    *hi = (int)DG_MAX((int64_t)0, h);
+    *lo = (int)DG_MIN(l, (int64_t)bc);
+}
+
+/* The first key tile a query tile starting at i0 sees (a window starts
+ * later than key 0), and the last query tile that sees a key tile whose
+ * last key is j1 (a window ends W - 1 queries after it). */
+static int64_t first_key_tile(const dg_attn_dims *d, int64_t i0) {
+    return d->window > 0 ? DG_MAX((int64_t)0, i0 + d->qoff - d->window + 1) / T : 0;
+}
+static int64_t last_query_tile(const attn_ctx *c, int64_t j1) {
+    const dg_attn_dims *d = c->d;
+    if (d->window <= 0) return c->nt - 1;
+    int64_t last = j1 + d->window - 1 - d->qoff; /* may be < 0: no query sees the tile */
+    return last < 0 ? -1 : DG_MIN(c->nt - 1, last / T);
+}
+/* The last key tile the query tile it (rows i0 .. i0 + br - 1) sees. */
+static int64_t last_key_tile(const attn_ctx *c, int64_t i0, int br) {
+    if (!c->d->causal) return c->nt - 1;
+    int64_t last = i0 + br - 1 + c->d->qoff;
+    return last < 0 ? -1 : DG_MIN(c->nt - 1, last / T);
+}
+/* The first query tile that sees key j0 when causal (query i + qoff >= j). */
+static int64_t first_query_tile(const dg_attn_dims *d, int64_t j0) {
+    return d->causal ? DG_MAX((int64_t)0, j0 - d->qoff) / T : 0;
+}
+
+/* Fold the sink logit into a row: lse0 = m + log l without it; returns
+ * the row's lse with it, and *keep = exp(lse0 - lse), the factor the row's
+ * output shrinks by (its probabilities lose the sink's share). */
+static float add_sink(float lse0, float sink, float *keep) {
+    float hi = lse0 > sink ? lse0 : sink, lo = lse0 > sink ? sink : lse0;
+    float lse = hi + log1pf(expf(lo - hi));
+    *keep = expf(lse0 - lse);
+    return lse;
+}
 
 /* ---- forward ------------------------------------------------------------------ */
 
@@ -164,24 +208,27 @@ static void fwd_unit(const attn_ctx *c, int64_t u, char *scr) {
 
     const float *qi = c->q + ((b * S + i0) * Hq + h) * D;
     transpose_tile(qt, qi, br, D, ldq);
-    const int64_t last = d->causal ? it : c->nt - 1;
-    for (int64_t jt = 0; jt <= last; jt++) {
+    const int64_t last = last_key_tile(c, i0, br);
+    int lo[T], hi[T];
+    for (int64_t jt = first_key_tile(d, i0); jt <= last; jt++) {
         const int64_t j0 = jt * T;
-        const int bc = tile_rows(d, jt), diag = d->causal && jt == it;
+        const int bc = tile_rows(d, jt);
+        for (int r = 0; r < br; r++) row_range(d, i0 + r, j0, bc, &lo[r], &hi[r]);
         const float *kj = c->k + ((b * S + j0) * Hkv + kh) * D;
         const float *vj = c->v + ((b * S + j0) * Hkv + kh) * D;
         /* st[br, bc] = scale Qi Kj^T, Qi given as its transpose qt */
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, br, bc, (int)D, d->scale, qt, T, kj,
                     (int)ldk, 0.0f, st, T);
         /* online softmax: new row maxima, rescale factors, exponentials */
-        for (int r = 0; r < br; r++) mx[r] = row_max(st + (size_t)r * T, row_limit(diag, r, bc));
+        for (int r = 0; r < br; r++) mx[r] = row_max(st + (size_t)r * T, lo[r], hi[r]);
         for (int r = 0; r < T; r++) {
             float mnew = mx[r] > m[r] ? mx[r] : m[r];
-            alpha[r] = dg_attn_rescale(m[r], mnew);
+            /* a row that has seen no key yet (a window's first tiles) keeps
+             * max -inf: nothing to rescale, and -inf - -inf would be NaN */
+            alpha[r] = mnew == -INFINITY ? 1.0f : dg_attn_rescale(m[r], mnew);
             m[r] = mnew;
         }
-        for (int r = 0; r < br; r++)
-            rsum[r] = row_exp_sum(st + (size_t)r * T, row_limit(diag, r, bc), m[r]);
+        for (int r = 0; r < br; r++) rsum[r] = row_exp_sum(st + (size_t)r * T, lo[r], hi[r], m[r]);
         for (int r = 0; r < T; r++) l[r] = l[r] * alpha[r] + rsum[r];
         for (int r = 0; r < br; r++)
             if (alpha[r] != 1.0f) scale_row(acc + r * D, alpha[r], D);
@@ -192,10 +239,16 @@ static void fwd_unit(const attn_ctx *c, int64_t u, char *scr) {
     float *oi = c->o_out + ((b * S + i0) * Hq + h) * D;
     float *lse = c->lse_out + (b * Hq + h) * S + i0;
     for (int r = 0; r < br; r++) {
-        /* every row sees at least its own key, so l[r] >= 1 */
-        scale_row(acc + r * D, 1.0f / l[r], D);
+        if (l[r] == 0.0f) { /* no key visible (a block of ring attention's): nothing */
+            memset(oi + r * ldq, 0, sizeof(float) * (size_t)D);
+            lse[r] = -INFINITY;
+            continue;
+        }
+        /* self-attention: every row sees at least its own key, so l[r] >= 1 */
+        float lse0 = m[r] + logf(l[r]), keep = 1.0f;
+        lse[r] = d->sink ? add_sink(lse0, d->sink == 2 ? c->sink[h] : 0.0f, &keep) : lse0;
+        scale_row(acc + r * D, keep / l[r], D);
         memcpy(oi + r * ldq, acc + r * D, sizeof(float) * (size_t)D);
-        lse[r] = m[r] + logf(l[r]);
     }
 }
 
@@ -217,8 +270,14 @@ static void fwd_threads(void *p, int64_t t0, int64_t t1) {
 
 void dg_cpu_attention_fwd(const dg_team *team, const dg_attn_dims *d, const float *q,
                           const float *k, const float *v, float *o, float *lse, void *ws) {
+    dg_cpu_attention_fwd_ex(team, d, q, k, v, NULL, o, lse, ws);
+}
+
+void dg_cpu_attention_fwd_ex(const dg_team *team, const dg_attn_dims *d, const float *q,
+                             const float *k, const float *v, const float *sink, float *o,
+                             float *lse, void *ws) {
     if (d->B <= 0 || d->S <= 0 || d->Hq <= 0) return;
-    attn_ctx c = {.d = d, .q = q, .k = k, .v = v, .o_out = o, .lse_out = lse,
+    attn_ctx c = {.d = d, .q = q, .k = k, .v = v, .sink = sink, .o_out = o, .lse_out = lse,
                   .scratch = ws, .per_thread = fwd_thread_bytes(d), .nth = team_size(team),
                   .nt = (d->S + T - 1) / T};
     dg_team_run(team, c.nth, fwd_threads, &c);
@@ -263,9 +322,9 @@ static void dkv_unit(const attn_ctx *c, int64_t u, char *scr) {
     transpose_tile(kt, c->k + ((b * S + j0) * Hkv + kh) * D, bc, D, ldk);
     transpose_tile(vt, c->v + ((b * S + j0) * Hkv + kh) * D, bc, D, ldk);
     for (int64_t h = kh * G; h < (kh + 1) * G; h++)
-        for (int64_t it = d->causal ? jt : 0; it < c->nt; it++) {
+        for (int64_t it = first_query_tile(d, j0), itl = last_query_tile(c, j0 + bc - 1); it <= itl; it++) {
             const int64_t i0 = it * T;
-            const int br = tile_rows(d, it), diag = d->causal && it == jt;
+            const int br = tile_rows(d, it);
             const float *qi = c->q + ((b * S + i0) * Hq + h) * D;
             const float *doi = c->dout + ((b * S + i0) * Hq + h) * D;
             const float *lse = c->lse + (b * Hq + h) * S + i0;
@@ -279,9 +338,14 @@ static void dkv_unit(const attn_ctx *c, int64_t u, char *scr) {
                         (int)ldq, 0.0f, pt, T);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, bc, br, (int)D, 1.0f, vt, T, doi,
                         (int)ldq, 0.0f, dst, T);
-            /* key c is seen by queries r >= c on the diagonal tile */
-            for (int cc = 0; cc < bc; cc++)
-                row_p_ds_t(pt + (size_t)cc * T, dst + (size_t)cc * T, diag ? cc : 0, br, lsev, deltav);
+            /* key j is seen by queries i >= j when causal, and i < j + W
+             * in a window of W */
+            for (int cc = 0; cc < bc; cc++) {
+                const int64_t j = j0 + cc;
+                int qlo = d->causal ? (int)DG_MIN((int64_t)T, DG_MAX((int64_t)0, j - d->qoff - i0)) : 0;
+                int qhi = d->window > 0 ? (int)DG_MAX((int64_t)0, DG_MIN((int64_t)br, j + d->window - d->qoff - i0)) : br;
+                row_p_ds_t(pt + (size_t)cc * T, dst + (size_t)cc * T, qlo, qhi, lsev, deltav);
+            }
             /* dV[bc, D] += P^T dO;  dK[bc, D] += scale dS^T Q */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bc, (int)D, br, 1.0f, pt, T, doi,
                         (int)ldq, 1.0f, dvj, (int)ldk);
@@ -305,9 +369,9 @@ static void dq_unit(const attn_ctx *c, int64_t u, char *scr) {
     for (int r = 0; r < br; r++) memset(dqi + r * ldq, 0, sizeof(float) * (size_t)D);
     transpose_tile(qt, c->q + ((b * S + i0) * Hq + h) * D, br, D, ldq);
     transpose_tile(dot, c->dout + ((b * S + i0) * Hq + h) * D, br, D, ldq);
-    const int64_t last = d->causal ? it : c->nt - 1;
-    for (int64_t jt = 0; jt <= last; jt++) {
-        const int bc = tile_rows(d, jt), diag = d->causal && it == jt;
+    const int64_t last = last_key_tile(c, i0, br);
+    for (int64_t jt = first_key_tile(d, i0); jt <= last; jt++) {
+        const int bc = tile_rows(d, jt);
         const float *kj = c->k + ((b * S + jt * T) * Hkv + kh) * D;
         const float *vj = c->v + ((b * S + jt * T) * Hkv + kh) * D;
         /* st[br, bc] = scale Qi Kj^T,  dpt[br, bc] = dOi Vj^T */
@@ -315,8 +379,11 @@ static void dq_unit(const attn_ctx *c, int64_t u, char *scr) {
                     (int)ldk, 0.0f, st, T);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, br, bc, (int)D, 1.0f, dot, T, vj,
                     (int)ldk, 0.0f, dpt, T);
-        for (int r = 0; r < br; r++)
-            row_p_ds(st + (size_t)r * T, dpt + (size_t)r * T, row_limit(diag, r, bc), lse[r], delta[r]);
+        for (int r = 0; r < br; r++) {
+            int lo, hi;
+            row_range(d, i0 + r, jt * T, bc, &lo, &hi);
+            row_p_ds(st + (size_t)r * T, dpt + (size_t)r * T, lo, hi, lse[r], delta[r]);
+        }
         /* dQ[br, D] += scale dS[br, bc] K[bc, D] */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, br, (int)D, bc, d->scale, dpt, T,
                     kj, (int)ldk, 1.0f, dqi, (int)ldq);
@@ -360,5 +427,59 @@ void dg_cpu_attention_bwd(const dg_team *team, const dg_attn_dims *d, const floa
     for (int p = PASS_DELTA; p <= PASS_DQ; p++) {
         bwd_job j = {&c, (bwd_pass)p};
         dg_team_run(team, c.nth, bwd_threads, &j);
+    }
+}
+
+/* ---- the sink's gradient -------------------------------------------------------- */
+
+void dg_cpu_attention_sink_grad(const dg_attn_dims *d, const float *sink, const float *o,
+                                const float *dout, const float *lse, const float *dlse,
+                                float *dsink) {
+    const int64_t B = d->B, S = d->S, Hq = d->Hq, D = d->D;
+    for (int64_t h = 0; h < Hq; h++) {
+        double acc = 0.0;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = 0; i < S; i++) {
+                const int64_t off = ((b * S + i) * Hq + h) * D, li = (b * Hq + h) * S + i;
+                double delta = 0.0;
+                for (int64_t e = 0; e < D; e++) delta += (double)dout[off + e] * o[off + e];
+                if (dlse) delta -= dlse[li];
+                acc -= exp((double)sink[h] - lse[li]) * delta;
+            }
+        dsink[h] = (float)acc;
+    }
+}
+
+/* ---- a sink folded into finished attention ----------------------------------------- */
+
+void dg_cpu_attn_sink_fwd(int64_t B, int64_t S, int64_t H, int64_t D, const float *o, const float *lse,
+                          const float *sink, float *o2, float *lse2) {
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < S; i++) {
+                const int64_t li = (b * H + h) * S + i, off = ((b * S + i) * H + h) * D;
+                float keep;
+                lse2[li] = add_sink(lse[li], sink ? sink[h] : 0.0f, &keep);
+                for (int64_t e = 0; e < D; e++) o2[off + e] = o[off + e] * keep;
+            }
+}
+
+void dg_cpu_attn_sink_bwd(int64_t B, int64_t S, int64_t H, int64_t D, const float *o2, const float *do2,
+                          const float *lse, const float *lse2, const float *dlse2, float *dout,
+                          float *dlse, float *dsink) {
+    for (int64_t h = 0; h < H; h++) {
+        double acc = 0.0;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = 0; i < S; i++) {
+                const int64_t li = (b * H + h) * S + i, off = ((b * S + i) * H + h) * D;
+                double g = 0.0;
+                for (int64_t e = 0; e < D; e++) g += (double)do2[off + e] * o2[off + e];
+                double keep = exp((double)lse[li] - lse2[li]), ps = 1.0 - keep;
+                double dl2 = dlse2 ? dlse2[li] : 0.0;
+                for (int64_t e = 0; e < D; e++) dout[off + e] = (float)(do2[off + e] * keep);
+                dlse[li] = (float)(g * ps + dl2 * keep);
+                acc += ps * (dl2 - g);
+            }
+        if (dsink) dsink[h] = (float)acc;
     }
 }

@@ -39,6 +39,10 @@
  * OpenBLAS must be single-threaded (dg_cpu_init()): the team is the
  * parallelism.
  *
+ * A window (d->window) skips the key tiles wholly before it and masks the
+ * columns of the rest by a per-row range [lo, hi); a sink (d->sink) joins
+ * each row's log-sum-exp once, after the key tiles, and rescales the row.
+ *
  * Work units are dealt to threads in rounds of nth, alternating direction
  * (thread t takes unit t of even rounds, unit nth-1-t of odd ones): causal
  * query tiles differ in cost (tile i visits i+1 key tiles) and neighbours
@@ -64,6 +68,17 @@ typedef struct dg_attn_dims {
     int64_t B, S, Hq, Hkv, D;
     int causal;  /* 1: key j is visible to query i only when j <= i */
     float scale; /* scores are scale * q . k */
+    /* attention variants (issue 29); zero is plain attention */
+    int64_t window; /* 0: unbounded; W > 0: query i sees keys i - W < j <= i,
+                     * its own and the W - 1 before it (with qoff: i + qoff
+                     * in place of i; the attention op: causal only) */
+    int sink;       /* softmax sink, a logit with no value that joins each
+                     * row's denominator: 0 none, 1 a zero logit (Megatron's
+                     * off-by-one), 2 one logit per query head (learnable) */
+    int64_t qoff;   /* query i stands at position i + qoff of the keys' (0:
+                     * self-attention; ring attention's blocks of chunks, only
+                     * with a window: kernels/cpu/dg_cpu_ring_attn.h). A row
+                     * that sees no key then gets o = 0, lse = -inf */
 } dg_attn_dims;
 
 /* Workspace bytes for nthreads threads (per-thread tiles, plus Delta for
@@ -76,6 +91,22 @@ size_t dg_cpu_attention_bwd_workspace(const dg_attn_dims *d, int nthreads);
 void dg_cpu_attention_fwd(const dg_team *team, const dg_attn_dims *d, const float *q,
                           const float *k, const float *v, float *o, float *lse, void *ws);
 
+/* The same with d->sink == 2's logits, sink [Hq] (NULL otherwise). With a
+ * sink, lse is log(sum_j exp(s_ij) + exp(sink_h)): the backward's P =
+ * exp(s - lse) is then the sink-softmax's, and dg_cpu_attention_bwd needs
+ * no sink of its own (o is still sum_j p_ij v_j). */
+void dg_cpu_attention_fwd_ex(const dg_team *team, const dg_attn_dims *d, const float *q,
+                             const float *k, const float *v, const float *sink, float *o,
+                             float *lse, void *ws);
+
+/* The gradient of the learnable sink logits, dsink [Hq] (overwritten):
+ *   dsink_h = -sum_{b, i} exp(sink_h - lse_bhi) (rowsum(dO_bih * O_bih) - dlse_bhi)
+ * (p_sink of row i times -Delta_i; dlse may be NULL for zero). Summed in
+ * double, b then i in order: the same for any thread count. */
+void dg_cpu_attention_sink_grad(const dg_attn_dims *d, const float *sink, const float *o,
+                                const float *dout, const float *lse, const float *dlse,
+                                float *dsink);
+
 /* dq, dk, dv from the forward's inputs and outputs and the gradient of o
  * (and of lse: dlse may be NULL for zero). dq, dk, dv are overwritten.
  * ws: dg_cpu_attention_bwd_workspace(d, team's nthreads) bytes. */
@@ -83,6 +114,18 @@ void dg_cpu_attention_bwd(const dg_team *team, const dg_attn_dims *d, const floa
                           const float *k, const float *v, const float *o, const float *dout,
                           const float *lse, const float *dlse, float *dq, float *dk, float *dv,
                           void *ws);
+
+/* A sink folded into finished attention (ops/dg_op_attn_sink.h), per row
+ * of o [B, S, H, D] / lse [B, H, S]; sink NULL: a zero logit.
+ *   lse' = log(exp(lse) + exp(s_h)), o' = o exp(lse - lse'). */
+void dg_cpu_attn_sink_fwd(int64_t B, int64_t S, int64_t H, int64_t D, const float *o, const float *lse,
+                          const float *sink, float *o2, float *lse2);
+/* Its backward from o', do', lse, lse' and dlse' (NULL: zero): do, dlse
+ * and (dsink not NULL) the sink's gradient [H], summed in double over b
+ * then s in order. */
+void dg_cpu_attn_sink_bwd(int64_t B, int64_t S, int64_t H, int64_t D, const float *o2, const float *do2,
+                          const float *lse, const float *lse2, const float *dlse2, float *dout,
+                          float *dlse, float *dsink);
 
 /* ---- element-wise math (C and, later, CUDA) ----------------------------------- */
 

@@ -155,6 +155,95 @@ void dg_cpu_ring_block_bwd(const dg_team *team, const dg_attn_dims *d, dg_ring_m
     scatter_rows(dqa, dq, B, c, HqD, 1);
 }
 
+/* ---- with a window: blocks of chunk pairs ---------------------------------------------- */
+
+/* The c x c block of query chunk cq against key chunk ck under the window,
+ * or 0 when the window reaches none of its pairs (a later key chunk, or one
+ * W or more tokens before every query). */
+static int chunk_block(const dg_attn_dims *d, int64_t c, int cq, int ck, dg_attn_dims *h) {
+    if (ck > cq) return 0;
+    *h = half_dims(d);
+    h->qoff = (int64_t)(cq - ck) * c;
+    h->causal = cq == ck;
+    return h->qoff - (c - 1) < d->window;
+}
+
+static void chunks_of(int r, int step, int cp, int cq[2], int ck[2]) {
+    int j = ((r - step) % cp + cp) % cp;
+    cq[0] = r, cq[1] = 2 * cp - 1 - r;
+    ck[0] = j, ck[1] = 2 * cp - 1 - j;
+}
+
+void dg_cpu_ring_block_fwd_window(const dg_team *team, const dg_attn_dims *d, int r, int step, int cp,
+                                  const float *q, const float *k, const float *v, float *o, float *lse, void *ws) {
+    int64_t c = d->S / 2, B = d->B, HqD = d->Hq * d->D, HkvD = d->Hkv * d->D, BH = B * d->Hq;
+    float *qs = ws, *o1 = qs + al(B * c * HqD), *o2 = o1 + al(B * c * HqD);
+    float *ks = o2 + al(B * c * HqD), *vs = ks + al(B * c * HkvD);
+    float *l1 = vs + al(B * c * HkvD), *l2 = l1 + al(BH * c), *aws = l2 + al(BH * c);
+    int cq[2], ck[2];
+    chunks_of(r, step, cp, cq, ck);
+    for (int qh = 0; qh < 2; qh++) {
+        int n = 0; /* blocks computed for this query chunk: the first in (o1, l1) */
+        gather_rows(q, qs, B, c, HqD, qh);
+        for (int kh = 0; kh < 2; kh++) {
+            dg_attn_dims h;
+            if (!chunk_block(d, c, cq[qh], ck[kh], &h)) continue;
+            gather_rows(k, ks, B, c, HkvD, kh);
+            gather_rows(v, vs, B, c, HkvD, kh);
+            dg_cpu_attention_fwd(team, &h, qs, ks, vs, n ? o2 : o1, n ? l2 : l1, aws);
+            if (n++) dg_cpu_lse_merge_fwd(B, c, d->Hq, d->D, o1, l1, o2, l2, o1, l1); /* row by row: in place */
+        }
+        if (n) {
+            scatter_rows(o1, o, B, c, HqD, qh);
+            scatter_lse(l1, lse, BH, c, qh);
+        } else {
+            zero_rows(o, B, c, HqD, qh);
+            for (int64_t i = 0; i < BH; i++)
+                for (int64_t s = 0; s < c; s++) lse[i * 2 * c + qh * c + s] = -INFINITY;
+        }
+    }
+}
+
+/* x's half h (rows of [B, 2c, H, D]) += y [B, c, H, D]. */
+static void add_rows(const float *y, float *x, int64_t B, int64_t c, int64_t HD, int h) {
+    for (int64_t b = 0; b < B; b++) add_to(x + (b * 2 * c + h * c) * HD, y + b * c * HD, c * HD);
+}
+
+void dg_cpu_ring_block_bwd_window(const dg_team *team, const dg_attn_dims *d, int r, int step, int cp,
+                                  const float *q, const float *k, const float *v, const float *o,
+                                  const float *dout, const float *lse, const float *dlse, float *dq, float *dk,
+                                  float *dv, void *ws) {
+    int64_t c = d->S / 2, B = d->B, HqD = d->Hq * d->D, HkvD = d->Hkv * d->D, BH = B * d->Hq;
+    int64_t nq = B * c * HqD, nk = B * c * HkvD;
+    float *qs = ws, *os = qs + al(nq), *dos = os + al(nq), *dqs = dos + al(nq), *dqa = dqs + al(nq);
+    float *ks = dqa + al(nq), *vs = ks + al(nk), *dks = vs + al(nk), *dvs = dks + al(nk);
+    float *dka = dvs + al(nk), *dva = dka + al(nk);
+    float *ls = dva + al(nk), *dls = ls + al(BH * c), *aws = dls + al(BH * c);
+    int cq[2], ck[2];
+    chunks_of(r, step, cp, cq, ck);
+    memset(dk, 0, sizeof(float) * (size_t)(2 * nk));
+    memset(dv, 0, sizeof(float) * (size_t)(2 * nk));
+    for (int qh = 0; qh < 2; qh++) {
+        memset(dqa, 0, sizeof(float) * (size_t)nq);
+        gather_rows(q, qs, B, c, HqD, qh);
+        gather_rows(o, os, B, c, HqD, qh);
+        gather_rows(dout, dos, B, c, HqD, qh);
+        gather_lse(lse, ls, BH, c, qh);
+        if (dlse) gather_lse(dlse, dls, BH, c, qh);
+        for (int kh = 0; kh < 2; kh++) {
+            dg_attn_dims h;
+            if (!chunk_block(d, c, cq[qh], ck[kh], &h)) continue;
+            gather_rows(k, ks, B, c, HkvD, kh);
+            gather_rows(v, vs, B, c, HkvD, kh);
+            dg_cpu_attention_bwd(team, &h, qs, ks, vs, os, dos, ls, dlse ? dls : NULL, dqs, dks, dvs, aws);
+            add_to(dqa, dqs, nq);
+            add_rows(dks, dk, B, c, HkvD, kh);
+            add_rows(dvs, dv, B, c, HkvD, kh);
+        }
+        scatter_rows(dqa, dq, B, c, HqD, qh);
+    }
+}
+
 void dg_cpu_lse_merge_fwd(int64_t B, int64_t S, int64_t H, int64_t D, const float *o1, const float *l1,
                           const float *o2, const float *l2, float *o, float *l) {
     for (int64_t b = 0; b < B; b++)

@@ -51,6 +51,21 @@ void dg_cpu_ring_block_bwd(const dg_team *team, const dg_attn_dims *d, dg_ring_m
                            const float *dout, const float *lse, const float *dlse, float *dq,
                            float *dk, float *dv, void *ws);
 
+/* The same with a window (d->window > 0), which needs the chunks' places,
+ * not only the mode: rank r's query chunks r, 2cp-1-r against rank j's K/V
+ * chunks j, 2cp-1-j (j = r - step mod cp). Each (query chunk, key chunk)
+ * pair that the causal window reaches runs as one c x c block with the
+ * query chunk's offset (dg_attn_dims.qoff): the same chunk causally, an
+ * earlier one whole but for the window; a query chunk's blocks are merged
+ * by log-sum-exp, and a row that sees nothing gets o = 0, lse = -inf.
+ * Workspaces as above. */
+void dg_cpu_ring_block_fwd_window(const dg_team *team, const dg_attn_dims *d, int r, int step, int cp,
+                                  const float *q, const float *k, const float *v, float *o, float *lse, void *ws);
+void dg_cpu_ring_block_bwd_window(const dg_team *team, const dg_attn_dims *d, int r, int step, int cp,
+                                  const float *q, const float *k, const float *v, const float *o,
+                                  const float *dout, const float *lse, const float *dlse, float *dq, float *dk,
+                                  float *dv, void *ws);
+
 /* (o, l) = merge((o1, l1), (o2, l2)) over rows of D values:
  *   l = log(e^l1 + e^l2), o = e^(l1-l) o1 + e^(l2-l) o2;
  * o* [B, S, H, D], l* [B, H, S]; a row with l1 = l2 = -inf gives o = 0,

@@ -7,6 +7,7 @@
 #include "dg_layout.h"
 #include "dg_moe_loss.h"
 #include "dg_op_attention.h"
+#include "dg_op_attn_sink.h"
 #include "dg_op_bias.h"
 #include "dg_op_cp.h"
 #include "dg_op_cp_a2a.h"
@@ -75,9 +76,18 @@ static int cp_attention(dg_graph *g, const dg_node *n, const int *in, int *out, 
     if (!split_over_cp(g, in[0])) return DG_REEMIT_COPY;
     if (!n->attrs.i[0])
         return dg_err_set(err, DG_EINPUT, "--context-parallel-size %d: ring attention needs causal attention", o->cp_size);
+    /* the variants (issue 29): a window carries over (all-to-all attends
+     * over the whole sequence; the ring's blocks place each chunk pair);
+     * a sink joins the merged result once (dg_op_attn_sink.h), for either */
+    int64_t window = n->attrs.i[1];
+    int softmax = (int)n->attrs.i[2];
+    int lse = -1;
     out[0] = o->comm_type == DG_CP_COMM_A2A
-                 ? dg_ulysses_attention(g, in[0], in[1], in[2], o->cp_size, n->attrs.f[0], &out[1])
-                 : dg_ring_attention(g, in[0], in[1], in[2], o->cp_size, n->attrs.f[0], &out[1]);
+                 ? dg_ulysses_attention(g, in[0], in[1], in[2], o->cp_size, n->attrs.f[0], window, &lse)
+                 : dg_ring_attention(g, in[0], in[1], in[2], o->cp_size, n->attrs.f[0], window, &lse);
+    if (out[0] >= 0 && softmax != DG_ATTN_SOFTMAX_VANILLA)
+        out[0] = dg_attn_sink(g, out[0], lse, softmax, softmax == DG_ATTN_SOFTMAX_LEARNABLE ? in[3] : -1, &lse);
+    out[1] = lse;
     if (out[0] < 0) return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "ring attention: %s", g->err.msg);
     return DG_OK;
 }

@@ -77,9 +77,10 @@ static int to_heads(dg_graph *g, int x, int cp) {
     return perm_node(g, dg_all_to_all(g, x, DG_AXIS_CP, cp, 2, 1), cp, 0, 1);
 }
 
-int dg_ulysses_attention(dg_graph *g, int q, int k, int v, int cp, double scale, int *lse_out) {
+int dg_ulysses_attention(dg_graph *g, int q, int k, int v, int cp, double scale, int64_t window, int *lse_out) {
     int lse = -1;
-    int o = dg_attention(g, to_heads(g, q, cp), to_heads(g, k, cp), to_heads(g, v, cp), scale, &lse);
+    int o = dg_attention_var(g, to_heads(g, q, cp), to_heads(g, k, cp), to_heads(g, v, cp), 1, scale, window,
+                             DG_ATTN_SOFTMAX_VANILLA, -1, &lse);
     o = dg_all_to_all(g, perm_node(g, o, cp, 1, 1), DG_AXIS_CP, cp, 1, 2);
     /* lse [B, H/cp, S] -> [B, H, 2c] */
     if (lse_out) *lse_out = o < 0 ? -1 : dg_all_to_all(g, perm_node(g, lse, cp, 1, 2), DG_AXIS_CP, cp, 2, 1);

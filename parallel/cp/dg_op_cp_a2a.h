@@ -36,7 +36,8 @@ static inline DG_HD int64_t dg_cp_chunk_of_block(int64_t b, int64_t cp) {
 }
 
 /* o (and *lse_out) of causal attention for local q, k, v by all-to-all over
- * cp groups of the heads; scale as dg_attention. */
-int dg_ulysses_attention(dg_graph *g, int q, int k, int v, int cp, double scale, int *lse_out);
+ * cp groups of the heads; scale as dg_attention. Each rank attends over the
+ * whole sequence in order, so a window (0: none) carries over as it is. */
+int dg_ulysses_attention(dg_graph *g, int q, int k, int v, int cp, double scale, int64_t window, int *lse_out);
 
 #endif /* DG_OP_CP_A2A_H */

@@ -17,7 +17,7 @@
 static dg_attn_dims block_dims(const dg_graph *g, const dg_node *n) {
     const dg_tensor *q = DG_IN(g, n, 0), *k = DG_IN(g, n, 1);
     return (dg_attn_dims){q->shape[0], q->shape[1], q->shape[2], k->shape[2], q->shape[3], 0,
-                          (float)n->attrs.f[0]};
+                          (float)n->attrs.f[0], n->attrs.i[2], 0, 0};
 }
 
 /* q, k, v [B, 2c, H, D] agreeing as attention's; cp_rank i32 at 3; the
@@ -34,9 +34,10 @@ static int check_block(const dg_graph *g, const dg_node *n, dg_err *err) {
         q->shape[3] != k->shape[3] || q->shape[2] % k->shape[2] || q->shape[1] % 2)
         return DG_INFER_FAIL(err, "rule 'shape' broken: q %s and k %s must be [B, 2c, Hq, D], [B, 2c, Hkv, D]",
                              dg_shape_str(q, a), dg_shape_str(k, b));
-    if (n->attrs.i[0] < 1 || n->attrs.i[1] < 0 || n->attrs.i[1] >= n->attrs.i[0] || !(n->attrs.f[0] > 0))
-        return DG_INFER_FAIL(err, "rule 'attrs' broken: 0 <= step %lld < cp %lld, scale > 0",
-                             (long long)n->attrs.i[1], (long long)n->attrs.i[0]);
+    if (n->attrs.i[0] < 1 || n->attrs.i[1] < 0 || n->attrs.i[1] >= n->attrs.i[0] || !(n->attrs.f[0] > 0) ||
+        n->attrs.i[2] < 0)
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: 0 <= step %lld < cp %lld, scale > 0, window %lld >= 0",
+                             (long long)n->attrs.i[1], (long long)n->attrs.i[0], (long long)n->attrs.i[2]);
     return DG_OK;
 }
 
@@ -80,7 +81,11 @@ static int k_block(const dg_exec_env *e, const dg_graph *g, const dg_node *n, vo
     dg_ring_mode m;
     DG_TRY(mode_of(n, in[3], &m));
     if (e->workspace_bytes < dg_cpu_ring_block_fwd_workspace(&d, nthreads_of(e))) return DG_EINTERNAL;
-    dg_cpu_ring_block_fwd(e->team, &d, m, in[0], in[1], in[2], out[0], out[1], e->workspace);
+    if (d.window > 0)
+        dg_cpu_ring_block_fwd_window(e->team, &d, *(const int32_t *)in[3], (int)n->attrs.i[1], (int)n->attrs.i[0],
+                                     in[0], in[1], in[2], out[0], out[1], e->workspace);
+    else
+        dg_cpu_ring_block_fwd(e->team, &d, m, in[0], in[1], in[2], out[0], out[1], e->workspace);
     return DG_OK;
 }
 
@@ -128,7 +133,7 @@ static int shard_block(const dg_graph *g, const dg_node *n, const dg_sharding *i
 
 const dg_op_def dg_op_cp_attn_block = {
     .name = "cp_attn_block", .min_inputs = 4, .max_inputs = 4, .n_outputs = 2,
-    .iattr_names = {"cp", "step"}, .fattr_names = {"scale"},
+    .iattr_names = {"cp", "step", "window"}, .fattr_names = {"scale"},
     .infer = infer_block, .cost = cost_block, .adjoint = adj_block, .workspace = ws_block,
     .kernel = k_block, .shard = shard_block,
     .f32_outputs = 2u /* lse */,
@@ -169,6 +174,12 @@ static int k_block_bwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n
     dg_ring_mode m;
     DG_TRY(mode_of(n, in[3], &m));
     if (e->workspace_bytes < dg_cpu_ring_block_bwd_workspace(&d, nthreads_of(e))) return DG_EINTERNAL;
+    if (d.window > 0) {
+        dg_cpu_ring_block_bwd_window(e->team, &d, *(const int32_t *)in[3], (int)n->attrs.i[1], (int)n->attrs.i[0],
+                                     in[0], in[1], in[2], in[4], in[5], in[6], n->n_in > 7 ? in[7] : NULL, out[0],
+                                     out[1], out[2], e->workspace);
+        return DG_OK;
+    }
     dg_cpu_ring_block_bwd(e->team, &d, m, in[0], in[1], in[2], in[4], in[5], in[6], n->n_in > 7 ? in[7] : NULL,
                           out[0], out[1], out[2], e->workspace);
     return DG_OK;
@@ -176,7 +187,7 @@ static int k_block_bwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n
 
 const dg_op_def dg_op_cp_attn_block_bwd = {
     .name = "cp_attn_block_bwd", .min_inputs = 7, .max_inputs = 8, .n_outputs = 3,
-    .iattr_names = {"cp", "step"}, .fattr_names = {"scale"},
+    .iattr_names = {"cp", "step", "window"}, .fattr_names = {"scale"},
     .infer = infer_block_bwd, .cost = cost_block_bwd, .workspace = ws_block_bwd,
     .kernel = k_block_bwd,
 };
@@ -289,10 +300,12 @@ static int ring_shift(dg_graph *g, int x, int cp) {
     return dg_recv(g, DG_AXIS_CP, cp, -1, t.dtype, t.ndim, t.shape);
 }
 
-static int block(dg_graph *g, int q, int k, int v, int rank, int cp, int step, double scale, int *lse) {
+static int block(dg_graph *g, int q, int k, int v, int rank, int cp, int step, double scale, int64_t window,
+                 int *lse) {
     dg_attrs a = dg_attrs_zero();
     a.i[0] = cp;
     a.i[1] = step;
+    a.i[2] = window;
     a.f[0] = scale;
     int outs[2] = {-1, -1};
     char name[DG_NAME_LEN];
@@ -331,8 +344,11 @@ static int k_out(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void
  * identity, so no step's partial result is kept for the backward. */
 static int block_bwd(dg_graph *g, const dg_node *n, int k, int v, int step, int d_o, int dl, int *dq,
                      int *dk, int *dv) {
-    dg_attrs a = n->attrs;
+    dg_attrs a = dg_attrs_zero();
+    a.i[0] = n->attrs.i[0];
     a.i[1] = step;
+    a.i[2] = n->attrs.i[1]; /* the window */
+    a.f[0] = n->attrs.f[0];
     int in[8] = {n->in[2], k, v, n->in[5], n->out[0], d_o, n->out[1], dl};
     int outs[3] = {-1, -1, -1};
     char name[DG_NAME_LEN];
@@ -388,24 +404,24 @@ static int shard_out(const dg_graph *g, const dg_node *n, const dg_sharding *in,
 
 const dg_op_def dg_op_cp_ring_attn_out = {
     .name = "cp_ring_attn_out", .min_inputs = 6, .max_inputs = 6, .n_outputs = 2,
-    .iattr_names = {"cp"}, .fattr_names = {"scale"},
+    .iattr_names = {"cp", "window"}, .fattr_names = {"scale"},
     .infer = infer_out, .cost = cost_out, .adjoint = adj_out, .kernel = k_out, .shard = shard_out,
     .f32_outputs = 2u /* lse */,
 };
 
 /* ---- the ring ------------------------------------------------------------------------- */
 
-int dg_ring_attention(dg_graph *g, int q, int k, int v, int cp, double scale, int *lse_out) {
+int dg_ring_attention(dg_graph *g, int q, int k, int v, int cp, double scale, int64_t window, int *lse_out) {
     if (g->status != DG_OK) return -1;
     if (scale <= 0.0 && q >= 0 && q < g->n_tensors && g->tensors[q].ndim == 4)
         scale = 1.0 / sqrt((double)g->tensors[q].shape[3]);
     int rank = dg_mesh_coord_input(g, DG_AXIS_CP), l = -1;
-    int o = block(g, q, k, v, rank, cp, 0, scale, &l);
+    int o = block(g, q, k, v, rank, cp, 0, scale, window, &l);
     int kk = k, vv = v;
     for (int s = 1; s < cp && o >= 0; s++) {
         kk = ring_shift(g, kk, cp);
         vv = ring_shift(g, vv, cp);
-        int ls = -1, os = block(g, q, kk, vv, rank, cp, s, scale, &ls);
+        int ls = -1, os = block(g, q, kk, vv, rank, cp, s, scale, window, &ls);
         int outs[2] = {-1, -1};
         if (os < 0 || dg_graph_add(g, &dg_op_lse_merge, NULL, (int[]){o, l, os, ls}, 4, outs, "attention.merge") < 0)
             return -1;
@@ -415,6 +431,7 @@ int dg_ring_attention(dg_graph *g, int q, int k, int v, int cp, double scale, in
     if (o < 0) return -1;
     dg_attrs a = dg_attrs_zero();
     a.i[0] = cp;
+    a.i[1] = window;
     a.f[0] = scale;
     int outs[2] = {-1, -1};
     if (dg_graph_add(g, &dg_op_cp_ring_attn_out, &a, (int[]){o, l, q, k, v, rank}, 6, outs, "attention") < 0)

@@ -26,9 +26,10 @@
  * each rank adding its share, and a last hop takes each sum home.
  *
  *   cp_attn_block(q, k, v, cp_rank i32 [1]) -> o [B, 2c, Hq, D], lse [B, Hq, 2c]
- *     attrs: i[0] = cp, i[1] = step, f[0] = scale. The mask is chosen at
- *     run time from cp_rank (kernels/cpu/dg_cpu_ring_attn.h: diagonal,
- *     lower, upper), so every rank runs the same graph; a query that sees
+ *     attrs: i[0] = cp, i[1] = step, f[0] = scale, i[2] = window (0: none).
+ *     The mask is chosen at run time from cp_rank (kernels/cpu/dg_cpu_ring_attn.h:
+ *     diagonal, lower, upper; with a window, by the chunks' places), so
+ *     every rank runs the same graph; a query that sees
  *     no key of the block gets o = 0, lse = -inf. Its own adjoint (from the
  *     block's o, lse) makes the chain differentiable step by step too.
  *   cp_attn_block_bwd(q, k, v, cp_rank, o, do, lse [, dlse]) -> dq, dk, dv
@@ -37,7 +38,8 @@
  *   lse_merge(o1, l1, o2, l2) -> o, l      the online-softmax merge
  *   lse_merge_bwd(o1, l1, o2, l2, o, l, do [, dl]) -> do1, dl1, do2, dl2
  *   cp_ring_attn_out(o, lse, q, k, v, cp_rank) -> o, lse (copies)
- *     attrs: i[0] = cp, f[0] = scale. Its adjoint is the backward ring.
+ *     attrs: i[0] = cp, i[1] = window, f[0] = scale. Its adjoint is the
+ *     backward ring.
  */
 #ifndef DG_OP_RING_ATTN_H
 #define DG_OP_RING_ATTN_H
@@ -51,7 +53,9 @@ extern const dg_op_def dg_op_lse_merge_bwd;
 extern const dg_op_def dg_op_cp_ring_attn_out;
 
 /* The ring of one attention node: o (and *lse_out) from local q, k, v with
- * the graph's "cp_rank" input; cp == 1 is one diagonal block. */
-int dg_ring_attention(dg_graph *g, int q, int k, int v, int cp, double scale, int *lse_out);
+ * the graph's "cp_rank" input; cp == 1 is one diagonal block. window > 0:
+ * each query sees the `window` keys up to its own (dg_op_attention.h's
+ * attrs.i[1]; the blocks then run per chunk pair, kernels/cpu/dg_cpu_ring_attn.h). */
+int dg_ring_attention(dg_graph *g, int q, int k, int v, int cp, double scale, int64_t window, int *lse_out);
 
 #endif /* DG_OP_RING_ATTN_H */

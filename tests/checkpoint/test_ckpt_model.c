@@ -33,11 +33,12 @@ static void test_fields_cover(void **state) {
         sum += f[i].size;
         if (i > 0) assert_true(f[i].offset > f[i - 1].offset); /* declaration order */
     }
-    /* 39 ints (four of them the --moe-layer-freq list's mask) and 12
-     * doubles today, plus 4 bytes of padding before the first double (it
-     * follows 11 ints). */
-    assert_int_equal(sum, 39 * sizeof(int) + 12 * sizeof(double));
-    assert_int_equal(sizeof(dg_model_config), 256);
+    /* 46 ints (four of them the --moe-layer-freq list's mask, four the
+     * --window-attn-skip-freq list's) and 12 doubles today, plus 4 bytes of
+     * padding before the first double (it follows 11 ints) and 4 before
+     * --glu-linear-offset (it follows quick_geglu). */
+    assert_int_equal(sum, 46 * sizeof(int) + 12 * sizeof(double));
+    assert_int_equal(sizeof(dg_model_config), 288);
 }
 
 static void model_make(dg_model_config *c) {
@@ -115,7 +116,7 @@ static void test_bad_record(void **state) {
     dg_err err = {{0}};
     assert_int_equal(dg_model_to_record(&c, &rec, &err), DG_OK);
     dg_ckpt_config partial = rec;
-    partial.n -= 18; /* drops rotary_percent and the seventeen fields after it, which may be absent */
+    partial.n -= 25; /* drops rotary_percent and the 24 fields after it, which may be absent */
     assert_int_equal(dg_model_from_record(&partial, &c, "m.json", &err), DG_EINPUT);
     assert_msg(&err, "m.json", "model field 'rotary_percent' is missing");
     assert_int_equal(dg_model_check_record(&partial, &c, "m.json", &err), DG_EINPUT);
@@ -164,6 +165,9 @@ static void test_reads_older_checkpoints(void **state) {
     assert_int_equal(c.moe_force_load_balancing, 0);
     assert_true(c.moe_input_jitter_eps == 0.0);
     assert_int_equal(c.per_token_loss, 0);
+    assert_int_equal(c.attn_window, 0); /* full attention */
+    assert_int_equal(c.window_attn_skip_freq, 0);
+    assert_int_equal(c.softmax_type, 0); /* vanilla */
     assert_int_equal(c.quick_geglu, 0); /* the expert MLP variants (issue 29) */
     assert_true(c.glu_linear_offset == 0.0 && c.activation_clamp == 0.0);
     /* the model's own fields written again give the same record, so the
@@ -171,7 +175,7 @@ static void test_reads_older_checkpoints(void **state) {
     m = man.meta;
     m.config = (dg_ckpt_config){0};
     assert_int_equal(dg_model_to_record(&c, &m.config, &err), DG_OK);
-    m.config.n -= 17;
+    m.config.n -= 24;
     char dir[256];
     ckpt_tmpdir(dir, sizeof dir);
     assert_int_equal(dg_ckpt_save(dir, &m, NULL, 0, NULL, &err), DG_OK);

@@ -17,6 +17,9 @@
  *    autodiff through the merges (just checked against finite differences),
  *    with gradients entering through o and through lse: within 1e-5 + 1e-4
  *    |ref|;
+ *  - all three again with windows (issue 29: the blocks then run per
+ *    chunk pair, kernels/cpu/dg_cpu_ring_attn.h), against windowed
+ *    attention over the whole sequence;
  *  - the merge alone: a row whose second part is empty (lse -inf) passes
  *    the first through, and both -inf gives o = 0, lse = -inf.
  */
@@ -41,6 +44,7 @@
 typedef struct ring_case {
     int cp;
     int64_t B, c, Hq, Hkv, D; /* c: tokens per chunk */
+    int64_t window;           /* 0: none; W: each query sees the W keys up to its own */
 } ring_case;
 
 #define MAX_CP 4
@@ -55,6 +59,7 @@ static int add_block(dg_graph *g, const ring_case *c, int q, int k, int v, int r
     memset(&a, 0, sizeof a);
     a.i[0] = c->cp;
     a.i[1] = step;
+    a.i[2] = c->window;
     a.f[0] = 1.0 / sqrt((double)c->D);
     int outs[2] = {-1, -1};
     int o = dg_graph_add(g, &dg_op_cp_attn_block, &a, (int[]){q, k, v, rank}, 4, outs, NULL);
@@ -105,7 +110,7 @@ static void check_values(const ring_case *c) {
     int gq = dg_input_new(g, "gq", DG_F32, 4, DG_SHAPE(c->B, S, c->Hq, c->D));
     int gk = dg_input_new(g, "gk", DG_F32, 4, DG_SHAPE(c->B, S, c->Hkv, c->D));
     int gv = dg_input_new(g, "gv", DG_F32, 4, DG_SHAPE(c->B, S, c->Hkv, c->D));
-    int glse = -1, go = dg_attention(g, gq, gk, gv, 0, &glse);
+    int glse = -1, go = dg_attention_var(g, gq, gk, gv, 1, 0, c->window, DG_ATTN_SOFTMAX_VANILLA, -1, &glse);
     ring_graph rg;
     build_ring(g, c, DG_ROLE_INPUT, &rg);
     assert_int_equal(g->status, DG_OK);
@@ -138,8 +143,8 @@ static void check_values(const ring_case *c) {
                     bad += !near(dg_buf_f32(&b, rg.lse[r])[(bb * c->Hq + h) * L + s],
                                  dg_buf_f32(&b, glse)[(bb * c->Hq + h) * S + p]);
             }
-    if (bad) fprintf(stderr, "cp %d Hq %lld Hkv %lld: %d values differ from attention over the whole sequence\n",
-                     c->cp, (long long)c->Hq, (long long)c->Hkv, bad);
+    if (bad) fprintf(stderr, "cp %d Hq %lld Hkv %lld window %lld: %d values differ from attention over the whole sequence\n",
+                     c->cp, (long long)c->Hq, (long long)c->Hkv, (long long)c->window, bad);
     assert_int_equal(bad, 0);
     dg_buffers_free(&b);
     dg_graph_free(g);
@@ -148,9 +153,13 @@ static void check_values(const ring_case *c) {
 static void test_values(void **state) {
     (void)state;
     const ring_case cases[] = {
-        {1, 2, 5, 2, 2, 8},  {2, 2, 5, 4, 2, 8},  {3, 1, 7, 4, 4, 8},
-        {4, 1, 70, 4, 2, 16}, /* chunks over one attention tile */
-        {2, 1, 6, 8, 2, 8},   /* GQA, groups of 4 */
+        {1, 2, 5, 2, 2, 8, 0},  {2, 2, 5, 4, 2, 8, 0},  {3, 1, 7, 4, 4, 8, 0},
+        {4, 1, 70, 4, 2, 16, 0}, /* chunks over one attention tile */
+        {2, 1, 6, 8, 2, 8, 0},   /* GQA, groups of 4 */
+        /* windows (issue 29): within a chunk, across one, across several,
+         * longer than the sequence; chunks over a tile */
+        {2, 2, 5, 4, 2, 8, 3}, {3, 1, 7, 4, 4, 8, 9}, {4, 1, 6, 2, 1, 8, 13}, {2, 1, 5, 2, 2, 8, 50},
+        {4, 1, 70, 4, 2, 16, 100},
     };
     for (size_t i = 0; i < DG_ARRAY_LEN(cases); i++) check_values(&cases[i]);
 }
@@ -175,12 +184,13 @@ static void init_gc(const dg_graph *g, dg_buffers *b, void *ctx) {
 
 static void test_gradcheck(void **state) {
     (void)state;
-    const ring_case cases[] = {{2, 1, 3, 2, 2, 8}, {3, 1, 2, 4, 2, 8}, {4, 1, 2, 2, 1, 8}};
+    const ring_case cases[] = {{2, 1, 3, 2, 2, 8, 0},    {3, 1, 2, 4, 2, 8, 0},    {4, 1, 2, 2, 1, 8, 0},
+                               {2, 1, 3, 2, 2, 8, 4}, {3, 1, 3, 2, 1, 8, 5}, {4, 1, 2, 2, 1, 8, 3}};
     int fails = 0;
     for (size_t i = 0; i < DG_ARRAY_LEN(cases); i++) {
         char what[64];
-        snprintf(what, sizeof what, "ring attention cp %d Hq %lld Hkv %lld", cases[i].cp,
-                 (long long)cases[i].Hq, (long long)cases[i].Hkv);
+        snprintf(what, sizeof what, "ring attention cp %d Hq %lld Hkv %lld window %lld", cases[i].cp,
+                 (long long)cases[i].Hq, (long long)cases[i].Hkv, (long long)cases[i].window);
         dg_gradcheck_opts opts = {.max_checks = 24, .nthreads = i % 2 ? 2 : 1};
         fails += dg_gradcheck(what, build_gc, init_gc, (void *)&cases[i], &opts);
     }
@@ -214,6 +224,7 @@ static void check_final_stats(const ring_case *c) {
             memset(&a, 0, sizeof a);
             a.i[0] = c->cp;
             a.i[1] = s;
+            a.i[2] = c->window;
             a.f[0] = 1.0 / sqrt((double)c->D);
             int in[8] = {rg.q[r], rg.k[j], rg.v[j], rg.rank[r], rg.o[r], R, rg.lse[r], R2}, o3[3];
             dg_graph_add(g, &dg_op_cp_attn_block_bwd, &a, in, 8, o3, NULL);
@@ -250,7 +261,9 @@ static void check_final_stats(const ring_case *c) {
 
 static void test_final_stats(void **state) {
     (void)state;
-    const ring_case cases[] = {{1, 1, 4, 2, 2, 8}, {2, 2, 5, 4, 2, 8}, {3, 1, 3, 2, 2, 8}, {4, 1, 70, 4, 2, 16}};
+    const ring_case cases[] = {{1, 1, 4, 2, 2, 8, 0},     {2, 2, 5, 4, 2, 8, 0},        {3, 1, 3, 2, 2, 8, 0},
+                               {4, 1, 70, 4, 2, 16, 0},   {2, 2, 5, 4, 2, 8, 3},     {3, 1, 4, 2, 1, 8, 6},
+                               {4, 1, 70, 4, 2, 16, 90}};
     for (size_t i = 0; i < DG_ARRAY_LEN(cases); i++) check_final_stats(&cases[i]);
 }
 

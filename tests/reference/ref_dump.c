@@ -3,8 +3,10 @@
  * PyTorch oracle (ref_moe_model.py).
  *
  * usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense] [qwen3]
- *        [layernorm] [gelu_bias] [quick_geglu] [shared] [clamp]
+ *        [layernorm] [gptoss_attn] [offbyone] [gelu_bias] [quick_geglu] [shared] [clamp]
  * qwen3: --kv-channels 24 (not hidden / heads = 16) and --qk-layernorm.
+ * gptoss_attn: gpt-oss's attention, --window-size 4,0 --window-attn-skip-freq 2
+ * --softmax-type learnable; offbyone: --window-size 4,0 --softmax-type off-by-one.
  * gelu_bias: Megatron's MoE defaults: GeLU experts, biases on every linear
  * layer (the experts' [E, F] and [E, H] too).
  * quick_geglu: gpt-oss's MLP: --quick-geglu --glu-linear-offset 1
@@ -49,7 +51,8 @@ static void put(writer *w, const char *name, const char *dtype, const dg_tensor 
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense] "
-                        "[qwen3] [layernorm] [expert_bias] [gelu_bias] [quick_geglu] [shared] [clamp]\n");
+                        "[qwen3] [layernorm] [expert_bias] [gptoss_attn] [offbyone] [gelu_bias] [quick_geglu] [shared] "
+                        "[clamp]\n");
         return 2;
     }
     dg_cpu_init();
@@ -71,6 +74,15 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "expert_bias")) { /* aux-loss-free balancing: sigmoid + a bias input */
             c.score_function_sigmoid = 1;
             c.moe_expert_bias = 1;
+        }
+        else if (!strcmp(argv[i], "gptoss_attn")) { /* windows on layer 1 of 2, learnable sinks */
+            c.attn_window = 5;
+            c.window_attn_skip_freq = 2;
+            c.softmax_type = 2;
+        }
+        else if (!strcmp(argv[i], "offbyone")) { /* windows on every layer, a zero sink */
+            c.attn_window = 5;
+            c.softmax_type = 1;
         }
         else if (!strcmp(argv[i], "gelu_bias")) {
             c.mlp_gelu = 1;
@@ -155,7 +167,8 @@ int main(int argc, char **argv) {
             "\"norm_epsilon\": %.17g, \"untie_embeddings\": %d, \"moe_layer_freq\": %d, "
             "\"score_function\": \"%s\", \"pre_softmax\": %d, \"rotary_percent\": %.17g, "
             "\"normalization\": \"%s\", \"mlp_gelu\": %d, \"add_bias_linear\": %d, "
-            "\"position_embedding\": %d, \"kv_channels\": %d, \"qk_layernorm\": %d, \"quick_geglu\": %d, "
+            "\"position_embedding\": %d, \"kv_channels\": %d, \"qk_layernorm\": %d, \"attn_window\": %d, "
+            "\"window_attn_skip_freq\": %d, \"softmax_type\": %d, \"quick_geglu\": %d, "
             "\"glu_linear_offset\": %.17g, \"activation_clamp\": %.17g, \"moe_shared_expert_size\": %d},\n"
             "\"tensors\": [",
             c.num_layers, c.hidden_size, c.num_attention_heads, c.num_query_groups, c.num_experts,
@@ -164,8 +177,8 @@ int main(int argc, char **argv) {
             c.score_function_sigmoid ? "sigmoid" : "softmax", c.router_pre_softmax,
             c.rotary_percent > 0 ? c.rotary_percent : 1.0,
             c.normalization_layernorm ? "LayerNorm" : "RMSNorm", c.mlp_gelu, c.add_bias_linear,
-            c.position_embedding, c.kv_channels, c.qk_layernorm, c.quick_geglu, c.glu_linear_offset,
-            c.activation_clamp, c.moe_shared_expert_size);
+            c.position_embedding, c.kv_channels, c.qk_layernorm, c.attn_window, c.window_attn_skip_freq,
+            c.softmax_type, c.quick_geglu, c.glu_linear_offset, c.activation_clamp, c.moe_shared_expert_size);
     char name[160];
     for (int t = 0; t < g->n_tensors; t++) {
         const dg_tensor *x = &g->tensors[t];

@@ -103,8 +103,11 @@ def rope(x, base, rotary_percent=1.0):
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, x_pass], dim=-1)
 
 
-def attention(q, k, v):
-    # q [B,S,Hq,D], k/v [B,S,Hkv,D]; causal, GQA
+def attention(q, k, v, window=0, sink=None):
+    # q [B,S,Hq,D], k/v [B,S,Hkv,D]; causal, GQA. window W > 0: query i sees
+    # keys i-W < j <= i (Megatron's --window-size W-1,0). sink [Hq]: a logit
+    # per head that joins each row's softmax with no value (Megatron's
+    # softmax_offset: learnable, or zeros for off-by-one).
     B, S, Hq, D = q.shape
     Hkv = k.shape[2]
     rep = Hq // Hkv
@@ -113,9 +116,24 @@ def attention(q, k, v):
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))  # [B,H,S,D]
     s = qt @ kt.transpose(-1, -2) / math.sqrt(D)
     mask = torch.triu(torch.ones(S, S, dtype=torch.bool, device=q.device), 1)
+    if window > 0:
+        mask = mask | torch.tril(torch.ones(S, S, dtype=torch.bool, device=q.device), -window)
     s = s.masked_fill(mask, float("-inf"))
-    p = torch.softmax(s, dim=-1)
+    if sink is not None:
+        col = sink.reshape(1, Hq, 1, 1).expand(B, Hq, S, 1)
+        p = torch.softmax(torch.cat([s, col], dim=-1), dim=-1)[..., :S]
+    else:
+        p = torch.softmax(s, dim=-1)
     return (p @ vt).transpose(1, 2)  # [B,S,Hq,D]
+
+
+def layer_window(cfg, l):
+    # Megatron's is_layer_window_attention with an int skip frequency (its
+    # layer_number counts from 1): every freq-th layer is full attention
+    w, freq = cfg.get("attn_window", 0), cfg.get("window_attn_skip_freq", 0)
+    if w <= 0 or (freq > 0 and (l + 1) % freq == 0):
+        return 0
+    return w
 
 
 def swiglu(x):
@@ -216,7 +234,10 @@ def model(P, batch, cfg):
         if pos_kind == 0:
             rp = cfg.get("rotary_percent", 1.0)
             q, k = rope(q, cfg["rope_base"], rp), rope(k, cfg["rope_base"], rp)
-        a = attention(q, k, v).reshape(B, S, Hq * D)
+        st = cfg.get("softmax_type", 0)
+        sink = (P[pre + "self_attention.core_attention.softmax_offset"] if st == 2
+                else torch.zeros(Hq, device=dev) if st == 1 else None)
+        a = attention(q, k, v, layer_window(cfg, l), sink).reshape(B, S, Hq * D)
         x = x + linear(a, P, pre + "self_attention.linear_proj")
         h2 = norm(x, P, pre + "pre_mlp_layernorm", cfg)
         if cfg["num_experts"] > 0 and l % max(cfg.get("moe_layer_freq", 1), 1) == 0:
