@@ -158,8 +158,14 @@ int dg_param_replica_size(const dg_graph *g, const dg_tensor *t) {
     if (g->mesh[DG_AXIS_DP] <= 0) return 0; /* no DP stage has recorded the groups */
     int dp = g->mesh[DG_AXIS_DP];
     if (!dg_param_is_expert(t)) return dp;
+    /* ETP = TP or 1 is the mesh's choice for all experts: any expert
+     * parameter split over tp says which */
     int tp_split = 0;
-    for (int d = 0; d < t->ndim; d++) tp_split |= t->sharding.split[d] == DG_AXIS_TP || t->sharding.split2[d] == DG_AXIS_TP;
+    for (int k = 0; k < g->n_tensors && !tp_split; k++) {
+        const dg_tensor *p = &g->tensors[k];
+        if (!dg_param_is_expert(p)) continue;
+        for (int d = 0; d < p->ndim; d++) tp_split |= p->sharding.split[d] == DG_AXIS_TP || p->sharding.split2[d] == DG_AXIS_TP;
+    }
     return dp / dg_mesh_size(g, DG_AXIS_EP) * (tp_split ? 1 : dg_mesh_size(g, DG_AXIS_TP));
 }
 

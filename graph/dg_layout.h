@@ -118,8 +118,11 @@ dg_axis dg_param_replica_axis(const dg_tensor *t);
  * its gradient: the size of the group its gradient must be summed over
  * (sched/dg_grid.h), from g's mesh as the DP stage records it (mesh[DP] =
  * the CP x EP x DP ranks). A dense parameter: mesh[DP]. An expert weight:
- * mesh[DP] / mesh[EP] (CP x DP), times mesh[TP] when no dim is split over
- * tp (ETP 1: the tp ranks serve disjoint tokens of the same experts).
+ * mesh[DP] / mesh[EP] (CP x DP), times mesh[TP] when no expert parameter
+ * of g is split over tp (ETP 1: the tp ranks serve disjoint tokens of the
+ * same experts). Under ETP = TP an expert parameter whole over tp (fc2's
+ * bias, added after fc2's all-reduce) has the same gradient on every tp
+ * rank, as a dense replicated weight: CP x DP too.
  * 0 when mesh[DP] is not recorded (a graph that did not go through the
  * step pipeline's DP stage): unknown. */
 int dg_param_replica_size(const dg_graph *g, const dg_tensor *t);

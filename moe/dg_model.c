@@ -151,12 +151,20 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
              c->num_layers);
         NEED(c->moe_input_jitter_eps >= 0 && c->moe_input_jitter_eps < 1,
              "--moe-input-jitter-eps: expected [0, 1), got %g", c->moe_input_jitter_eps);
-        /* the routed experts are grouped SwiGLU GEMMs without biases */
-        NEED(!c->mlp_gelu, "--num-experts: not supported: MoE experts with a GeLU MLP are not built "
-                           "(pass --swiglu; docs/megatron_compat.md)");
-        NEED(!c->add_bias_linear, "--num-experts: not supported: MoE experts with biases are not built "
-                                  "(pass --disable-bias-linear; docs/megatron_compat.md)");
+        /* Megatron's SharedExpertMLP asserts add_bias_linear is off */
+        NEED(!(c->moe_shared_expert_size > 0 && c->add_bias_linear),
+             "--moe-shared-expert-intermediate-size %d: the shared expert takes no biases (as Megatron's "
+             "SharedExpertMLP); pass --disable-bias-linear", c->moe_shared_expert_size);
     }
+    NEED(!(c->quick_geglu && c->mlp_gelu), "--quick-geglu: a gated MLP, not GeLU (mlp_gelu must be 0)");
+    NEED(c->glu_linear_offset == 0 || c->quick_geglu,
+         "--glu-linear-offset %g: only with --quick-geglu (Megatron's fused GLUs take no offset otherwise)",
+         c->glu_linear_offset);
+    NEED(c->activation_clamp >= 0 && c->activation_clamp < 1e30,
+         "--activation-func-clamp-value %g: expected a finite value > 0", c->activation_clamp);
+    NEED(!(c->activation_clamp > 0 && !c->quick_geglu && !c->mlp_gelu && c->num_experts <= 0),
+         "--activation-func-clamp-value %g: with --swiglu only in MoE models (as Megatron), got --num-experts 0",
+         c->activation_clamp);
     int any_dense = 0;
     for (int l = 0; l < c->num_layers; l++) any_dense |= !dg_model_layer_is_moe(c, l);
     if (any_dense)
@@ -203,6 +211,25 @@ static dg_param_spec param_spec(dg_model_param_kind kind) {
         s.place.stride[0] = 2;
         break;
     case DG_MODEL_PARAM_ROW_BIAS: s.init = DG_INIT_ZEROS; break;
+    case DG_MODEL_PARAM_EXPERTS_COLUMN:
+        s.place.split[0] = DG_AXIS_EP;
+        s.place.split[1] = DG_AXIS_TP;
+        break;
+    case DG_MODEL_PARAM_EXPERTS_GLU_BIAS:
+        s.init = DG_INIT_ZEROS;
+        s.place.split[0] = DG_AXIS_EP;
+        s.place.split[1] = DG_AXIS_TP;
+        s.place.stride[1] = 2;
+        break;
+    case DG_MODEL_PARAM_EXPERTS_COLUMN_BIAS:
+        s.init = DG_INIT_ZEROS;
+        s.place.split[0] = DG_AXIS_EP;
+        s.place.split[1] = DG_AXIS_TP;
+        break;
+    case DG_MODEL_PARAM_EXPERTS_ROW_BIAS:
+        s.init = DG_INIT_ZEROS;
+        s.place.split[0] = DG_AXIS_EP;
+        break;
     case DG_MODEL_PARAM_POSITION: break; /* normal(init_method_std), replicated */
     case DG_MODEL_PARAM_HEADS: s.place.split[0] = DG_AXIS_TP; break; /* normal, as q's heads */
     case DG_MODEL_PARAM_REPLICATED: break;
@@ -330,16 +357,49 @@ int dg_model_swiglu_mlp(dg_graph *g, const char *pre, const char *what, int x, i
     return dg_linear(g, dg_swiglu(g, dg_linear(g, x, w1)), w2);
 }
 
-int dg_model_mlp(dg_graph *g, const dg_model_config *c, const char *pre, const char *what, int x,
-                 int64_t F) {
+int dg_model_mlp_act(const dg_model_config *c) {
+    return c->quick_geglu ? DG_MLP_QUICK_GEGLU : c->mlp_gelu ? DG_MLP_GELU : DG_MLP_SWIGLU;
+}
+
+int dg_model_mlp_biased(dg_graph *g, const dg_model_config *c, const char *pre, const char *what, int x,
+                        int64_t F, int with_bias) {
     int64_t H = c->hidden_size;
-    if (!c->mlp_gelu && !c->add_bias_linear) return dg_model_swiglu_mlp(g, pre, what, x, H, F);
+    dg_mlp_act act = (dg_mlp_act)dg_model_mlp_act(c);
+    if (act == DG_MLP_SWIGLU && !with_bias && !(c->activation_clamp > 0)) return dg_model_swiglu_mlp(g, pre, what, x, H, F);
+    dg_model_config cb = *c; /* model_linear reads the biases from the config */
+    cb.add_bias_linear = with_bias;
     char n1[2 * DG_NAME_LEN], n2[2 * DG_NAME_LEN];
     snprintf(n1, sizeof n1, "%s.linear_fc1", what);
     snprintf(n2, sizeof n2, "%s.linear_fc2", what);
-    int u = c->mlp_gelu ? dg_gelu_tanh(g, model_linear(g, c, pre, n1, DG_MODEL_PARAM_COLUMN, F, H, x))
-                        : dg_swiglu(g, model_linear(g, c, pre, n1, DG_MODEL_PARAM_COLUMN_GLU, 2 * F, H, x));
-    return model_linear(g, c, pre, n2, DG_MODEL_PARAM_ROW, H, F, u);
+    int u = act == DG_MLP_GELU ? model_linear(g, &cb, pre, n1, DG_MODEL_PARAM_COLUMN, F, H, x)
+                               : model_linear(g, &cb, pre, n1, DG_MODEL_PARAM_COLUMN_GLU, 2 * F, H, x);
+    u = dg_mlp_activation(g, u, act, c->glu_linear_offset, c->activation_clamp);
+    return model_linear(g, &cb, pre, n2, DG_MODEL_PARAM_ROW, H, F, u);
+}
+
+int dg_model_mlp(dg_graph *g, const dg_model_config *c, const char *pre, const char *what, int x,
+                 int64_t F) {
+    return dg_model_mlp_biased(g, c, pre, what, x, F, c->add_bias_linear);
+}
+
+void dg_model_expert_params(dg_graph *g, const dg_model_config *c, const char *pre, dg_moe_expert_mlp *m, int *w1,
+                            int *w2) {
+    int64_t E = c->num_experts, F = c->moe_ffn_hidden_size, H = c->hidden_size;
+    *m = dg_moe_expert_mlp_swiglu();
+    m->act = (dg_mlp_act)dg_model_mlp_act(c);
+    m->glu_offset = c->glu_linear_offset;
+    m->clamp = c->activation_clamp;
+    int64_t WF = dg_mlp_act_width(m->act) * F;
+    int gated = dg_mlp_act_width(m->act) == 2;
+    /* all E experts' weights: the EP pass makes them this rank's slice */
+    *w1 = dg_model_param(g, pre, "mlp.experts.linear_fc1.weight",
+                         gated ? DG_MODEL_PARAM_EXPERTS_GLU : DG_MODEL_PARAM_EXPERTS_COLUMN, 3, DG_SHAPE(E, WF, H));
+    *w2 = dg_model_param(g, pre, "mlp.experts.linear_fc2.weight", DG_MODEL_PARAM_EXPERTS_ROW, 3, DG_SHAPE(E, H, F));
+    if (!c->add_bias_linear) return;
+    m->b1 = dg_model_param(g, pre, "mlp.experts.linear_fc1.bias",
+                           gated ? DG_MODEL_PARAM_EXPERTS_GLU_BIAS : DG_MODEL_PARAM_EXPERTS_COLUMN_BIAS, 2,
+                           DG_SHAPE(E, WF));
+    m->b2 = dg_model_param(g, pre, "mlp.experts.linear_fc2.bias", DG_MODEL_PARAM_EXPERTS_ROW_BIAS, 2, DG_SHAPE(E, H));
 }
 
 int dg_model_add_positions(dg_graph *g, const dg_model_config *c, int x) {
@@ -369,17 +429,17 @@ static int router_logits(dg_graph *g, const dg_model_config *c, int wr, int x, i
     return dg_reshape(g, r, 2, DG_SHAPE(B * S, E));
 }
 
-/* Routed experts on x [B, S, H]: router, permute, grouped SwiGLU experts,
+/* Routed experts on x [B, S, H]: router, permute, grouped expert MLPs,
  * weighted unpermute. Adds the layer's aux and z losses to *aux, *z; with
  * the expert bias, *bias is its input. */
 static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int x, int key, int l, int *aux,
                      int *z, int *counts, int *bias) {
     int64_t B = dg_Tc(g, x)->shape[0], S = dg_Tc(g, x)->shape[1], H = c->hidden_size, T = B * S;
-    int64_t E = c->num_experts, F = c->moe_ffn_hidden_size;
+    int64_t E = c->num_experts;
     int wr = dg_model_param(g, pre, "mlp.router.weight", DG_MODEL_PARAM_REPLICATED, 2, DG_SHAPE(E, H));
-    /* all E experts' weights: the EP pass makes them this rank's slice */
-    int w1 = dg_model_param(g, pre, "mlp.experts.linear_fc1.weight", DG_MODEL_PARAM_EXPERTS_GLU, 3, DG_SHAPE(E, 2 * F, H));
-    int w2 = dg_model_param(g, pre, "mlp.experts.linear_fc2.weight", DG_MODEL_PARAM_EXPERTS_ROW, 3, DG_SHAPE(E, H, F));
+    int w1, w2;
+    dg_moe_expert_mlp em;
+    dg_model_expert_params(g, c, pre, &em, &w1, &w2);
     dg_graph_set_module(g, DG_MODULE_LAYERNORM); /* the norm's output as tokens: what the MoE saves */
     int xt = dg_reshape(g, x, 2, DG_SHAPE(T, H));
     dg_graph_set_module(g, DG_MODULE_MOE);
@@ -412,12 +472,12 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int
     *z = *z < 0 ? zl : dg_add(g, *z, zl);
 
     /* one logical node over all experts; the EP pass lowers it (permute,
-     * [dispatch,] grouped SwiGLU experts, [combine,] unpermute) */
-    int y = dg_moe_experts(g, xt, r.probs, r.indices, w1, w2, (int)E, c->moe_capacity_factor);
+     * [dispatch,] grouped expert MLPs, [combine,] unpermute) */
+    int y = dg_moe_experts(g, xt, r.probs, r.indices, w1, w2, (int)E, c->moe_capacity_factor, &em);
     if (y < 0) return -1;
     if (c->moe_shared_expert_size > 0) {
         dg_graph_set_module(g, DG_MODULE_SHARED_EXPERTS);
-        int s = dg_model_swiglu_mlp(g, pre, "mlp.shared_experts", xt, H, c->moe_shared_expert_size);
+        int s = dg_model_mlp_biased(g, c, pre, "mlp.shared_experts", xt, c->moe_shared_expert_size, 0);
         dg_graph_set_module(g, DG_MODULE_MOE);
         y = dg_add(g, y, s);
     }

@@ -4,7 +4,8 @@
  * dg_model_config carries the model's shape with Megatron's flag names in the
  * comments; dg_model_build_forward() lowers one microbatch's forward pass into
  * graph nodes (embedding [+ learned positions] -> N x [norm, GQA attention
- * (RoPE or not), residual, norm, MoE or dense MLP (GeLU or SwiGLU), residual]
+ * (RoPE or not), residual, norm, MoE or dense MLP (GeLU, SwiGLU or quick
+ * GeGLU), residual]
  * -> final norm -> LM head -> cross entropy), stamping each node with its
  * layer; linear layers carry biases under add_bias_linear. The graph is logical:
  * global shapes (read from the input tensors past the inputs themselves),
@@ -111,6 +112,13 @@ typedef struct dg_model_config {
     double rotary_scaling_factor;   /* --rotary-scaling-factor (YaRN's factor; 1: none) */
     double mscale;                  /* --mscale (YaRN) */
     double mscale_all_dim;          /* --mscale-all-dim (YaRN; also MLA's softmax scale) */
+    /* expert MLP variants (issue 29): the MLPs' (dense, routed experts, shared
+     * expert) activation beyond mlp_gelu, as Megatron's activation_func with
+     * gated_linear_unit; zero: SwiGLU / GeLU as mlp_gelu says */
+    int quick_geglu;                /* --quick-geglu: quick_gelu(gate) * (linear + offset), a GLU */
+    double glu_linear_offset;       /* --glu-linear-offset (0): added to the GLU's linear half */
+    double activation_clamp;        /* --activation-func-clamp-value (0: none): gate clamped
+                                     * above, linear half to [-c, c], before the GLU */
 } dg_model_config;
 
 /* --position-embedding-type */
@@ -155,6 +163,8 @@ typedef struct dg_model_io {
  *   decoder.layers.L.mlp.router.weight                   [E, H]
  *   decoder.layers.L.mlp.experts.linear_fc1.weight       [E, 2F, H]  (gate rows, then up rows)
  *   decoder.layers.L.mlp.experts.linear_fc2.weight       [E, H, F]
+ *   decoder.layers.L.mlp.experts.linear_fc1.bias         [E, 2F]     (with biases; [E, F] GeLU)
+ *   decoder.layers.L.mlp.experts.linear_fc2.bias         [E, H]      (with biases)
  *   decoder.layers.L.mlp.linear_fc1.weight               [2F, H]     (dense layers)
  *   decoder.final_layernorm.weight                       [H]
  *   output_layer.weight                                  [V, H]      (untied only)
@@ -162,8 +172,13 @@ typedef struct dg_model_io {
  *   embedding.position_embeddings.weight                 [P, H]      (learned positions)
  * With biases (add_bias_linear) every dense linear "X.weight" above has an
  * "X.bias" of its output size (linear_q/k/v, linear_proj, the dense MLP's
- * linear_fc1 / linear_fc2); the router and the routed experts have none.
- * The dense MLP is fc2(gelu(fc1 x)) with fc1 [F, H] under mlp_gelu.
+ * linear_fc1 / linear_fc2) and the routed experts have the two per-expert
+ * biases above (Megatron's TEGroupedMLP keeps them in one [E, ...] tensor
+ * each here, as it does the weights); the router has none, and the shared
+ * expert takes none (Megatron's SharedExpertMLP refuses biases).
+ * The MLPs (dense, routed experts, shared expert) all use the config's
+ * activation (dg_model_mlp_act): fc1 [2F, H] for the gated ones (SwiGLU,
+ * quick GeGLU), fc1 [F, H] for GeLU (the routed experts' fc1 [E, F, H]).
  * (Megatron fuses q, k and v into linear_qkv; they are separate here so
  * tensor parallelism can split each by heads without a reshuffle.)
  * Multi-latent attention (multi_latent_attention) has instead, with
@@ -194,6 +209,12 @@ typedef struct dg_model_io {
  *   VOCAB         word embedding, output layer [V, H]: V over tp
  *   EXPERTS_GLU   experts' fc1 [E, 2F, H]: E over ep, 2F over tp strided by 2
  *   EXPERTS_ROW   experts' fc2 [E, H, F]: E over ep, F over tp; scaled init
+ *   EXPERTS_COLUMN      experts' GeLU fc1 [E, F, H]: E over ep, F over tp
+ *   EXPERTS_GLU_BIAS    experts' gated fc1 bias [E, 2F]: zeros, E over ep,
+ *                       2F over tp strided by 2
+ *   EXPERTS_COLUMN_BIAS experts' GeLU fc1 bias [E, F]: zeros, E over ep, F over tp
+ *   EXPERTS_ROW_BIAS    experts' fc2 bias [E, H]: zeros, E over ep, whole over
+ *                       tp (added after fc2's all-reduce)
  *   NORM_WEIGHT   ones;  NORM_BIAS  zeros;  REPLICATED (the router)
  *   COLUMN_BIAS   a column-parallel linear's bias [out]: zeros, out over tp
  *   COLUMN_GLU_BIAS  SwiGLU fc1's bias [2F]: zeros, over tp strided by 2
@@ -217,6 +238,10 @@ typedef enum dg_model_param_kind {
     DG_MODEL_PARAM_ROW_BIAS,
     DG_MODEL_PARAM_POSITION,
     DG_MODEL_PARAM_HEADS,
+    DG_MODEL_PARAM_EXPERTS_COLUMN,
+    DG_MODEL_PARAM_EXPERTS_GLU_BIAS,
+    DG_MODEL_PARAM_EXPERTS_COLUMN_BIAS,
+    DG_MODEL_PARAM_EXPERTS_ROW_BIAS,
 } dg_model_param_kind;
 int dg_model_param(dg_graph *g, const char *prefix, const char *name, dg_model_param_kind kind,
                    int ndim, const int64_t *shape);
@@ -241,13 +266,30 @@ int dg_model_attn_output(dg_graph *g, const dg_model_config *c, int a, int64_t B
  * [2F, H] (gate rows, then up rows) and "<pre><what>.linear_fc2.weight" [H, F]. */
 int dg_model_swiglu_mlp(dg_graph *g, const char *pre, const char *what, int x, int64_t H,
                         int64_t F);
-/* The dense MLP c asks for: SwiGLU or GeLU (tanh approximation, Megatron's
- * fused bias_gelu), with biases under add_bias_linear. */
+/* The dense MLP c asks for: SwiGLU, GeLU (tanh approximation, Megatron's
+ * fused bias_gelu) or quick GeGLU, with the GLU offset and clamp, and with
+ * biases under add_bias_linear. */
 int dg_model_mlp(dg_graph *g, const dg_model_config *c, const char *pre, const char *what, int x,
                  int64_t F);
 /* x plus the learned position embedding of positions 0..S-1 (training) when
  * c asks for one; x unchanged otherwise. */
 int dg_model_add_positions(dg_graph *g, const dg_model_config *c, int x);
+
+/* The MLPs' activation c asks for (ops/dg_op_glu.h's dg_mlp_act):
+ * quick_geglu, else GeLU under mlp_gelu, else SwiGLU. */
+int dg_model_mlp_act(const dg_model_config *c);
+
+/* The MLP with c's activation and GLU options; biases only when with_bias
+ * (the shared expert has none). */
+int dg_model_mlp_biased(dg_graph *g, const dg_model_config *c, const char *pre, const char *what, int x,
+                        int64_t F, int with_bias);
+
+struct dg_moe_expert_mlp;
+/* The routed experts' parameters of layer `pre` (fc1, fc2 and, under
+ * add_bias_linear, their biases; shapes and kinds by the activation) and
+ * their variant m, shared by the training forward and the decode graph. */
+void dg_model_expert_params(dg_graph *g, const dg_model_config *c, const char *pre, struct dg_moe_expert_mlp *m,
+                            int *w1, int *w2);
 
 struct dg_router_opts;
 /* The router settings c asks for (moe/dg_router.h), shared by the training

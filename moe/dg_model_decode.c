@@ -1,8 +1,9 @@
 /* dg_model_decode.c — the decoding-step graph (see dg_model_decode.h).
  *
- * Parameters, norms, attention's projections and the SwiGLU MLP come from
+ * Parameters (the experts' by dg_model_expert_params), norms, attention's
+ * projections and the MLPs come from
  * the builder pieces dg_model.c shares (dg_model_param, dg_model_norm,
- * dg_model_attn_project / _output, dg_model_swiglu_mlp), so both graphs
+ * dg_model_attn_project / _output, dg_model_mlp_biased), so both graphs
  * name and shape them alike. What stays here is what decoding does its own
  * way: attention reads and appends the KV caches, and the MoE block routes
  * dropless with no auxiliary losses. test_generate checks the two builders
@@ -13,7 +14,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "dg_grouped_bias.h"
 #include "dg_grouped_gemm.h"
+#include "dg_moe_experts.h"
 #include "dg_op_kv.h"
 #include "dg_ops.h"
 #include "dg_permute.h"
@@ -58,10 +61,11 @@ static int attention_block(dg_graph *g, const dg_model_config *c, const dg_decod
 static int moe_block(dg_graph *g, const dg_model_config *c, const dg_decode_shape *s,
                      const char *pre, int x) {
     int64_t B = s->batch, L = s->new_tokens, H = c->hidden_size, T = B * L;
-    int64_t E = c->num_experts, F = c->moe_ffn_hidden_size;
+    int64_t E = c->num_experts;
     int wr = dg_model_param(g, pre, "mlp.router.weight", DG_MODEL_PARAM_REPLICATED, 2, DG_SHAPE(E, H));
-    int w1 = dg_model_param(g, pre, "mlp.experts.linear_fc1.weight", DG_MODEL_PARAM_EXPERTS_GLU, 3, DG_SHAPE(E, 2 * F, H));
-    int w2 = dg_model_param(g, pre, "mlp.experts.linear_fc2.weight", DG_MODEL_PARAM_EXPERTS_ROW, 3, DG_SHAPE(E, H, F));
+    int w1, w2;
+    dg_moe_expert_mlp m;
+    dg_model_expert_params(g, c, pre, &m, &w1, &w2);
     int xt = dg_reshape(g, x, 2, DG_SHAPE(T, H));
     int logits = dg_linear(g, xt, wr);
 
@@ -74,10 +78,13 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const dg_decode_shap
     dg_permute_out p;
     if (dg_moe_permute(g, xt, r.indices, (int)E, &p) < 0) return -1;
     int u = dg_grouped_linear(g, p.x_perm, p.tokens_per_expert, w1);
-    int d = dg_grouped_linear(g, dg_swiglu(g, u), p.tokens_per_expert, w2);
+    if (m.b1 >= 0) u = dg_grouped_bias_add(g, u, p.tokens_per_expert, m.b1);
+    u = dg_mlp_activation(g, u, m.act, m.glu_offset, m.clamp);
+    int d = dg_grouped_linear(g, u, p.tokens_per_expert, w2);
+    if (m.b2 >= 0) d = dg_grouped_bias_add(g, d, p.tokens_per_expert, m.b2); /* weighted by probs, as training */
     int y = dg_moe_unpermute(g, d, r.probs, p.row_map);
     if (c->moe_shared_expert_size > 0)
-        y = dg_add(g, y, dg_model_swiglu_mlp(g, pre, "mlp.shared_experts", xt, H, c->moe_shared_expert_size));
+        y = dg_add(g, y, dg_model_mlp_biased(g, c, pre, "mlp.shared_experts", xt, c->moe_shared_expert_size, 0));
     return dg_reshape(g, y, 3, DG_SHAPE(B, L, H));
 }
 

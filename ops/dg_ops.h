@@ -3,6 +3,7 @@
 #define DG_OPS_H
 
 #include "dg_op_act.h"
+#include "dg_op_glu.h"
 #include "dg_op_adamw.h"
 #include "dg_op_basic.h"
 #include "dg_op_bias.h"

@@ -18,6 +18,16 @@ static const char *cuda_lacks(const dg_train_config *c) {
     return NULL;
 }
 
+const char *dg_device_cuda_gap(const dg_train_config *c) {
+    const dg_model_config *m = &c->model;
+    if (m->quick_geglu) return "--quick-geglu (op glu)";
+    if (c->swiglu && (m->glu_linear_offset != 0 || m->activation_clamp > 0))
+        return "--swiglu with --activation-func-clamp-value or --glu-linear-offset (op glu)";
+    if (m->num_experts > 0 && !c->disable_bias_linear)
+        return "MoE experts with biases (no --disable-bias-linear; op grouped_bias_add)";
+    return NULL;
+}
+
 int dg_device_pick(dg_train_config *c, int ranks_on_node, char *note, size_t len, dg_err *err) {
     if (note && len) note[0] = '\0';
     if (!strcmp(c->device, "cpu") || !strcmp(c->device, "emulated")) return DG_OK;
@@ -28,6 +38,14 @@ int dg_device_pick(dg_train_config *c, int ranks_on_node, char *note, size_t len
     if (lacks) {
         snprintf(c->device, sizeof c->device, "cpu");
         if (note && len) snprintf(note, len, "%s runs on the CPU (the CUDA attention kernel has no window or sink)", lacks);
+        return DG_OK;
+    }
+    const char *gap = dg_device_cuda_gap(c);
+    if (gap && !strcmp(c->device, "cuda"))
+        return dg_err_set(err, DG_EINPUT, "--device cuda: %s has no CUDA kernel yet; run with --device cpu", gap);
+    if (gap && !c->device[0]) { /* what the GPU cannot run yet runs on the cpu */
+        snprintf(c->device, sizeof c->device, "cpu");
+        if (note && len) snprintf(note, len, "%s has no CUDA kernel yet", gap);
         return DG_OK;
     }
     int gpus = 0;

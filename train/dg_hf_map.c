@@ -21,6 +21,8 @@ static const char *not_rope_swiglu(const dg_model_config *c, int qwen3) {
     if (c->position_embedding != DG_MODEL_POS_ROPE) return "it needs RoPE (--position-embedding-type rope)";
     if (c->normalization_layernorm) return "it needs RMSNorm (--normalization RMSNorm)";
     if (c->mlp_gelu) return "it needs SwiGLU (--swiglu)";
+    if (c->quick_geglu || c->glu_linear_offset != 0 || c->activation_clamp > 0)
+        return "its MLP is plain SwiGLU (no --quick-geglu, --glu-linear-offset or --activation-func-clamp-value)";
     if (c->add_bias_linear) return "it has no linear biases (--disable-bias-linear)";
     if (c->rotary_percent > 0 && c->rotary_percent != 1.0) return "it rotates whole heads (--rotary-percent 1)";
     if (qwen3) return NULL;

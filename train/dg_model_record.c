@@ -76,6 +76,10 @@ static const dg_model_field k_fields[] = {
     FD(rotary_scaling_factor, "--rotary-scaling-factor", true),
     FD(mscale, "--mscale", true),
     FD(mscale_all_dim, "--mscale-all-dim", true),
+    /* expert MLP variants (issue 29) */
+    FI(quick_geglu, "--quick-geglu", true),
+    FD(glu_linear_offset, "--glu-linear-offset", true),
+    FD(activation_clamp, "--activation-func-clamp-value", true),
 };
 #undef FI
 #undef FD

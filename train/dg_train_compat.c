@@ -57,7 +57,6 @@ static const compat_flag compat_flags[] = {
     BUILT("--no-position-embedding", DG_ARG_FLAG, no_position_embedding, "no learned absolute position embedding", NR, NULL),
     BUILT("--exit-signal-handler", DG_ARG_FLAG, exit_signal_handler, "on SIGTERM, save a checkpoint (with --save) and exit", NR, NULL),
     BUILT("--exit-duration-in-mins", DG_ARG_INT, exit_duration_in_mins, "save a checkpoint (with --save) and exit after N minutes", 1, 1 << 30, NULL),
-    BUILT("--glu-linear-offset", DG_ARG_DOUBLE, glu_linear_offset, "offset added to the GLU's linear half: only 0 is built", NR, NULL),
     BUILT("--optimizer", DG_ARG_CHOICE, optimizer, "optimizer (only adam, as AdamW, is built)", NR, "adam|sgd"),
     BUILT("--moe-router-dtype", DG_ARG_CHOICE, moe_router_dtype, "router precision: the router always computes in fp32 (fp64 is not built)", NR, "fp32|fp64"),
     BUILT("--rope-type", DG_ARG_CHOICE, rope_type, "RoPE variant: rope, or yarn with --multi-latent-attention (its default); llama is not built", NR, "rope|yarn|llama"),
@@ -117,9 +116,7 @@ static const compat_flag compat_flags[] = {
     REFUSE_FLAG("--use-rope-scaling", "RoPE frequency scaling is not built"),
     REFUSE_VALUE("--mtp-num-layers", "multi-token prediction is not built"),
     REFUSE_FLAG("--moe-use-upcycling", "upcycling a dense checkpoint is not built"),
-    REFUSE_FLAG("--quick-geglu", "the quick GeGLU activation is not built"),
-    REFUSE_VALUE("--activation-func-clamp-value", "clamped activations are not built"),
-    REFUSE_FLAG("--enable-gpt-oss", "gpt-oss's attention sinks and clamped GeGLU are not built"),
+    REFUSE_FLAG("--enable-gpt-oss", "it sets YaRN RoPE (Megatron's post-training builder), which is not built; gpt-oss's MLP is --quick-geglu --glu-linear-offset --activation-func-clamp-value"),
     REFUSE_FLAG("--apply-layernorm-1p", "zero-centred LayerNorm weights are not built"),
     REFUSE_VALUE("--step-batch-size-schedule", "batch-size schedules are not built"),
     REFUSE_LIST("--rampup-batch-size", "batch-size ramp-up is not built"),
@@ -150,7 +147,6 @@ static int check_values(const dg_train_compat *x, dg_err *err) {
     if (strcmp(x->moe_router_dtype, "fp32")) return refuse("--moe-router-dtype fp64", "the router computes in fp32", err);
     if (!strcmp(x->rope_type, "llama")) return refuse("--rope-type llama", "only rope and yarn are built", err);
     if (x->bf16 && x->fp16) return dg_err_set(err, DG_EINPUT, "--bf16 and --fp16 exclude each other");
-    if (x->glu_linear_offset != 0.0) return refuse("--glu-linear-offset", "only 0 is built", err);
     return DG_OK;
 }
 

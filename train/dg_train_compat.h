@@ -41,7 +41,6 @@ typedef struct dg_train_compat {
     int use_rotary_position_embeddings, no_position_embedding;
     int exit_signal_handler;    /* --exit-signal-handler: SIGTERM saves and exits */
     int exit_duration_in_mins;  /* --exit-duration-in-mins (0: none) */
-    double glu_linear_offset;   /* --glu-linear-offset (only 0) */
     char optimizer[DG_ARG_STR_LEN];        /* --optimizer adam|sgd (adam) */
     char moe_router_dtype[DG_ARG_STR_LEN]; /* --moe-router-dtype fp32|fp64 */
     char rope_type[DG_ARG_STR_LEN];        /* --rope-type rope|yarn|llama */

@@ -42,6 +42,9 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--mscale", DG_ARG_DOUBLE, M(mscale), "MLA: YaRN's mscale (1.0)", 0, 1e9, NULL},
     {"--mscale-all-dim", DG_ARG_DOUBLE, M(mscale_all_dim), "MLA: YaRN's mscale over all dims (0.0)", 0, 1e9, NULL},
     {"--swiglu", DG_ARG_FLAG, T(swiglu), "SwiGLU MLPs (default: GeLU)", NR, NULL},
+    {"--quick-geglu", DG_ARG_FLAG, M(quick_geglu), "quick GeGLU MLPs: x sigmoid(1.702 x) of the gate times the linear half (default: GeLU)", NR, NULL},
+    {"--glu-linear-offset", DG_ARG_DOUBLE, M(glu_linear_offset), "offset added to the GLU's linear half, with --quick-geglu (0)", -1e6, 1e6, NULL},
+    {"--activation-func-clamp-value", DG_ARG_DOUBLE, M(activation_clamp), "clamp fc1's output before a GLU: the gate to <= c, the linear half to [-c, c] (default: none; ignored by GeLU)", 1e-30, 1e30, NULL},
     {"--untie-embeddings-and-output-weights", DG_ARG_FLAG, M(untie_embeddings), "separate LM head", NR, NULL},
     {"--make-vocab-size-divisible-by", DG_ARG_INT, T(make_vocab_divisible_by), "vocabulary padding", 1, 1 << 20, NULL},
     /* MoE */
@@ -368,7 +371,10 @@ int dg_train_config_finish(dg_train_config *c, int64_t vocab_from_data, dg_err *
 int dg_train_config_finish_run(dg_train_config *c, int64_t vocab_from_data, int data_size, dg_err *err) {
     dg_model_config *m = &c->model;
     m->normalization_layernorm = !strcmp(c->normalization, "LayerNorm");
-    m->mlp_gelu = !c->swiglu;
+    if (m->quick_geglu && c->swiglu)
+        return dg_err_set(err, DG_EINPUT, "--quick-geglu and --swiglu exclude each other (one MLP activation)");
+    m->mlp_gelu = !c->swiglu && !m->quick_geglu;
+    if (m->mlp_gelu) m->activation_clamp = 0; /* Megatron's GeLU path reads no clamp */
     m->add_bias_linear = !c->disable_bias_linear;
     m->position_embedding = !strcmp(c->position_embedding_type, "rope")   ? DG_MODEL_POS_ROPE
                             : !strcmp(c->position_embedding_type, "none") ? DG_MODEL_POS_NONE

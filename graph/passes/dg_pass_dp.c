@@ -247,16 +247,17 @@ int dg_pass_dp_skip(dg_graph *g, const dg_dp_opts *opts, const int *norm_skip, i
     dg_free(depth);
 
     /* 2. Buckets: one open bucket per class (dense, dense split over tp,
-     * expert), closed at the size limit or the input limit; then the open
+     * expert, expert split over tp), closed at the size limit or the input limit; then the open
      * ones, in the same order of readiness (by their last parameter). Dense
      * weights split over tp and those replicated over it go to different
      * buckets because the gradient norm sums a bucket's squares over the
      * group its pieces differ on (graph/passes/dg_pass_optim.h): tp for the
-     * split ones, no group for the replicated ones. */
+     * split ones, no group for the replicated ones; so do expert parameters
+     * split over tp (ETP = TP) and those whole over it (fc2's bias). */
     out->b = dg_calloc((size_t)DG_MAX(np, 1), sizeof *out->b);
-    dg_dp_bucket open[3];
+    dg_dp_bucket open[4];
     memset(open, 0, sizeof open);
-    int last_pos[3] = {-1, -1, -1};
+    int last_pos[4] = {-1, -1, -1, -1};
     for (int i = 0; st == DG_OK && i < np; i++) {
         const dg_tensor *p = &g->tensors[rp[i].param];
         int skip = 0;
@@ -269,7 +270,9 @@ int dg_pass_dp_skip(dg_graph *g, const dg_dp_opts *opts, const int *norm_skip, i
             b->numel = dg_tensor_numel(p);
             continue;
         }
-        int e = dg_param_is_expert(p), c = e ? 2 : dg_layout_has_model_axis(&p->sharding, p->ndim);
+        int e = dg_param_is_expert(p);
+        int c = e ? 2 + dg_layout_split_over(&p->sharding, p->ndim, DG_AXIS_TP)
+                  : dg_layout_has_model_axis(&p->sharding, p->ndim);
         dg_dp_bucket *b = &open[c];
         b->axis = e ? DG_AXIS_EDP : DG_AXIS_DP;
         b->group_size = e ? o->edp_size : o->dp_size;
@@ -282,9 +285,9 @@ int dg_pass_dp_skip(dg_graph *g, const dg_dp_opts *opts, const int *norm_skip, i
             memset(b, 0, sizeof *b);
         }
     }
-    for (int k = 0; k < 3; k++) { /* the open ones by readiness; ties: dense, split, expert */
+    for (int k = 0; k < 4; k++) { /* the open ones by readiness; ties: dense, split, expert, expert split */
         int best = -1;
-        for (int c = 0; c < 3; c++)
+        for (int c = 0; c < 4; c++)
             if (open[c].n_params > 0 && (best < 0 || last_pos[c] < last_pos[best])) best = c;
         if (best < 0) break;
         out->b[out->n++] = open[best];

@@ -36,7 +36,8 @@
  * ones replicated over it do not share a bucket either: the gradient norm
  * sums a bucket's squares over the ranks its pieces differ on (tp for the
  * split ones, none for the replicated ones: dg_pass_optim.h), so each
- * bucket must be one or the other. With the distributed optimizer each bucket is padded
+ * bucket must be one or the other; expert parameters likewise (under
+ * ETP = TP the weights are split over tp, fc2's bias is not). With the distributed optimizer each bucket is padded
  * to a multiple of its group size so it splits into equal shards.
  *
  * Overlap (--overlap-grad-reduce): with `overlap` the scheduler's policy

@@ -6,6 +6,7 @@
 
 #include "dg_collective.h"
 #include "dg_collective_v.h"
+#include "dg_grouped_bias.h"
 #include "dg_grouped_gemm.h"
 #include "dg_layout.h"
 #include "dg_module.h"
@@ -95,12 +96,16 @@ typedef struct ep_ctx {
     int etp;     /* tp ranks splitting each expert (1: whole experts) */
 } ep_ctx;
 
-/* The SwiGLU experts on rows grouped by local expert. Expert tensor
- * parallelism (etp > 1, dg_etp.h): fc1 column- and fc2 row-parallel
- * over tp, between Megatron's pair: the rows' copy into the tp region
- * (backward: their gradient's all-reduce) and the all-reduce of fc2's
- * partial sums. */
+/* The expert MLP (its activation and biases: dg_moe_experts.h) on rows
+ * grouped by local expert. Expert tensor parallelism (etp > 1, dg_etp.h):
+ * fc1 column- and fc2 row-parallel over tp, between Megatron's pair: the
+ * rows' copy into the tp region (backward: their gradient's all-reduce)
+ * and the all-reduce of fc2's partial sums; fc2's bias, whole on every tp
+ * rank, is added after that all-reduce (RowParallelLinear's order), b1 is
+ * split like fc1's output. Rows past the routed ones stay zero (no bias),
+ * so the unpermute's probs weight fc2's bias as Megatron does. */
 static int expert_mlp(dg_graph *g, const ep_ctx *e, int x, int counts, int c) {
+    dg_moe_expert_mlp m = e->a->mlp ? *e->a->mlp : dg_moe_expert_mlp_swiglu();
     if (e->etp > 1) {
         x = dg_copy_to_group(g, x, DG_AXIS_TP, e->etp);
         name_producer(g, x, "etp_copy.c%d", c);
@@ -110,9 +115,10 @@ static int expert_mlp(dg_graph *g, const ep_ctx *e, int x, int counts, int c) {
     int64_t expect = DG_MIN(e->Tc * e->k, g->tensors[x].shape[0]);
     int u = dg_grouped_linear_expect(g, x, counts, e->a->w1, expect);
     if (e->P > 1 || e->C > 1) name_producer(g, u, "ep_fc1.c%d", c);
+    if (m.b1 >= 0) u = dg_grouped_bias_add(g, u, counts, m.b1);
     int mod = g->cur_module; /* the activation is what --recompute-modules moe_act names */
     dg_graph_set_module(g, DG_MODULE_MOE_ACT);
-    int act = dg_swiglu(g, u);
+    int act = dg_mlp_activation(g, u, m.act, m.glu_offset, m.clamp);
     dg_graph_set_module(g, mod);
     int d = dg_grouped_linear_expect(g, act, counts, e->a->w2, expect);
     if (e->P > 1 || e->C > 1) name_producer(g, d, "ep_fc2.c%d", c);
@@ -120,6 +126,7 @@ static int expert_mlp(dg_graph *g, const ep_ctx *e, int x, int counts, int c) {
         d = dg_all_reduce(g, d, DG_AXIS_TP, e->etp);
         name_producer(g, d, "etp_reduce.c%d", c);
     }
+    if (m.b2 >= 0) d = dg_grouped_bias_add(g, d, counts, m.b2);
     return d;
 }
 
@@ -206,7 +213,7 @@ int dg_ep_experts(dg_graph *g, const dg_ep_opts *o, const dg_ep_experts_args *a)
     if (g->status != DG_OK) return -1;
     const dg_tensor *x = dg_Tc(g, a->x), *ix = dg_Tc(g, a->indices), *w1 = dg_Tc(g, a->w1);
     if (x->ndim != 2 || ix->ndim != 2 || w1->ndim != 3)
-        return dg_graph_fail(g, "dg_ep_experts: x [T, H], indices [T, k], w1 [G, 2F, H] expected");
+        return dg_graph_fail(g, "dg_ep_experts: x [T, H], indices [T, k], w1 [G, W F, H] expected");
     dg_err err = {{0}};
     if (dg_ep_opts_check(o, a->num_experts, x->shape[0], &err) != DG_OK)
         return dg_graph_fail(g, "%s", err.msg);

@@ -21,7 +21,9 @@
  *                                       counts packed by moe_ep_transpose)
  *   dispatch                            all_to_all_v (graph/dg_collective_v.h)
  *   sort chunks (rank, e) -> (e, rank)  moe_ep_sort_chunks (skipped if G == 1)
- *   expert SwiGLU MLP                   grouped_gemm fc1, swiglu, grouped_gemm fc2
+ *   expert MLP                          grouped_gemm fc1 [+ grouped_bias_add b1],
+ *                                       the activation (swiglu, gelu, glu),
+ *                                       grouped_gemm fc2 [+ grouped_bias_add b2]
  *   unsort, combine                     moe_ep_sort_chunks inverse, all_to_all_v back
  *   unpermute with probs                moe_unpermute: the weighted sum
  * Autodiff derives the backward (reverse all-to-alls, sorts) from the ops'
@@ -74,6 +76,7 @@
 #define DG_EP_H
 
 #include "dg_ep_sort.h"
+#include "dg_moe_experts.h"
 #include "dg_op.h"
 
 typedef enum dg_ep_dispatcher {
@@ -122,6 +125,9 @@ typedef struct dg_ep_experts_args {
     int w2;             /* f32 [G, H, F]: local fc2 */
     int num_experts;    /* E, global */
     double capacity_factor; /* --moe-expert-capacity-factor (sizes the buffers); <= 0 dropless */
+    /* the expert MLP's activation and biases (b1 [G, W F], b2 [G, H], local
+     * like the weights; fc1 [G, F, H] under GeLU); NULL: SwiGLU, no biases */
+    const dg_moe_expert_mlp *mlp;
 } dg_ep_experts_args;
 
 /* The routed experts' output y [T, H] = sum_j probs[t, j] * expert_j(x[t])

@@ -40,6 +40,8 @@ static int ep_experts(dg_graph *g, const dg_node *n, const int *in, int *out, co
     o.recv_rows = po->recv_rows;
     dg_ep_experts_args a = {.x = in[0], .probs = in[1], .indices = in[2], .w1 = in[3], .w2 = in[4],
                             .num_experts = (int)n->attrs.i[0], .capacity_factor = n->attrs.f[0]};
+    dg_moe_expert_mlp mlp = dg_moe_experts_mlp_of(n, in);
+    a.mlp = &mlp;
     out[0] = dg_etp_experts(g, &o, &a);
     if (out[0] < 0) return dg_err_set(err, g->status != DG_OK ? g->status : DG_EINTERNAL, "%s", g->err.msg);
     return DG_OK;

@@ -33,12 +33,13 @@ static void test_fields_cover(void **state) {
         sum += f[i].size;
         if (i > 0) assert_true(f[i].offset > f[i - 1].offset); /* declaration order */
     }
-    /* 52 ints (four of them the --moe-layer-freq list's mask, four the
-     * --window-attn-skip-freq list's) and 13 doubles today, plus 4 bytes of
-     * padding before the first double (it follows 11 ints) and 4 before
-     * rotary_scaling_factor (it follows MLA's 7 ints). */
-    assert_int_equal(sum, 52 * sizeof(int) + 13 * sizeof(double));
-    assert_int_equal(sizeof(dg_model_config), 320);
+    /* 53 ints (four of them the --moe-layer-freq list's mask, four the
+     * --window-attn-skip-freq list's) and 15 doubles today, plus 4 bytes of
+     * padding before the first double (it follows 11 ints), 4 before
+     * rotary_scaling_factor (it follows MLA's 7 ints) and 4 before
+     * --glu-linear-offset (it follows quick_geglu). */
+    assert_int_equal(sum, 53 * sizeof(int) + 15 * sizeof(double));
+    assert_int_equal(sizeof(dg_model_config), 344);
 }
 
 static void model_make(dg_model_config *c) {
@@ -116,7 +117,7 @@ static void test_bad_record(void **state) {
     dg_err err = {{0}};
     assert_int_equal(dg_model_to_record(&c, &rec, &err), DG_OK);
     dg_ckpt_config partial = rec;
-    partial.n -= 32; /* drops rotary_percent and the 31 fields after it, which may be absent */
+    partial.n -= 35; /* drops rotary_percent and the 34 fields after it, which may be absent */
     assert_int_equal(dg_model_from_record(&partial, &c, "m.json", &err), DG_EINPUT);
     assert_msg(&err, "m.json", "model field 'rotary_percent' is missing");
     assert_int_equal(dg_model_check_record(&partial, &c, "m.json", &err), DG_EINPUT);
@@ -169,12 +170,14 @@ static void test_reads_older_checkpoints(void **state) {
     assert_int_equal(c.window_attn_skip_freq, 0);
     assert_int_equal(c.softmax_type, 0); /* vanilla */
     assert_int_equal(c.multi_latent_attention, 0); /* and the rest of MLA's: unread without it */
+    assert_int_equal(c.quick_geglu, 0); /* the expert MLP variants (issue 29) */
+    assert_true(c.glu_linear_offset == 0.0 && c.activation_clamp == 0.0);
     /* the model's own fields written again give the same record, so the
      * same bytes (the fields the old file lacks left out) */
     m = man.meta;
     m.config = (dg_ckpt_config){0};
     assert_int_equal(dg_model_to_record(&c, &m.config, &err), DG_OK);
-    m.config.n -= 31;
+    m.config.n -= 34;
     char dir[256];
     ckpt_tmpdir(dir, sizeof dir);
     assert_int_equal(dg_ckpt_save(dir, &m, NULL, 0, NULL, &err), DG_OK);

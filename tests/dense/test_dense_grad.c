@@ -1,7 +1,8 @@
 /* test_dense_grad.c — finite-difference gradients (dg_gradcheck: build ->
  * autodiff -> compare) for the dense transformer ops: embedding, rmsnorm,
  * layernorm (also per head, as --qk-layernorm uses them), rope, reshape,
- * swiglu, gelu_tanh, softmax cross-entropy, and a small language-model
+ * swiglu, gelu_tanh, glu (SwiGLU and quick GeGLU with Megatron's GLU
+ * offset and clamp), softmax cross-entropy, and a small language-model
  * chain of them.
  *
  * Tolerances: dg_gradcheck's defaults (central differences with eps 1e-2,
@@ -14,7 +15,9 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <string.h>
+#include <math.h>
 
+#include "dg_exec_serial.h"
 #include "dg_gradcheck.h"
 #include "dg_cpu_dropout.h"
 #include "dg_ops.h"
@@ -179,6 +182,73 @@ static void test_gelu_grad(void **s) {
     (void)s;
     dg_gradcheck_opts o = {.scale = 2.0}; /* reach the saturated tails too */
     gc("gelu_tanh", build_gelu, NULL, NULL, &o);
+}
+
+/* glu: act(min(a, c)) * (clamp(b, -c, c) + offset) over [2, 3, 2F]. The
+ * clamp c = 0.6 at scale 1 clamps about half of the elements; elements
+ * within 0.05 of +-c are moved off it, so the central difference (eps
+ * 1e-2) never straddles a kink. */
+typedef struct glu_ctx {
+    dg_glu_act act;
+    double offset, clamp;
+} glu_ctx;
+
+static int build_glu(dg_graph *g, void *ctx) {
+    const glu_ctx *c = ctx;
+    int x = dg_param_new(g, "x", 3, DG_SHAPE(2, 3, 12));
+    return dg_glu(g, x, c->act, c->offset, c->clamp);
+}
+
+static void init_glu(const dg_graph *g, dg_buffers *b, void *ctx) {
+    const glu_ctx *c = ctx;
+    for (int t = 0; t < g->n_tensors; t++) {
+        if (strcmp(g->tensors[t].name, "x") != 0) continue;
+        float *p = dg_buf_f32(b, t);
+        for (int64_t i = 0; i < dg_tensor_numel(&g->tensors[t]); i++)
+            if (c->clamp > 0 && (fabs(p[i] - c->clamp) < 0.05 || fabs(p[i] + c->clamp) < 0.05)) p[i] += 0.12f;
+    }
+}
+
+static void test_glu_grad(void **s) {
+    (void)s;
+    const glu_ctx cases[] = {
+        {DG_GLU_QUICK_GELU, 0.0, 0.0}, {DG_GLU_QUICK_GELU, 1.0, 0.0}, {DG_GLU_QUICK_GELU, 1.0, 0.6},
+        {DG_GLU_SILU, 0.0, 0.6},       {DG_GLU_SILU, 0.5, 0.0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        glu_ctx c = cases[i];
+        dg_gradcheck_opts o = {.scale = 1.5};
+        gc("glu", build_glu, init_glu, &c, &o);
+    }
+}
+
+/* Forward values against the formula written out (quick_gelu(z) =
+ * z sigmoid(1.702 z), Megatron's activations.py), clamp and offset
+ * included, and glu with silu and neither equals swiglu bit for bit. */
+static void test_glu_values(void **s) {
+    (void)s;
+    dg_graph *g = dg_graph_new("glu_values");
+    int x = dg_input_new(g, "x", DG_F32, 2, DG_SHAPE(1, 8));
+    int yq = dg_glu(g, x, DG_GLU_QUICK_GELU, 1.0, 0.7);
+    int ys = dg_glu(g, x, DG_GLU_SILU, 0.0, 0.0), yw = dg_swiglu(g, x);
+    assert_int_equal(g->status, DG_OK);
+    dg_buffers b;
+    dg_buffers_alloc(g, &b);
+    const float in[8] = {-1.5f, 0.3f, 0.9f, 2.0f, /* linear half: */ 0.5f, -1.2f, 0.8f, 0.1f};
+    memcpy(b.ptr[x], in, sizeof in);
+    dg_test_team *team = dg_test_team_new(1);
+    dg_err err = {{0}};
+    assert_int_equal(dg_run_serial(g, NULL, &b, dg_test_team_get(team), &err), DG_OK);
+    const float *q = b.ptr[yq], *sv = b.ptr[ys], *sw = b.ptr[yw];
+    for (int j = 0; j < 4; j++) {
+        double a = DG_MIN(in[j], 0.7), l = DG_MAX(DG_MIN(in[4 + j], 0.7), -0.7);
+        double want = a / (1.0 + exp(-1.702 * a)) * (l + 1.0);
+        assert_true(fabs(q[j] - want) <= 1e-6 * (1.0 + fabs(want)));
+        assert_memory_equal(&sv[j], &sw[j], sizeof(float));
+    }
+    dg_test_team_free(team);
+    dg_buffers_free(&b);
+    dg_graph_free(g);
 }
 
 /* ---- bias add, learned position embedding ------------------------------------------- */
@@ -349,7 +419,8 @@ int main(void) {
         cmocka_unit_test(test_embedding_grad), cmocka_unit_test(test_rmsnorm_grad),
         cmocka_unit_test(test_layernorm_grad), cmocka_unit_test(test_qk_norm_grad), cmocka_unit_test(test_rope_grad),
         cmocka_unit_test(test_reshape_grad),   cmocka_unit_test(test_swiglu_grad),
-        cmocka_unit_test(test_gelu_grad),      cmocka_unit_test(test_xent_grad),
+        cmocka_unit_test(test_gelu_grad),      cmocka_unit_test(test_glu_grad),
+        cmocka_unit_test(test_glu_values),      cmocka_unit_test(test_xent_grad),
         cmocka_unit_test(test_lm_chain_grad),
         cmocka_unit_test(test_bias_grad),      cmocka_unit_test(test_pos_embed_grad),
         cmocka_unit_test(test_dropout_grad),   cmocka_unit_test(test_dropout_mask),

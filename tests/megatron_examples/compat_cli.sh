@@ -41,7 +41,8 @@ check_bad "is odd; RoPE needs it even" --position-embedding-type rope --kv-chann
 check_bad "--train-samples and --train-iters exclude each other" --train-samples 8 --train-iters 2
 check_bad "--moe-router-load-balancing-type sinkhorn: not supported" --num-experts 4 --swiglu --disable-bias-linear \
   --moe-router-load-balancing-type sinkhorn
-check_bad "--num-experts: not supported: MoE experts with a GeLU MLP" --num-experts 4 --disable-bias-linear
+check_bad "the shared expert takes no biases" --num-experts 4 --moe-shared-expert-intermediate-size 16
+check_bad "--activation-func-clamp-value 7: with --swiglu only in MoE models" --swiglu --activation-func-clamp-value 7
 check_bad "unknown flag '--moe-router-topkk' (did you mean --moe-router-topk?)" --moe-router-topkk 2
 # --no-load-optim on a first launch (nothing to load) runs; resuming with it
 # is tests/checkpoint's (test_checkpoint_flags_cli).

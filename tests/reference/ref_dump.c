@@ -3,7 +3,8 @@
  * PyTorch oracle (ref_moe_model.py).
  *
  * usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense] [qwen3]
- *        [layernorm] [expert_bias] [gptoss_attn] [offbyone] [mla] [noqlora] [yarn]
+ *        [layernorm] [expert_bias] [gptoss_attn] [offbyone] [mla] [noqlora] [yarn] [gelu_bias]
+ *        [quick_geglu] [shared] [clamp]
  * qwen3: --kv-channels 24 (not hidden / heads = 16) and --qk-layernorm.
  * expert_bias: sigmoid scores and a random expert bias per MoE layer (an input).
  * gptoss_attn: gpt-oss's attention, --window-size 4,0 --window-attn-skip-freq 2
@@ -12,6 +13,14 @@
  * --qk-pos-emb-head-dim 8 --v-head-dim 16 --qk-layernorm, no GQA); noqlora: without
  * --q-lora-rank; yarn: --rope-type yarn --rotary-scaling-factor 40 --mscale 1
  * --mscale-all-dim 0.5 (concentration and softmax scale both != 1).
+ * gelu_bias: Megatron's MoE defaults: GeLU experts, biases on every linear
+ * layer (the experts' [E, F] and [E, H] too).
+ * quick_geglu: gpt-oss's MLP: --quick-geglu --glu-linear-offset 1
+ * --activation-func-clamp-value 0.5 (small enough to clamp some of fc1's
+ * outputs at these weights), with biases.
+ * shared: a shared expert (--moe-shared-expert-intermediate-size 40), and so
+ * no biases (Megatron's SharedExpertMLP takes none).
+ * clamp: --activation-func-clamp-value 0.5 (on SwiGLU unless quick_geglu).
  * dense: Megatron's default GPT (no MoE, GeLU, LayerNorm, learned positions,
  * biases, tied embeddings), what `dagatron train` builds without
  * architecture flags.
@@ -48,7 +57,8 @@ static void put(writer *w, const char *name, const char *dtype, const dg_tensor 
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense] "
-                        "[qwen3] [layernorm] [expert_bias] [gptoss_attn] [offbyone] [mla] [noqlora] [yarn]\n");
+                        "[qwen3] [layernorm] [expert_bias] [gptoss_attn] [offbyone] [mla] [noqlora] [yarn] "
+                        "[gelu_bias] [quick_geglu] [shared] [clamp]\n");
         return 2;
     }
     dg_cpu_init();
@@ -99,6 +109,18 @@ int main(int argc, char **argv) {
             c.mscale = 1.0;
             c.mscale_all_dim = 0.5;
         }
+        else if (!strcmp(argv[i], "gelu_bias")) {
+            c.mlp_gelu = 1;
+            c.add_bias_linear = 1;
+        } else if (!strcmp(argv[i], "quick_geglu")) {
+            c.quick_geglu = 1;
+            c.glu_linear_offset = 1.0;
+            c.activation_clamp = 0.5;
+            c.add_bias_linear = 1;
+        } else if (!strcmp(argv[i], "shared")) {
+            c.moe_shared_expert_size = 40;
+            c.add_bias_linear = 0;
+        } else if (!strcmp(argv[i], "clamp")) c.activation_clamp = 0.5;
         else if (!strcmp(argv[i], "dense")) {
             c.num_experts = 0;
             c.num_query_groups = c.num_attention_heads;
@@ -174,7 +196,10 @@ int main(int argc, char **argv) {
             "\"window_attn_skip_freq\": %d, \"softmax_type\": %d, "
             "\"multi_latent_attention\": %d, \"q_lora_rank\": %d, \"kv_lora_rank\": %d, \"qk_head_dim\": %d, "
             "\"qk_pos_emb_head_dim\": %d, \"v_head_dim\": %d, \"rope_yarn\": %d, "
-            "\"rotary_scaling_factor\": %.17g, \"mscale\": %.17g, \"mscale_all_dim\": %.17g},\n\"tensors\": [",
+            "\"rotary_scaling_factor\": %.17g, \"mscale\": %.17g, \"mscale_all_dim\": %.17g, "
+
+            "\"quick_geglu\": %d, \"glu_linear_offset\": %.17g, \"activation_clamp\": %.17g, "
+            "\"moe_shared_expert_size\": %d},\n\"tensors\": [",
             c.num_layers, c.hidden_size, c.num_attention_heads, c.num_query_groups, c.num_experts,
             c.moe_router_topk, c.moe_aux_loss_coeff, c.moe_z_loss_coeff, c.rope_base,
             c.norm_epsilon, c.untie_embeddings, c.moe_layer_freq,
@@ -184,7 +209,8 @@ int main(int argc, char **argv) {
             c.position_embedding, c.kv_channels, c.qk_layernorm, c.attn_window, c.window_attn_skip_freq,
             c.softmax_type, c.multi_latent_attention, c.q_lora_rank,
             c.kv_lora_rank, c.qk_head_dim, c.qk_pos_emb_head_dim, c.v_head_dim, c.rope_yarn,
-            c.rotary_scaling_factor, c.mscale, c.mscale_all_dim);
+            c.rotary_scaling_factor, c.mscale, c.mscale_all_dim,
+            c.quick_geglu, c.glu_linear_offset, c.activation_clamp, c.moe_shared_expert_size);
     char name[160];
     for (int t = 0; t < g->n_tensors; t++) {
         const dg_tensor *x = &g->tensors[t];

@@ -102,6 +102,37 @@ static void test_cpu_is_kept(void **state) {
     assert_string_equal(note, "");
 }
 
+/* A model with an op the CUDA kernels do not cover (issue 29's expert MLP
+ * variants) is refused under --device cuda naming its flag, GPU or not, and
+ * runs on the cpu with a note when --device is unset. */
+static void test_cuda_gap_refused_or_cpu(void **state) {
+    (void)state;
+    const char *want[3] = {"--quick-geglu (op glu)", "MoE experts with biases", NULL};
+    for (int k = 0; k < 3; k++) {
+        dg_train_config c;
+        tiny(&c, "cuda");
+        if (k == 0) c.model.quick_geglu = 1;
+        if (k == 1) c.disable_bias_linear = 0;
+        dg_err err = {{0}};
+        const char *gap = dg_device_cuda_gap(&c);
+        if (!want[k]) { /* SwiGLU without biases: covered */
+            assert_null(gap);
+            continue;
+        }
+        assert_non_null(gap);
+        assert_non_null(strstr(gap, want[k]));
+        assert_int_equal(dg_device_pick(&c, 1, NULL, 0, &err), DG_EINPUT);
+        assert_non_null(strstr(err.msg, "--device cuda: "));
+        assert_non_null(strstr(err.msg, want[k]));
+        assert_non_null(strstr(err.msg, "has no CUDA kernel yet; run with --device cpu"));
+        c.device[0] = '\0';
+        char note[256] = "";
+        assert_int_equal(dg_device_pick(&c, 1, note, sizeof note, &err), DG_OK);
+        assert_string_equal(c.device, "cpu");
+        assert_non_null(strstr(note, want[k]));
+    }
+}
+
 static dg_device *failing_factory(const dg_team *team, void *arg, dg_err *err) {
     (void)team;
     dg_err_set(err, DG_EINPUT, "%s", (const char *)arg);
@@ -148,6 +179,7 @@ int main(void) {
         cmocka_unit_test(test_unset_device_is_resolved_by_dg_train),
         cmocka_unit_test(test_cuda_without_gpu_is_bad_input),
         cmocka_unit_test(test_cpu_is_kept),
+        cmocka_unit_test(test_cuda_gap_refused_or_cpu),
         cmocka_unit_test(test_stream_factory_error_comes_through),
         cmocka_unit_test(test_cuda_device_factory_says_why),
     };
