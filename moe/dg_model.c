@@ -421,8 +421,10 @@ int dg_model_add_positions(dg_graph *g, const dg_model_config *c, int x) {
 static int router_logits(dg_graph *g, const dg_model_config *c, int wr, int x, int xt, int key, int l) {
     int64_t B = dg_Tc(g, x)->shape[0], S = dg_Tc(g, x)->shape[1], H = c->hidden_size, E = c->num_experts;
     int L = c->num_layers;
-    if (c->moe_input_jitter_eps > 0) x = dg_noise(g, x, key, DG_NOISE_JITTER, c->moe_input_jitter_eps, 1 + 3 * L + l);
-    if (c->moe_input_jitter_eps > 0) xt = dg_reshape(g, x, 2, DG_SHAPE(B * S, H));
+    if (c->moe_input_jitter_eps > 0) {
+        x = dg_noise(g, x, key, DG_NOISE_JITTER, c->moe_input_jitter_eps, 1 + 3 * L + l);
+        xt = dg_reshape(g, x, 2, DG_SHAPE(B * S, H));
+    }
     int logits = dg_linear(g, xt, wr);
     if (!c->moe_force_load_balancing) return logits;
     int r = dg_noise(g, dg_reshape(g, logits, 3, DG_SHAPE(B, S, E)), key, DG_NOISE_NORMAL, 0.0, 1 + 4 * L + l);

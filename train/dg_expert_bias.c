@@ -46,13 +46,9 @@ void dg_expert_bias_feed(const dg_expert_bias *b, const dg_model_io *io, int n_m
                 memcpy(ptrs[io[mb].expert_bias[l]], b->bias + (size_t)l * (size_t)b->E, sizeof(float) * (size_t)b->E);
 }
 
-void dg_expert_bias_count(dg_expert_bias *b, const dg_model_io *io, int n_mb, void *const *ptrs) {
-    for (int mb = 0; mb < n_mb; mb++)
-        for (int l = 0; l < b->n_layers; l++) {
-            if (io[mb].tokens_per_expert[l] < 0 || !b->held[l]) continue;
-            const int32_t *cnt = ptrs[io[mb].tokens_per_expert[l]];
-            for (int e = 0; e < b->E; e++) b->counts[(size_t)l * (size_t)b->E + (size_t)e] += cnt[e];
-        }
+void dg_expert_bias_count(dg_expert_bias *b, int l, const int32_t *cnt) {
+    if (l >= b->n_layers || !b->held[l]) return;
+    for (int e = 0; e < b->E; e++) b->counts[(size_t)l * (size_t)b->E + (size_t)e] += cnt[e];
 }
 
 int dg_expert_bias_update(dg_expert_bias *b, dg_comm *world, dg_err *err) {

@@ -44,8 +44,9 @@ void dg_expert_bias_free(dg_expert_bias *b);
 /* Before a step: every micro-batch's bias inputs (ptrs: each tensor's buffer). */
 void dg_expert_bias_feed(const dg_expert_bias *b, const dg_model_io *io, int n_mb, void *const *ptrs);
 
-/* After a training step ran: add its micro-batches' routed tokens. */
-void dg_expert_bias_count(dg_expert_bias *b, const dg_model_io *io, int n_mb, void *const *ptrs);
+/* After a training step ran: add a micro-batch's routed tokens of layer l,
+ * i32 cnt [E] (the router's tokens_per_expert). */
+void dg_expert_bias_count(dg_expert_bias *b, int l, const int32_t *cnt);
 
 /* The update above, then the counts restart. Collective over world (NULL:
  * one rank). */

@@ -256,11 +256,11 @@ static int run_step(trainer *t, int split, int64_t consumed, losses *l, dg_err *
             if (io->tokens_per_expert[layer] < 0) continue;
             const int32_t *cnt = t->ptrs[io->tokens_per_expert[layer]];
             for (int e = 0; e < E; e++) t->expert_tokens[(int64_t)layer * E + e] += cnt[e];
+            dg_expert_bias_count(&t->ebias, layer, cnt);
         }
     }
     if (split != DG_SPLIT_TRAIN) return DG_OK;
     /* aux-loss-free balancing: the biases move after each training step */
-    dg_expert_bias_count(&t->ebias, t->io, t->n_mb, t->ptrs);
     return dg_expert_bias_update(&t->ebias, t->grid ? t->grid->world_comm : NULL, err);
 }
 

@@ -38,6 +38,11 @@ typedef struct dg_gradcheck_opts {
 int dg_gradcheck(const char *what, dg_gc_build_fn build, dg_gc_init_fn init, void *ctx,
                  const dg_gradcheck_opts *opts);
 
+/* A dg_gc_init_fn for the counter-based draws (ops/dg_op_dropout.h): the i32
+ * [4] input named "key" gets a training key (seed 1234, iteration 7, first
+ * sample 40, training on). */
+void dg_gc_init_key(const dg_graph *g, dg_buffers *b, void *ctx);
+
 /* Deterministic random numbers for tests. */
 typedef struct dg_test_rng { uint64_t s; } dg_test_rng;
 uint64_t dg_test_rng_next(dg_test_rng *r);

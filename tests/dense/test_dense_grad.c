@@ -291,18 +291,9 @@ static int build_dropout(dg_graph *g, void *ctx) {
     return dg_mul(g, y, y);
 }
 
-static void init_key(const dg_graph *g, dg_buffers *b, void *ctx) {
-    (void)ctx;
-    for (int t = 0; t < g->n_tensors; t++)
-        if (!strcmp(g->tensors[t].name, "key")) {
-            int32_t *k = dg_buf_i32(b, t);
-            k[0] = 1234, k[1] = 7, k[2] = 40, k[3] = 1;
-        }
-}
-
 static void test_dropout_grad(void **s) {
     (void)s;
-    gc("dropout", build_dropout, init_key, NULL, NULL);
+    gc("dropout", build_dropout, dg_gc_init_key, NULL, NULL);
 }
 
 /* The mask: about p of the elements dropped, the rest scaled by 1 / (1 - p);

@@ -94,21 +94,12 @@ static int build_jitter(dg_graph *g, void *ctx) {
     return dg_mul(g, y, y);
 }
 
-static void init_key(const dg_graph *g, dg_buffers *b, void *ctx) {
-    (void)ctx;
-    for (int t = 0; t < g->n_tensors; t++)
-        if (!strcmp(g->tensors[t].name, "key")) {
-            int32_t *k = dg_buf_i32(b, t);
-            k[0] = 1234, k[1] = 7, k[2] = 40, k[3] = 1;
-        }
-}
-
 static void test_jitter_grad(void **s) {
     (void)s;
     for (int nth = 1; nth <= 2; nth++) {
         dg_gradcheck_opts o = {0};
         o.nthreads = nth;
-        assert_int_equal(dg_gradcheck("jitter", build_jitter, init_key, NULL, &o), 0);
+        assert_int_equal(dg_gradcheck("jitter", build_jitter, dg_gc_init_key, NULL, &o), 0);
     }
 }
 
