@@ -29,7 +29,7 @@
 #define DG_MAX_OUTPUTS 4
 #define DG_MAX_IATTRS 12
 #define DG_MAX_FATTRS 6
-#define DG_NAME_LEN 64
+#define DG_NAME_LEN 96 /* Megatron's longest names: "mtp.layers.0.transformer_layer.self_attention.linear_kv_down_proj.weight" */
 
 /* ---- element types ------------------------------------------------------ */
 typedef enum dg_dtype {

@@ -1,6 +1,7 @@
 /* dg_model.c — lower the Mixtral-style decoder into graph nodes (see dg_model.h). */
 #include "dg_model.h"
 #include "dg_model_mla.h"
+#include "dg_model_mtp.h"
 
 #include <math.h>
 #include <string.h>
@@ -55,8 +56,11 @@ void dg_model_router_opts(const dg_model_config *c, dg_router_opts *o) {
     o->group_topk = c->moe_router_group_topk;
 }
 
+int dg_model_total_layers(const dg_model_config *c) { return c->num_layers + DG_MAX(c->mtp_num_layers, 0); }
+
 int dg_model_layer_is_moe(const dg_model_config *c, int l) {
     if (c->num_experts <= 0) return 0;
+    if (l >= c->num_layers && c->num_layers > 0) l = c->num_layers - 1; /* an MTP module's layer */
     if (c->moe_layer_freq > 0) return l % c->moe_layer_freq == 0;
     if (l < 0 || l >= DG_MODEL_MAX_PATTERN_LAYERS) return 0;
     return (c->moe_layer_mask[l / 32] >> (l % 32)) & 1;
@@ -88,6 +92,7 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
          "--seq-length %d exceeds --max-position-embeddings %d", c->seq_length,
          c->max_position_embeddings);
     if (c->multi_latent_attention) DG_TRY(dg_model_mla_check(c, err)); /* its own RoPE on its own dims */
+    DG_TRY(dg_model_mtp_check(c, err));
     NEED(!c->multi_latent_attention || (c->attn_window == 0 && c->softmax_type == 0),
          "--multi-latent-attention with %s: not supported (MLA's attention has no window or sink yet)",
          c->attn_window > 0 ? "--window-size" : "--softmax-type");
@@ -416,26 +421,25 @@ int dg_model_add_positions(dg_graph *g, const dg_model_config *c, int x) {
  * --moe-router-force-load-balancing normal draws in place of the logits.
  * Both draws are per (sample, element) of [B, S, .] (ops/dg_op_dropout.h):
  * every layout draws one rank's numbers. wr: the router's weight [E, H];
- * xt: x as [T, H]; key: the "rng_key" input; l the layer (its sites:
- * 1 + 3L + l, 1 + 4L + l). */
-static int router_logits(dg_graph *g, const dg_model_config *c, int wr, int x, int xt, int key, int l) {
+ * xt: x as [T, H]; key: the "rng_key" input; s the layer's sites. */
+static int router_logits(dg_graph *g, const dg_model_config *c, int wr, int x, int xt, int key,
+                         const dg_model_sites *s) {
     int64_t B = dg_Tc(g, x)->shape[0], S = dg_Tc(g, x)->shape[1], H = c->hidden_size, E = c->num_experts;
-    int L = c->num_layers;
     if (c->moe_input_jitter_eps > 0) {
-        x = dg_noise(g, x, key, DG_NOISE_JITTER, c->moe_input_jitter_eps, 1 + 3 * L + l);
+        x = dg_noise(g, x, key, DG_NOISE_JITTER, c->moe_input_jitter_eps, s->router_jitter);
         xt = dg_reshape(g, x, 2, DG_SHAPE(B * S, H));
     }
     int logits = dg_linear(g, xt, wr);
     if (!c->moe_force_load_balancing) return logits;
-    int r = dg_noise(g, dg_reshape(g, logits, 3, DG_SHAPE(B, S, E)), key, DG_NOISE_NORMAL, 0.0, 1 + 4 * L + l);
+    int r = dg_noise(g, dg_reshape(g, logits, 3, DG_SHAPE(B, S, E)), key, DG_NOISE_NORMAL, 0.0, s->router_logits);
     return dg_reshape(g, r, 2, DG_SHAPE(B * S, E));
 }
 
 /* Routed experts on x [B, S, H]: router, permute, grouped expert MLPs,
  * weighted unpermute. Adds the layer's aux and z losses to *aux, *z; with
  * the expert bias, *bias is its input. */
-static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int x, int key, int l, int *aux,
-                     int *z, int *counts, int *bias) {
+static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int x, int key,
+                     const dg_model_sites *sites, int *aux, int *z, int *counts, int *bias) {
     int64_t B = dg_Tc(g, x)->shape[0], S = dg_Tc(g, x)->shape[1], H = c->hidden_size, T = B * S;
     int64_t E = c->num_experts;
     int wr = dg_model_param(g, pre, "mlp.router.weight", DG_MODEL_PARAM_REPLICATED, 2, DG_SHAPE(E, H));
@@ -445,7 +449,7 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int
     dg_graph_set_module(g, DG_MODULE_LAYERNORM); /* the norm's output as tokens: what the MoE saves */
     int xt = dg_reshape(g, x, 2, DG_SHAPE(T, H));
     dg_graph_set_module(g, DG_MODULE_MOE);
-    int logits = router_logits(g, c, wr, x, xt, key, l);
+    int logits = router_logits(g, c, wr, x, xt, key, sites);
 
     dg_router_opts ro;
     dg_model_router_opts(c, &ro);
@@ -486,6 +490,31 @@ static int moe_block(dg_graph *g, const dg_model_config *c, const char *pre, int
     return dg_reshape(g, y, 3, DG_SHAPE(B, S, H));
 }
 
+int dg_model_layer(dg_graph *g, const dg_model_config *c, const char *pre, int l, int x, int key,
+                   const dg_model_sites *s, dg_model_layer_io *o) {
+    /* each node's module (dg_module.h): what activation recompute selects by */
+    dg_graph_set_layer(g, l);
+    dg_graph_set_module(g, DG_MODULE_LAYERNORM);
+    int h = dg_model_norm(g, c, pre, "input_layernorm", x);
+    dg_graph_set_module(g, DG_MODULE_ATTN);
+    int att = attention_block(g, c, pre, l, h, key, s->attn_probs);
+    dg_graph_set_module(g, DG_MODULE_NONE);
+    if (c->hidden_dropout > 0) att = dg_dropout(g, att, key, c->hidden_dropout, s->attn_out);
+    x = dg_add(g, x, att);
+    dg_graph_set_module(g, DG_MODULE_LAYERNORM);
+    int h2 = dg_model_norm(g, c, pre, "pre_mlp_layernorm", x);
+    int moe = dg_model_layer_is_moe(c, l);
+    o->counts = o->bias = -1;
+    dg_graph_set_module(g, moe ? DG_MODULE_MOE : DG_MODULE_MLP);
+    int y = moe ? moe_block(g, c, pre, h2, key, s, &o->aux, &o->z, &o->counts, &o->bias)
+                : dg_model_mlp(g, c, pre, "mlp", h2, c->ffn_hidden_size);
+    dg_graph_set_module(g, DG_MODULE_NONE);
+    if (c->hidden_dropout > 0) y = dg_dropout(g, y, key, c->hidden_dropout, s->mlp_out);
+    x = dg_add(g, x, y);
+    dg_graph_set_layer(g, -1);
+    return x;
+}
+
 int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *io, dg_err *err) {
     DG_TRY(dg_model_config_check(c, err));
     int64_t B = c->micro_batch_size, S = c->seq_length, H = c->hidden_size, V = c->vocab_size;
@@ -507,40 +536,25 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
         key = io->rng_key = dg_input_new(g, "rng_key", DG_I32, 1, DG_SHAPE(4));
     if (c->hidden_dropout > 0) x = dg_dropout(g, x, key, c->hidden_dropout, 0);
 
-    int aux = -1, z = -1;
-    for (int l = 0; l < c->num_layers; l++) {
+    dg_model_layer_io lo = {-1, -1, -1, -1};
+    int L = c->num_layers;
+    for (int l = 0; l < L && g->status == DG_OK; l++) {
         char pre[32];
         snprintf(pre, sizeof pre, "decoder.layers.%d.", l);
-        /* each node's module (dg_module.h): what activation recompute selects by */
-        dg_graph_set_layer(g, l);
-        dg_graph_set_module(g, DG_MODULE_LAYERNORM);
-        int h = dg_model_norm(g, c, pre, "input_layernorm", x);
-        dg_graph_set_module(g, DG_MODULE_ATTN);
-        int att = attention_block(g, c, pre, l, h, key, 1 + 2 * c->num_layers + l);
-        dg_graph_set_module(g, DG_MODULE_NONE);
-        if (c->hidden_dropout > 0) att = dg_dropout(g, att, key, c->hidden_dropout, 1 + 2 * l);
-        x = dg_add(g, x, att);
-        dg_graph_set_module(g, DG_MODULE_LAYERNORM);
-        int h2 = dg_model_norm(g, c, pre, "pre_mlp_layernorm", x);
-        int counts = -1, moe = dg_model_layer_is_moe(c, l);
-        dg_graph_set_module(g, moe ? DG_MODULE_MOE : DG_MODULE_MLP);
-        int bias = -1;
-        int y = moe ? moe_block(g, c, pre, h2, key, l, &aux, &z, &counts, &bias)
-                    : dg_model_mlp(g, c, pre, "mlp", h2, c->ffn_hidden_size);
-        dg_graph_set_module(g, DG_MODULE_NONE);
+        dg_model_sites s = {1 + 2 * l, 2 + 2 * l, 1 + 2 * L + l, 1 + 3 * L + l, 1 + 4 * L + l};
+        x = dg_model_layer(g, c, pre, l, x, key, &s, &lo);
         if (l < DG_MODEL_MAX_TRACKED) {
-            io->tokens_per_expert[l] = counts;
-            io->expert_bias[l] = bias;
+            io->tokens_per_expert[l] = lo.counts;
+            io->expert_bias[l] = lo.bias;
         }
-        if (c->hidden_dropout > 0) y = dg_dropout(g, y, key, c->hidden_dropout, 2 + 2 * l);
-        x = dg_add(g, x, y);
-        if (g->status != DG_OK) break;
     }
     dg_graph_set_layer(g, -1);
     int h = dg_model_norm(g, c, "decoder.", "final_layernorm", x);
     int wout = c->untie_embeddings ? dg_model_param(g, "", "output_layer.weight", DG_MODEL_PARAM_VOCAB, 2, DG_SHAPE(V, H)) : emb;
     int logits = dg_linear(g, h, wout);
     io->lm_loss = dg_softmax_xent(g, logits, io->targets, io->loss_mask, NULL);
+    int mtp = c->mtp_num_layers > 0 ? dg_model_mtp(g, c, h, emb, wout, key, io, &lo) : -1;
+    int aux = lo.aux, z = lo.z; /* the MTP modules' MoE losses too */
     io->aux_loss = aux;
     io->z_loss = z;
     /* --calculate-per-token-loss, as Megatron: every micro-batch adds its
@@ -554,6 +568,7 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
     int total = io->lm_loss;
     if (aux >= 0) total = dg_add(g, total, w == 1.0 ? aux : dg_scale(g, aux, w));
     if (z >= 0) total = dg_add(g, total, w == 1.0 ? z : dg_scale(g, z, w));
+    if (mtp >= 0) total = dg_add(g, total, mtp); /* its weight is the main loss's under either (dg_model_mtp.h) */
     io->loss = total;
     if (g->status != DG_OK) return dg_err_set(err, g->status, "model: %s", g->err.msg);
     return DG_OK;

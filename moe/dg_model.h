@@ -119,6 +119,10 @@ typedef struct dg_model_config {
     double glu_linear_offset;       /* --glu-linear-offset (0): added to the GLU's linear half */
     double activation_clamp;        /* --activation-func-clamp-value (0: none): gate clamped
                                      * above, linear half to [-c, c], before the GLU */
+    /* multi-token prediction (issue 29; moe/dg_model_mtp.h) */
+    int mtp_num_layers;             /* --mtp-num-layers: DeepSeek-V3's sequential MTP modules (0: none) */
+    double mtp_loss_scaling_factor; /* --mtp-loss-scaling-factor (Megatron's 0.1): their losses' weight,
+                                     * split evenly over the modules */
 } dg_model_config;
 
 /* --position-embedding-type */
@@ -149,8 +153,16 @@ typedef struct dg_model_io {
      * moe_expert_bias (-1 for dense layers, without the bias, and for layers
      * >= DG_MODEL_MAX_TRACKED, which the config check refuses then). */
     int expert_bias[64];
+    /* Per MTP module d (depth d + 1; -1 past mtp_num_layers): the inputs
+     * i32 "mtp_tokens_<d+1>", "mtp_targets_<d+1>" and f32 "mtp_loss_mask_<d+1>"
+     * [B, S] (tokens, targets and mask shifted d + 1 to the left, zeros
+     * past the end: Megatron's roll_tensor d + 1 times), and its loss, a
+     * f32 scalar: the masked mean cross entropy of its prediction. */
+    int mtp_tokens[8], mtp_targets[8], mtp_loss_mask[8], mtp_loss[8];
 } dg_model_io;
 #define DG_MODEL_MAX_TRACKED 64
+/* MTP modules a model may have (dg_model_io's arrays). */
+#define DG_MODEL_MAX_MTP 8
 /* Layers a --moe-layer-freq list can describe (moe_layer_mask's bits). */
 #define DG_MODEL_MAX_PATTERN_LAYERS 128
 
@@ -318,8 +330,38 @@ int64_t dg_model_head_dim(const dg_model_config *c);
  * int(kv_channels * rotary_percent)), the whole head dim for 0 or 1. */
 int64_t dg_model_rotary_dim(const dg_model_config *c);
 
-/* Is layer l an MoE layer under c (num_experts > 0 and the layer frequency)? */
+/* Is layer l an MoE layer under c (num_experts > 0 and the layer frequency)?
+ * A layer l >= num_layers is an MTP module's (dg_model_mtp.h), which is
+ * what the last decoder layer is, as Megatron builds it from that layer's spec. */
 int dg_model_layer_is_moe(const dg_model_config *c, int l);
+
+/* The layers the graph stamps: the decoder's num_layers, then one per MTP
+ * module (layer num_layers + d for module d). */
+int dg_model_total_layers(const dg_model_config *c);
+
+/* Where one transformer layer's random draws come from (sites of the
+ * counter-based draws, ops/dg_op_dropout.h): hidden dropout after its
+ * attention and after its MLP, attention dropout on the probabilities,
+ * the router's input jitter and random logits. Decoder layer l of L:
+ * 1 + 2l, 2 + 2l, 1 + 2L + l, 1 + 3L + l, 1 + 4L + l (site 0: the embedding);
+ * MTP modules take theirs after 5L (dg_model_mtp.c). */
+typedef struct dg_model_sites {
+    int attn_out, mlp_out, attn_probs, router_jitter, router_logits;
+} dg_model_sites;
+
+/* What one transformer layer adds to the micro-batch's outputs: its MoE
+ * losses summed into *aux / *z (-1: none yet), and for an MoE layer its
+ * tokens-per-expert counts and its expert-bias input (-1 otherwise). */
+typedef struct dg_model_layer_io {
+    int aux, z, counts, bias;
+} dg_model_layer_io;
+
+/* One pre-norm transformer layer (norm, attention, residual, norm, MLP or
+ * MoE by dg_model_layer_is_moe(c, l), residual) on x [B, S, H], its
+ * parameters named "<pre>...", its nodes stamped with layer l; key: the
+ * "rng_key" input (-1 without draws). Returns the layer's output. */
+int dg_model_layer(dg_graph *g, const dg_model_config *c, const char *pre, int l, int x, int key,
+                   const dg_model_sites *s, dg_model_layer_io *o);
 
 /* Check the config's consistency (heads divide hidden size, groups divide
  * heads, top-k <= experts, ...). Returns DG_OK or DG_EINPUT naming both flags. */

@@ -9,7 +9,8 @@
 void dg_expert_bias_init(dg_expert_bias *b, const dg_model_config *m, const dg_model_io *io, double rate) {
     memset(b, 0, sizeof *b);
     if (!m->moe_expert_bias || m->num_experts <= 0) return;
-    int L = DG_MIN(m->num_layers, DG_MODEL_MAX_TRACKED), E = m->num_experts; /* the config check: L fits */
+    /* the decoder's layers, then the MTP modules' (the config check: they fit) */
+    int L = DG_MIN(dg_model_total_layers(m), DG_MODEL_MAX_TRACKED), E = m->num_experts;
     b->n_layers = L;
     b->E = E;
     b->rate = rate;
@@ -20,7 +21,10 @@ void dg_expert_bias_init(dg_expert_bias *b, const dg_model_config *m, const dg_m
     for (int l = 0; l < L; l++) {
         b->held[l] = io->expert_bias[l] >= 0;
         dg_tensor *t = &b->desc[l];
-        snprintf(t->name, sizeof t->name, "decoder.layers.%d.mlp.router.expert_bias", l);
+        if (l < m->num_layers)
+            snprintf(t->name, sizeof t->name, "decoder.layers.%d.mlp.router.expert_bias", l);
+        else
+            snprintf(t->name, sizeof t->name, "mtp.layers.%d.transformer_layer.mlp.router.expert_bias", l - m->num_layers);
         t->id = -1;
         t->dtype = DG_F32;
         t->ndim = 1;

@@ -17,7 +17,11 @@ static double mla_attn_per_token(const dg_model_config *c) {
 }
 
 double dg_model_flops(const dg_model_config *c, double batch) {
-    double S = c->seq_length, L = c->num_layers, H = c->hidden_size, V = c->vocab_size;
+    /* the MTP modules count as layers of the last one's kind (Megatron's
+     * num_layers + mtp_num_layers), plus their norms and eh_proj, and each
+     * adds an output layer's logits */
+    double S = c->seq_length, L = dg_model_total_layers(c), H = c->hidden_size, V = c->vocab_size;
+    double M = DG_MAX(c->mtp_num_layers, 0);
     double A = c->num_attention_heads, G = c->num_query_groups, D = (double)dg_model_head_dim(c);
     /* the attention term in units of 12 H^2 per token and layer */
     double attn = c->multi_latent_attention ? mla_attn_per_token(c) / (12.0 * H * H)
@@ -27,7 +31,7 @@ double dg_model_flops(const dg_model_config *c, double batch) {
      * gated_linear_multiplier: 3/2 with --swiglu, else 1) */
     double gate = c->mlp_gelu ? 1.0 : 1.5;
     double mlp = 0.0;
-    for (int l = 0; l < c->num_layers; l++) {
+    for (int l = 0; l < (int)L; l++) {
         if (dg_model_layer_is_moe(c, l))
             mlp += (c->moe_ffn_hidden_size / H) * c->moe_router_topk * gate +
                    (c->moe_shared_expert_size / H) * gate;
@@ -35,7 +39,8 @@ double dg_model_flops(const dg_model_config *c, double batch) {
             mlp += (c->ffn_hidden_size / H) * gate;
     }
     mlp /= L;
-    return 12.0 * batch * S * L * H * H * (attn + mlp + V / (2.0 * L * H));
+    double mtp = 6.0 * batch * S * M * (3.0 * H + 2.0 * H * H);
+    return 12.0 * batch * S * L * H * H * (attn + mlp + (1.0 + M) * V / (2.0 * L * H)) + mtp;
 }
 
 double dg_measure_sgemm_peak(void) {

@@ -55,16 +55,17 @@ void dg_mem_estimate_config(const dg_train_config *c, int64_t vocab, int data_si
                             dg_mem_need *n) {
     const dg_model_config *m = &c->model;
     memset(n, 0, sizeof *n);
-    double L = m->num_layers, H = m->hidden_size, V = (double)vocab, B = m->micro_batch_size;
+    double L = dg_model_total_layers(m), H = m->hidden_size, V = (double)vocab, B = m->micro_batch_size;
     double S = m->seq_length, shards = data_size > 0 ? data_size : 1;
     double P = V * H * (m->untie_embeddings ? 2 : 1) + H;
-    for (int l = 0; l < m->num_layers; l++) P += layer_params(c, l);
+    for (int l = 0; l < (int)L; l++) P += layer_params(c, l);
+    P += DG_MAX(m->mtp_num_layers, 0) * (2.0 * H * H + 3 * H); /* each MTP module's eh_proj and three norms */
     n->params = 4 * P;
     n->grads = 4 * P * 2; /* each gradient, and its copy packed into a bucket */
     /* accumulator + master weights + exp_avg + exp_avg_sq, sharded by the
      * distributed optimizer */
     n->optimizer = 16 * P / (c->use_distributed_optimizer ? shards : 1);
-    n->activations = 4 * B * S * (V + L * H);
+    n->activations = 4 * B * S * (V * (1 + DG_MAX(m->mtp_num_layers, 0)) + L * H);
     double gbs = c->global_batch_size > 0 ? c->global_batch_size : B * shards;
     double n_mb = gbs / (B * shards);
     if (n_mb < 1) n_mb = 1;

@@ -80,6 +80,8 @@ static const dg_model_field k_fields[] = {
     FI(quick_geglu, "--quick-geglu", true),
     FD(glu_linear_offset, "--glu-linear-offset", true),
     FD(activation_clamp, "--activation-func-clamp-value", true),
+    FI(mtp_num_layers, "--mtp-num-layers", true),
+    FD(mtp_loss_scaling_factor, "--mtp-loss-scaling-factor", false),
 };
 #undef FI
 #undef FD

@@ -42,11 +42,13 @@ static void pick_cost_model(const dg_train_config *c, const dg_link_spec *links,
 /* The logical tensors the loop reads after a step, which recompute must
  * keep and the plan must not reuse: the losses and the routers' counts,
  * those the model has. Returns how many it wrote to keep. */
-static int logical_keep(const dg_model_io *lio, int keep[4 + DG_MODEL_MAX_TRACKED]) {
-    int wanted[4 + DG_MODEL_MAX_TRACKED] = {lio->lm_loss, lio->loss, lio->aux_loss, lio->z_loss};
+#define N_KEEP (4 + DG_MODEL_MAX_TRACKED + DG_MODEL_MAX_MTP)
+static int logical_keep(const dg_model_io *lio, int keep[N_KEEP]) {
+    int wanted[N_KEEP] = {lio->lm_loss, lio->loss, lio->aux_loss, lio->z_loss};
     for (int l = 0; l < DG_MODEL_MAX_TRACKED; l++) wanted[4 + l] = lio->tokens_per_expert[l];
+    for (int d = 0; d < DG_MODEL_MAX_MTP; d++) wanted[4 + DG_MODEL_MAX_TRACKED + d] = lio->mtp_loss[d];
     int n = 0;
-    for (int i = 0; i < 4 + DG_MODEL_MAX_TRACKED; i++)
+    for (int i = 0; i < N_KEEP; i++)
         if (wanted[i] >= 0) keep[n++] = wanted[i];
     return n;
 }
@@ -57,7 +59,7 @@ static int logical_keep(const dg_model_io *lio, int keep[4 + DG_MODEL_MAX_TRACKE
  * optimizer's status (the loop reads them after a step) kept out of memory
  * reuse. NULL (err set) when the planner refuses the graph. */
 static dg_sched_plan *plan_of(const dg_step_built *b, const dg_pipeline_result *r, int memory_plan, dg_err *err) {
-    int wanted[4 + DG_MODEL_MAX_TRACKED], n_wanted = logical_keep(&b->lio, wanted);
+    int wanted[N_KEEP], n_wanted = logical_keep(&b->lio, wanted);
     int *keep = dg_malloc(sizeof(int) * (size_t)(n_wanted * r->n_microbatches + 1)), n_keep = 0;
     for (int mb = 0; mb < r->n_microbatches; mb++)
         for (int i = 0; i < n_wanted; i++) {

@@ -44,6 +44,8 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--swiglu", DG_ARG_FLAG, T(swiglu), "SwiGLU MLPs (default: GeLU)", NR, NULL},
     {"--quick-geglu", DG_ARG_FLAG, M(quick_geglu), "quick GeGLU MLPs: x sigmoid(1.702 x) of the gate times the linear half (default: GeLU)", NR, NULL},
     {"--glu-linear-offset", DG_ARG_DOUBLE, M(glu_linear_offset), "offset added to the GLU's linear half, with --quick-geglu (0)", -1e6, 1e6, NULL},
+    {"--mtp-num-layers", DG_ARG_INT, M(mtp_num_layers), "multi-token prediction: DeepSeek-V3's sequential MTP modules after the decoder (default: none)", 1, 8, NULL},
+    {"--mtp-loss-scaling-factor", DG_ARG_DOUBLE, M(mtp_loss_scaling_factor), "weight of the MTP modules' losses, split evenly over them (0.1)", 0, 1e6, NULL},
     {"--activation-func-clamp-value", DG_ARG_DOUBLE, M(activation_clamp), "clamp fc1's output before a GLU: the gate to <= c, the linear half to [-c, c] (default: none; ignored by GeLU)", 1e-30, 1e30, NULL},
     {"--untie-embeddings-and-output-weights", DG_ARG_FLAG, M(untie_embeddings), "separate LM head", NR, NULL},
     {"--make-vocab-size-divisible-by", DG_ARG_INT, T(make_vocab_divisible_by), "vocabulary padding", 1, 1 << 20, NULL},
@@ -198,6 +200,7 @@ void dg_train_config_defaults(dg_train_config *c) {
     m->norm_epsilon = 1e-5;
     m->moe_layer_freq = 1;
     m->hidden_dropout = 0.1;
+    m->mtp_loss_scaling_factor = 0.1;
     c->moe_router_bias_update_rate = 1e-3;
     snprintf(c->normalization, sizeof c->normalization, "LayerNorm");
     snprintf(c->score_function, sizeof c->score_function, "softmax");

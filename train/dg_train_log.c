@@ -12,7 +12,8 @@
 double dg_train_log_moe_loss(const dg_model_config *m, double raw, double coeff) {
     if (!(coeff > 0)) return -1;
     int n = 0;
-    for (int l = 0; m->num_experts > 0 && l < m->num_layers; l++) n += dg_model_layer_is_moe(m, l);
+    /* the MTP modules' MoE layers count too, as Megatron's num_moe_layers */
+    for (int l = 0; m->num_experts > 0 && l < dg_model_total_layers(m); l++) n += dg_model_layer_is_moe(m, l);
     return raw / coeff / (n > 0 ? n : 1);
 }
 

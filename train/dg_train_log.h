@@ -38,8 +38,8 @@
 #include <stdio.h>
 
 /* The most losses one line carries: lm loss, load_balancing_loss,
- * seq_load_balancing_loss, z_loss. */
-#define DG_TRAIN_LOG_MAX_LOSSES 4
+ * seq_load_balancing_loss, z_loss, and "mtp_<k> loss" for 8 MTP modules. */
+#define DG_TRAIN_LOG_MAX_LOSSES 12
 
 /* What one iteration line reports (averages over the log window where
  * Megatron averages: time, losses). */

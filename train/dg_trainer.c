@@ -114,7 +114,7 @@ static int setup(trainer *t, dg_err *err) {
     dg_dist_init(&t->dist, t->g, &t->buckets, &t->optim, t->grid ? groups : NULL, t->ptrs);
     DG_TRY(dg_runtime_upload(t->rt, DG_ROLES_STATE, err)); /* on a device: the state goes up once */
     dg_expert_bias_init(&t->ebias, &c->model, &t->io[0], c->moe_router_bias_update_rate);
-    t->expert_tokens = dg_calloc((size_t)c->model.num_layers * (size_t)DG_MAX(c->model.num_experts, 1),
+    t->expert_tokens = dg_calloc((size_t)dg_model_total_layers(&c->model) * (size_t)DG_MAX(c->model.num_experts, 1),
                                  sizeof(int64_t));
     t->batch = dg_malloc(sizeof(int32_t) * (size_t)c->model.micro_batch_size *
                          (size_t)(c->model.seq_length + 1));
@@ -169,6 +169,29 @@ static int64_t batch_at(const trainer *t, const dg_tensor *x, int64_t i, int64_t
     return gi / S * (S + 1) + gi % S;
 }
 
+/* The MTP modules' inputs (moe/dg_model_mtp.h): module d reads the
+ * token, target and mask of position p + d + 1 at p, zeros past the end
+ * (Megatron's roll_tensor, d + 1 times). */
+static void fill_mtp(trainer *t, const dg_model_io *io, int64_t S) {
+    for (int d = 0; d < t->c->model.mtp_num_layers; d++) {
+        const int in[3] = {io->mtp_tokens[d], io->mtp_targets[d], io->mtp_loss_mask[d]};
+        for (int k = 0; k < 3; k++) {
+            if (in[k] < 0) continue; /* PP: another stage's */
+            const dg_tensor *x = &t->g->tensors[in[k]];
+            int64_t nx = dg_tensor_numel(x);
+            for (int64_t i = 0; i < nx; i++) {
+                int64_t gi = dg_shard_global_index(x, t->g->mesh, t->coord, i), p = gi % S + d + 1;
+                int in_seq = p < S;
+                int64_t at = gi / S * (S + 1) + p;
+                if (k == 2)
+                    ((float *)t->ptrs[in[k]])[i] = in_seq ? 1.0f : 0.0f;
+                else
+                    ((int32_t *)t->ptrs[in[k]])[i] = in_seq ? t->batch[at + k] : 0;
+            }
+        }
+    }
+}
+
 /* Fill micro-batch mb's inputs with this rank's share of the samples that
  * start after `consumed` samples of a split (all data shards together). */
 static int fill_microbatch(trainer *t, int split, int mb, int64_t consumed, dg_err *err) {
@@ -213,6 +236,7 @@ static int fill_microbatch(trainer *t, int split, int mb, int64_t consumed, dg_e
         key[2] = (int32_t)(consumed + (int64_t)t->data_rank * B);
         key[3] = split == DG_SPLIT_TRAIN;
     }
+    fill_mtp(t, io, S);
     return DG_OK;
 }
 
@@ -252,7 +276,10 @@ static int run_step(trainer *t, int split, int64_t consumed, losses *l, dg_err *
         if (io->loss >= 0) l->total += *(float *)t->ptrs[io->loss];
         if (io->aux_loss >= 0) l->aux += *(float *)t->ptrs[io->aux_loss];
         if (io->z_loss >= 0) l->z += *(float *)t->ptrs[io->z_loss];
-        for (int layer = 0; split == DG_SPLIT_TRAIN && layer < m->num_layers && layer < DG_MODEL_MAX_TRACKED; layer++) {
+        for (int d = 0; d < m->mtp_num_layers; d++)
+            if (io->mtp_loss[d] >= 0) l->mtp[d] += *(float *)t->ptrs[io->mtp_loss[d]];
+        int layers = DG_MIN(dg_model_total_layers(m), DG_MODEL_MAX_TRACKED);
+        for (int layer = 0; split == DG_SPLIT_TRAIN && layer < layers; layer++) {
             if (io->tokens_per_expert[layer] < 0) continue;
             const int32_t *cnt = t->ptrs[io->tokens_per_expert[layer]];
             for (int e = 0; e < E; e++) t->expert_tokens[(int64_t)layer * E + e] += cnt[e];
@@ -266,11 +293,14 @@ static int run_step(trainer *t, int split, int64_t consumed, losses *l, dg_err *
 
 /* Losses summed over micro-batches and data shards, divided by n of them. */
 static int average_losses(trainer *t, losses *l, int n, dg_err *err) {
-    double v[4] = {l->lm, l->aux, l->z, l->total};
-    DG_TRY(dg_dist_sum(t->data_comm, v, 4, err));
-    if (t->pp_comm) DG_TRY(dg_dist_sum(t->pp_comm, v, 4, err)); /* only the last stage's are not 0 */
+    enum { N = 4 + DG_MODEL_MAX_MTP };
+    double v[N] = {l->lm, l->aux, l->z, l->total};
+    memcpy(v + 4, l->mtp, sizeof l->mtp);
+    DG_TRY(dg_dist_sum(t->data_comm, v, N, err));
+    if (t->pp_comm) DG_TRY(dg_dist_sum(t->pp_comm, v, N, err)); /* only the last stage's are not 0 */
     double inv = 1.0 / ((double)n * t->data_size);
-    *l = (losses){v[0] * inv, v[1] * inv, v[2] * inv, v[3] * inv};
+    *l = (losses){v[0] * inv, v[1] * inv, v[2] * inv, v[3] * inv, {0}};
+    for (int d = 0; d < DG_MODEL_MAX_MTP; d++) l->mtp[d] = v[4 + d] * inv;
     return DG_OK;
 }
 

@@ -70,9 +70,11 @@ typedef struct dg_trainer_state {
 } dg_trainer_state;
 
 /* A step's logged losses: the language-model loss, the MoE aux and z
- * losses (as the graph sums them over layers), and their total. */
+ * losses (as the graph sums them over layers), their total, and each MTP
+ * module's loss (moe/dg_model_mtp.h). */
 typedef struct dg_trainer_losses {
     double lm, aux, z, total;
+    double mtp[DG_MODEL_MAX_MTP];
 } dg_trainer_losses;
 
 /* The losses of the log line, by Megatron's names (dg_trainer_log.c). */
@@ -81,7 +83,8 @@ typedef enum dg_trainer_log_key {
     DG_LOG_LOAD_BALANCING_LOSS,   /* "load_balancing_loss" */
     DG_LOG_SEQ_LOAD_BALANCING_LOSS, /* "seq_load_balancing_loss" */
     DG_LOG_Z_LOSS,                /* "z_loss" */
-    DG_LOG_N_KEYS
+    DG_LOG_MTP_LOSS,              /* "mtp_1 loss", then one key per MTP module */
+    DG_LOG_N_KEYS = DG_LOG_MTP_LOSS + DG_MODEL_MAX_MTP
 } dg_trainer_log_key;
 
 /* Megatron's training_log accumulators (its total_loss_dict) over the

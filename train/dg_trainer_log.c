@@ -36,8 +36,10 @@ double dg_trainer_moe_loss_logged(const dg_trainer_state *t, int tensor, double 
 
 /* ---- Megatron's training_log: which losses, and their window ---------------------------- */
 
-static const char *const key_name[DG_LOG_N_KEYS] = {"lm loss", "load_balancing_loss", "seq_load_balancing_loss",
-                                                     "z_loss"};
+static const char *const key_name[DG_LOG_N_KEYS] = {
+    "lm loss", "load_balancing_loss", "seq_load_balancing_loss", "z_loss", "mtp_1 loss", "mtp_2 loss",
+    "mtp_3 loss", "mtp_4 loss", "mtp_5 loss", "mtp_6 loss", "mtp_7 loss", "mtp_8 loss"};
+_Static_assert(DG_LOG_N_KEYS == 12, "a name per log key");
 
 /* Whether Megatron's training_log tracks a MoE loss (its track_names; the
  * MoE tracker reports each every iteration, force-initialized to 0):
@@ -87,9 +89,11 @@ void dg_trainer_window_add(const dg_trainer_state *t, dg_trainer_window *w, cons
         w->skipped++;
     }
     w->nans += nan_loss;
-    for (int k = DG_LOG_LOAD_BALANCING_LOSS; k < DG_LOG_N_KEYS; k++)
+    for (int k = DG_LOG_LOAD_BALANCING_LOSS; k < DG_LOG_MTP_LOSS; k++)
         if (moe_tracked(t, (dg_trainer_log_key)k))
             window_put(w, (dg_trainer_log_key)k, moe_value(t, (dg_trainer_log_key)k, l));
+    /* then Megatron's MTP tracker: each module's loss, every iteration */
+    for (int d = 0; d < t->c->model.mtp_num_layers; d++) window_put(w, (dg_trainer_log_key)(DG_LOG_MTP_LOSS + d), l->mtp[d]);
     w->ms += ms;
 }
 

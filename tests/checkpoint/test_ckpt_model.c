@@ -33,13 +33,14 @@ static void test_fields_cover(void **state) {
         sum += f[i].size;
         if (i > 0) assert_true(f[i].offset > f[i - 1].offset); /* declaration order */
     }
-    /* 53 ints (four of them the --moe-layer-freq list's mask, four the
-     * --window-attn-skip-freq list's) and 15 doubles today, plus 4 bytes of
+    /* 54 ints (four of them the --moe-layer-freq list's mask, four the
+     * --window-attn-skip-freq list's) and 16 doubles today, plus 4 bytes of
      * padding before the first double (it follows 11 ints), 4 before
-     * rotary_scaling_factor (it follows MLA's 7 ints) and 4 before
-     * --glu-linear-offset (it follows quick_geglu). */
-    assert_int_equal(sum, 53 * sizeof(int) + 15 * sizeof(double));
-    assert_int_equal(sizeof(dg_model_config), 344);
+     * rotary_scaling_factor (it follows MLA's 7 ints), 4 before
+     * --glu-linear-offset (it follows quick_geglu) and 4 before
+     * --mtp-loss-scaling-factor (it follows mtp_num_layers). */
+    assert_int_equal(sum, 54 * sizeof(int) + 16 * sizeof(double));
+    assert_int_equal(sizeof(dg_model_config), 360);
 }
 
 static void model_make(dg_model_config *c) {
@@ -117,7 +118,7 @@ static void test_bad_record(void **state) {
     dg_err err = {{0}};
     assert_int_equal(dg_model_to_record(&c, &rec, &err), DG_OK);
     dg_ckpt_config partial = rec;
-    partial.n -= 35; /* drops rotary_percent and the 34 fields after it, which may be absent */
+    partial.n -= 37; /* drops rotary_percent and the 36 fields after it, which may be absent */
     assert_int_equal(dg_model_from_record(&partial, &c, "m.json", &err), DG_EINPUT);
     assert_msg(&err, "m.json", "model field 'rotary_percent' is missing");
     assert_int_equal(dg_model_check_record(&partial, &c, "m.json", &err), DG_EINPUT);
@@ -177,7 +178,7 @@ static void test_reads_older_checkpoints(void **state) {
     m = man.meta;
     m.config = (dg_ckpt_config){0};
     assert_int_equal(dg_model_to_record(&c, &m.config, &err), DG_OK);
-    m.config.n -= 34;
+    m.config.n -= 36;
     char dir[256];
     ckpt_tmpdir(dir, sizeof dir);
     assert_int_equal(dg_ckpt_save(dir, &m, NULL, 0, NULL, &err), DG_OK);

@@ -4,7 +4,7 @@
  *
  * usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense] [qwen3]
  *        [layernorm] [expert_bias] [gptoss_attn] [offbyone] [mla] [noqlora] [yarn] [gelu_bias]
- *        [quick_geglu] [shared] [clamp]
+ *        [quick_geglu] [shared] [clamp] [mtp]
  * qwen3: --kv-channels 24 (not hidden / heads = 16) and --qk-layernorm.
  * expert_bias: sigmoid scores and a random expert bias per MoE layer (an input).
  * gptoss_attn: gpt-oss's attention, --window-size 4,0 --window-attn-skip-freq 2
@@ -21,6 +21,8 @@
  * shared: a shared expert (--moe-shared-expert-intermediate-size 40), and so
  * no biases (Megatron's SharedExpertMLP takes none).
  * clamp: --activation-func-clamp-value 0.5 (on SwiGLU unless quick_geglu).
+ * mtp: --mtp-num-layers 2 --mtp-loss-scaling-factor 0.3 (each module's inputs
+ * the batch's tokens, targets and mask rolled left, zeros past the end).
  * dense: Megatron's default GPT (no MoE, GeLU, LayerNorm, learned positions,
  * biases, tied embeddings), what `dagatron train` builds without
  * architecture flags.
@@ -58,7 +60,7 @@ int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense] "
                         "[qwen3] [layernorm] [expert_bias] [gptoss_attn] [offbyone] [mla] [noqlora] [yarn] "
-                        "[gelu_bias] [quick_geglu] [shared] [clamp]\n");
+                        "[gelu_bias] [quick_geglu] [shared] [clamp] [mtp]\n");
         return 2;
     }
     dg_cpu_init();
@@ -121,6 +123,10 @@ int main(int argc, char **argv) {
             c.moe_shared_expert_size = 40;
             c.add_bias_linear = 0;
         } else if (!strcmp(argv[i], "clamp")) c.activation_clamp = 0.5;
+        else if (!strcmp(argv[i], "mtp")) { /* two MTP modules, their losses weighted 0.3 / 2 each */
+            c.mtp_num_layers = 2;
+            c.mtp_loss_scaling_factor = 0.3;
+        }
         else if (!strcmp(argv[i], "dense")) {
             c.num_experts = 0;
             c.num_query_groups = c.num_attention_heads;
@@ -158,7 +164,7 @@ int main(int argc, char **argv) {
         else
             dg_test_fill_normal(&rng, p, n, strstr(x->name, "router") ? 0.5 : 0.08);
     }
-    for (int l = 0; l < c.num_layers && l < DG_MODEL_MAX_TRACKED; l++) /* biases that change the choice */
+    for (int l = 0; l < dg_model_total_layers(&c) && l < DG_MODEL_MAX_TRACKED; l++) /* biases that change the choice */
         if (io.expert_bias[l] >= 0)
             dg_test_fill_normal(&rng, b.ptr[io.expert_bias[l]], c.num_experts, 0.2);
     int32_t *tok = b.ptr[io.tokens], *tgt = b.ptr[io.targets];
@@ -168,6 +174,13 @@ int main(int argc, char **argv) {
         tgt[i] = (int32_t)(dg_test_rng_next(&rng) % (uint64_t)c.vocab_size);
         mask[i] = (i % 7 == 3) ? 0.0f : 1.0f; /* some masked positions */
     }
+    for (int d = 0; d < c.mtp_num_layers; d++) /* the batch rolled d + 1 to the left */
+        for (int64_t i = 0; i < B * S; i++) {
+            int64_t p = i % S + d + 1, in = p < S;
+            ((int32_t *)b.ptr[io.mtp_tokens[d]])[i] = in ? tok[i + d + 1] : 0;
+            ((int32_t *)b.ptr[io.mtp_targets[d]])[i] = in ? tgt[i + d + 1] : 0;
+            ((float *)b.ptr[io.mtp_loss_mask[d]])[i] = in ? mask[i + d + 1] : 0.0f;
+        }
     dg_test_team *team = dg_test_team_new(nthreads);
     if (dg_run_serial(g, NULL, &b, dg_test_team_get(team), &err) != DG_OK) {
         dg_err_print(&err);
@@ -199,7 +212,7 @@ int main(int argc, char **argv) {
             "\"rotary_scaling_factor\": %.17g, \"mscale\": %.17g, \"mscale_all_dim\": %.17g, "
 
             "\"quick_geglu\": %d, \"glu_linear_offset\": %.17g, \"activation_clamp\": %.17g, "
-            "\"moe_shared_expert_size\": %d},\n\"tensors\": [",
+            "\"moe_shared_expert_size\": %d, \"mtp_num_layers\": %d, \"mtp_loss_scaling_factor\": %.17g},\n\"tensors\": [",
             c.num_layers, c.hidden_size, c.num_attention_heads, c.num_query_groups, c.num_experts,
             c.moe_router_topk, c.moe_aux_loss_coeff, c.moe_z_loss_coeff, c.rope_base,
             c.norm_epsilon, c.untie_embeddings, c.moe_layer_freq,
@@ -210,7 +223,8 @@ int main(int argc, char **argv) {
             c.softmax_type, c.multi_latent_attention, c.q_lora_rank,
             c.kv_lora_rank, c.qk_head_dim, c.qk_pos_emb_head_dim, c.v_head_dim, c.rope_yarn,
             c.rotary_scaling_factor, c.mscale, c.mscale_all_dim,
-            c.quick_geglu, c.glu_linear_offset, c.activation_clamp, c.moe_shared_expert_size);
+            c.quick_geglu, c.glu_linear_offset, c.activation_clamp, c.moe_shared_expert_size,
+            c.mtp_num_layers, c.mtp_loss_scaling_factor);
     char name[160];
     for (int t = 0; t < g->n_tensors; t++) {
         const dg_tensor *x = &g->tensors[t];
@@ -222,7 +236,7 @@ int main(int argc, char **argv) {
             put(&w, name, "f32", x, b.ptr[x->grad], dg_tensor_bytes(x));
         }
     }
-    for (int l = 0; l < c.num_layers && l < DG_MODEL_MAX_TRACKED; l++)
+    for (int l = 0; l < dg_model_total_layers(&c) && l < DG_MODEL_MAX_TRACKED; l++)
         if (io.expert_bias[l] >= 0) {
             const dg_tensor *x = &g->tensors[io.expert_bias[l]];
             snprintf(name, sizeof name, "input/%s", x->name);
@@ -235,6 +249,10 @@ int main(int argc, char **argv) {
     put(&w, "out/loss", "f32", NULL, b.ptr[io.loss], 4);
     if (io.aux_loss >= 0) put(&w, "out/aux_loss", "f32", NULL, b.ptr[io.aux_loss], 4);
     if (io.z_loss >= 0) put(&w, "out/z_loss", "f32", NULL, b.ptr[io.z_loss], 4);
+    for (int d = 0; d < c.mtp_num_layers; d++) {
+        snprintf(name, sizeof name, "out/mtp_loss_%d", d + 1);
+        put(&w, name, "f32", NULL, b.ptr[io.mtp_loss[d]], 4);
+    }
     fprintf(w.json, "\n]}\n");
     fclose(w.bin);
     fclose(w.json);

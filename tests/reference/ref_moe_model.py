@@ -288,28 +288,22 @@ def moe(h, P, pre, cfg):
     return y.reshape(B, S, H), aux_loss(logits, plain, cfg), z_loss(logits, cfg)
 
 
-def model(P, batch, cfg):
-    L, H = cfg["num_layers"], cfg["hidden_size"]
-    Hq, Hkv = cfg["num_attention_heads"], cfg["num_query_groups"]
+def is_moe(cfg, l):
+    return cfg["num_experts"] > 0 and l % max(cfg.get("moe_layer_freq", 1), 1) == 0
+
+
+def transformer_layer(x, P, pre, l, cfg):
+    """One pre-norm layer on x [B, S, H]; l says its kind (MoE or dense) and
+    window. Returns x and its aux and z losses (0 without)."""
+    H, Hq, Hkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_query_groups"]
     D = cfg.get("kv_channels", 0) or H // Hq  # --kv-channels: heads of their own size
-    dev = P["embedding.word_embeddings.weight"].device  # cpu, or cuda for bench/torch_gpt.py
-    tokens = torch.from_numpy(batch["tokens"]).long().to(dev)
-    B, S = tokens.shape
-    x = P["embedding.word_embeddings.weight"][tokens]
+    B, S, _ = x.shape
+    dev = x.device
     pos_kind = cfg.get("position_embedding", 0)  # 0 rope, 1 learned absolute, 2 none
-    if pos_kind == 1:
-        x = x + P["embedding.position_embeddings.weight"][torch.arange(S, device=dev)][None, :, :]
-    aux_total = torch.zeros((), device=dev)
-    z_total = torch.zeros((), device=dev)
-    for l in range(L):
-        pre = "decoder.layers.%d." % l
-        h = norm(x, P, pre + "input_layernorm", cfg)
-        if cfg.get("multi_latent_attention", 0):
-            x = x + mla_attention(h, P, pre, cfg)
-            h2 = norm(x, P, pre + "pre_mlp_layernorm", cfg)
-            y, aux, z = moe(h2, P, pre, cfg) if cfg["num_experts"] > 0 else (dense_mlp(h2, P, pre, cfg), 0, 0)
-            aux_total, z_total, x = aux_total + aux, z_total + z, x + y
-            continue
+    h = norm(x, P, pre + "input_layernorm", cfg)
+    if cfg.get("multi_latent_attention", 0):
+        x = x + mla_attention(h, P, pre, cfg)
+    else:
         q = linear(h, P, pre + "self_attention.linear_q").reshape(B, S, Hq, D)
         k = linear(h, P, pre + "self_attention.linear_k").reshape(B, S, Hkv, D)
         v = linear(h, P, pre + "self_attention.linear_v").reshape(B, S, Hkv, D)
@@ -324,23 +318,75 @@ def model(P, batch, cfg):
                 else torch.zeros(Hq, device=dev) if st == 1 else None)
         a = attention(q, k, v, layer_window(cfg, l), sink).reshape(B, S, Hq * D)
         x = x + linear(a, P, pre + "self_attention.linear_proj")
-        h2 = norm(x, P, pre + "pre_mlp_layernorm", cfg)
-        if cfg["num_experts"] > 0 and l % max(cfg.get("moe_layer_freq", 1), 1) == 0:
-            y, aux, z = moe(h2, P, pre, cfg)
-            aux_total = aux_total + aux
-            z_total = z_total + z
-        else:
-            y = dense_mlp(h2, P, pre, cfg)
-        x = x + y
+    h2 = norm(x, P, pre + "pre_mlp_layernorm", cfg)
+    if is_moe(cfg, l):
+        y, aux, z = moe(h2, P, pre, cfg)
+    else:
+        y, aux, z = dense_mlp(h2, P, pre, cfg), 0, 0
+    return x + y, aux, z
+
+
+def roll_left(t, n):
+    """Megatron's roll_tensor(t, -1) n times on [B, S]: t[:, p + n] at p, zeros past the end."""
+    out = torch.zeros_like(t)
+    out[:, :t.shape[1] - n] = t[:, n:]
+    return out
+
+
+def masked_ce(h, wout, targets, mask):
+    B, S, _ = h.shape
+    ce = torch.nn.functional.cross_entropy((h @ wout.t()).reshape(B * S, -1), targets.reshape(-1),
+                                           reduction="none")
+    return (ce * mask.reshape(-1)).sum() / mask.sum()
+
+
+def mtp(h, P, tokens, targets, mask, wout, cfg):
+    """DeepSeek-V3's MTP modules as Megatron-Core's MultiTokenPredictionBlock:
+    module d embeds the tokens rolled d + 1 to the left, combines enorm of
+    that with hnorm of the hidden state before it through eh_proj, runs a
+    layer of the last decoder layer's kind and its final norm, and predicts
+    the targets rolled d + 1 (the mask rolled alike). Returns each module's
+    loss and the MoE losses of their layers."""
+    L, losses, aux_total, z_total = cfg["num_layers"], [], 0, 0
+    for d in range(cfg.get("mtp_num_layers", 0)):
+        pre = "mtp.layers.%d." % d
+        e = P["embedding.word_embeddings.weight"][roll_left(tokens, d + 1)]
+        cat = torch.cat([norm(e, P, pre + "enorm", cfg), norm(h, P, pre + "hnorm", cfg)], dim=-1)
+        x = cat @ P[pre + "eh_proj.weight"].t()
+        x, aux, z = transformer_layer(x, P, pre + "transformer_layer.", L - 1, cfg)
+        aux_total, z_total = aux_total + aux, z_total + z
+        h = norm(x, P, pre + "final_layernorm", cfg)
+        losses.append(masked_ce(h, wout, roll_left(targets, d + 1), roll_left(mask, d + 1)))
+    return losses, aux_total, z_total
+
+
+def model(P, batch, cfg, mtp_losses=None):
+    """The lm loss and the MoE losses; each MTP module's loss is appended to
+    mtp_losses when given."""
+    L, H = cfg["num_layers"], cfg["hidden_size"]
+    Hq, Hkv = cfg["num_attention_heads"], cfg["num_query_groups"]
+    D = cfg.get("kv_channels", 0) or H // Hq  # --kv-channels: heads of their own size
+    dev = P["embedding.word_embeddings.weight"].device  # cpu, or cuda for bench/torch_gpt.py
+    tokens = torch.from_numpy(batch["tokens"]).long().to(dev)
+    B, S = tokens.shape
+    x = P["embedding.word_embeddings.weight"][tokens]
+    pos_kind = cfg.get("position_embedding", 0)  # 0 rope, 1 learned absolute, 2 none
+    if pos_kind == 1:
+        x = x + P["embedding.position_embeddings.weight"][torch.arange(S, device=dev)][None, :, :]
+    aux_total = torch.zeros((), device=dev)
+    z_total = torch.zeros((), device=dev)
+    for l in range(L):
+        x, aux, z = transformer_layer(x, P, "decoder.layers.%d." % l, l, cfg)
+        aux_total, z_total = aux_total + aux, z_total + z
     h = norm(x, P, "decoder.final_layernorm", cfg)
     wout = P["output_layer.weight"] if cfg["untie_embeddings"] else P["embedding.word_embeddings.weight"]
-    logits = h @ wout.t()
     targets = torch.from_numpy(batch["targets"]).long().to(dev)
     mask = torch.from_numpy(batch["loss_mask"]).float().to(dev)
-    ce = torch.nn.functional.cross_entropy(logits.reshape(B * S, -1), targets.reshape(-1),
-                                           reduction="none")
-    lm = (ce * mask.reshape(-1)).sum() / mask.sum()
-    return lm, aux_total, z_total
+    lm = masked_ce(h, wout, targets, mask)
+    losses, aux, z = mtp(h, P, tokens, targets, mask, wout, cfg)
+    if mtp_losses is not None:
+        mtp_losses.extend(losses)
+    return lm, aux_total + aux, z_total + z
 
 
 def main():
@@ -355,8 +401,11 @@ def main():
     dense = cfg["num_experts"] == 0 and cfg.get("mlp_gelu", 0)
     if dense:
         LOSS_RTOL = DENSE_TOL
-    lm, aux, z = model({**params, **inputs}, batch, cfg)
+    mtp_losses = []
+    lm, aux, z = model({**params, **inputs}, batch, cfg, mtp_losses)
     total = lm + aux + z
+    for m in mtp_losses:  # Megatron's MTPLossAutoScaler: each weighted factor / D
+        total = total + m * (cfg["mtp_loss_scaling_factor"] / len(mtp_losses))
     total.backward()
     bad = 0
 
@@ -372,6 +421,8 @@ def main():
     if cfg["num_experts"] > 0:
         close("aux_loss", float(T["out/aux_loss"]), aux.item(), LOSS_RTOL)
         close("z_loss", float(T["out/z_loss"]), z.item(), LOSS_RTOL)
+    for d, m in enumerate(mtp_losses):
+        close("mtp_%d" % (d + 1), float(T["out/mtp_loss_%d" % (d + 1)]), m.item(), LOSS_RTOL)
     close("loss", float(T["out/loss"]), total.item(), LOSS_RTOL)
 
     worst = 0.0
