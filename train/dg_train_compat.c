@@ -109,11 +109,9 @@ static const compat_flag compat_flags[] = {
     NOOP_VALUE("--fp8-amax-compute-algo", NO_FP8),
     NOOP_VALUE("--fp8-amax-history-len", NO_FP8),
     NOOP_FLAG("--fp8-param-gather", NO_FP8),
-    NOOP_VALUE("--moe-upcycling-granularity", "only read with --moe-use-upcycling, which is not supported"),
     /* refused: the meaning is not built and it would change the numbers */
     REFUSE_VALUE("--fp8-format", "fp8 training is not built"),
     REFUSE_FLAG("--use-rope-scaling", "RoPE frequency scaling is not built"),
-    REFUSE_FLAG("--moe-use-upcycling", "upcycling a dense checkpoint is not built"),
     REFUSE_FLAG("--enable-gpt-oss", "it sets YaRN RoPE (Megatron's post-training builder), which is not built; gpt-oss's MLP is --quick-geglu --glu-linear-offset --activation-func-clamp-value"),
     REFUSE_FLAG("--apply-layernorm-1p", "zero-centred LayerNorm weights are not built"),
     REFUSE_VALUE("--step-batch-size-schedule", "batch-size schedules are not built"),

@@ -11,6 +11,7 @@
 #include "dg_tokenizer.h"
 #include "dg_tp_seq.h"
 #include "dg_train_pp.h"
+#include "dg_upcycle.h"
 
 #define M(f) offsetof(dg_train_config, model.f)
 #define T(f) offsetof(dg_train_config, f)
@@ -66,6 +67,8 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--moe-router-group-topk", DG_ARG_INT, M(moe_router_group_topk), "groups each token may use", 0, 1 << 16, NULL},
     {"--moe-router-enable-expert-bias", DG_ARG_FLAG, M(moe_expert_bias), "aux-loss-free balancing: a per-expert bias on the sigmoid scores for the top-k choice, updated after each step", NR, NULL},
     {"--moe-router-bias-update-rate", DG_ARG_DOUBLE, T(moe_router_bias_update_rate), "the expert bias's step per iteration (1e-3)", 0, 1e6, NULL},
+    {"--moe-use-upcycling", DG_ARG_FLAG, T(moe_use_upcycling), "first run of an MoE model: upcycle the dense checkpoint of --load (none: the dense model's random init) into the experts, save it to --save at iteration 1 and train on", NR, NULL},
+    {"--moe-upcycling-granularity", DG_ARG_INT, T(moe_upcycling_granularity), "with --moe-use-upcycling: the dense FFN (--ffn-hidden-size x G) is cut into G expert slices (1)", 1, 1 << 16, NULL},
     {"--moe-router-force-load-balancing", DG_ARG_FLAG, M(moe_force_load_balancing), "benchmarking: the router's logits are normal draws (gradients pass straight through)", NR, NULL},
     {"--moe-input-jitter-eps", DG_ARG_DOUBLE, M(moe_input_jitter_eps), "the router's input times a uniform draw in [1-eps, 1+eps) while training (0: none)", 0, 1, NULL},
     {"--calculate-per-token-loss", DG_ARG_FLAG, M(per_token_loss), "the gradient is the global batch's summed losses over its tokens (the MoE losses weigh 1 / tokens per micro-batch)", NR, NULL},
@@ -202,6 +205,7 @@ void dg_train_config_defaults(dg_train_config *c) {
     m->hidden_dropout = 0.1;
     m->mtp_loss_scaling_factor = 0.1;
     c->moe_router_bias_update_rate = 1e-3;
+    c->moe_upcycling_granularity = 1;
     snprintf(c->normalization, sizeof c->normalization, "LayerNorm");
     snprintf(c->score_function, sizeof c->score_function, "softmax");
     snprintf(c->moe_token_dispatcher_type, sizeof c->moe_token_dispatcher_type, "alltoall");
@@ -463,6 +467,7 @@ int dg_train_config_finish_run(dg_train_config *c, int64_t vocab_from_data, int 
         return dg_err_set(err, DG_EINPUT, "--mock-data and --data-path exclude each other");
     DG_TRY(dg_train_config_check_tp(c, err));
     DG_TRY(check_ep(c, err));
+    DG_TRY(dg_upcycle_check_flags(c, err));
     DG_TRY(dg_model_config_check(m, err));
     return dg_recompute_check(c, err);
 }

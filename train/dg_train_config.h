@@ -35,6 +35,8 @@ typedef struct dg_train_config {
     int disable_bias_linear;             /* --disable-bias-linear (default: biases) */
     double moe_router_bias_update_rate;  /* --moe-router-bias-update-rate (1e-3): the expert bias's step
                                           * (model.moe_expert_bias; train/dg_expert_bias.h) */
+    int moe_use_upcycling;               /* --moe-use-upcycling: start from the dense model (train/dg_upcycle.h) */
+    int moe_upcycling_granularity;       /* --moe-upcycling-granularity G (1): expert slices per dense MLP */
     /* Accepted so Megatron scripts run unchanged: they name what dagatron
      * always does (fused attention, grouped GEMM). */
     int use_flash_attn, moe_grouped_gemm;

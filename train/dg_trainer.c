@@ -32,6 +32,7 @@
 #include "dg_train_log.h"
 #include "dg_step_build.h"
 #include "dg_train_pp.h"
+#include "dg_upcycle.h"
 
 typedef dg_trainer_state trainer; /* shorter, inside this file */
 typedef dg_trainer_losses losses;
@@ -110,6 +111,8 @@ static int setup(trainer *t, dg_err *err) {
     dg_param_init_opts pio = {c->init_method_std, c->model.num_layers, (uint64_t)c->seed, {0}};
     memcpy(pio.coord, t->coord, sizeof pio.coord);
     dg_param_init(t->g, t->params, t->param_seed, t->n_params, t->ptrs, &pio); /* Megatron's init */
+    /* --moe-use-upcycling: the dense model's parameters into the MoE's */
+    if (c->moe_use_upcycling) DG_TRY(dg_upcycle(c, t->g, t->params, t->n_params, t->ptrs, t->coord, err));
     /* After init: the master weights start as a copy of the parameters. */
     dg_dist_init(&t->dist, t->g, &t->buckets, &t->optim, t->grid ? groups : NULL, t->ptrs);
     DG_TRY(dg_runtime_upload(t->rt, DG_ROLES_STATE, err)); /* on a device: the state goes up once */
@@ -499,6 +502,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     /* What --load means is known before any work (dg_ckpt_paths.h). */
     dg_ckpt_load_plan load_plan = DG_CKPT_LOAD_NONE;
     if (st == DG_OK) st = dg_ckpt_plan_load(c->load, c->save, &load_plan, err);
+    if (st == DG_OK) st = dg_upcycle_check_save(c, err); /* --moe-use-upcycling: --save holds no checkpoint */
     /* --trace can be written, found before iteration 1 rather than after
      * the traced one; rank 0 writes it alone (dg_trace_write_merged). */
     if (st == DG_OK && t.log && c->trace[0]) st = dg_train_trace_check_path(c->trace, err);
@@ -516,7 +520,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     if (st == DG_OK && t.log && c->tensorboard_dir[0]) st = dg_tb_open(&t.tb, c->tensorboard_dir, err);
     dg_train_counters k = {0};
     if (st == DG_OK && c->async_save && c->save[0]) t.ckpt_async = dg_ckpt_async_new();
-    if (st == DG_OK && load_plan == DG_CKPT_LOAD_RESUME) {
+    if (st == DG_OK && load_plan == DG_CKPT_LOAD_RESUME && !c->moe_use_upcycling) { /* upcycling: setup read it */
         dg_ckpt_run r = ckpt_run_of(&t);
         st = dg_dist_ckpt_load(&r, &t.dist, t.params, t.n_params, t.ptrs, &k, err);
         if (st == DG_OK) st = dg_runtime_upload(t.rt, DG_ROLES_STATE, err);
@@ -547,7 +551,13 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
             printf(" note: --split %s ignored: --train-data-path, --valid-data-path and --test-data-path give each "
                    "split its own datasets, read whole\n", c->split);
         if (c->wandb_project[0]) printf(" W&B logging is not available in dagatron: --wandb-* ignored (--tensorboard-dir writes TensorBoard event files)\n");
-        if (load_plan == DG_CKPT_LOAD_RESUME && c->finetune)
+        if (c->moe_use_upcycling && load_plan == DG_CKPT_LOAD_RESUME)
+            printf(" upcycling the dense checkpoint of %s into %d experts per MoE layer (granularity %d)\n", c->load,
+                   c->model.num_experts, c->moe_upcycling_granularity);
+        else if (c->moe_use_upcycling)
+            printf(" WARNING: --moe-use-upcycling without a dense checkpoint in --load: upcycling the dense model's "
+                   "random init\n");
+        else if (load_plan == DG_CKPT_LOAD_RESUME && c->finetune)
             printf(" loaded the parameters of %s (--finetune: optimizer state and counters start fresh)\n", c->load);
         else if (load_plan == DG_CKPT_LOAD_RESUME)
             printf(" loaded checkpoint from %s at iteration %lld (consumed samples %lld)\n", c->load,
@@ -555,9 +565,19 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
         if (c->ckpt_format[0])
             printf(" --ckpt-format torch_dist: dagatron's sharded format (metadata.json and one file per rank; "
                    "not PyTorch files)\n");
-        if (load_plan == DG_CKPT_LOAD_FRESH)
+        if (load_plan == DG_CKPT_LOAD_FRESH && !c->moe_use_upcycling)
             printf(" no checkpoint in %s yet (it is also --save): starting from scratch\n", c->load);
         fflush(stdout);
+    }
+
+    /* Megatron saves the upcycled model at iteration 1 before training:
+     * no samples consumed, fresh optimizer state, so restarting from it is
+     * the run that goes on. */
+    int upcycled = c->moe_use_upcycling;
+    if (upcycled) {
+        k.iteration = 1;
+        st = save_ckpt(&t, &k, err);
+        if (st == DG_OK && t.log) printf(" upcycled checkpoint saved to %s\n", c->save);
     }
 
     dg_lr_schedule sched = {.max_lr = c->lr, .min_lr = c->min_lr, .warmup_iters = c->lr_warmup_iters,
@@ -568,7 +588,7 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
     dg_train_compat_schedule(c, &sched); /* by samples, --lr-warmup-init */
     t.eval_consumed = k.consumed_valid;
     dg_trainer_window window = {0};
-    int saved_at = -1, exited = 0, report_memory = 1;
+    int saved_at = upcycled ? 1 : -1, exited = 0, report_memory = 1;
     int first_it = (int)k.iteration + 1;
     const dg_train_compat *x = &c->compat;
     dg_loss_scaler_init(&t.scaler, x->fp16 ? x->loss_scale : 1.0, x->initial_loss_scale, x->min_loss_scale,

@@ -103,10 +103,13 @@ def run_set(exe, mpirun, tmp, s, subst, corpus):
         err = "\n".join(l for l in p.stderr.splitlines() if l.startswith("dagatron"))
         if p.returncode == 0:
             # the last iteration is logged only at a multiple of --log-interval
-            # (Megatron's rule); the summary line says how many ran
+            # (Megatron's rule); the summary line says how many ran, after
+            # the iteration an upcycling run starts at (it saves the
+            # upcycled model as iteration 1)
             iters = re.findall(r"\] iteration\s+(\d+)/\s*(\d+) \|", p.stdout)
             done = re.search(r"dagatron train: done: (\d+) iterations", p.stdout)
-            if not iters or not done or done.group(1) != iters[-1][1]:
+            start = 1 if "upcycled checkpoint saved to" in p.stdout else 0
+            if not iters or not done or int(done.group(1)) + start != int(iters[-1][1]):
                 problems.append("ran but did not reach its last iteration:\n" + p.stdout[-2000:])
             return problems, refused
         if "unknown flag" in err:
