@@ -4,7 +4,7 @@
  *
  * usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense] [qwen3]
  *        [layernorm] [expert_bias] [gptoss_attn] [offbyone] [mla] [noqlora] [yarn] [gelu_bias]
- *        [quick_geglu] [shared] [clamp] [mtp]
+ *        [quick_geglu] [shared] [clamp] [groups] [mtp]
  * qwen3: --kv-channels 24 (not hidden / heads = 16) and --qk-layernorm.
  * expert_bias: sigmoid scores and a random expert bias per MoE layer (an input).
  * gptoss_attn: gpt-oss's attention, --window-size 4,0 --window-attn-skip-freq 2
@@ -21,6 +21,8 @@
  * shared: a shared expert (--moe-shared-expert-intermediate-size 40), and so
  * no biases (Megatron's SharedExpertMLP takes none).
  * clamp: --activation-func-clamp-value 0.5 (on SwiGLU unless quick_geglu).
+ * groups: --moe-router-num-groups 2 --moe-router-group-topk 1
+ * --moe-router-topk-scaling-factor 2.5.
  * mtp: --mtp-num-layers 2 --mtp-loss-scaling-factor 0.3 (each module's inputs
  * the batch's tokens, targets and mask rolled left, zeros past the end).
  * dense: Megatron's default GPT (no MoE, GeLU, LayerNorm, learned positions,
@@ -60,7 +62,7 @@ int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense] "
                         "[qwen3] [layernorm] [expert_bias] [gptoss_attn] [offbyone] [mla] [noqlora] [yarn] "
-                        "[gelu_bias] [quick_geglu] [shared] [clamp] [mtp]\n");
+                        "[gelu_bias] [quick_geglu] [shared] [clamp] [groups] [mtp]\n");
         return 2;
     }
     dg_cpu_init();
@@ -123,6 +125,11 @@ int main(int argc, char **argv) {
             c.moe_shared_expert_size = 40;
             c.add_bias_linear = 0;
         } else if (!strcmp(argv[i], "clamp")) c.activation_clamp = 0.5;
+        else if (!strcmp(argv[i], "groups")) { /* DeepSeek's group-limited routing, scaled probs */
+            c.moe_router_num_groups = 2;
+            c.moe_router_group_topk = 1;
+            c.moe_router_topk_scaling_factor = 2.5;
+        }
         else if (!strcmp(argv[i], "mtp")) { /* two MTP modules, their losses weighted 0.3 / 2 each */
             c.mtp_num_layers = 2;
             c.mtp_loss_scaling_factor = 0.3;
@@ -212,7 +219,9 @@ int main(int argc, char **argv) {
             "\"rotary_scaling_factor\": %.17g, \"mscale\": %.17g, \"mscale_all_dim\": %.17g, "
 
             "\"quick_geglu\": %d, \"glu_linear_offset\": %.17g, \"activation_clamp\": %.17g, "
-            "\"moe_shared_expert_size\": %d, \"mtp_num_layers\": %d, \"mtp_loss_scaling_factor\": %.17g},\n\"tensors\": [",
+            "\"moe_shared_expert_size\": %d, \"mtp_num_layers\": %d, \"mtp_loss_scaling_factor\": %.17g, "
+            "\"moe_router_num_groups\": %d, \"moe_router_group_topk\": %d, "
+            "\"moe_router_topk_scaling_factor\": %.17g},\n\"tensors\": [",
             c.num_layers, c.hidden_size, c.num_attention_heads, c.num_query_groups, c.num_experts,
             c.moe_router_topk, c.moe_aux_loss_coeff, c.moe_z_loss_coeff, c.rope_base,
             c.norm_epsilon, c.untie_embeddings, c.moe_layer_freq,
@@ -224,7 +233,8 @@ int main(int argc, char **argv) {
             c.kv_lora_rank, c.qk_head_dim, c.qk_pos_emb_head_dim, c.v_head_dim, c.rope_yarn,
             c.rotary_scaling_factor, c.mscale, c.mscale_all_dim,
             c.quick_geglu, c.glu_linear_offset, c.activation_clamp, c.moe_shared_expert_size,
-            c.mtp_num_layers, c.mtp_loss_scaling_factor);
+            c.mtp_num_layers, c.mtp_loss_scaling_factor, c.moe_router_num_groups, c.moe_router_group_topk,
+            c.moe_router_topk_scaling_factor);
     char name[160];
     for (int t = 0; t < g->n_tensors; t++) {
         const dg_tensor *x = &g->tensors[t];

@@ -220,23 +220,40 @@ def swiglu(x):
     return torch.nn.functional.silu(a) * b
 
 
+def topk(scores, cfg):
+    """Megatron's topk over [T, E] scores, group-limited with
+    --moe-router-num-groups: each group scored by the sum of its top
+    k / group_topk, the best group_topk groups kept, the top k among them."""
+    k, G = cfg["moe_router_topk"], cfg.get("moe_router_num_groups", 0)
+    if not G:
+        return torch.topk(scores, k, dim=-1)
+    T, E = scores.shape
+    gk = cfg["moe_router_group_topk"]
+    group_scores = scores.view(T, G, -1).topk(k // gk, dim=-1)[0].sum(dim=-1)
+    keep = torch.zeros_like(group_scores).scatter(1, torch.topk(group_scores, gk, dim=-1)[1], 1)
+    mask = keep.unsqueeze(-1).expand(T, G, E // G).reshape(T, E)
+    return torch.topk(scores.masked_fill(mask == 0, float("-inf")), k, dim=-1)
+
+
 def router(logits, cfg, bias=None):
     k = cfg["moe_router_topk"]
     fn = cfg.get("score_function", "softmax")
     if fn == "sigmoid":
         scores = torch.sigmoid(logits)
-        top, idx = torch.topk(scores, k, dim=-1)
+        top, idx = topk(scores, cfg)
         if bias is not None:  # aux-loss-free balancing: the bias steers the choice, not the probs
-            idx = torch.topk(scores + bias, k, dim=-1).indices
+            idx = topk(scores + bias, cfg).indices
             top = scores.gather(-1, idx)
         # Megatron normalises the selected sigmoid scores only when k > 1
         probs = top / (top.sum(-1, keepdim=True) + 1e-20) if k > 1 else top
     elif cfg.get("pre_softmax", 0):
         scores = torch.softmax(logits, dim=-1)
-        probs, idx = torch.topk(scores, k, dim=-1)
+        probs, idx = topk(scores, cfg)
     else:
-        top, idx = torch.topk(logits, k, dim=-1)
+        top, idx = topk(logits, cfg)
         probs = torch.softmax(top, dim=-1)
+    if cfg.get("moe_router_topk_scaling_factor", 0):
+        probs = probs * cfg["moe_router_topk_scaling_factor"]
     return probs, idx
 
 
@@ -283,8 +300,10 @@ def moe(h, P, pre, cfg):
         y = y.index_add(0, tok, out * probs[tok, slot][:, None])
     if cfg.get("moe_shared_expert_size", 0) > 0:  # SharedExpertMLP: the config's MLP, no biases
         y = y + dense_mlp(x, P, pre, cfg, "mlp.shared_experts")
-    # Megatron's aux loss counts the plain top-k of its scores, not the biased choice
-    plain = idx if bias is None else torch.topk(logits, cfg["moe_router_topk"], dim=-1).indices
+    # Megatron's aux loss counts the plain top-k of its scores
+    # (compute_routing_scores_for_aux_loss), not the biased or group-limited choice
+    plain = (idx if bias is None and not cfg.get("moe_router_num_groups", 0)
+             else torch.topk(logits, cfg["moe_router_topk"], dim=-1).indices)
     return y.reshape(B, S, H), aux_loss(logits, plain, cfg), z_loss(logits, cfg)
 
 
