@@ -33,6 +33,14 @@ static int check_routing(const dg_node *n, const dg_tensor *z, const dg_tensor *
     if (B < 0 || (B > 1 && T % B != 0))
         return DG_INFER_FAIL(err, "rule 'attrs' broken: num_seqs %lld must divide T=%lld",
                              (long long)B, (long long)T);
+    if (n->attrs.i[4]) { /* seq_counts: i32 counts per sequence [B, E] */
+        int64_t Bc = DG_MAX(B, 1);
+        if (!r || r->dtype != DG_I32 || r->ndim != 2 || r->shape[0] != Bc || r->shape[1] != E)
+            return DG_INFER_FAIL(err, "rule 'shape' broken: seq_counts wants routing i32 [B=%lld, E=%lld]%s%s",
+                                 (long long)Bc, (long long)E, r ? ", got " : "", r ? dg_shape_str(r, s) : "");
+        *is_indices = 0;
+        return DG_OK;
+    }
     if (B > 1 && r && r->ndim == 1)
         return DG_INFER_FAIL(err, "rule 'shape' broken: the per-sequence loss (num_seqs %lld) needs "
                                   "indices [T, k] or no routing input, not counts [E]",
@@ -79,6 +87,9 @@ static float *counts_f(const dg_exec_env *env, const dg_node *n, const dg_tensor
         int32_t *idx = (int32_t *)((char *)env->workspace + lines(sizeof(float) * (size_t)(q.B * E)));
         dg_cpu_moe_aux_counts(env->team, (dg_moe_score_fn)n->attrs.i[1], logits, T, E,
                               (int)n->attrs.i[0], q, idx, f);
+    } else if (n->attrs.i[4]) { /* counts per sequence [B, E] */
+        const int32_t *c = routing;
+        for (int64_t u = 0; u < q.B * E; u++) f[u] = (float)c[u];
     } else if (r->ndim == 2) {
         dg_cpu_moe_count(routing, T, (int)r->shape[1], E, q, f);
     } else {
@@ -132,7 +143,7 @@ static int adj_aux(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 
 const dg_op_def dg_op_moe_aux_loss = {
     .name = "moe_aux_loss", .min_inputs = 1, .max_inputs = 2, .n_outputs = 1,
-    .iattr_names = {"topk", "score_function", "num_seqs", "seq_major"}, .fattr_names = {"coeff"},
+    .iattr_names = {"topk", "score_function", "num_seqs", "seq_major", "seq_counts"}, .fattr_names = {"coeff"},
     .infer = infer_aux, .cost = cost_aux, .adjoint = adj_aux, .workspace = ws_aux,
     .kernel = k_aux, .traits = DG_TRAIT_TOKEN_STAT,
     .f32_outputs = 1u,
@@ -153,6 +164,58 @@ int dg_moe_seq_aux_loss(dg_graph *g, int logits, int routing, int topk, dg_moe_s
     a.f[0] = coeff;
     return dg_add1(g, &dg_op_moe_aux_loss, &a, (int[]){logits, routing}, routing >= 0 ? 2 : 1,
                    "moe_aux_loss");
+}
+
+int dg_moe_seq_aux_loss_counts(dg_graph *g, int logits, int counts, int topk, dg_moe_score_fn score,
+                               double coeff, int64_t num_seqs, int seq_major) {
+    dg_attrs a = dg_attrs_zero();
+    a.i[0] = topk;
+    a.i[1] = score;
+    a.i[2] = num_seqs;
+    a.i[3] = seq_major ? 1 : 0;
+    a.i[4] = 1;
+    a.f[0] = coeff;
+    return dg_add1(g, &dg_op_moe_aux_loss, &a, (int[]){logits, counts}, 2, "moe_aux_loss");
+}
+
+/* ---- Megatron's own counts per sequence ------------------------------------------------ */
+
+static int infer_seq_counts(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
+    const dg_tensor *z = DG_IN(g, n, 0);
+    int is_ix;
+    DG_TRY(check_logits(z, err));
+    DG_TRY(check_routing(n, z, NULL, err, &is_ix));
+    dg_desc_set(o, DG_I32, 2, DG_SHAPE(seqs_of(n).B, z->shape[1]));
+    return DG_OK;
+}
+
+static size_t ws_seq_counts(const dg_graph *g, const dg_node *n, int nthreads) {
+    (void)nthreads;
+    return f_bytes(g, n, 0);
+}
+
+static int k_seq_counts(const dg_exec_env *env, const dg_graph *g, const dg_node *n, void *const *in,
+                        void *const *out) {
+    const dg_tensor *z = DG_IN(g, n, 0);
+    const float *f = counts_f(env, n, z, NULL, NULL, in[0]);
+    int32_t *c = out[0];
+    for (int64_t u = 0; u < seqs_of(n).B * z->shape[1]; u++) c[u] = (int32_t)f[u];
+    return DG_OK;
+}
+
+const dg_op_def dg_op_moe_seq_counts = {
+    .name = "moe_seq_counts", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+    .iattr_names = {"topk", "score_function", "num_seqs", "seq_major"},
+    .infer = infer_seq_counts, .workspace = ws_seq_counts, .kernel = k_seq_counts,
+};
+
+int dg_moe_seq_counts(dg_graph *g, int logits, int topk, dg_moe_score_fn score, int64_t num_seqs, int seq_major) {
+    dg_attrs a = dg_attrs_zero();
+    a.i[0] = topk;
+    a.i[1] = score;
+    a.i[2] = num_seqs;
+    a.i[3] = seq_major ? 1 : 0;
+    return dg_add1(g, &dg_op_moe_seq_counts, &a, &logits, 1, "moe_seq_counts");
 }
 
 static int infer_aux_grad(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
@@ -190,7 +253,7 @@ static int k_aux_grad(const dg_exec_env *env, const dg_graph *g, const dg_node *
 
 const dg_op_def dg_op_moe_aux_loss_grad = {
     .name = "moe_aux_loss_grad", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1,
-    .iattr_names = {"topk", "score_function", "num_seqs", "seq_major"}, .fattr_names = {"coeff"},
+    .iattr_names = {"topk", "score_function", "num_seqs", "seq_major", "seq_counts"}, .fattr_names = {"coeff"},
     .infer = infer_aux_grad, .cost = cost_aux_grad, .workspace = ws_aux_grad,
     .kernel = k_aux_grad,
 };

@@ -29,8 +29,10 @@
  * Token t belongs to sequence t % B when the tokens are in [S, B] order
  * (seq_major, Megatron's layout, where it reshapes [S*B, E] to [S, B*E]),
  * or t / S in [B, S] order. B = 1 is the plain loss above. The routing
- * input must then be indices [T, k] or absent (counts [E] have no
- * sequences).
+ * input must then be indices [T, k], absent (counts [E] have no
+ * sequences), or, with the attr seq_counts, i32 counts per sequence [B, E]
+ * (what CP's rewrite sums over the context ranks: each holds part of every
+ * sequence, dg_moe_seq_counts gives its part of Megatron's own counts).
  *
  * z-loss (ST-MoE, Megatron's z_loss_func, --moe-z-loss-coeff):
  *
@@ -43,7 +45,8 @@
  * Attr slots:
  *   "moe_aux_loss", "moe_aux_loss_grad": i[0] topk, i[1] score function
  *       (dg_moe_score_fn), i[2] num_seqs (0 or 1: whole batch), i[3]
- *       seq_major, f[0] coeff
+ *       seq_major, i[4] seq_counts (routing is counts [B, E]), f[0] coeff
+ *   "moe_seq_counts": i[0..3] as the aux loss's
  *   "moe_z_loss", "moe_z_loss_grad": f[0] coeff
  * Inputs: "moe_aux_loss" (logits [, routing]), "moe_z_loss" (logits).
  * Backward ops take (dloss scalar, logits [, routing]) and give dlogits [T, E].
@@ -58,6 +61,7 @@ extern const dg_op_def dg_op_moe_aux_loss;
 extern const dg_op_def dg_op_moe_aux_loss_grad;
 extern const dg_op_def dg_op_moe_z_loss;
 extern const dg_op_def dg_op_moe_z_loss_grad;
+extern const dg_op_def dg_op_moe_seq_counts;
 
 /* Load-balancing loss of logits [T, E] given `routing`: i32 indices [T, k],
  * i32 counts [E], or -1 (Megatron's own top-k of the aux scores). Returns
@@ -69,6 +73,15 @@ int dg_moe_aux_loss(dg_graph *g, int logits, int routing, int topk, dg_moe_score
  * order when seq_major, else [B, S]. Returns the scalar's id, or -1. */
 int dg_moe_seq_aux_loss(dg_graph *g, int logits, int routing, int topk, dg_moe_score_fn score,
                         double coeff, int64_t num_seqs, int seq_major);
+
+/* The sequence-level loss given counts [num_seqs, E] (i32) in place of a
+ * routing input (the attr seq_counts). Returns the scalar's id, or -1. */
+int dg_moe_seq_aux_loss_counts(dg_graph *g, int logits, int counts, int topk, dg_moe_score_fn score,
+                               double coeff, int64_t num_seqs, int seq_major);
+
+/* Megatron's own counts per sequence: i32 [num_seqs, E], each token's top k
+ * of its aux scores counted in its sequence (no gradient). */
+int dg_moe_seq_counts(dg_graph *g, int logits, int topk, dg_moe_score_fn score, int64_t num_seqs, int seq_major);
 
 /* z-loss of logits [T, E]. Returns the scalar's id, or -1. */
 int dg_moe_z_loss(dg_graph *g, int logits, double coeff);

@@ -28,14 +28,10 @@ int dg_train_config_check_cp(const dg_train_config *c, dg_err *err) {
                           "--tp-comm-overlap with --context-parallel-size %d: not supported yet (the chunked "
                           "linears take whole sequences)",
                           cp);
-    const char *unbuilt = m->num_experts <= 0                          ? NULL
-                          : !strcmp(c->load_balancing, "seq_aux_loss") ? "--moe-router-load-balancing-type seq_aux_loss"
-                          : m->moe_capacity_factor > 0                 ? "--moe-expert-capacity-factor"
-                                                                       : NULL;
+    const char *unbuilt = m->num_experts > 0 && m->moe_capacity_factor > 0 ? "--moe-expert-capacity-factor" : NULL;
     if (unbuilt)
         return dg_err_set(err, DG_EINPUT,
-                          "--context-parallel-size %d with %s: not built yet (MoE under CP takes the global "
-                          "aux loss, dropless)",
+                          "--context-parallel-size %d with %s: not built yet (MoE under CP is dropless)",
                           cp, unbuilt);
     return DG_OK;
 }

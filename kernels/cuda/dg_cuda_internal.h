@@ -185,6 +185,8 @@ int dg_cuda_k_aux_loss(DG_CUDA_KARGS);
 int dg_cuda_k_aux_loss_grad(DG_CUDA_KARGS);
 size_t dg_cuda_ws_aux(const dg_graph *g, const dg_node *n);
 size_t dg_cuda_ws_aux_grad(const dg_graph *g, const dg_node *n);
+int dg_cuda_k_seq_counts(DG_CUDA_KARGS);
+size_t dg_cuda_ws_seq_counts(const dg_graph *g, const dg_node *n);
 size_t dg_cuda_ws_z_loss(const dg_graph *g, const dg_node *n);
 size_t dg_cuda_ws_permute(const dg_graph *g, const dg_node *n);
 size_t dg_cuda_ws_unpermute(const dg_graph *g, const dg_node *n);

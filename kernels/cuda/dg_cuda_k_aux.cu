@@ -6,7 +6,9 @@
  * from the top-k of each token's aux scores (Megatron's own counts). The
  * per-token math is the shared DG_HD helpers; P_be sums its sequence's
  * tokens in token order (one thread per (b, e)); the final sum runs in one
- * block in a fixed order. Attrs: i = {k, score, B, seq_major}, f = {coeff}. */
+ * block in a fixed order. Attrs: i = {k, score, B, seq_major, seq_counts},
+ * f = {coeff}; seq_counts: the routing input is i32 counts [B, E].
+ * moe_seq_counts: Megatron's own counts as i32 [B, E]. */
 #include "dg_cuda_internal.h"
 
 #define TPB 256
@@ -117,6 +119,8 @@ static int aux_counts(cudaStream_t st, const dg_node *n, const float *z, int64_t
     if (!r) {
         aux_topk_kernel<<<dg_cuda_blocks(T, 128), 128, 0, st>>>(score, z, T, E, k, w->idx);
         aux_count_kernel<<<dg_cuda_blocks(q.B * E, 64), 64, 0, st>>>(w->idx, T, k, E, q, w->f);
+    } else if (n->attrs.i[4]) { /* seq_counts: i32 counts per sequence [B, E] */
+        aux_tpe_kernel<<<dg_cuda_blocks(q.B * E, 64), 64, 0, st>>>((const int32_t *)routing, q.B * E, w->f);
     } else if (r->ndim == 2) {
         aux_count_kernel<<<dg_cuda_blocks(q.B * E, 64), 64, 0, st>>>((const int32_t *)routing, T,
                                                                       (int)r->shape[1], E, q, w->f);
@@ -160,5 +164,25 @@ int dg_cuda_k_aux_loss_grad(DG_CUDA_KARGS) {
     aux_bwd_kernel<<<dg_cuda_blocks(T, 128), 128, 0, st>>>(
         (dg_moe_score_fn)n->attrs.i[1], z, T, E, q, w.f, (const float *)in[0],
         aux_scale(T, E, (int)n->attrs.i[0], q, (float)n->attrs.f[0]), (float *)out[0]);
+    return dg_cuda_launched();
+}
+
+__global__ static void seq_counts_int_kernel(const float *f, int64_t n, int32_t *c) {
+    DG_CUDA_FOR(u, n) c[u] = (int32_t)f[u];
+}
+
+size_t dg_cuda_ws_seq_counts(const dg_graph *g, const dg_node *n) { return ws_aux_at(g, n, 0); }
+
+/* inputs logits [T, E]; out i32 counts [B, E] */
+int dg_cuda_k_seq_counts(DG_CUDA_KARGS) {
+    const dg_tensor *zt = DG_IN(g, n, 0);
+    int64_t T = zt->shape[0], E = zt->shape[1];
+    if (e->workspace_bytes < dg_cuda_ws_seq_counts(g, n)) return DG_EINTERNAL;
+    cudaStream_t st = dg_cuda_ctx_of(e)->stream;
+    dg_moe_seqs q = seqs_of(n);
+    aux_ws w;
+    ws_layout(T, E, n->attrs.i[0], q, (char *)e->workspace, &w);
+    DG_TRY(aux_counts(st, n, (const float *)in[0], T, E, NULL, NULL, &w));
+    seq_counts_int_kernel<<<dg_cuda_blocks(q.B * E, 64), 64, 0, st>>>(w.f, q.B * E, (int32_t *)out[0]);
     return dg_cuda_launched();
 }

@@ -45,6 +45,7 @@ static const dg_cuda_entry table[] = {
     {&dg_op_moe_router_grad, dg_cuda_k_router_grad, NULL},
     {&dg_op_moe_aux_loss, dg_cuda_k_aux_loss, dg_cuda_ws_aux},
     {&dg_op_moe_aux_loss_grad, dg_cuda_k_aux_loss_grad, dg_cuda_ws_aux_grad},
+    {&dg_op_moe_seq_counts, dg_cuda_k_seq_counts, dg_cuda_ws_seq_counts},
 };
 
 /* The table is three parts, so kernel families can grow in files of their

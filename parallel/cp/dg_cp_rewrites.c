@@ -133,23 +133,29 @@ static int cp_moe_aux(dg_graph *g, const dg_node *n, const int *in, int *out, co
                            dg_err *err) {
     int cp = o->cp_size;
     if (cp <= 1) return DG_REEMIT_COPY;
-    if ((n->n_in > 1 && g->tensors[in[1]].ndim != 1) || n->attrs.i[2] > 1)
+    int seqs = n->attrs.i[2] > 1;
+    if ((n->n_in > 1 && g->tensors[in[1]].ndim != 1) || (seqs && n->n_in > 1))
         return dg_err_set(err, DG_EINPUT,
-                          "--context-parallel-size %d: the MoE aux loss under CP is built from tokens per expert "
-                          "only (not --moe-router-load-balancing-type seq_aux_loss)",
+                          "--context-parallel-size %d: the MoE aux loss under CP is built from the loss's own "
+                          "counts or tokens per expert only (not from routing indices)",
                           cp);
+    dg_router_opts ro = dg_router_opts_default((int)n->attrs.i[0]);
+    ro.score = (dg_moe_score_fn)n->attrs.i[1];
     int counts = n->n_in > 1 ? in[1] : -1;
-    if (counts < 0) {
+    if (seqs) {
+        /* per sequence (seq_aux_loss): this rank's part of every sequence's
+         * own counts [B, E], summed over cp */
+        counts = dg_moe_seq_counts(g, in[0], (int)n->attrs.i[0], ro.score, n->attrs.i[2], (int)n->attrs.i[3]);
+    } else if (counts < 0) {
         /* the loss's own plain top-k (routing absent: group limits or an
          * expert bias steer the router's choice): a plain router's counts,
          * which pick the same k experts (dg_moe_loss.h), before the sum */
-        dg_router_opts ro = dg_router_opts_default((int)n->attrs.i[0]);
-        ro.score = (dg_moe_score_fn)n->attrs.i[1];
         dg_router_out r;
         counts = dg_moe_router(g, in[0], &ro, &r) < 0 ? -1 : r.tokens_per_expert;
     }
     dg_attrs a = n->attrs;
     a.f[0] /= (double)cp * cp; /* this rank's probabilities against all ranks' counts and tokens */
+    a.i[4] = seqs;             /* counts [B, E] in place of routing */
     counts = counts < 0 ? -1 : cp_sum(g, counts, cp);
     int local = counts < 0 ? -1 : dg_add1(g, n->op, &a, (int[]){in[0], counts}, 2, n->name);
     out[0] = cp_sum(g, local, cp);

@@ -36,9 +36,6 @@ refuse "--tp-comm-overlap with --context-parallel-size 2: not supported yet" \
 refuse "--cp-comm-type a2a: --context-parallel-size 2 must divide --num-attention-heads 4 and the query groups (2) per tp rank (--tensor-model-parallel-size 2)" \
     "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 2 --tensor-model-parallel-size 2 \
     --cp-comm-type a2a --group-query-attention --num-query-groups 2
-refuse "--context-parallel-size 2 with --moe-router-load-balancing-type seq_aux_loss: not built yet" \
-    "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 2 --num-experts 4 \
-    --moe-router-load-balancing-type seq_aux_loss
 refuse "--context-parallel-size 2 with --moe-expert-capacity-factor: not built yet" \
     "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 2 --num-experts 4 \
     --moe-expert-capacity-factor 1.0

@@ -3,9 +3,9 @@
 # one architecture users train now, shrunk, in `dagatron train`, under every
 # parallel layout against the single-rank run (losses, MTP losses, grad
 # norms over 5 iterations and the final parameters within 1e-5):
-# TP=2 with SP, CP=2, EP=2, PP=2 and DP=2 with the distributed optimizer
-# (DeepSeek-V3's per-sequence aux loss is refused under CP in one line, and
-# CP=2 runs its model with the global aux loss).
+# TP=2 with SP, CP=2 (DeepSeek-V3's per-sequence aux loss from each
+# sequence's counts summed over the context ranks), EP=2, PP=2 and DP=2
+# with the distributed optimizer.
 #   deepseek-v3  MLA with YaRN and the latent norms, a dense first layer
 #                (--moe-layer-freq list), sigmoid routing with the expert
 #                bias, group-limited top-k and its scaling factor, the
@@ -50,23 +50,14 @@ gpt-oss)
     exit 1
     ;;
 esac
-FIELDS="lm loss: [0-9.E+-]+|mtp_1 loss: [0-9.E+-]+|grad norm: [0-9.]+"
+FIELDS="lm loss: [0-9.E+-]+|load_balancing_loss: [0-9.E+-]+|mtp_1 loss: [0-9.E+-]+|grad norm: [0-9.]+"
 source "$here/../common/train_equiv.sh"
 
 want=$(run "$TMP/ref" 1)
 echo "np 1 $arch: $want"
 [ "$(echo "$want" | grep -o "lm loss" | wc -l)" = 5 ] || fail "the single-rank run did not log 5 iterations: $want"
 check 2 "$want" "$TMP/ref" --tensor-model-parallel-size 2 --sequence-parallel
-if [ "$arch" = deepseek-v3 ]; then
-    # CP has no per-sequence aux loss yet: refused in one line; CP=2 then
-    # checked with the global aux loss against its own single-rank run
-    source "$here/../common/refuse.sh"
-    dg_refuse "seq_aux_loss" $DG_MPIRUN -np 2 "$exe" train "${args[@]}" --context-parallel-size 2
-    want_cp=$(run "$TMP/ref_cp" 1 --moe-router-load-balancing-type aux_loss)
-    check 2 "$want_cp" "$TMP/ref_cp" --moe-router-load-balancing-type aux_loss --context-parallel-size 2
-else
-    check 2 "$want" "$TMP/ref" --context-parallel-size 2
-fi
+check 2 "$want" "$TMP/ref" --context-parallel-size 2
 check 2 "$want" "$TMP/ref" --expert-model-parallel-size 2
 check 2 "$want" "$TMP/ref" --pipeline-model-parallel-size 2
 check 2 "$want" "$TMP/ref" --use-distributed-optimizer

@@ -375,7 +375,10 @@ static void test_seq_aux_values(void **s) {
             int a_self = dg_moe_seq_aux_loss(g, z, -1, K, (dg_moe_score_fn)score, 0.1, B, major);
             int a_one = dg_moe_seq_aux_loss(g, z, ix, K, (dg_moe_score_fn)score, 0.1, 1, major);
             int a_plain = dg_moe_aux_loss(g, z, ix, K, (dg_moe_score_fn)score, 0.1);
-            assert_true(a_ix >= 0 && a_self >= 0 && a_one >= 0 && a_plain >= 0);
+            /* the self form's counts as their own op, fed back (CP's rewrite) */
+            int cnt = dg_moe_seq_counts(g, z, K, (dg_moe_score_fn)score, B, major);
+            int a_cnt = dg_moe_seq_aux_loss_counts(g, z, cnt, K, (dg_moe_score_fn)score, 0.1, B, major);
+            assert_true(a_ix >= 0 && a_self >= 0 && a_one >= 0 && a_plain >= 0 && a_cnt >= 0);
             dg_buffers b;
             dg_buffers_alloc(g, &b);
             dg_test_rng rng = {21};
@@ -407,6 +410,10 @@ static void test_seq_aux_values(void **s) {
             }
             assert_true(moe_close(*dg_buf_f32(&b, a_ix), want, 1e-6, 0));
             assert_true(moe_close(*dg_buf_f32(&b, a_self), want_self, 1e-6, 0));
+            assert_true(*dg_buf_f32(&b, a_cnt) == *dg_buf_f32(&b, a_self));
+            int counted = 0;
+            for (int u = 0; u < B * E; u++) counted += ((const int32_t *)b.ptr[cnt])[u];
+            assert_int_equal(counted, T * K);
             assert_true(*dg_buf_f32(&b, a_one) == *dg_buf_f32(&b, a_plain));
             dg_buffers_free(&b);
             dg_graph_free(g);
