@@ -4,7 +4,7 @@
  * parameter counted) its fp32 parameter bytes are exactly the built graph's,
  * with and without --q-lora-rank, with and without the latent norms; the
  * standard attention's count (heads x head size for q, k, v and the
- * projection) would differ. */
+ * projection) would differ. The MTP modules' parameters too. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -61,7 +61,33 @@ static void test_mla_params(void **s) {
     assert_true(mla.params != std.params);
 }
 
+/* DeepSeek-V3's MTP modules (moe/dg_model_mtp.h): each an eh_proj [H, 2H],
+ * three norms and a layer of the last decoder layer's kind (MoE here, then
+ * dense), with MLA too */
+static void test_mtp_params(void **s) {
+    (void)s;
+    dg_train_config c;
+    dg_train_config_defaults(&c);
+    dg_model_config_tiny(&c.model);
+    c.num_microbatches = 1;
+    c.group_query_attention = 1; /* the tiny model's 2 query groups */
+    c.model.mtp_num_layers = 2;
+    c.model.mtp_loss_scaling_factor = 0.1;
+    check(&c);
+    c.model.moe_layer_freq = 2; /* layer 1 of 2 dense: the modules' layers dense */
+    check(&c);
+    c.model.num_query_groups = c.model.num_attention_heads;
+    c.model.multi_latent_attention = 1;
+    c.model.kv_lora_rank = 16;
+    c.model.qk_head_dim = 12;
+    c.model.qk_pos_emb_head_dim = 8;
+    c.model.v_head_dim = 20;
+    c.model.rotary_scaling_factor = 1.0;
+    c.model.mscale = 1.0;
+    check(&c);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_mla_params)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_mla_params), cmocka_unit_test(test_mtp_params)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
