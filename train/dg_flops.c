@@ -28,8 +28,11 @@ double dg_model_flops(const dg_model_config *c, double batch) {
                                             : (1.0 + G / A + S / H) * (A * D / H);
     /* average the MLP term over layers: MoE layers route to top-k experts;
      * a gated (SwiGLU) MLP has three matrices, a GeLU one two (Megatron's
-     * gated_linear_multiplier: 3/2 with --swiglu, else 1) */
-    double gate = c->mlp_gelu ? 1.0 : 1.5;
+     * multiplier: 3/2 with --swiglu, else 1). Megatron keys it on --swiglu
+     * alone, so gpt-oss's quick GeGLU, gated too, counts as 1 there; so it
+     * does here, for throughput and MFU figures comparable with Megatron's
+     * (they undercount its fc1 by a third) */
+    double gate = c->mlp_gelu || c->quick_geglu ? 1.0 : 1.5;
     double mlp = 0.0;
     for (int l = 0; l < (int)L; l++) {
         if (dg_model_layer_is_moe(c, l))

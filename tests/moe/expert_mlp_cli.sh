@@ -49,6 +49,13 @@ done
 noclamp=$(run "$TMP/noclamp" 1 --quick-geglu --glu-linear-offset 1.0)
 [ "$noclamp" != "$want" ] || fail "--activation-func-clamp-value 0.1 changed nothing"
 
+# simulate's model FLOPs follow Megatron's formula, whose gated multiplier
+# (3/2) is keyed on --swiglu alone: quick GeGLU counts as GeLU there
+flops() { "$exe" simulate "${args[@]}" "$@" 2>&1 | sed -n 's/.*model FLOPs\/step *\([0-9.e+]*\).*/\1/p'; }
+f_gelu=$(flops) f_qg=$(flops --quick-geglu) f_swiglu=$(flops --swiglu)
+[ -n "$f_gelu" ] && [ "$f_qg" = "$f_gelu" ] && [ "$f_swiglu" != "$f_gelu" ] ||
+  fail "model FLOPs: GeLU $f_gelu, quick GeGLU $f_qg (Megatron's formula: the same), SwiGLU $f_swiglu"
+
 source "$here/../common/refuse.sh"
 refuse() { dg_refuse "$1" $DG_MPIRUN -np 1 "$exe" train "${args[@]}" "${@:2}"; }
 refuse "--quick-geglu and --swiglu exclude each other" --quick-geglu --swiglu
