@@ -6,8 +6,9 @@
  * graph nodes (embedding [+ learned positions] -> N x [norm, GQA attention
  * (RoPE or not), residual, norm, MoE or dense MLP (GeLU, SwiGLU or quick
  * GeGLU), residual]
- * -> final norm -> LM head -> cross entropy), stamping each node with its
- * layer; linear layers carry biases under add_bias_linear. The graph is logical:
+ * -> final norm -> LM head -> cross entropy [-> MTP modules, each with its
+ * own cross entropy: dg_model_mtp.h]), stamping each node with its layer;
+ * linear layers carry biases under add_bias_linear. The graph is logical:
  * global shapes (read from the input tensors past the inputs themselves),
  * one moe_experts node per MoE layer, parameters annotated with placement
  * and init; it knows no parallel size. The step pipeline
