@@ -16,7 +16,8 @@
 #    all-to-all (its share of the heads), PP=2, and DP=2 with the
 #    distributed optimizer match the single rank within 1e-5 over 5
 #    iterations (losses, grad norms, final parameters); so does the ring
-#    with a sliding window and learnable sinks.
+#    with a sliding window and learnable sinks, and TP=2 with SP x CP=2
+#    all-to-all on 4 ranks.
 # The op against the unfused chain, finite differences and the keep rate:
 # test_attn_dropout.
 set -euo pipefail
@@ -71,4 +72,10 @@ check 2 "$want" "$TMP/ref" --attention-dropout 0.1 --use-distributed-optimizer
 var=(--attention-dropout 0.1 --window-size 7,0 --softmax-type learnable)
 want_var=$(run "$TMP/refv" 1 "${var[@]}")
 check 2 "$want_var" "$TMP/refv" "${var[@]}" --context-parallel-size 2
+# TP and CP's all-to-all together: the key's first head is the tp rank's
+# offset plus the cp rank's share of that rank's heads
+wide=(--attention-dropout 0.1 --num-attention-heads 8 --num-query-groups 4)
+want_wide=$(run "$TMP/refw" 1 "${wide[@]}")
+check 4 "$want_wide" "$TMP/refw" "${wide[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+    --context-parallel-size 2 --cp-comm-type a2a
 echo "OK"
