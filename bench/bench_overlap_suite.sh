@@ -43,7 +43,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
-ARCH=(--swiglu --normalization RMSNorm --position-embedding-type rope --disable-bias-linear --hidden-dropout 0)
+ARCH=(--swiglu --normalization RMSNorm --position-embedding-type rope --disable-bias-linear --hidden-dropout 0 --attention-dropout 0)
 MOE=("${ARCH[@]}" --num-experts 8 --moe-router-topk 2 --moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 1e-3)
 COMMON=(--num-layers 2 --train-iters "$ITERS" --log-interval "$ITERS" --compute-threads 1 --emulate-link "$LINK")
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT

@@ -29,7 +29,7 @@ MPIRUN=(mpirun --oversubscribe --mca pml ob1 --mca btl self,vader)
 # iteration counts and the eval settings)
 MAIN=(--num-layers 4 --hidden-size 256 --num-attention-heads 8 --group-query-attention --num-query-groups 4
       --seq-length 128 --max-position-embeddings 128 --swiglu --untie-embeddings-and-output-weights
-      --normalization RMSNorm --position-embedding-type rope --disable-bias-linear --hidden-dropout 0.0
+      --normalization RMSNorm --position-embedding-type rope --disable-bias-linear --hidden-dropout 0.0 --attention-dropout 0.0
       --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 512 --expert-model-parallel-size 2
       --moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 1e-3
       --micro-batch-size 4 --global-batch-size 8

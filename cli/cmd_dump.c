@@ -130,6 +130,7 @@ static void dump_defaults(dump_cfg *c) {
     c->train.swiglu = 1;
     c->train.disable_bias_linear = 1;
     c->train.model.hidden_dropout = 0.0;
+    c->train.model.attention_dropout = 0.0;
     snprintf(c->train.normalization, sizeof c->train.normalization, "RMSNorm");
     snprintf(c->train.position_embedding_type, sizeof c->train.position_embedding_type, "rope");
     c->train.null_vocab_size = c->train.model.vocab_size - 1; /* + EOD = the tiny vocabulary */

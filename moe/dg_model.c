@@ -10,6 +10,7 @@
 #include "dg_moe_experts.h"
 #include "dg_moe_loss.h"
 #include "dg_op_attention.h"
+#include "dg_op_attn_key.h"
 #include "dg_op_attn_unfused.h"
 #include "dg_ops.h"
 #include "dg_router.h"
@@ -110,9 +111,11 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
          c->num_attention_heads);
     NEED(c->hidden_dropout >= 0 && c->hidden_dropout < 1, "--hidden-dropout: expected [0, 1), got %g",
          c->hidden_dropout);
-    NEED(c->attention_dropout >= 0 && c->attention_dropout < 1 && (c->attention_dropout == 0 || c->attention_unfused),
-         "--attention-dropout %g: expected [0, 1), and only with --attention-backend unfused or local",
+    NEED(c->attention_dropout >= 0 && c->attention_dropout < 1, "--attention-dropout %g: expected [0, 1)",
          c->attention_dropout);
+    NEED(!(c->attention_dropout > 0 && c->multi_latent_attention && !c->attention_unfused),
+         "--attention-dropout %g with --multi-latent-attention: not supported with the fused attention yet; pass "
+         "--attention-dropout 0 or --attention-backend unfused", c->attention_dropout);
     NEED(c->attn_window >= 0, "--window-size: expected a window >= 0, got %d", c->attn_window);
     NEED(c->softmax_type >= DG_ATTN_SOFTMAX_VANILLA && c->softmax_type <= DG_ATTN_SOFTMAX_LEARNABLE,
          "--softmax-type: expected vanilla, off-by-one or learnable, got %d", c->softmax_type);
@@ -326,8 +329,9 @@ int dg_model_attn_output(dg_graph *g, const dg_model_config *c, int a, int64_t B
 /* Causal GQA self-attention with RoPE on x [B, S, H] of layer l; returns
  * [B, S, H]. The fused op (with layer l's window and the softmax sink c
  * asks for), or (attention_unfused) the chain of Megatron's unfused
- * attention, its probabilities through dropout `site` when
- * attention_dropout > 0 (key: the graph's rng_key). */
+ * attention; either way the probabilities go through dropout `site` when
+ * attention_dropout > 0 (key: the graph's rng_key; the fused op's draws
+ * the unfused chain's mask: ops/dg_op_attention.h). */
 static int attention_block(dg_graph *g, const dg_model_config *c, const char *pre, int l, int x, int key, int site) {
     if (c->multi_latent_attention) return dg_model_mla_attention(g, c, pre, x, key, site);
     int64_t B = dg_Tc(g, x)->shape[0], S = dg_Tc(g, x)->shape[1];
@@ -347,7 +351,13 @@ static int attention_block(dg_graph *g, const dg_model_config *c, const char *pr
                               DG_SHAPE(c->num_attention_heads));
     int a = c->attention_unfused
                 ? dg_attention_unfused(g, q, k, p.v, 1, scale, c->attention_dropout, key, site)
-                : dg_attention_var(g, q, k, p.v, 1, scale, dg_model_layer_window(c, l), c->softmax_type, sink, NULL);
+                : dg_attention_opt(g, q, k, p.v,
+                                   &(dg_attn_opts){.causal = 1, .scale = scale, .window = dg_model_layer_window(c, l),
+                                                   .softmax = c->softmax_type, .sink = sink,
+                                                   .dropout = c->attention_dropout,
+                                                   .key = c->attention_dropout > 0 ? dg_attn_key(g, key, -1, 0) : -1,
+                                                   .site = site},
+                                   NULL);
     dg_graph_set_module(g, DG_MODULE_ATTN);
     return dg_model_attn_output(g, c, a, B, S, &p);
 }

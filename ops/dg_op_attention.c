@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "dg_cpu_attention.h"
+#include "dg_op_attn_key.h"
 #include "dg_op_basic.h"
 #include "dg_op_shard.h"
 #include "dg_ops_util.h"
@@ -48,6 +49,8 @@ static int check_qkv(const dg_graph *g, const dg_node *n, dg_attn_dims *d, dg_er
     if (n->attrs.i[2] < DG_ATTN_SOFTMAX_VANILLA || n->attrs.i[2] > DG_ATTN_SOFTMAX_LEARNABLE)
         return DG_INFER_FAIL(err, "rule 'attrs' broken: softmax must be 0, 1 or 2, got %lld",
                              (long long)n->attrs.i[2]);
+    if (!(n->attrs.f[1] >= 0 && n->attrs.f[1] < 1))
+        return DG_INFER_FAIL(err, "rule 'attrs' broken: dropout must be in [0, 1), got %g", n->attrs.f[1]);
     *d = node_dims(g, n);
     return DG_OK;
 }
@@ -56,7 +59,35 @@ static int check_qkv(const dg_graph *g, const dg_node *n, dg_attn_dims *d, dg_er
 static dg_attn_dims node_dims(const dg_graph *g, const dg_node *n) {
     const dg_tensor *q = DG_IN(g, n, 0), *k = DG_IN(g, n, 1);
     return (dg_attn_dims){q->shape[0], q->shape[1], q->shape[2], k->shape[2], q->shape[3],
-                          (int)n->attrs.i[0], (float)n->attrs.f[0], n->attrs.i[1], (int)n->attrs.i[2], 0};
+                          (int)n->attrs.i[0], (float)n->attrs.f[0], n->attrs.i[1], (int)n->attrs.i[2], 0, {.p = 0.0f}};
+}
+
+/* Where the attention key is among the inputs (-1: no dropout): after q,
+ * k, v and the sink in the forward, after q, k, v, o, do, lse in the
+ * backward (dlse, if any, follows it). */
+static int fwd_key_index(const dg_node *n) {
+    return n->attrs.f[1] > 0 ? 3 + (n->attrs.i[2] == DG_ATTN_SOFTMAX_LEARNABLE) : -1;
+}
+static int bwd_key_index(const dg_node *n) { return n->attrs.f[1] > 0 ? 6 : -1; }
+static int bwd_dlse_index(const dg_node *n) {
+    int i = n->attrs.f[1] > 0 ? 7 : 6;
+    return n->n_in > i ? i : -1;
+}
+
+/* The attention key input i: i32 [DG_ATTN_KEY_LEN]. */
+static int check_key(const dg_graph *g, const dg_node *n, int i, dg_err *err) {
+    DG_INFER_DTYPE(g, n, i, DG_I32, err);
+    if (dg_tensor_numel(DG_IN(g, n, i)) != DG_ATTN_KEY_LEN)
+        return DG_INFER_FAIL(err, "rule 'shape' broken: the attention key ('%s') must be %d ints (dg_op_attn_key.h)",
+                             DG_IN(g, n, i)->name, DG_ATTN_KEY_LEN);
+    return DG_OK;
+}
+
+/* The node's dims with dropout's draw from the key buffer (NULL: none). */
+static dg_attn_dims run_dims(const dg_graph *g, const dg_node *n, const void *key) {
+    dg_attn_dims d = node_dims(g, n);
+    if (key) d.drop = dg_attn_drop_make(key, n->attrs.i[3], n->attrs.f[1]);
+    return d;
 }
 
 static void lse_shape(const dg_attn_dims *d, int64_t *shape) {
@@ -96,11 +127,12 @@ static double attn_pairs(const dg_attn_dims *d) {
 static int infer_attn(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
     dg_attn_dims d;
     DG_TRY(check_qkv(g, n, &d, err));
-    int want = d.sink == DG_ATTN_SOFTMAX_LEARNABLE ? 4 : 3;
+    int sink = d.sink == DG_ATTN_SOFTMAX_LEARNABLE, key = fwd_key_index(n), want = 3 + sink + (key >= 0);
     if (n->n_in != want)
-        return DG_INFER_FAIL(err, "rule 'inputs' broken: softmax %d takes %d inputs (q, k, v%s), got %d", d.sink,
-                             want, want == 4 ? ", sink" : "", n->n_in);
-    if (want == 4) DG_TRY(expect_shape(g, n, 3, "sink", 1, (int64_t[]){d.Hq}, err));
+        return DG_INFER_FAIL(err, "rule 'inputs' broken: softmax %d, dropout %g take %d inputs (q, k, v%s%s), got %d",
+                             d.sink, n->attrs.f[1], want, sink ? ", sink" : "", key >= 0 ? ", key" : "", n->n_in);
+    if (sink) DG_TRY(expect_shape(g, n, 3, "sink", 1, (int64_t[]){d.Hq}, err));
+    if (key >= 0) DG_TRY(check_key(g, n, key, err));
     dg_desc_like(&o[0], DG_IN(g, n, 0));
     int64_t ls[3];
     lse_shape(&d, ls);
@@ -122,11 +154,12 @@ static size_t ws_attn(const dg_graph *g, const dg_node *n, int nthreads) {
 
 static int k_attn(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
                   void *const *out) {
-    dg_attn_dims d = node_dims(g, n);
+    int key = fwd_key_index(n);
+    dg_attn_dims d = run_dims(g, n, key >= 0 ? in[key] : NULL);
     int nth = e->team && e->team->nthreads > 1 ? e->team->nthreads : 1;
     if (e->workspace_bytes < dg_cpu_attention_fwd_workspace(&d, nth)) return DG_EINTERNAL;
-    dg_cpu_attention_fwd_ex(e->team, &d, in[0], in[1], in[2], n->n_in > 3 ? in[3] : NULL, out[0], out[1],
-                            e->workspace);
+    dg_cpu_attention_fwd_ex(e->team, &d, in[0], in[1], in[2], d.sink == DG_ATTN_SOFTMAX_LEARNABLE ? in[3] : NULL,
+                            out[0], out[1], e->workspace);
     return DG_OK;
 }
 
@@ -141,14 +174,18 @@ static int adj_attn(dg_graph *g, const dg_node *n, const int *dout, int *din) {
         for (int i = 0; i < o->ndim; i++) shape[i] = o->shape[i];
         d_o = dg_fill(g, o->ndim, shape, 0.0);
     }
-    int in[7] = {n->in[0], n->in[1], n->in[2], n->out[0], d_o, n->out[1], dout[1]};
+    int key = fwd_key_index(n), nin = 6;
+    int in[8] = {n->in[0], n->in[1], n->in[2], n->out[0], d_o, n->out[1]};
+    if (key >= 0) in[nin++] = n->in[key]; /* the same mask: the draw is recomputed from the key */
+    if (dout[1] >= 0) in[nin++] = dout[1];
+    for (int i = 3; i < n->n_in; i++) din[i] = -1;
     int outs[3] = {-1, -1, -1};
     char name[DG_NAME_LEN];
     snprintf(name, sizeof name, "%.*s_bwd", DG_NAME_LEN - 5, n->name);
-    if (dg_graph_add(g, &dg_op_attention_bwd, &n->attrs, in, dout[1] >= 0 ? 7 : 6, outs, name) < 0)
+    if (dg_graph_add(g, &dg_op_attention_bwd, &n->attrs, in, nin, outs, name) < 0)
         return g->status;
     for (int i = 0; i < 3; i++) din[i] = g->tensors[n->in[i]].requires_grad ? outs[i] : -1;
-    if (n->n_in > 3 && g->tensors[n->in[3]].requires_grad) {
+    if (n->attrs.i[2] == DG_ATTN_SOFTMAX_LEARNABLE && g->tensors[n->in[3]].requires_grad) {
         /* the learnable sink's gradient: its own node, from o, do and lse */
         int sin[5] = {n->out[0], d_o, n->out[1], n->in[3], dout[1]};
         int ds = -1;
@@ -161,12 +198,12 @@ static int adj_attn(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 }
 
 const dg_op_def dg_op_attention = {
-    .name = "attention", .min_inputs = 3, .max_inputs = 4, .n_outputs = 2,
-    .iattr_names = {"causal", "window", "softmax"}, .fattr_names = {"scale"},
+    .name = "attention", .min_inputs = 3, .max_inputs = 5, .n_outputs = 2,
+    .iattr_names = {"causal", "window", "softmax", "site"}, .fattr_names = {"scale", "dropout"},
     .infer = infer_attn, .cost = cost_attn, .adjoint = adj_attn, .workspace = ws_attn,
     .kernel = k_attn,
     .shard = dg_shard_attention,
-    .traits = DG_TRAIT_SEQUENCE,
+    .traits = DG_TRAIT_SEQUENCE | DG_TRAIT_RANDOM, /* dropout: TP's head offset (dg_tp_rewrites.c) */
     .f32_outputs = 2u /* lse */,
 };
 
@@ -176,17 +213,30 @@ int dg_attention_ex(dg_graph *g, int q, int k, int v, int causal, double scale, 
 
 int dg_attention_var(dg_graph *g, int q, int k, int v, int causal, double scale, int64_t window, int softmax,
                      int sink, int *lse_out) {
+    dg_attn_opts o = {.causal = causal, .scale = scale, .window = window, .softmax = softmax, .sink = sink,
+                      .key = -1};
+    return dg_attention_opt(g, q, k, v, &o, lse_out);
+}
+
+int dg_attention_opt(dg_graph *g, int q, int k, int v, const dg_attn_opts *opt, int *lse_out) {
     if (g->status != DG_OK) return -1;
+    double scale = opt->scale;
     if (scale <= 0.0 && q >= 0 && q < g->n_tensors && g->tensors[q].ndim == 4)
         scale = 1.0 / sqrt((double)g->tensors[q].shape[3]);
     dg_attrs a = dg_attrs_zero();
-    a.i[0] = causal;
-    a.i[1] = window;
-    a.i[2] = softmax;
+    a.i[0] = opt->causal;
+    a.i[1] = opt->window;
+    a.i[2] = opt->softmax;
     a.f[0] = scale;
+    int in[5] = {q, k, v}, nin = 3;
+    if (opt->softmax == DG_ATTN_SOFTMAX_LEARNABLE) in[nin++] = opt->sink;
+    if (opt->dropout > 0) {
+        a.f[1] = opt->dropout;
+        a.i[3] = opt->site;
+        in[nin++] = opt->key;
+    }
     int outs[2] = {-1, -1};
-    int o = dg_graph_add(g, &dg_op_attention, &a, (int[]){q, k, v, sink},
-                         softmax == DG_ATTN_SOFTMAX_LEARNABLE ? 4 : 3, outs, NULL);
+    int o = dg_graph_add(g, &dg_op_attention, &a, in, nin, outs, NULL);
     if (lse_out) *lse_out = o < 0 ? -1 : outs[1];
     return o;
 }
@@ -206,7 +256,11 @@ static int infer_attn_bwd(const dg_graph *g, const dg_node *n, dg_tensor_desc *o
     DG_TRY(expect_shape(g, n, 3, "o", 4, q->shape, err));
     DG_TRY(expect_shape(g, n, 4, "do", 4, q->shape, err));
     DG_TRY(expect_shape(g, n, 5, "lse", 3, ls, err));
-    if (n->n_in > 6) DG_TRY(expect_shape(g, n, 6, "dlse", 3, ls, err));
+    if (bwd_key_index(n) >= 0) {
+        if (n->n_in < 7) return DG_INFER_FAIL(err, "rule 'inputs' broken: dropout %g needs the key", n->attrs.f[1]);
+        DG_TRY(check_key(g, n, bwd_key_index(n), err));
+    }
+    if (bwd_dlse_index(n) >= 0) DG_TRY(expect_shape(g, n, bwd_dlse_index(n), "dlse", 3, ls, err));
     for (int i = 0; i < 3; i++) dg_desc_like(&o[i], DG_IN(g, n, i));
     return DG_OK;
 }
@@ -215,7 +269,7 @@ static void cost_attn_bwd(const dg_graph *g, const dg_node *n, dg_cost *c) {
     dg_attn_dims d = node_dims(g, n);
     c->flops = 14.0 * attn_pairs(&d) * (double)d.D;
     double qo = (double)(d.B * d.S * d.Hq * d.D), kv = (double)(d.B * d.S * d.Hkv * d.D);
-    c->bytes = 4.0 * (4.0 * qo + 4.0 * kv + (double)(d.B * d.Hq * d.S) * (n->n_in > 6 ? 2 : 1));
+    c->bytes = 4.0 * (4.0 * qo + 4.0 * kv + (double)(d.B * d.Hq * d.S) * (bwd_dlse_index(n) >= 0 ? 2 : 1));
 }
 
 static size_t ws_attn_bwd(const dg_graph *g, const dg_node *n, int nthreads) {
@@ -225,17 +279,18 @@ static size_t ws_attn_bwd(const dg_graph *g, const dg_node *n, int nthreads) {
 
 static int k_attn_bwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
                       void *const *out) {
-    dg_attn_dims d = node_dims(g, n);
+    int key = bwd_key_index(n), dl = bwd_dlse_index(n);
+    dg_attn_dims d = run_dims(g, n, key >= 0 ? in[key] : NULL);
     int nth = e->team && e->team->nthreads > 1 ? e->team->nthreads : 1;
     if (e->workspace_bytes < dg_cpu_attention_bwd_workspace(&d, nth)) return DG_EINTERNAL;
-    dg_cpu_attention_bwd(e->team, &d, in[0], in[1], in[2], in[3], in[4], in[5],
-                         n->n_in > 6 ? in[6] : NULL, out[0], out[1], out[2], e->workspace);
+    dg_cpu_attention_bwd(e->team, &d, in[0], in[1], in[2], in[3], in[4], in[5], dl >= 0 ? in[dl] : NULL, out[0],
+                         out[1], out[2], e->workspace);
     return DG_OK;
 }
 
 const dg_op_def dg_op_attention_bwd = {
-    .name = "attention_bwd", .min_inputs = 6, .max_inputs = 7, .n_outputs = 3,
-    .iattr_names = {"causal", "window", "softmax"}, .fattr_names = {"scale"},
+    .name = "attention_bwd", .min_inputs = 6, .max_inputs = 8, .n_outputs = 3,
+    .iattr_names = {"causal", "window", "softmax", "site"}, .fattr_names = {"scale", "dropout"},
     .infer = infer_attn_bwd, .cost = cost_attn_bwd, .workspace = ws_attn_bwd,
     .kernel = k_attn_bwd,
 };
@@ -261,7 +316,7 @@ static int infer_sink_bwd(const dg_graph *g, const dg_node *n, dg_tensor_desc *o
 static dg_attn_dims sink_dims(const dg_graph *g, const dg_node *n) {
     const dg_tensor *t = DG_IN(g, n, 0);
     return (dg_attn_dims){t->shape[0], t->shape[1], t->shape[2], t->shape[2], t->shape[3],
-                          (int)n->attrs.i[0], (float)n->attrs.f[0], n->attrs.i[1], (int)n->attrs.i[2], 0};
+                          (int)n->attrs.i[0], (float)n->attrs.f[0], n->attrs.i[1], (int)n->attrs.i[2], 0, {.p = 0.0f}};
 }
 
 static void cost_sink_bwd(const dg_graph *g, const dg_node *n, dg_cost *c) {
@@ -281,7 +336,7 @@ static int k_sink_bwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n,
 
 const dg_op_def dg_op_attention_sink_bwd = {
     .name = "attention_sink_bwd", .min_inputs = 4, .max_inputs = 5, .n_outputs = 1,
-    .iattr_names = {"causal", "window", "softmax"}, .fattr_names = {"scale"},
+    .iattr_names = {"causal", "window", "softmax", "site"}, .fattr_names = {"scale", "dropout"},
     .infer = infer_sink_bwd, .cost = cost_sink_bwd, .kernel = k_sink_bwd,
     .shard = dg_shard_attention_sink_bwd,
 };

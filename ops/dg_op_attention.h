@@ -18,11 +18,18 @@
  *        i[2] = softmax (DG_ATTN_SOFTMAX_*: 0 vanilla; 1 off-by-one, a zero
  *               logit with no value in every row's denominator; 2 learnable,
  *               that logit per head from the sink input). lse includes it.
+ *        f[1] = dropout p on the probabilities (0: none), i[3] = its site
+ *               (the model's number for this dropout); with p > 0 the last
+ *               input is the attention key (i32 [5], dg_op_attn_key.h): the
+ *               mask is the counter-based draw of dg_cpu_attention.h
+ *               (dg_attn_drop) at each probability's global (sample, head,
+ *               query, key), recomputed by the backward; the unfused
+ *               chain's dropout draws the same one. Outside training none.
  * Kernel: flash-style, O(S) memory (kernels/cpu/dg_cpu_attention.h).
  * Cost: the matmul FLOPs, 4 D per visible (query, key) pair: 4 B Hq S^2 D,
  * or 4 B Hq S (S+1)/2 D when causal (fewer in a window: attn_pairs).
  *
- * attention_bwd(q, k, v, o, do, lse [, dlse]) -> dq, dk, dv
+ * attention_bwd(q, k, v, o, do, lse [, key] [, dlse]) -> dq, dk, dv
  *   The adjoint of attention; dlse (the gradient of lse, [B, Hq, S]) is
  *   optional. Same attrs as the forward node. Not differentiable again.
  *   A sink needs nothing here: P = exp(s - lse) with the sink in lse.
@@ -45,6 +52,20 @@ extern const dg_op_def dg_op_attention_sink_bwd;
 
 /* attrs.i[2] of attention */
 enum { DG_ATTN_SOFTMAX_VANILLA = 0, DG_ATTN_SOFTMAX_OFF_BY_ONE = 1, DG_ATTN_SOFTMAX_LEARNABLE = 2 };
+
+/* Every variant: causal, scale (<= 0: 1/sqrt(D)), window, softmax (and
+ * the sink tensor for DG_ATTN_SOFTMAX_LEARNABLE, else -1), dropout p with
+ * the attention key tensor and the site (key -1 when p is 0). */
+typedef struct dg_attn_opts {
+    int causal;
+    double scale;
+    int64_t window;
+    int softmax, sink;
+    double dropout;
+    int key, site;
+} dg_attn_opts;
+
+int dg_attention_opt(dg_graph *g, int q, int k, int v, const dg_attn_opts *o, int *lse_out);
 
 /* Causal attention. Returns o's id (or -1 after a builder error) and, if
  * lse_out is not NULL, writes lse's id there. scale <= 0 means 1/sqrt(D). */

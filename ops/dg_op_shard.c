@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "dg_layout.h"
+
 static int ndim_of(const dg_graph *g, int t) { return g->tensors[t].ndim; }
 
 /* Dim d of s split by one axis only (no second axis): that axis, else NONE. */
@@ -92,13 +94,17 @@ static bool heads_layout_ok(const dg_sharding *s) {
 int dg_shard_attention(const dg_graph *g, const dg_node *n, const dg_sharding *in,
                        dg_sharding *out, dg_attrs *attrs) {
     (void)g;
-    (void)attrs;
     for (int k = 0; k < 3; k++)
         if (!heads_layout_ok(&in[k]) || !dg_layout_equal(&in[k], &in[0])) return DG_SHARD_CANNOT;
     /* the learnable sink [Hq] is split as q's heads (TP's share of them) */
-    if (n->n_in > 3 && (in[3].partial != DG_AXIS_NONE || in[3].split[0] != in[0].split[2] ||
-                        in[3].split2[0] != in[0].split2[2] || in[3].stride[0] != in[0].stride[2]))
+    int sink = attrs->i[2] == 2; /* DG_ATTN_SOFTMAX_LEARNABLE */
+    if (sink && (in[3].partial != DG_AXIS_NONE || in[3].split[0] != in[0].split[2] ||
+                 in[3].split2[0] != in[0].split2[2] || in[3].stride[0] != in[0].stride[2]))
         return DG_SHARD_CANNOT;
+    /* dropout's key is replicated: the head offset of a split is in it
+     * (TP's and CP's rewrites put it there, dg_op_attn_key.h) */
+    for (int k = 3 + sink; k < n->n_in; k++)
+        if (!dg_layout_is_replicated(&in[k])) return DG_SHARD_CANNOT;
     out[0] = in[0];
     memset(&out[1], 0, sizeof out[1]); /* lse [B, Hq, S] */
     copy_dim(&out[1], 0, &in[0], 0);

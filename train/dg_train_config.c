@@ -77,7 +77,7 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--use-flash-attn", DG_ARG_FLAG, T(use_flash_attn), "accepted: --attention-backend auto is the fused flash-style kernel", NR, NULL},
     {"--position-embedding-type", DG_ARG_CHOICE, T(position_embedding_type), "position embeddings (default learned_absolute)", NR, "learned_absolute|rope|none"},
     {"--attention-backend", DG_ARG_CHOICE, T(attention_backend), "auto, flash, fused: the fused flash-style op; unfused, local: scores, softmax, dropout as nodes", NR, "auto|flash|fused|unfused|local"},
-    {"--attention-dropout", DG_ARG_DOUBLE, M(attention_dropout), "dropout on attention probabilities, with --attention-backend unfused or local (default 0)", 0, 1, NULL},
+    {"--attention-dropout", DG_ARG_DOUBLE, M(attention_dropout), "dropout on attention probabilities (0.1, as Megatron); drawn inside the fused attention, or as a node of the unfused chain", 0, 1, NULL},
     {"--hidden-dropout", DG_ARG_DOUBLE, M(hidden_dropout), "dropout after the embedding and on each residual branch (0.1)", 0, 1, NULL},
     {"--window-size", DG_ARG_STRING, T(window_size), "sliding-window attention L,0: each query sees its own key and the L before it (-1: unbounded)", NR, NULL},
     {"--window-attn-skip-freq", DG_ARG_STRING, T(window_attn_skip_freq), "with --window-size: every N-th layer has full attention, or a 1 (window) / 0 (full) list per layer", NR, NULL},
@@ -204,6 +204,7 @@ void dg_train_config_defaults(dg_train_config *c) {
     m->moe_layer_freq = 1;
     m->hidden_dropout = 0.1;
     m->mtp_loss_scaling_factor = 0.1;
+    m->attention_dropout = 0.1;
     c->moe_router_bias_update_rate = 1e-3;
     c->moe_upcycling_granularity = 1;
     snprintf(c->normalization, sizeof c->normalization, "LayerNorm");
@@ -347,9 +348,10 @@ static int check_ep(const dg_train_config *c, dg_err *err) {
 }
 
 /* --attention-backend and --attention-dropout: the fused op (auto, flash,
- * fused) has no dropout and is what CP lowers to its ring; the unfused chain
- * (unfused, local: Megatron's own attention of 2022) has both scores and
- * dropout as nodes. */
+ * fused) draws the dropout inside (kernels/cpu/dg_cpu_attention.h) and is
+ * what CP lowers to its ring; the unfused chain (unfused, local: Megatron's
+ * own attention of 2022) has both scores and dropout as nodes. Both draw
+ * the same mask. */
 static int attention_backend(dg_train_config *c, dg_err *err) {
     dg_model_config *m = &c->model;
     m->attention_unfused = !strcmp(c->attention_backend, "unfused") || !strcmp(c->attention_backend, "local");
@@ -357,12 +359,6 @@ static int attention_backend(dg_train_config *c, dg_err *err) {
         return dg_err_set(err, DG_EINPUT, "--attention-dropout %g: expected [0, 1)", m->attention_dropout);
     if (m->attention_unfused && c->use_flash_attn)
         return dg_err_set(err, DG_EINPUT, "--use-flash-attn contradicts --attention-backend %s", c->attention_backend);
-    if (m->attention_dropout > 0 && !m->attention_unfused)
-        return dg_err_set(err, DG_EINPUT,
-                          "--attention-dropout %g: dropout on attention probabilities runs only with "
-                          "--attention-backend unfused or local (the fused attention has none); pass one, or "
-                          "--attention-dropout 0",
-                          m->attention_dropout);
     if (m->attention_unfused && c->context_parallel_size > 1)
         return dg_err_set(err, DG_EINPUT,
                           "--attention-backend %s: --context-parallel-size %d runs the fused attention (its ring "

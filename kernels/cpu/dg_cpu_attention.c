@@ -32,16 +32,17 @@ static float *take(char **p, size_t nfloats) {
 }
 
 /* Per-thread scratch. Forward: score tile [T, T], Q^T [D, T], accumulator
- * [T, D], and per row m, l, new max, rescale factor, tile sum [T].
+ * [T, D], and per row m, l, new max, rescale factor, tile sum [T], and
+ * dropout's factors of a tile row [T].
  * Backward: two score tiles [T, T], two transposed operand tiles [D, T],
- * and lse / Delta of a query tile [T]. */
+ * lse / Delta of a query tile and dropout's factors [T]. */
 static size_t fwd_thread_bytes(const dg_attn_dims *d) {
     return round64(sizeof(float) * T * T) + 2 * round64(sizeof(float) * T * (size_t)d->D) +
-           5 * round64(sizeof(float) * T);
+           6 * round64(sizeof(float) * T);
 }
 static size_t bwd_thread_bytes(const dg_attn_dims *d) {
     return 2 * round64(sizeof(float) * T * T) + 2 * round64(sizeof(float) * T * (size_t)d->D) +
-           2 * round64(sizeof(float) * T);
+           3 * round64(sizeof(float) * T);
 }
 static size_t delta_bytes(const dg_attn_dims *d) {
     return round64(sizeof(float) * (size_t)(d->B * d->Hq * d->S));
@@ -78,6 +79,20 @@ static void scale_row(float *restrict y, float a, int64_t n) {
     for (; e + 16 <= n; e += 16)
         for (int i = 0; i < 16; i++) y[e + i] *= a;
     for (; e < n; e++) y[e] *= a;
+}
+
+/* Dropout's factors along a tile row: z[c] = Z of (query i + c, key j)
+ * when along_q, else of (query i, key j + c), for c < n; 0 past n. */
+static void drop_row(const dg_attn_dims *d, int64_t b, int64_t h, int64_t i, int64_t j, int n, int along_q,
+                     float *restrict z) {
+    for (int c = 0; c < T; c++)
+        z[c] = c >= n ? 0.0f
+                      : dg_attn_drop_factor(&d->drop, d->S, b, h, along_q ? i + c : i, along_q ? j : j + c);
+}
+
+/* y[c] *= z[c] over a tile row. */
+static void mul_row(float *restrict y, const float *restrict z) {
+    for (int c = 0; c < T; c++) y[c] *= z[c];
 }
 
 /* ---- row helpers over a full tile row (fixed width T, so they vectorize) ---- */
@@ -195,7 +210,8 @@ static void fwd_unit(const attn_ctx *c, int64_t u, char *scr) {
     const int br = tile_rows(d, it);
     float *st = take(&scr, T * T), *qt = take(&scr, (size_t)(T * D));
     float *acc = take(&scr, (size_t)(T * D)), *m = take(&scr, T), *l = take(&scr, T);
-    float *mx = take(&scr, T), *alpha = take(&scr, T), *rsum = take(&scr, T);
+    float *mx = take(&scr, T), *alpha = take(&scr, T), *rsum = take(&scr, T), *z = take(&scr, T);
+    const int drop = d->drop.p > 0.0f;
     /* per-row state for all T rows, so the row loops below have a fixed
      * width and vectorize; rows >= br stay inert (max 0, sum 0) */
     for (int r = 0; r < T; r++) {
@@ -230,6 +246,11 @@ static void fwd_unit(const attn_ctx *c, int64_t u, char *scr) {
         }
         for (int r = 0; r < br; r++) rsum[r] = row_exp_sum(st + (size_t)r * T, lo[r], hi[r], m[r]);
         for (int r = 0; r < T; r++) l[r] = l[r] * alpha[r] + rsum[r];
+        if (drop) /* l sums the undropped exponentials; P V the kept ones */
+            for (int r = 0; r < br; r++) {
+                drop_row(d, b, h, i0 + r, j0, bc, 0, z);
+                mul_row(st + (size_t)r * T, z);
+            }
         for (int r = 0; r < br; r++)
             if (alpha[r] != 1.0f) scale_row(acc + r * D, alpha[r], D);
         /* acc[br, D] += P[br, bc] Vj[bc, D] */
@@ -312,7 +333,8 @@ static void dkv_unit(const attn_ctx *c, int64_t u, char *scr) {
     const int bc = tile_rows(d, jt);
     float *pt = take(&scr, T * T), *dst = take(&scr, T * T);
     float *kt = take(&scr, (size_t)(T * D)), *vt = take(&scr, (size_t)(T * D));
-    float *lsev = take(&scr, T), *deltav = take(&scr, T);
+    float *lsev = take(&scr, T), *deltav = take(&scr, T), *z = take(&scr, T);
+    const int drop = d->drop.p > 0.0f;
     float *dkj = c->dk + ((b * S + j0) * Hkv + kh) * D;
     float *dvj = c->dv + ((b * S + j0) * Hkv + kh) * D;
     for (int r = 0; r < bc; r++) {
@@ -344,7 +366,12 @@ static void dkv_unit(const attn_ctx *c, int64_t u, char *scr) {
                 const int64_t j = j0 + cc;
                 int qlo = d->causal ? (int)DG_MIN((int64_t)T, DG_MAX((int64_t)0, j - d->qoff - i0)) : 0;
                 int qhi = d->window > 0 ? (int)DG_MAX((int64_t)0, DG_MIN((int64_t)br, j + d->window - d->qoff - i0)) : br;
+                if (drop) { /* dS = P (Z dP - Delta), dV from P Z */
+                    drop_row(d, b, h, i0, j, br, 1, z);
+                    mul_row(dst + (size_t)cc * T, z);
+                }
                 row_p_ds_t(pt + (size_t)cc * T, dst + (size_t)cc * T, qlo, qhi, lsev, deltav);
+                if (drop) mul_row(pt + (size_t)cc * T, z);
             }
             /* dV[bc, D] += P^T dO;  dK[bc, D] += scale dS^T Q */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bc, (int)D, br, 1.0f, pt, T, doi,
@@ -362,7 +389,7 @@ static void dq_unit(const attn_ctx *c, int64_t u, char *scr) {
     const int64_t ldq = Hq * D, ldk = Hkv * D, i0 = it * T, kh = h / G;
     const int br = tile_rows(d, it);
     float *st = take(&scr, T * T), *dpt = take(&scr, T * T);
-    float *qt = take(&scr, (size_t)(T * D)), *dot = take(&scr, (size_t)(T * D));
+    float *qt = take(&scr, (size_t)(T * D)), *dot = take(&scr, (size_t)(T * D)), *z = take(&scr, T);
     float *dqi = c->dq + ((b * S + i0) * Hq + h) * D;
     const float *lse = c->lse + (b * Hq + h) * S + i0;
     const float *delta = c->delta + (b * Hq + h) * S + i0;
@@ -382,6 +409,10 @@ static void dq_unit(const attn_ctx *c, int64_t u, char *scr) {
         for (int r = 0; r < br; r++) {
             int lo, hi;
             row_range(d, i0 + r, jt * T, bc, &lo, &hi);
+            if (d->drop.p > 0.0f) { /* dS = P (Z dP - Delta) */
+                drop_row(d, b, h, i0 + r, jt * T, bc, 0, z);
+                mul_row(dpt + (size_t)r * T, z);
+            }
             row_p_ds(st + (size_t)r * T, dpt + (size_t)r * T, lo, hi, lse[r], delta[r]);
         }
         /* dQ[br, D] += scale dS[br, bc] K[bc, D] */

@@ -55,11 +55,67 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "dg_cpu_dropout.h" /* the counter-based draw; defines DG_HD */
 #include "dg_team.h"
 
-#ifndef DG_HD
-#define DG_HD
-#endif
+/* Attention dropout (Megatron's --attention-dropout): each probability
+ * P[b, h, i, j] is kept, times 1 / (1 - p), or dropped by the dropout op's
+ * counter-based draw (dg_cpu_dropout.h) at the probability's place in its
+ * sample's whole [H, S, S] tensor, element (h S + i) S + j with the global
+ * head and positions. The unfused chain's dropout on the probabilities
+ * (ops/dg_op_attn_unfused.h) draws the same mask, and every TP / CP layout
+ * draws one rank's. The softmax's sum (and lse) keeps the undropped
+ * exponentials; the output sums the kept ones: o_i = sum_j P_ij Z_ij v_j.
+ * The backward (flash attention with dropout): Delta_i = rowsum(dO_i * O_i)
+ * - dlse_i still, dS = P * (Z * dP - Delta), dV = (P * Z)^T dO. */
+typedef struct dg_attn_drop {
+    float p;            /* drop probability; 0: none (and outside training) */
+    float keep_scale;   /* 1 / (1 - p) */
+    uint32_t threshold; /* dg_dropout_threshold(p) */
+    uint64_t stream;    /* dg_dropout_stream(key, site) */
+    int64_t sample0;    /* global index of local sample 0 (key[2]) */
+    int64_t head0;      /* global index of local query head 0 */
+    int64_t S;          /* the whole sequence's length (0: dg_attn_dims.S) */
+    /* places (CP's chunks): local query row s < qc is global position
+     * qa qc + s, a row s >= qc is qb qc + s - qc; qc 0: position s. Keys
+     * alike with kc, ka, kb. */
+    int64_t qc, qa, qb, kc, ka, kb;
+} dg_attn_drop;
+
+/* The attention key (the attention op's dropout input, i32 [5]): the
+ * graph's rng_key (seed, iteration, first sample, training) and the global
+ * index of the node's first query head (ops/dg_op_attn_key.h). */
+#define DG_ATTN_KEY_LEN 5
+
+/* z for drop probability p at `site` from the attention key; p 0 outside
+ * training (key[3] 0), as Megatron's model.eval(). */
+static inline DG_HD dg_attn_drop dg_attn_drop_make(const int32_t *key, int64_t site, double p) {
+    dg_attn_drop z;
+    memset(&z, 0, sizeof z);
+    if (!(p > 0) || !key[3]) return z;
+    z.p = (float)p;
+    z.keep_scale = dg_dropout_scale(p);
+    z.threshold = dg_dropout_threshold(p);
+    z.stream = dg_dropout_stream(key, site);
+    z.sample0 = key[2];
+    z.head0 = key[4];
+    return z;
+}
+
+static inline DG_HD int64_t dg_attn_place(int64_t c, int64_t a, int64_t b, int64_t s) {
+    return c <= 0 ? s : s < c ? a * c + s : b * c + s - c;
+}
+
+/* The factor Z of P[b, h, i, j] for local sample b, head h, query row i,
+ * key row j (S: the local sequence, the default whole one): 1 / (1 - p)
+ * or 0. */
+static inline DG_HD float dg_attn_drop_factor(const dg_attn_drop *z, int64_t S, int64_t b, int64_t h, int64_t i,
+                                              int64_t j) {
+    int64_t sg = z->S > 0 ? z->S : S;
+    int64_t pi = dg_attn_place(z->qc, z->qa, z->qb, i), pj = dg_attn_place(z->kc, z->ka, z->kb, j);
+    uint64_t elem = (uint64_t)(((z->head0 + h) * sg + pi) * sg + pj);
+    return dg_dropout1(z->stream, (uint64_t)(z->sample0 + b), elem, z->threshold, z->keep_scale, 1.0f);
+}
 
 /* Rows (queries) and columns (keys) of a score tile. */
 #define DG_ATTN_TILE 64
@@ -79,6 +135,7 @@ typedef struct dg_attn_dims {
                      * self-attention; ring attention's blocks of chunks, only
                      * with a window: kernels/cpu/dg_cpu_ring_attn.h). A row
                      * that sees no key then gets o = 0, lse = -inf */
+    dg_attn_drop drop; /* attention dropout (zero: none) */
 } dg_attn_dims;
 
 /* Workspace bytes for nthreads threads (per-thread tiles, plus Delta for

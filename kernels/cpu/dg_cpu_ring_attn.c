@@ -31,6 +31,15 @@ static dg_attn_dims half_dims(const dg_attn_dims *d) {
     return h;
 }
 
+/* h (a c x c block) for query half qh and key half kh of d: dropout's
+ * places become the two halves' chunks (d's drop holds the rank's pair
+ * and the K/V's; a half's rows are all below c). */
+static dg_attn_dims halves(dg_attn_dims h, const dg_attn_dims *d, int qh, int kh) {
+    h.drop.qa = qh ? d->drop.qb : d->drop.qa;
+    h.drop.ka = kh ? d->drop.kb : d->drop.ka;
+    return h;
+}
+
 static dg_attn_dims diag_dims(const dg_attn_dims *d) {
     dg_attn_dims h = *d;
     h.causal = 1;
@@ -64,7 +73,8 @@ void dg_cpu_ring_block_fwd(const dg_team *team, const dg_attn_dims *d, dg_ring_m
         gather_rows(v, vs, B, c, HkvD, 0);
         for (int qh = 0; qh < 2; qh++) {
             gather_rows(q, qs, B, c, HqD, qh);
-            dg_cpu_attention_fwd(team, &h, qs, ks, vs, o1, l1, aws);
+            dg_attn_dims hq = halves(h, d, qh, 0);
+            dg_cpu_attention_fwd(team, &hq, qs, ks, vs, o1, l1, aws);
             scatter_rows(o1, o, B, c, HqD, qh);
             scatter_lse(l1, lse, BH, c, qh);
         }
@@ -79,7 +89,8 @@ void dg_cpu_ring_block_fwd(const dg_team *team, const dg_attn_dims *d, dg_ring_m
     for (int kh = 0; kh < 2; kh++) {
         gather_rows(k, ks, B, c, HkvD, kh);
         gather_rows(v, vs, B, c, HkvD, kh);
-        dg_cpu_attention_fwd(team, &h, qs, ks, vs, os[kh], lsub[kh], aws);
+        dg_attn_dims hk = halves(h, d, 1, kh);
+        dg_cpu_attention_fwd(team, &hk, qs, ks, vs, os[kh], lsub[kh], aws);
     }
     dg_cpu_lse_merge_fwd(B, c, d->Hq, d->D, o1, l1, o2, l2, qs, l1); /* in place: l1 read before written */
     scatter_rows(qs, o, B, c, HqD, 1);
@@ -124,7 +135,8 @@ void dg_cpu_ring_block_bwd(const dg_team *team, const dg_attn_dims *d, dg_ring_m
             gather_rows(dout, dos, B, c, HqD, qh);
             gather_lse(lse, ls, BH, c, qh);
             if (dlse) gather_lse(dlse, dls, BH, c, qh);
-            dg_cpu_attention_bwd(team, &h, qs, ks, vs, os, dos, ls, dlse ? dls : NULL, dqs,
+            dg_attn_dims hq = halves(h, d, qh, 0);
+            dg_cpu_attention_bwd(team, &hq, qs, ks, vs, os, dos, ls, dlse ? dls : NULL, dqs,
                                  qh ? dks : dka, qh ? dvs : dva, aws);
             scatter_rows(dqs, dq, B, c, HqD, qh);
         }
@@ -146,7 +158,8 @@ void dg_cpu_ring_block_bwd(const dg_team *team, const dg_attn_dims *d, dg_ring_m
     for (int kh = 0; kh < 2; kh++) {
         gather_rows(k, ks, B, c, HkvD, kh);
         gather_rows(v, vs, B, c, HkvD, kh);
-        dg_cpu_attention_bwd(team, &h, qs, ks, vs, os, dos, ls, dlse ? dls : NULL, kh ? dqs : dqa, dks,
+        dg_attn_dims hk = halves(h, d, 1, kh);
+        dg_cpu_attention_bwd(team, &hk, qs, ks, vs, os, dos, ls, dlse ? dls : NULL, kh ? dqs : dqa, dks,
                              dvs, aws);
         scatter_rows(dks, dk, B, c, HkvD, kh);
         scatter_rows(dvs, dv, B, c, HkvD, kh);
@@ -163,6 +176,8 @@ void dg_cpu_ring_block_bwd(const dg_team *team, const dg_attn_dims *d, dg_ring_m
 static int chunk_block(const dg_attn_dims *d, int64_t c, int cq, int ck, dg_attn_dims *h) {
     if (ck > cq) return 0;
     *h = half_dims(d);
+    h->drop.qa = cq; /* dropout's places: the chunks themselves */
+    h->drop.ka = ck;
     h->qoff = (int64_t)(cq - ck) * c;
     h->causal = cq == ck;
     return h->qoff - (c - 1) < d->window;

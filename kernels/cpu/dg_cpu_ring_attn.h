@@ -8,6 +8,10 @@
  *   q, o, do, dq  [B, 2c, Hq, D]     k, v, dk, dv  [B, 2c, Hkv, D]
  *   lse, dlse     [B, Hq, 2c]        d->S = 2c; d->causal, d->scale as in
  *                                    dg_cpu_attention.h (causal ignored)
+ * Dropout (d->drop.p > 0): d->drop's places are the rank's chunks (qa, qb:
+ * r, 2cp-1-r) and the K/V's (ka, kb: j, 2cp-1-j) with qc = kc = c, and
+ * d->drop.S the whole sequence; each c x c block draws at its two chunks.
+ * Blocks merge by lse as without: the sums l are undropped.
  * Modes, by where the K/V pair in hand came from (rank j, this rank r):
  *   DIAG   j == r: causal attention over the local 2c tokens, which is
  *          exactly the right mask (A sees A causally, B sees A fully and B

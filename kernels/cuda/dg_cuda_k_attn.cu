@@ -17,7 +17,11 @@
  * Head dims up to DG_CUDA_ATTN_MAX_D = 128 (instantiations for <= 64 and
  * <= 128: a row lives in registers; 32 keys of K and V staged take at most
  * 32 KB of shared memory). This is the correct, simple form: the
- * tensor-core version (wgmma tiles) is future work (docs/cuda.md). */
+ * tensor-core version (wgmma tiles) is future work (docs/cuda.md).
+ * Dropout (attrs f[1] > 0, the attention key an input): each thread draws
+ * its probabilities' factors with the CPU's DG_HD dg_attn_drop_factor, the
+ * key read on the device: l sums the undropped exponentials, o the kept
+ * ones; the backward's dS = P (Z dP - Delta), dV from P Z. */
 #include "dg_cuda_internal.h"
 
 #define BQ 64
@@ -27,6 +31,9 @@ struct attn_args {
     int64_t B, S, Hq, Hkv, D;
     int causal;
     float scale;
+    const int32_t *key; /* the attention key (dropout), or NULL */
+    int64_t site;
+    double p;
     const float *q, *k, *v, *o, *dout, *lse, *dlse;
     float *out, *lse_out, *dq, *dk, *dv, *delta;
 };
@@ -57,6 +64,17 @@ __device__ static void stage_kv(const attn_args &a, int64_t b, int64_t hk, int64
     __syncthreads();
 }
 
+/* Dropout's draw for this node (p 0: none, or outside training). */
+__device__ static inline dg_attn_drop drop_of(const attn_args &a) {
+    const int32_t zero[DG_ATTN_KEY_LEN] = {0, 0, 0, 0, 0};
+    return dg_attn_drop_make(a.key ? a.key : zero, a.site, a.key ? a.p : 0.0);
+}
+
+/* Z of (query i, key j) of head h, sample b: 1 without dropout. */
+__device__ static inline float zf(const dg_attn_drop &z, int64_t S, int64_t b, int64_t h, int64_t i, int64_t j) {
+    return z.p > 0.0f ? dg_attn_drop_factor(&z, S, b, h, i, j) : 1.0f;
+}
+
 template <int DM>
 __device__ static inline float dot(const float *a, const float *b, int64_t D) {
     float s = 0;
@@ -81,6 +99,7 @@ __global__ static void attn_fwd_kernel(attn_args a) {
         acc[d] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
+    const dg_attn_drop z = drop_of(a);
     for (int64_t k0 = 0; k0 < key_end(a); k0 += BK) {
         stage_kv<BK>(a, b, hk, k0, Ks, Vs);
         if (!valid) continue;
@@ -97,6 +116,7 @@ __global__ static void attn_fwd_kernel(attn_args a) {
             }
             float p = dg_attn_exp(s - m);
             l += p;
+            p *= zf(z, a.S, b, h, i, j); /* the output sums the kept ones */
 #pragma unroll
             for (int d = 0; d < DM; d++)
                 if (d < D) acc[d] += p * Vs[jj * D + d];
@@ -138,6 +158,7 @@ __global__ static void attn_dkdv_kernel(attn_args a) {
         dk[d] = dv[d] = 0.0f;
     }
     const int64_t i_start = a.causal ? ((int64_t)blockIdx.x * BQ) / BK * BK : 0;
+    const dg_attn_drop z = drop_of(a);
     for (int64_t h = hk * G; h < (hk + 1) * G; h++) {
         for (int64_t i0 = i_start; i0 < a.S; i0 += BK) {
             __syncthreads();
@@ -156,11 +177,13 @@ __global__ static void attn_dkdv_kernel(attn_args a) {
                 if (a.causal && i < j) continue;
                 const float *qi = Qs + ii * D, *oi = Os + ii * D;
                 float p = dg_attn_exp(a.scale * dot<DM>(kr, qi, D) - Ls[ii]);
-                float ds = dg_attn_dscore(p, dot<DM>(vr, oi, D), Ds[ii]);
+                float zz = zf(z, a.S, b, h, i, j);
+                float ds = dg_attn_dscore(p, zz * dot<DM>(vr, oi, D), Ds[ii]);
+                float pz = p * zz;
 #pragma unroll
                 for (int d = 0; d < DM; d++)
                     if (d < D) {
-                        dv[d] += p * oi[d];
+                        dv[d] += pz * oi[d];
                         dk[d] += a.scale * ds * qi[d];
                     }
             }
@@ -193,6 +216,7 @@ __global__ static void attn_dq_kernel(attn_args a) {
     }
     const int64_t r = (b * a.Hq + h) * a.S + i;
     const float l = valid ? a.lse[r] : 0.0f, delta = valid ? a.delta[r] : 0.0f;
+    const dg_attn_drop z = drop_of(a);
     for (int64_t k0 = 0; k0 < key_end(a); k0 += BK) {
         stage_kv<BK>(a, b, hk, k0, Ks, Vs);
         if (!valid) continue;
@@ -201,7 +225,7 @@ __global__ static void attn_dq_kernel(attn_args a) {
             if (j >= a.S || (a.causal && j > i)) break;
             const float *kj = Ks + jj * D;
             float p = dg_attn_exp(a.scale * dot<DM>(qr, kj, D) - l);
-            float ds = dg_attn_dscore(p, dot<DM>(orow, Vs + jj * D, D), delta);
+            float ds = dg_attn_dscore(p, zf(z, a.S, b, h, i, j) * dot<DM>(orow, Vs + jj * D, D), delta);
 #pragma unroll
             for (int d = 0; d < DM; d++)
                 if (d < D) dq[d] += a.scale * ds * kj[d];
@@ -224,6 +248,8 @@ static attn_args args_of(const dg_graph *g, const dg_node *n) {
     a.D = q->shape[3];
     a.causal = (int)n->attrs.i[0];
     a.scale = (float)n->attrs.f[0];
+    a.site = n->attrs.i[3];
+    a.p = n->attrs.f[1];
     return a;
 }
 
@@ -244,6 +270,7 @@ int dg_cuda_k_attn(DG_CUDA_KARGS) {
     a.q = (const float *)in[0];
     a.k = (const float *)in[1];
     a.v = (const float *)in[2];
+    if (a.p > 0) a.key = (const int32_t *)in[n->n_in - 1]; /* after q, k, v (and a sink) */
     a.out = (float *)out[0];
     a.lse_out = (float *)out[1];
     dim3 grid((unsigned)((a.S + BQ - 1) / BQ), (unsigned)(a.B * a.Hq));
@@ -256,7 +283,7 @@ size_t dg_cuda_ws_attn_bwd(const dg_graph *g, const dg_node *n) {
     return sizeof(float) * (size_t)(a.B * a.Hq * a.S);
 }
 
-/* inputs q, k, v, o, dout, lse (, dlse); outputs dq, dk, dv */
+/* inputs q, k, v, o, dout, lse (, key) (, dlse); outputs dq, dk, dv */
 int dg_cuda_k_attn_bwd(DG_CUDA_KARGS) {
     attn_args a = args_of(g, n);
     if (a.D > DG_CUDA_ATTN_MAX_D || a.S == 0) return a.S == 0 ? DG_OK : DG_EINTERNAL;
@@ -267,7 +294,9 @@ int dg_cuda_k_attn_bwd(DG_CUDA_KARGS) {
     a.o = (const float *)in[3];
     a.dout = (const float *)in[4];
     a.lse = (const float *)in[5];
-    a.dlse = n->n_in > 6 ? (const float *)in[6] : NULL;
+    int dl = a.p > 0 ? 7 : 6;
+    if (a.p > 0) a.key = (const int32_t *)in[6];
+    a.dlse = n->n_in > dl ? (const float *)in[dl] : NULL;
     a.dq = (float *)out[0];
     a.dk = (float *)out[1];
     a.dv = (float *)out[2];

@@ -19,7 +19,11 @@
  * in shared memory; the backward's three flash-attention-2 passes, each
  * output row with one writer, no atomics), with the same DG_HD exp,
  * rescale and dscore helpers as the CPU; dg_cuda_k_attn.cu is unchanged.
- * Head dims up to 128. A cp rank outside [0, cp) flags the node. */
+ * Head dims up to 128. A cp rank outside [0, cp) flags the node.
+ * Dropout (attrs f[1] > 0): the rank input is {cp_rank, attention key}
+ * (dg_op_attn_key.h); each probability draws the CPU's factor at its
+ * chunks' global places (the query's chunk r or 2cp-1-r, the key's of rank
+ * r - step), as dg_attn_drop_factor. */
 #include "dg_cuda_k_par.h"
 
 #define BQ 64
@@ -30,6 +34,8 @@ struct cpa_args {
     int64_t B, S, c, Hq, Hkv, D;
     int cp, step;
     float scale;
+    int64_t site;
+    double p; /* dropout: rank then holds the attention key after the rank */
     const int32_t *rank;
     const float *q, *k, *v, *o, *dout, *lse, *dlse;
     float *out, *lse_out, *dq, *dk, *dv, *delta;
@@ -44,6 +50,25 @@ __device__ static int cpa_mode(const cpa_args &a) {
         return -1;
     }
     return (int)dg_ring_mode_of(r, a.step, a.cp);
+}
+
+/* Dropout's draw of this block: the rank's chunks for the queries, rank
+ * r - step's for the keys, of the whole sequence 2c cp. */
+__device__ static dg_attn_drop cpa_drop(const cpa_args &a) {
+    const int32_t zero[DG_ATTN_KEY_LEN] = {0, 0, 0, 0, 0};
+    dg_attn_drop z = dg_attn_drop_make(a.p > 0 ? a.rank + 1 : zero, a.site, a.p > 0 ? a.p : 0.0);
+    int64_t r = a.rank[0], j = ((r - a.step) % a.cp + a.cp) % a.cp;
+    z.S = a.S * a.cp;
+    z.qc = z.kc = a.c;
+    z.qa = r;
+    z.qb = 2 * a.cp - 1 - r;
+    z.ka = j;
+    z.kb = 2 * a.cp - 1 - j;
+    return z;
+}
+
+__device__ static inline float zf(const dg_attn_drop &z, int64_t S, int64_t b, int64_t h, int64_t i, int64_t j) {
+    return z.p > 0.0f ? dg_attn_drop_factor(&z, S, b, h, i, j) : 1.0f;
 }
 
 /* Keys [0, kend) that query i sees. */
@@ -101,6 +126,7 @@ __global__ static void cpa_fwd_kernel(cpa_args a) {
         acc[d] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
+    const dg_attn_drop z = cpa_drop(a);
     for (int64_t k0 = 0; k0 < kblock; k0 += BK) {
         __syncthreads(); /* the previous tile is no longer read */
         stage(a.k, b, a.S, a.Hkv, hk, D, k0, Ks);
@@ -119,6 +145,7 @@ __global__ static void cpa_fwd_kernel(cpa_args a) {
             }
             float p = dg_attn_exp(s - m);
             l += p;
+            p *= zf(z, a.S, b, h, i, j); /* the output sums the kept ones */
 #pragma unroll
             for (int d = 0; d < DM; d++)
                 if (d < D) acc[d] += p * Vs[jj * D + d];
@@ -161,6 +188,7 @@ __global__ static void cpa_dkdv_kernel(cpa_args a) {
     int64_t qb = a.S, qe = a.S, bb, be;
     if (valid) qrange_of(mode, j, a.c, a.S, &qb, &qe);
     qrange_of(mode, j0, a.c, a.S, &bb, &be); /* the block's first key sees the most queries */
+    const dg_attn_drop z = cpa_drop(a);
     float kr[DM], vr[DM], dk[DM], dv[DM];
     const int64_t koff = ((b * a.S + j) * a.Hkv + hk) * D;
 #pragma unroll
@@ -186,11 +214,13 @@ __global__ static void cpa_dkdv_kernel(cpa_args a) {
                 if (i < qb) continue;
                 const float *qi = Qs + ii * D, *oi = Os + ii * D;
                 float p = dg_attn_exp(a.scale * dot<DM>(kr, qi, D) - Ls[ii]);
-                float ds = dg_attn_dscore(p, dot<DM>(vr, oi, D), Ds[ii]);
+                float zz = zf(z, a.S, b, h, i, j);
+                float ds = dg_attn_dscore(p, zz * dot<DM>(vr, oi, D), Ds[ii]);
+                float pz = p * zz;
 #pragma unroll
                 for (int d = 0; d < DM; d++)
                     if (d < D) {
-                        dv[d] += p * oi[d];
+                        dv[d] += pz * oi[d];
                         dk[d] += a.scale * ds * qi[d];
                     }
             }
@@ -227,6 +257,7 @@ __global__ static void cpa_dq_kernel(cpa_args a) {
     }
     const int64_t r = (b * a.Hq + h) * a.S + i;
     const float l = valid ? a.lse[r] : 0.0f, delta = valid ? a.delta[r] : 0.0f;
+    const dg_attn_drop z = cpa_drop(a);
     for (int64_t k0 = 0; k0 < kblock; k0 += BK) {
         __syncthreads();
         stage(a.k, b, a.S, a.Hkv, hk, D, k0, Ks);
@@ -237,7 +268,7 @@ __global__ static void cpa_dq_kernel(cpa_args a) {
             if (j >= kend) break;
             const float *kj = Ks + jj * D;
             float p = dg_attn_exp(a.scale * dot<DM>(qr, kj, D) - l);
-            float ds = dg_attn_dscore(p, dot<DM>(orow, Vs + jj * D, D), delta);
+            float ds = dg_attn_dscore(p, zf(z, a.S, b, h, i, j) * dot<DM>(orow, Vs + jj * D, D), delta);
 #pragma unroll
             for (int d = 0; d < DM; d++)
                 if (d < D) dq[d] += a.scale * ds * kj[d];
@@ -264,6 +295,8 @@ static cpa_args args_of(const dg_exec_env *e, const dg_graph *g, const dg_node *
     a.cp = (int)n->attrs.i[0];
     a.step = (int)n->attrs.i[1];
     a.scale = (float)n->attrs.f[0];
+    a.site = n->attrs.i[3];
+    a.p = n->attrs.f[1];
     a.bad = dg_cuda_ctx_of(e)->bad;
     a.node = n->id;
     return a;

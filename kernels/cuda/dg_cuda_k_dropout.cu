@@ -70,6 +70,20 @@ int dg_cuda_k_dropout(DG_CUDA_KARGS) {
     return dg_cuda_launched();
 }
 
+/* ---- attn_key (ops/dg_op_attn_key.h): the fused attention's dropout key ---------------------- */
+
+__global__ static void attn_key_kernel(const int32_t *key, int64_t len, const int32_t *coord, int64_t per, int ring,
+                                       int32_t *y) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) dg_attn_key_fill(key, len, coord ? coord[0] : 0, per, ring, y);
+}
+
+int dg_cuda_k_attn_key(DG_CUDA_KARGS) {
+    attn_key_kernel<<<1, 32, 0, dg_cuda_ctx_of(e)->stream>>>(
+        (const int32_t *)in[0], dg_tensor_numel(DG_IN(g, n, 0)), n->n_in > 1 ? (const int32_t *)in[1] : NULL,
+        n->attrs.i[0], (int)n->attrs.i[1], (int32_t *)out[0]);
+    return dg_cuda_launched();
+}
+
 /* ---- cast, loss_scaling ---------------------------------------------------------------- */
 
 /* Any floating dtype to any (f32 0, bf16 1, f16 2: dg_dtype's order), through f32. */

@@ -16,6 +16,7 @@ extern "C" {
 #include "dg_op_attn_unfused.h"
 #include "dg_op_bias.h"
 #include "dg_op_dp_pack.h"
+#include "dg_op_attn_key.h"
 #include "dg_op_dropout.h"
 #include "dg_op_optim.h"
 #include "dg_op_cast.h"
@@ -37,8 +38,9 @@ int dg_cuda_k_bias_grad(DG_CUDA_KARGS);
 int dg_cuda_k_pos_embed_add(DG_CUDA_KARGS);
 int dg_cuda_k_pos_embed_add_at(DG_CUDA_KARGS);
 int dg_cuda_k_pos_embed_grad(DG_CUDA_KARGS);
-/* dg_cuda_k_dropout.cu: dropout, cast, loss_scaling */
+/* dg_cuda_k_dropout.cu: dropout, attn_key, cast, loss_scaling */
 int dg_cuda_k_dropout(DG_CUDA_KARGS);
+int dg_cuda_k_attn_key(DG_CUDA_KARGS);
 int dg_cuda_k_cast(DG_CUDA_KARGS);
 int dg_cuda_k_loss_scaling(DG_CUDA_KARGS);
 /* dg_cuda_k_attn_unfused.cu */

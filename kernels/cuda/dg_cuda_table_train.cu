@@ -1,6 +1,7 @@
 /* dg_cuda_table_train.cu — the train part of the op -> CUDA kernel table
  * (dg_cuda_table.cu says which ops each part holds): the optimizer and the
- * data-parallel bucket copies, bias and learned positions, dropout, the
+ * data-parallel bucket copies, bias and learned positions, dropout (and the
+ * fused attention's dropout key), the
  * 16-bit rounding and loss scaling, the unfused attention chain
  * (dg_cuda_k_train.h names the files). */
 #include "dg_cuda_k_train.h"
@@ -21,6 +22,7 @@ extern "C" const dg_cuda_entry dg_cuda_table_train[] = {
     {&dg_op_pos_embed_add_at, dg_cuda_k_pos_embed_add_at, NULL},
     {&dg_op_pos_embed_grad, dg_cuda_k_pos_embed_grad, NULL},
     {&dg_op_dropout, dg_cuda_k_dropout, NULL},
+    {&dg_op_attn_key, dg_cuda_k_attn_key, NULL},
     {&dg_op_cast, dg_cuda_k_cast, NULL},
     {&dg_op_loss_scaling, dg_cuda_k_loss_scaling, NULL},
     {&dg_op_attn_scores, dg_cuda_k_attn_scores, NULL},

@@ -79,12 +79,16 @@ static int cp_attention(dg_graph *g, const dg_node *n, const int *in, int *out, 
     /* the variants (issue 29): a window carries over (all-to-all attends
      * over the whole sequence; the ring's blocks place each chunk pair);
      * a sink joins the merged result once (dg_op_attn_sink.h), for either */
-    int64_t window = n->attrs.i[1];
     int softmax = (int)n->attrs.i[2];
     int lse = -1;
-    out[0] = o->comm_type == DG_CP_COMM_A2A
-                 ? dg_ulysses_attention(g, in[0], in[1], in[2], o->cp_size, n->attrs.f[0], window, &lse)
-                 : dg_ring_attention(g, in[0], in[1], in[2], o->cp_size, n->attrs.f[0], window, &lse);
+    /* dropout (attrs f[1] > 0, the key the last input) draws each
+     * probability's global place: the ring's blocks by their chunks, the
+     * all-to-all by its share of the heads */
+    dg_attn_opts ao = {.causal = 1, .scale = n->attrs.f[0], .window = n->attrs.i[1], .sink = -1,
+                       .dropout = n->attrs.f[1], .key = n->attrs.f[1] > 0 ? in[n->n_in - 1] : -1,
+                       .site = (int)n->attrs.i[3]};
+    out[0] = o->comm_type == DG_CP_COMM_A2A ? dg_ulysses_attention(g, in[0], in[1], in[2], o->cp_size, &ao, &lse)
+                                            : dg_ring_attention(g, in[0], in[1], in[2], o->cp_size, &ao, &lse);
     if (out[0] >= 0 && softmax != DG_ATTN_SOFTMAX_VANILLA)
         out[0] = dg_attn_sink(g, out[0], lse, softmax, softmax == DG_ATTN_SOFTMAX_LEARNABLE ? in[3] : -1, &lse);
     out[1] = lse;

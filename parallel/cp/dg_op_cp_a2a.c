@@ -6,6 +6,7 @@
 #include "dg_collective.h"
 #include "dg_layout.h"
 #include "dg_op_attention.h"
+#include "dg_op_attn_key.h"
 #include "dg_ops_util.h"
 
 static int infer_perm(const dg_graph *g, const dg_node *n, dg_tensor_desc *o, dg_err *err) {
@@ -77,10 +78,18 @@ static int to_heads(dg_graph *g, int x, int cp) {
     return perm_node(g, dg_all_to_all(g, x, DG_AXIS_CP, cp, 2, 1), cp, 0, 1);
 }
 
-int dg_ulysses_attention(dg_graph *g, int q, int k, int v, int cp, double scale, int64_t window, int *lse_out) {
+int dg_ulysses_attention(dg_graph *g, int q, int k, int v, int cp, const dg_attn_opts *opt, int *lse_out) {
     int lse = -1;
-    int o = dg_attention_var(g, to_heads(g, q, cp), to_heads(g, k, cp), to_heads(g, v, cp), 1, scale, window,
-                             DG_ATTN_SOFTMAX_VANILLA, -1, &lse);
+    dg_attn_opts in = *opt;
+    in.causal = 1;
+    in.softmax = DG_ATTN_SOFTMAX_VANILLA;
+    in.sink = -1;
+    if (in.dropout > 0) { /* this rank's heads: part cp_rank of cp of the node's */
+        int coord = dg_mesh_coord_input(g, DG_AXIS_CP);
+        int64_t heads = q >= 0 && q < g->n_tensors ? g->tensors[q].shape[2] / cp : 0;
+        in.key = coord < 0 ? -1 : dg_attn_key(g, opt->key, coord, heads);
+    }
+    int o = dg_attention_opt(g, to_heads(g, q, cp), to_heads(g, k, cp), to_heads(g, v, cp), &in, &lse);
     o = dg_all_to_all(g, perm_node(g, o, cp, 1, 1), DG_AXIS_CP, cp, 1, 2);
     /* lse [B, H/cp, S] -> [B, H, 2c] */
     if (lse_out) *lse_out = o < 0 ? -1 : dg_all_to_all(g, perm_node(g, lse, cp, 1, 2), DG_AXIS_CP, cp, 2, 1);

@@ -22,6 +22,7 @@
 #define DG_OP_CP_A2A_H
 
 #include "dg_op.h"
+#include "dg_op_attention.h" /* dg_attn_opts */
 
 #ifndef DG_HD
 #define DG_HD /* __host__ __device__ in the CUDA backend's files */
@@ -36,8 +37,11 @@ static inline DG_HD int64_t dg_cp_chunk_of_block(int64_t b, int64_t cp) {
 }
 
 /* o (and *lse_out) of causal attention for local q, k, v by all-to-all over
- * cp groups of the heads; scale as dg_attention. Each rank attends over the
- * whole sequence in order, so a window (0: none) carries over as it is. */
-int dg_ulysses_attention(dg_graph *g, int q, int k, int v, int cp, double scale, int64_t window, int *lse_out);
+ * cp groups of the heads; o's scale, window, dropout (its key and site) as
+ * dg_attention_opt's (causal and softmax ignored: causal, vanilla). Each
+ * rank attends over the whole sequence in order, so a window (0: none)
+ * carries over as it is, and dropout's key gets the rank's first head
+ * (this rank's share of the heads: dg_op_attn_key.h). */
+int dg_ulysses_attention(dg_graph *g, int q, int k, int v, int cp, const dg_attn_opts *o, int *lse_out);
 
 #endif /* DG_OP_CP_A2A_H */

@@ -7,6 +7,7 @@
 #include "dg_collective.h"
 #include "dg_cpu_ring_attn.h"
 #include "dg_layout.h"
+#include "dg_op_attn_key.h"
 #include "dg_op_basic.h"
 #include "dg_op_cp.h"
 #include "dg_ops_util.h"
@@ -17,10 +18,29 @@
 static dg_attn_dims block_dims(const dg_graph *g, const dg_node *n) {
     const dg_tensor *q = DG_IN(g, n, 0), *k = DG_IN(g, n, 1);
     return (dg_attn_dims){q->shape[0], q->shape[1], q->shape[2], k->shape[2], q->shape[3], 0,
-                          (float)n->attrs.f[0], n->attrs.i[2], 0, 0};
+                          (float)n->attrs.f[0], n->attrs.i[2], 0, 0, {.p = 0.0f}};
 }
 
-/* q, k, v [B, 2c, H, D] agreeing as attention's; cp_rank i32 at 3; the
+/* The block's dims to run with, dropout's draw included: rank input
+ * {cp_rank, attention key} (dg_op_attn_key.h) when attrs f[1] = p > 0, its
+ * places rank r's chunks r, 2cp-1-r for the queries and rank j's (j = r -
+ * step) for the keys, of the whole sequence 2c cp (dg_cpu_ring_attn.h). */
+static dg_attn_dims run_dims(const dg_graph *g, const dg_node *n, const int32_t *rank) {
+    dg_attn_dims d = block_dims(g, n);
+    if (!(n->attrs.f[1] > 0)) return d;
+    int64_t cp = n->attrs.i[0], r = rank[0], j = ((r - n->attrs.i[1]) % cp + cp) % cp;
+    d.drop = dg_attn_drop_make(rank + 1, n->attrs.i[3], n->attrs.f[1]);
+    d.drop.S = d.S * cp;
+    d.drop.qc = d.drop.kc = d.S / 2;
+    d.drop.qa = r;
+    d.drop.qb = 2 * cp - 1 - r;
+    d.drop.ka = j;
+    d.drop.kb = 2 * cp - 1 - j;
+    return d;
+}
+
+/* q, k, v [B, 2c, H, D] agreeing as attention's; cp_rank i32 at 3 (with
+ * dropout, attrs f[1] > 0, the ring's key: {cp_rank, attention key}); the
  * rest (backward) of q's shape or lse's [B, Hq, 2c]. */
 static int check_block(const dg_graph *g, const dg_node *n, dg_err *err) {
     for (int i = 0; i < 3; i++) {
@@ -28,6 +48,10 @@ static int check_block(const dg_graph *g, const dg_node *n, dg_err *err) {
         if (DG_IN(g, n, i)->ndim != 4) return DG_INFER_FAIL(err, "rule 'shape' broken: q, k, v must be [B, S, H, D]");
     }
     DG_INFER_DTYPE(g, n, 3, DG_I32, err);
+    if (dg_tensor_numel(DG_IN(g, n, 3)) != (n->attrs.f[1] > 0 ? 1 + DG_ATTN_KEY_LEN : 1) ||
+        !(n->attrs.f[1] >= 0 && n->attrs.f[1] < 1))
+        return DG_INFER_FAIL(err, "rule 'inputs' broken: dropout %g in [0, 1) and input 3 ('%s') the cp rank, with "
+                             "the attention key when dropout > 0", n->attrs.f[1], DG_IN(g, n, 3)->name);
     const dg_tensor *q = DG_IN(g, n, 0), *k = DG_IN(g, n, 1), *v = DG_IN(g, n, 2);
     char a[64], b[64];
     if (!dg_same_shape(k, v) || q->shape[0] != k->shape[0] || q->shape[1] != k->shape[1] ||
@@ -77,7 +101,7 @@ static int nthreads_of(const dg_exec_env *e) { return e->team && e->team->nthrea
 
 static int k_block(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
                    void *const *out) {
-    dg_attn_dims d = block_dims(g, n);
+    dg_attn_dims d = run_dims(g, n, in[3]);
     dg_ring_mode m;
     DG_TRY(mode_of(n, in[3], &m));
     if (e->workspace_bytes < dg_cpu_ring_block_fwd_workspace(&d, nthreads_of(e))) return DG_EINTERNAL;
@@ -133,7 +157,7 @@ static int shard_block(const dg_graph *g, const dg_node *n, const dg_sharding *i
 
 const dg_op_def dg_op_cp_attn_block = {
     .name = "cp_attn_block", .min_inputs = 4, .max_inputs = 4, .n_outputs = 2,
-    .iattr_names = {"cp", "step", "window"}, .fattr_names = {"scale"},
+    .iattr_names = {"cp", "step", "window", "site"}, .fattr_names = {"scale", "dropout"},
     .infer = infer_block, .cost = cost_block, .adjoint = adj_block, .workspace = ws_block,
     .kernel = k_block, .shard = shard_block,
     .f32_outputs = 2u /* lse */,
@@ -170,7 +194,7 @@ static size_t ws_block_bwd(const dg_graph *g, const dg_node *n, int nthreads) {
 
 static int k_block_bwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n, void *const *in,
                        void *const *out) {
-    dg_attn_dims d = block_dims(g, n);
+    dg_attn_dims d = run_dims(g, n, in[3]);
     dg_ring_mode m;
     DG_TRY(mode_of(n, in[3], &m));
     if (e->workspace_bytes < dg_cpu_ring_block_bwd_workspace(&d, nthreads_of(e))) return DG_EINTERNAL;
@@ -187,7 +211,7 @@ static int k_block_bwd(const dg_exec_env *e, const dg_graph *g, const dg_node *n
 
 const dg_op_def dg_op_cp_attn_block_bwd = {
     .name = "cp_attn_block_bwd", .min_inputs = 7, .max_inputs = 8, .n_outputs = 3,
-    .iattr_names = {"cp", "step", "window"}, .fattr_names = {"scale"},
+    .iattr_names = {"cp", "step", "window", "site"}, .fattr_names = {"scale", "dropout"},
     .infer = infer_block_bwd, .cost = cost_block_bwd, .workspace = ws_block_bwd,
     .kernel = k_block_bwd,
 };
@@ -300,13 +324,15 @@ static int ring_shift(dg_graph *g, int x, int cp) {
     return dg_recv(g, DG_AXIS_CP, cp, -1, t.dtype, t.ndim, t.shape);
 }
 
-static int block(dg_graph *g, int q, int k, int v, int rank, int cp, int step, double scale, int64_t window,
+static int block(dg_graph *g, int q, int k, int v, int rank, int cp, int step, const dg_attn_opts *opt,
                  int *lse) {
     dg_attrs a = dg_attrs_zero();
     a.i[0] = cp;
     a.i[1] = step;
-    a.i[2] = window;
-    a.f[0] = scale;
+    a.i[2] = opt->window;
+    a.i[3] = opt->dropout > 0 ? opt->site : 0;
+    a.f[0] = opt->scale;
+    a.f[1] = opt->dropout > 0 ? opt->dropout : 0.0;
     int outs[2] = {-1, -1};
     char name[DG_NAME_LEN];
     snprintf(name, sizeof name, "attention.block%d", step % 1000);
@@ -348,7 +374,9 @@ static int block_bwd(dg_graph *g, const dg_node *n, int k, int v, int step, int 
     a.i[0] = n->attrs.i[0];
     a.i[1] = step;
     a.i[2] = n->attrs.i[1]; /* the window */
+    a.i[3] = n->attrs.i[2]; /* dropout's site and p */
     a.f[0] = n->attrs.f[0];
+    a.f[1] = n->attrs.f[1];
     int in[8] = {n->in[2], k, v, n->in[5], n->out[0], d_o, n->out[1], dl};
     int outs[3] = {-1, -1, -1};
     char name[DG_NAME_LEN];
@@ -404,24 +432,26 @@ static int shard_out(const dg_graph *g, const dg_node *n, const dg_sharding *in,
 
 const dg_op_def dg_op_cp_ring_attn_out = {
     .name = "cp_ring_attn_out", .min_inputs = 6, .max_inputs = 6, .n_outputs = 2,
-    .iattr_names = {"cp", "window"}, .fattr_names = {"scale"},
+    .iattr_names = {"cp", "window", "site"}, .fattr_names = {"scale", "dropout"},
     .infer = infer_out, .cost = cost_out, .adjoint = adj_out, .kernel = k_out, .shard = shard_out,
     .f32_outputs = 2u /* lse */,
 };
 
 /* ---- the ring ------------------------------------------------------------------------- */
 
-int dg_ring_attention(dg_graph *g, int q, int k, int v, int cp, double scale, int64_t window, int *lse_out) {
+int dg_ring_attention(dg_graph *g, int q, int k, int v, int cp, const dg_attn_opts *opt, int *lse_out) {
     if (g->status != DG_OK) return -1;
-    if (scale <= 0.0 && q >= 0 && q < g->n_tensors && g->tensors[q].ndim == 4)
-        scale = 1.0 / sqrt((double)g->tensors[q].shape[3]);
+    dg_attn_opts ro = *opt;
+    if (ro.scale <= 0.0 && q >= 0 && q < g->n_tensors && g->tensors[q].ndim == 4)
+        ro.scale = 1.0 / sqrt((double)g->tensors[q].shape[3]);
     int rank = dg_mesh_coord_input(g, DG_AXIS_CP), l = -1;
-    int o = block(g, q, k, v, rank, cp, 0, scale, window, &l);
+    if (ro.dropout > 0 && rank >= 0) rank = dg_attn_ring_key(g, ro.key, rank); /* {cp_rank, key} */
+    int o = block(g, q, k, v, rank, cp, 0, &ro, &l);
     int kk = k, vv = v;
     for (int s = 1; s < cp && o >= 0; s++) {
         kk = ring_shift(g, kk, cp);
         vv = ring_shift(g, vv, cp);
-        int ls = -1, os = block(g, q, kk, vv, rank, cp, s, scale, window, &ls);
+        int ls = -1, os = block(g, q, kk, vv, rank, cp, s, &ro, &ls);
         int outs[2] = {-1, -1};
         if (os < 0 || dg_graph_add(g, &dg_op_lse_merge, NULL, (int[]){o, l, os, ls}, 4, outs, "attention.merge") < 0)
             return -1;
@@ -431,8 +461,10 @@ int dg_ring_attention(dg_graph *g, int q, int k, int v, int cp, double scale, in
     if (o < 0) return -1;
     dg_attrs a = dg_attrs_zero();
     a.i[0] = cp;
-    a.i[1] = window;
-    a.f[0] = scale;
+    a.i[1] = ro.window;
+    a.i[2] = ro.dropout > 0 ? ro.site : 0;
+    a.f[0] = ro.scale;
+    a.f[1] = ro.dropout > 0 ? ro.dropout : 0.0;
     int outs[2] = {-1, -1};
     if (dg_graph_add(g, &dg_op_cp_ring_attn_out, &a, (int[]){o, l, q, k, v, rank}, 6, outs, "attention") < 0)
         return -1;

@@ -45,6 +45,7 @@
 #define DG_OP_RING_ATTN_H
 
 #include "dg_op.h"
+#include "dg_op_attention.h" /* dg_attn_opts */
 
 extern const dg_op_def dg_op_cp_attn_block;
 extern const dg_op_def dg_op_cp_attn_block_bwd;
@@ -53,9 +54,13 @@ extern const dg_op_def dg_op_lse_merge_bwd;
 extern const dg_op_def dg_op_cp_ring_attn_out;
 
 /* The ring of one attention node: o (and *lse_out) from local q, k, v with
- * the graph's "cp_rank" input; cp == 1 is one diagonal block. window > 0:
- * each query sees the `window` keys up to its own (dg_op_attention.h's
- * attrs.i[1]; the blocks then run per chunk pair, kernels/cpu/dg_cpu_ring_attn.h). */
-int dg_ring_attention(dg_graph *g, int q, int k, int v, int cp, double scale, int64_t window, int *lse_out);
+ * the graph's "cp_rank" input; cp == 1 is one diagonal block. From o:
+ * scale; window > 0: each query sees the `window` keys up to its own
+ * (dg_op_attention.h's attrs.i[1]; the blocks then run per chunk pair,
+ * kernels/cpu/dg_cpu_ring_attn.h); dropout > 0 with its key and site: each
+ * block draws the whole mask's part at its chunks' global places (the
+ * blocks' attrs f[1] = p, i[3] = site; cp_ring_attn_out's f[1], i[2]), the
+ * rank input then {cp_rank, key} (dg_op_attn_key.h). */
+int dg_ring_attention(dg_graph *g, int q, int k, int v, int cp, const dg_attn_opts *o, int *lse_out);
 
 #endif /* DG_OP_RING_ATTN_H */

@@ -65,7 +65,8 @@ int64_t dg_attention_saved_bytes(const dg_graph *g) {
         for (int k = 0; k < n->n_in; k++) {
             const dg_tensor *t = &g->tensors[n->in[k]];
             int fwd = t->producer >= 0 && g->nodes[t->producer].phase == DG_PHASE_FORWARD;
-            if (!fwd || seen[t->id]) continue;
+            /* dropout's key (dg_op_attn_key.h) is no activation */
+            if (!fwd || seen[t->id] || !dg_dtype_is_float(t->dtype)) continue;
             seen[t->id] = 1;
             bytes += (int64_t)dg_tensor_bytes(t);
         }

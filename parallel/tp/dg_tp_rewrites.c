@@ -8,6 +8,8 @@
 #include "dg_collective.h"
 #include "dg_layout.h"
 #include "dg_op_chunk.h"
+#include "dg_op_attention.h"
+#include "dg_op_attn_key.h"
 #include "dg_op_dropout.h"
 #include "dg_op_embedding.h"
 #include "dg_op_matmul.h"
@@ -172,6 +174,29 @@ static int tp_dropout(dg_graph *g, const dg_graph *src, const dg_node *n, const 
     return DG_OK;
 }
 
+/* ---- attention ---------------------------------------------------------------------------- */
+
+/* Attention with dropout on heads split over tp: its key gets the rank's
+ * first global head (dg_op_attn_key.h), so each rank draws its heads' part
+ * of the whole mask; otherwise a copy. */
+static int tp_attention(dg_graph *g, const dg_graph *src, const dg_node *n, const int *in, int *out, dg_tp_node *tn,
+                        dg_err *err) {
+    (void)tn;
+    const dg_tensor *q = &g->tensors[in[0]];
+    if (!(n->attrs.f[1] > 0) || q->sharding.split[2] == DG_AXIS_NONE) return DG_REEMIT_COPY;
+    if (q->sharding.split[2] != DG_AXIS_TP || q->sharding.split2[2] != DG_AXIS_NONE || q->sharding.stride[2] > 1)
+        return dg_err_set(err, DG_EINTERNAL, "attention '%s': the TP pass found its heads split as %s", n->name,
+                          dg_axis_name((dg_axis)q->sharding.split[2]));
+    int ins[DG_MAX_INPUTS], kidx = n->n_in - 1; /* the key is the last input */
+    for (int k = 0; k < n->n_in; k++) ins[k] = in[k];
+    int coord = dg_mesh_coord_input(g, DG_AXIS_TP);
+    ins[kidx] = coord < 0 ? -1 : dg_attn_key(g, in[kidx], coord, q->shape[2]);
+    if (ins[kidx] >= 0) dg_graph_add(g, n->op, &n->attrs, ins, n->n_in, out, n->name);
+    if (g->status != DG_OK || out[0] < 0)
+        return dg_err_set(err, g->status ? g->status : DG_EINTERNAL, "tp attention: %s", g->err.msg);
+    return lowered(g, src, n, out, err);
+}
+
 /* ---- expand_heads ----------------------------------------------------------------------- */
 
 /* x's one head onto heads split over tp (MLA's shared RoPE key): each rank's
@@ -195,6 +220,7 @@ const dg_tp_rewrite dg_tp_rewrites[] = {
     {&dg_op_embedding, tp_embedding, NULL},     /* DG_TRAIT_VOCAB: vocab_embedding on the table's slice */
     {&dg_op_softmax_xent, tp_xent, tp_takes_xent}, /* DG_TRAIT_VOCAB: the vocab-parallel loss */
     {&dg_op_dropout, tp_dropout, NULL},         /* DG_TRAIT_RANDOM: the slice's mask */
+    {&dg_op_attention, tp_attention, NULL},     /* DG_TRAIT_RANDOM: dropout's heads */
     {&dg_op_matmul, tp_matmul, tp_takes_matmul},   /* DG_TRAIT_LINEAR: --tp-comm-overlap's chunks */
     {&dg_op_expand_heads, tp_expand, NULL},     /* DG_TRAIT_BROADCAST: x through a copy_to_group */
     {NULL, NULL, NULL},

@@ -10,6 +10,8 @@
  *                  rank (the whole logits never exist on a rank);
  *   dropout        on an input split on dim 1 over tp: the form with the tp
  *                  coordinate (dg_op_dropout.h);
+ *   attention      with dropout on heads split over tp: its key with the
+ *                  rank's first global head (dg_op_attn_key.h);
  *   matmul         under --tp-comm-overlap, a linear in chunks of the
  *                  sequence (dg_tp_seq.h, dg_tp_overlap);
  *   expand_heads   onto heads split over tp: its input through a

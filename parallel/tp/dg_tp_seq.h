@@ -65,7 +65,9 @@ int dg_tp_seq_inputs(dg_tp_seq *s, dg_graph *dst, const dg_node *n, int *in, boo
  * without SP: dropout (DG_TRAIT_RANDOM; dg_op_dropout.h), which takes an
  * input split on dim 1 over tp: SP's sequence, or the heads of unfused
  * attention's probabilities [B, H, S, S]; on a replicated input the
- * rewrite (dg_tp_rewrites.c) copies it. */
+ * rewrite (dg_tp_rewrites.c) copies it. (The fused attention, RANDOM for
+ * its dropout, keeps its form: its rewrite puts the head offset in its
+ * key; dg_tp_rule_on asks the coordinate form of two-input nodes only.) */
 bool dg_tp_coord_form(const dg_node *n);
 
 /* n's rule on inputs `in` (dst tensors) laid out `lay`, as the TP pass emits

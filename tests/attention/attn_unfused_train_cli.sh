@@ -11,8 +11,8 @@
 #    model match the single-rank run within 1e-5;
 #  - selective recompute (core_attn: the chain and its dropout) gives the
 #    same bits as no recompute;
-#  - --attention-dropout without the unfused backend, the unfused backend
-#    with CP, and --use-flash-attn with it are one line each, exit 2.
+#  - the unfused backend with CP, and --use-flash-attn with it are one line
+#    each, exit 2. (The fused attention's own dropout: attn_dropout_cli.sh.)
 set -euo pipefail
 exe=$1
 here=$(dirname "$0")
@@ -30,10 +30,10 @@ PARAMS_ATOL=1e-3
 source "$here/../common/train_equiv.sh"
 
 # unfused without dropout = fused
-want=$(run "$TMP/fused" 1 --hidden-dropout 0)
+want=$(run "$TMP/fused" 1 --hidden-dropout 0 --attention-dropout 0)
 echo "np 1 fused: $want"
 [ -n "$want" ] || fail "the fused run logged nothing"
-check 1 "$want" "$TMP/fused" --hidden-dropout 0 --attention-backend unfused
+check 1 "$want" "$TMP/fused" --hidden-dropout 0 --attention-dropout 0 --attention-backend unfused
 gqa=("${ARCH[@]}" --num-experts 0 --num-attention-heads 8 --group-query-attention --num-query-groups 2)
 want=$(run "$TMP/fused_gqa" 1 "${gqa[@]}")
 check 1 "$want" "$TMP/fused_gqa" "${gqa[@]}" --attention-backend local
@@ -43,7 +43,7 @@ drop=(--attention-backend local --attention-dropout 0.1 --hidden-dropout 0.1)
 want=$(run "$TMP/ref" 1 "${drop[@]}")
 echo "np 1 ${drop[*]}: $want"
 [ -n "$want" ] || fail "the single-rank run with attention dropout logged nothing"
-nodrop=$(run "$TMP/nodrop" 1 --attention-backend local --hidden-dropout 0.1)
+nodrop=$(run "$TMP/nodrop" 1 --attention-backend local --attention-dropout 0 --hidden-dropout 0.1)
 [ "$want" != "$nodrop" ] || fail "--attention-dropout 0.1 changed nothing"
 check 2 "$want" "$TMP/ref" "${drop[@]}" --tensor-model-parallel-size 2
 check 2 "$want" "$TMP/ref" "${drop[@]}" --tensor-model-parallel-size 2 --sequence-parallel
@@ -62,8 +62,6 @@ echo "selective recompute: $rec"
 
 source "$(dirname "$0")/../common/refuse.sh"
 refuse() { dg_refuse "$1" $DG_MPIRUN -np 2 "$exe" train "${args[@]}" "${@:2}"; }
-refuse "--attention-dropout 0.1: dropout on attention probabilities runs only with --attention-backend unfused or local" \
-    --attention-dropout 0.1
 refuse "--attention-backend unfused: --context-parallel-size 2 runs the fused attention" \
     --attention-backend unfused --context-parallel-size 2
 refuse "--use-flash-attn contradicts --attention-backend local" --attention-backend local --use-flash-attn

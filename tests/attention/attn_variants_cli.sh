@@ -58,7 +58,7 @@ check 2 "$want" "$TMP/ref" "${window[@]}" "${sinks[@]}" --use-distributed-optimi
 # it by rounding noise that differs with the layout: a large epsilon keeps
 # that noise from being normalised up to a step, and tensors of norm below
 # 1e-3 (the key bias) compare absolutely (as attn_unfused_train_cli.sh)
-args=("${common[@]}" --hidden-dropout 0 --adam-eps 1)
+args=("${common[@]}" --hidden-dropout 0 --attention-dropout 0 --adam-eps 1)
 PARAMS_ATOL=1e-3
 want_dense=$(run "$TMP/refd" 1 "${window[@]}" "${sinks[@]}")
 check 2 "$want_dense" "$TMP/refd" "${window[@]}" "${sinks[@]}" --tensor-model-parallel-size 2 --sequence-parallel

@@ -10,5 +10,5 @@
     "--num-experts", "8", "--moe-aux-loss-coeff", "1e-2", "--moe-z-loss-coeff", "1e-3", "--swiglu",     \
         "--normalization", "RMSNorm", "--position-embedding-type", "rope", "--disable-bias-linear",     \
         "--lr-decay-style", "cosine", "--min-lr", "1e-4", "--log-interval", "10", "--eval-iters", "10", \
-        "--hidden-dropout", "0"
+        "--hidden-dropout", "0", "--attention-dropout", "0"
 #endif /* DG_TEST_ARCH_H */

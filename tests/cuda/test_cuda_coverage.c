@@ -32,7 +32,7 @@
 #define MLA_MOE                                                                                                \
     "--num-attention-heads 8 --swiglu "                                                                        \
     "--untie-embeddings-and-output-weights --normalization RMSNorm --position-embedding-type rope "             \
-    "--disable-bias-linear --hidden-dropout 0.0 --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 512 " \
+    "--disable-bias-linear --hidden-dropout 0.0 --attention-dropout 0.0 --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 512 " \
     "--moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 1e-3 --micro-batch-size 4 --global-batch-size 8"
 /* Every layout starts from `dagatron train`'s defaults (Megatron's dense GPT
  * at the main job's size: LayerNorm, GeLU, learned absolute positions,
@@ -42,7 +42,7 @@
 #define MOE                                                                                                    \
     "--num-attention-heads 8 --group-query-attention --num-query-groups 4 --swiglu "                            \
     "--untie-embeddings-and-output-weights --normalization RMSNorm --position-embedding-type rope "             \
-    "--disable-bias-linear --hidden-dropout 0.0 --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 512 " \
+    "--disable-bias-linear --hidden-dropout 0.0 --attention-dropout 0.0 --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 512 " \
     "--moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 1e-3 --micro-batch-size 4 --global-batch-size 8"
 
 typedef struct layout {

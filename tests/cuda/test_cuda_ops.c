@@ -51,6 +51,7 @@
 #include "dg_op_bias.h"
 #include "dg_op_basic.h"
 #include "dg_op_dp_pack.h"
+#include "dg_op_attn_key.h"
 #include "dg_op_dropout.h"
 #include "dg_op_embedding.h"
 #include "dg_op_kv.h"
@@ -418,7 +419,7 @@ static void prep_train(const dg_graph *g, dg_buffers *b) {
 /* The default dense model's training path: learned positions, dropout 0.1
  * (plain, on a sequence slice, and CP's two chunks), linears with biases,
  * the unfused attention chain with attention dropout (GQA: context_t sums
- * a group), bf16 and fp16 rounding and fp16's loss scaling; autodiff adds
+ * a group), the fused attention with its own (attn_key's head offset), bf16 and fp16 rounding and fp16's loss scaling; autodiff adds
  * bias_grad, pos_embed_grad, softmax_bwd, the transposed products. Then
  * forward-only nodes: positions at a decoding offset, a non-causal softmax,
  * dropout of a sequence slice and of CP's chunks. */
@@ -443,6 +444,11 @@ static void test_train_path_ops(void **state) {
     k = dg_reshape(g, k, 4, DG_SHAPE(Bt, St, Hkv, Dt));
     v = dg_reshape(g, v, 4, DG_SHAPE(Bt, St, Hkv, Dt));
     int a = dg_attention_unfused(g, q, k, v, 1, 0.25, 0.1, key, 2);
+    /* the fused attention with its dropout drawn inside, the key naming a
+     * later first head (a TP rank's: coordinate 1 of Hq heads) */
+    int coord = dg_input_new(g, "coord", DG_I32, 1, DG_SHAPE(1));
+    dg_attn_opts fo = {.causal = 1, .scale = 0.25, .key = dg_attn_key(g, key, coord, Hq), .dropout = 0.1, .site = 5};
+    a = dg_add(g, a, dg_attention_opt(g, q, k, v, &fo, NULL));
     a = dg_cast(g, dg_cast(g, dg_reshape(g, a, 2, DG_SHAPE(Tt, Ht)), DG_F16), DG_F32);
     int R = dg_input_new(g, "R", DG_F32, 2, DG_SHAPE(Tt, Ht));
     int loss = dg_sum(g, dg_mul(g, dg_add(g, a, h2), R));
@@ -459,7 +465,6 @@ static void test_train_path_ops(void **state) {
     assert_true(dg_pos_embed_add_at(g, xl, pos_table, pos) >= 0);
     int sc = dg_input_new(g, "scores", DG_F32, 4, DG_SHAPE(Bt, 3, St, St));
     assert_true(dg_attn_softmax(g, sc, 0) >= 0);
-    int coord = dg_input_new(g, "coord", DG_I32, 1, DG_SHAPE(1));
     int inner = dg_input_new(g, "inner", DG_I32, 1, DG_SHAPE(1));
     int xs = dg_input_new(g, "x_slice", DG_F32, 3, DG_SHAPE(Bt, 6, Ht));
     assert_true(dg_dropout_slice(g, xs, key, coord, DG_AXIS_TP, 0.1, 3) >= 0);

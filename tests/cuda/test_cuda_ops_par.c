@@ -16,7 +16,8 @@
  *    chunks and concat back, local indices, the expert-TP masks;
  *  - ring: cp = 2 and 3 rings of cp_attn_block (every mode: diagonal, lower,
  *    upper) and lse_merge with GQA, chunks not a multiple of the tiles,
- *    head dims 16 and 96, forward and backward (with and without dlse);
+ *    head dims 16 and 96, forward and backward (with and without dlse),
+ *    and with attention dropout (the rank input {cp_rank, key});
  *    cp_ring_attn_out;
  *  - cp: cp_positions, rope_pos (partial rotary dim; YaRN, interleaved), pos_embed_pos and its
  *    gradient (also with repeated positions), cp_xent_sum / cp_div,
@@ -335,13 +336,18 @@ static void test_ep_ops(void **state) {
 typedef struct ring_case {
     int cp;
     int64_t B, c, Hq, Hkv, D;
+    double drop; /* attention dropout (the rank input then {cp_rank, attention key}) */
 } ring_case;
+
+enum { RING_SITE = 9 };
 
 static int add_block(dg_graph *g, const ring_case *c, int q, int k, int v, int rank, int step, int *lse) {
     dg_attrs a = dg_attrs_zero();
     a.i[0] = c->cp;
     a.i[1] = step;
+    a.i[3] = c->drop > 0 ? RING_SITE : 0;
     a.f[0] = 1.0 / sqrt((double)c->D);
+    a.f[1] = c->drop;
     int outs[2] = {-1, -1};
     int o = dg_graph_add(g, &dg_op_cp_attn_block, &a, (int[]){q, k, v, rank}, 4, outs, NULL);
     *lse = outs[1];
@@ -363,7 +369,12 @@ static void ring_case_run(const ring_case *c, uint64_t seed) {
         snprintf(n, sizeof n, "v%d", r);
         v[r] = dg_param_new(g, n, 4, DG_SHAPE(c->B, Lq, c->Hkv, c->D));
         snprintf(n, sizeof n, "cp_rank%d", r);
-        rank[r] = rank_input(g, &L, n, r);
+        if (c->drop > 0) { /* {cp rank, seed, iteration, first sample, training, first head} */
+            rank[r] = dg_input_new(g, n, DG_I32, 1, DG_SHAPE(6));
+            add_i32(&L, rank[r], 0, 6, (int32_t[]){r, 1234, 7, 3, 1, 2});
+        } else {
+            rank[r] = rank_input(g, &L, n, r);
+        }
     }
     for (int r = 0; r < c->cp; r++) {
         int l = -1, o = add_block(g, c, q[r], k[r], v[r], rank[r], 0, &l);
@@ -380,7 +391,9 @@ static void ring_case_run(const ring_case *c, uint64_t seed) {
         /* the ring's output node (forward only: its adjoint sends and receives) */
         dg_attrs a = dg_attrs_zero();
         a.i[0] = c->cp;
+        a.i[2] = c->drop > 0 ? RING_SITE : 0;
         a.f[0] = 1.0 / sqrt((double)c->D);
+        a.f[1] = c->drop;
         int oo[2];
         dg_graph_add(g, &dg_op_cp_ring_attn_out, &a, (int[]){o, l, q[r], k[r], v[r], rank[r]}, 6, oo, NULL);
         /* a block's backward without dlse, from the final (o, lse), each step */
@@ -388,6 +401,8 @@ static void ring_case_run(const ring_case *c, uint64_t seed) {
             int j = (r - s + c->cp) % c->cp, o3[3];
             dg_attrs b = a;
             b.i[1] = s;
+            b.i[2] = 0; /* the block's attrs: window 0, then the site */
+            b.i[3] = a.i[2];
             int R = dg_input_new(g, "dO", DG_F32, 4, DG_SHAPE(c->B, Lq, c->Hq, c->D));
             dg_graph_add(g, &dg_op_cp_attn_block_bwd, &b, (int[]){q[r], k[j], v[j], rank[r], o, R, l}, 7, o3, NULL);
         }
@@ -400,11 +415,13 @@ static void ring_case_run(const ring_case *c, uint64_t seed) {
 static void test_ring_ops(void **state) {
     (void)state;
     const ring_case cases[] = {
-        {2, 2, 40, 4, 2, 16}, /* 80 local tokens: two query tiles, the second partial; GQA */
-        {3, 1, 20, 2, 1, 96}, /* lower and upper on one rank; the <= 128 head-dim kernels */
+        {2, 2, 40, 4, 2, 16, 0}, /* 80 local tokens: two query tiles, the second partial; GQA */
+        {3, 1, 20, 2, 1, 96, 0}, /* lower and upper on one rank; the <= 128 head-dim kernels */
+        {2, 2, 40, 4, 2, 16, 0.2}, /* attention dropout at the chunks' global places */
     };
     ring_case_run(&cases[0], 21);
     ring_case_run(&cases[1], 22);
+    ring_case_run(&cases[2], 23);
 }
 
 /* ---- CP positions, losses, relabelling, Ulysses' permutation ----------------------------------- */

@@ -1,7 +1,8 @@
 /* test_cuda_table_train.c — the train part of the CUDA op table, checked
  * without a GPU (the table is host data; built with the CUDA backend only):
  * every training-path op (optimizer, dp pack/unpack, bias and positions,
- * dropout, 16-bit rounding and loss scaling, the unfused attention chain)
+ * dropout and the fused attention's dropout key, 16-bit rounding and loss
+ * scaling, the unfused attention chain)
  * has a CUDA kernel, each op appears once in the whole table, and the
  * optimizer's in-place updates are the inputs executors copy back. What
  * the kernels compute is test_cuda_ops' (on a GPU). */
@@ -13,6 +14,7 @@
 
 #include "dg_cuda_exec.h"
 #include "dg_cuda_table.h"
+#include "dg_op_attn_key.h"
 #include "dg_op_attn_unfused.h"
 #include "dg_op_basic.h"
 #include "dg_op_bias.h"
@@ -28,7 +30,7 @@ static void test_train_ops_have_kernels(void **state) {
         &dg_op_optim_param_store, &dg_op_dp_pack, &dg_op_dp_unpack, &dg_op_bias_add, &dg_op_bias_grad,
         &dg_op_pos_embed_add, &dg_op_pos_embed_add_at, &dg_op_pos_embed_grad, &dg_op_dropout, &dg_op_cast,
         &dg_op_loss_scaling, &dg_op_attn_scores, &dg_op_attn_softmax, &dg_op_attn_softmax_bwd,
-        &dg_op_attn_context, &dg_op_attn_context_t,
+        &dg_op_attn_context, &dg_op_attn_context_t, &dg_op_attn_key,
     };
     int missing = 0;
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)

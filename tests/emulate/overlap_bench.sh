@@ -21,7 +21,7 @@ TINY=("${BASE[@]}" --num-layers 2 --emulate-link 0.05,10)
 # order backward finishes them: with the topological order alone the
 # simulator saw layer 0's bucket first and predicted no win)
 DP=("${BASE[@]}" --num-layers 4 --emulate-link 0.5,10 --ddp-bucket-size 20000)
-MOE=(--swiglu --normalization RMSNorm --position-embedding-type rope --disable-bias-linear --hidden-dropout 0
+MOE=(--swiglu --normalization RMSNorm --position-embedding-type rope --disable-bias-linear --hidden-dropout 0 --attention-dropout 0
      --num-experts 4 --moe-router-topk 2 --expert-model-parallel-size 2)
 run() { # name args...
   local name=$1; shift

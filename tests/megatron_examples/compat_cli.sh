@@ -8,7 +8,7 @@ BIN=$DG_BUILD/dagatron
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 fail=0
 ARGS=(--mock-data --vocab-size 100 --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 16
-      --micro-batch-size 2 --global-batch-size 4 --log-interval 1 --eval-iters 0 --hidden-dropout 0)
+      --micro-batch-size 2 --global-batch-size 4 --log-interval 1 --eval-iters 0 --hidden-dropout 0 --attention-dropout 0)
 
 # --train-samples 16 / --global-batch-size 4 = 4 iterations; warmup over 6
 # samples from --lr-warmup-init: iteration 1 is at sample 4 (lr 2e-4 +

@@ -17,7 +17,7 @@ set -euo pipefail
 exe=$1
 here=$(dirname "$0")
 args=(--num-experts 4 --moe-router-topk 2 --moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 1e-3 --normalization RMSNorm
-      --position-embedding-type rope --lr-decay-style cosine --min-lr 1e-4 --hidden-dropout 0 --mock-data
+      --position-embedding-type rope --lr-decay-style cosine --min-lr 1e-4 --hidden-dropout 0 --attention-dropout 0 --mock-data
       --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --group-query-attention
       --num-query-groups 2 --ffn-hidden-size 128 --moe-ffn-hidden-size 48 --seq-length 32 --micro-batch-size 2 --global-batch-size 8
       --train-iters 5 --lr 1e-2 --log-interval 1 --eval-iters 0 --make-vocab-size-divisible-by 32)

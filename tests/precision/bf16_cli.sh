@@ -15,7 +15,7 @@ PREC=(${3:---bf16})
 if [ "${2:-}" = main ]; then
   ARGS=(--num-layers 4 --hidden-size 256 --num-attention-heads 8 --group-query-attention --num-query-groups 4
         --seq-length 128 --max-position-embeddings 128 --swiglu --untie-embeddings-and-output-weights
-        --normalization RMSNorm --position-embedding-type rope --disable-bias-linear --hidden-dropout 0.0
+        --normalization RMSNorm --position-embedding-type rope --disable-bias-linear --hidden-dropout 0.0 --attention-dropout 0.0
         --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 512 --moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 1e-3
         --micro-batch-size 4 --global-batch-size 8 --lr 1e-3 --min-lr 1e-4 --lr-warmup-iters 20 --lr-decay-style cosine
         --seed 1234)

@@ -9,7 +9,7 @@ TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 fail=0
 ARGS=(--mock-data --vocab-size 100 --make-vocab-size-divisible-by 1 --num-layers 3 --hidden-size 64
       --num-attention-heads 4 --group-query-attention --num-query-groups 2 --seq-length 32 --swiglu
-      --normalization RMSNorm --position-embedding-type rope --disable-bias-linear --hidden-dropout 0.1
+      --normalization RMSNorm --position-embedding-type rope --disable-bias-linear --hidden-dropout 0.1 --attention-dropout 0.1
       --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 48 --moe-layer-freq "([0]*1+[1]*2)"
       --micro-batch-size 2 --global-batch-size 4 --lr-warmup-iters 0 --untie-embeddings-and-output-weights
       --moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 1e-3 --ffn-hidden-size 128)

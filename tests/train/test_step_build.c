@@ -36,7 +36,7 @@ static int failures, rank;
     "--micro-batch-size 2 --global-batch-size 4 --train-iters 4"
 #define MOE                                                                                               \
     " --num-experts 4 --moe-router-topk 2 --swiglu --disable-bias-linear --normalization RMSNorm "          \
-    "--position-embedding-type rope --hidden-dropout 0"
+    "--position-embedding-type rope --hidden-dropout 0 --attention-dropout 0"
 
 typedef struct layout {
     const char *name;
