@@ -79,7 +79,7 @@ typedef struct attn_bufs {
 } attn_bufs;
 
 static void bufs_new(attn_bufs *a, int64_t T) {
-    a->d = (dg_attn_dims){1, T, 8, 2, 64, 1, 0.125f, 0, 0, 0};
+    a->d = (dg_attn_dims){.B = 1, .S = T, .Hq = 8, .Hkv = 2, .D = 64, .causal = 1, .scale = 0.125f};
     a->qbytes = sizeof(float) * (size_t)(a->d.B * T * a->d.Hq * a->d.D);
     a->kvbytes = sizeof(float) * (size_t)(a->d.B * T * a->d.Hkv * a->d.D);
     a->lsebytes = sizeof(float) * (size_t)(a->d.B * a->d.Hq * T);

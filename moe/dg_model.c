@@ -113,9 +113,6 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
          c->hidden_dropout);
     NEED(c->attention_dropout >= 0 && c->attention_dropout < 1, "--attention-dropout %g: expected [0, 1)",
          c->attention_dropout);
-    NEED(!(c->attention_dropout > 0 && c->multi_latent_attention && !c->attention_unfused),
-         "--attention-dropout %g with --multi-latent-attention: not supported with the fused attention yet; pass "
-         "--attention-dropout 0 or --attention-backend unfused", c->attention_dropout);
     NEED(c->attn_window >= 0, "--window-size: expected a window >= 0, got %d", c->attn_window);
     NEED(c->softmax_type >= DG_ATTN_SOFTMAX_VANILLA && c->softmax_type <= DG_ATTN_SOFTMAX_LEARNABLE,
          "--softmax-type: expected vanilla, off-by-one or learnable, got %d", c->softmax_type);

@@ -6,6 +6,7 @@
 
 #include "dg_module.h"
 #include "dg_op_attention.h"
+#include "dg_op_attn_key.h"
 #include "dg_op_attn_unfused.h"
 #include "dg_op_mla.h"
 #include "dg_ops.h"
@@ -108,8 +109,10 @@ int dg_model_mla_attention(dg_graph *g, const dg_model_config *c, const char *pr
 
     dg_graph_set_module(g, DG_MODULE_CORE_ATTN);
     double scale = dg_model_mla_softmax_scale(c);
+    dg_attn_opts ao = {.causal = 1, .scale = scale, .sink = -1, .dropout = c->attention_dropout,
+                       .key = c->attention_dropout > 0 ? dg_attn_key(g, key, -1, 0) : -1, .site = site};
     int a = c->attention_unfused ? dg_attention_unfused(g, query, keyt, v, 1, scale, c->attention_dropout, key, site)
-                                 : dg_attention(g, query, keyt, v, scale, NULL);
+                                 : dg_attention_opt(g, query, keyt, v, &ao, NULL);
     if (Dv < Q) a = dg_narrow(g, a, 0, Dv);
     int r = dg_reshape(g, a, 3, DG_SHAPE(B, S, N * Dv));
     dg_graph_set_module(g, DG_MODULE_ATTN);

@@ -18,8 +18,8 @@
 #    iterations (losses, grad norms, final parameters); so does the ring
 #    with a sliding window and learnable sinks, and TP=2 with SP x CP=2
 #    all-to-all on 4 ranks.
-#  - with --multi-latent-attention (its builder has no dropout in the fused
-#    op yet) the default is refused in one line.
+#  - with --multi-latent-attention the default draws it too: the unfused
+#    chain's mask, TP=2 with SP and CP=2 as the single rank.
 # The op against the unfused chain, finite differences and the keep rate:
 # test_attn_dropout.
 set -euo pipefail
@@ -81,12 +81,21 @@ want_wide=$(run "$TMP/refw" 1 "${wide[@]}")
 check 4 "$want_wide" "$TMP/refw" "${wide[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
     --context-parallel-size 2 --cp-comm-type a2a
 
-# multi-latent attention's builder calls the fused op without dropout yet:
-# the default (0.1) with it is one line, exit 2, naming both flags
-source "$here/../common/refuse.sh"
-mla=(--multi-latent-attention --q-lora-rank 24 --kv-lora-rank 16 --qk-head-dim 8 --qk-pos-emb-head-dim 8
-     --v-head-dim 12)
-dg_refuse "--attention-dropout 0.1 with --multi-latent-attention" $DG_MPIRUN -np 2 "$exe" train --mock-data \
-    --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --micro-batch-size 2 \
-    --global-batch-size 8 --train-iters 1 --eval-iters 0 --make-vocab-size-divisible-by 32 "${mla[@]}"
+# multi-latent attention draws it in its fused op too (v zero-padded to the
+# q/k head size: dropout acts on the probabilities alone): the unfused
+# chain's mask, and TP=2 with SP and CP=2 match the single rank
+args=(--mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32
+      --micro-batch-size 2 --global-batch-size 8 --train-iters 5 --lr 1e-3 --log-interval 1 --eval-iters 0
+      --make-vocab-size-divisible-by 32 --hidden-dropout 0 --position-embedding-type rope --normalization RMSNorm
+      --swiglu --disable-bias-linear --multi-latent-attention --q-lora-rank 24 --kv-lora-rank 16 --qk-head-dim 8
+      --qk-pos-emb-head-dim 8 --v-head-dim 12)
+PARAMS_ATOL=
+want_mla=$(run "$TMP/refm" 1)
+echo "np 1 MLA, default dropout: $want_mla"
+[ "$(run "$TMP/m0" 1 --attention-dropout 0)" != "$want_mla" ] || fail "MLA: the default dropout changed nothing"
+unfused_mla=$(run "$TMP/mu" 1 --attention-backend unfused)
+awk -v a="$unfused_mla" -v b="$want_mla" -f "$here/../common/logs_close.awk" ||
+    fail "MLA: the fused op's dropout differs from the unfused chain's: $unfused_mla"
+check 2 "$want_mla" "$TMP/refm" --tensor-model-parallel-size 2 --sequence-parallel
+check 2 "$want_mla" "$TMP/refm" --context-parallel-size 2
 echo "OK"

@@ -384,7 +384,7 @@ static void test_shape_rules(void **state) {
  * query row: quadrupling S at most quadruples it. */
 static void test_workspace_linear(void **state) {
     (void)state;
-    dg_attn_dims d512 = {1, 512, 8, 2, 64, 1, 0.125f, 0, 0, 0}, d2048 = d512;
+    dg_attn_dims d512 = {.B = 1, .S = 512, .Hq = 8, .Hkv = 2, .D = 64, .causal = 1, .scale = 0.125f}, d2048 = d512;
     d2048.S = 2048;
     size_t f1 = dg_cpu_attention_fwd_workspace(&d512, 2), f4 = dg_cpu_attention_fwd_workspace(&d2048, 2);
     size_t b1 = dg_cpu_attention_bwd_workspace(&d512, 2), b4 = dg_cpu_attention_bwd_workspace(&d2048, 2);
