@@ -29,7 +29,7 @@ source "$here/../common/refuse.sh"
 
 base=(--mock-data --vocab-size 100 --make-vocab-size-divisible-by 64 --num-layers 2 --hidden-size 32
       --num-attention-heads 4 --seq-length 16 --micro-batch-size 2 --global-batch-size 4 --log-interval 1
-      --eval-iters 0 --hidden-dropout 0 --lr 1e-2 --lr-decay-style constant)
+      --eval-iters 0 --hidden-dropout 0 --attention-dropout 0 --lr 1e-2 --lr-decay-style constant)
 swiglu=(--swiglu --normalization RMSNorm --position-embedding-type rope --disable-bias-linear)
 moe=(--num-experts 4 --moe-router-topk 2)
 train() { # LOG FLAGS...: one rank
