@@ -19,6 +19,7 @@ static const char *not_rope_swiglu(const dg_model_config *c, int qwen3) {
     if (c->multi_latent_attention)
         return "it has no multi-latent attention (--multi-latent-attention: DeepseekV3ForCausalLM is not converted yet)";
     if (c->position_embedding != DG_MODEL_POS_ROPE) return "it needs RoPE (--position-embedding-type rope)";
+    if (c->rope_yarn) return "its RoPE is plain (--position-embedding-type yarn is not exported)";
     if (c->normalization_layernorm) return "it needs RMSNorm (--normalization RMSNorm)";
     if (c->mlp_gelu) return "it needs SwiGLU (--swiglu)";
     if (c->quick_geglu || c->glu_linear_offset != 0 || c->activation_clamp > 0)
