@@ -9,7 +9,11 @@
 
 #include <cjson/cJSON.h>
 
+#define PATH_MAX_LEN 4096
+
 #include "dg_model_record.h"
+#include "dg_op_attention.h"
+#include "dg_op_rope.h"
 
 static void num(cJSON *o, const char *k, double v) { cJSON_AddNumberToObject(o, k, v); }
 
@@ -79,6 +83,53 @@ static void llama_keys(cJSON *o, const dg_model_config *c, dg_hf_arch a) {
     cJSON_AddNullToObject(o, "sliding_window");
 }
 
+/* gpt-oss's rope_scaling: null (plain RoPE), or YaRN with its attention
+ * factor written out (Transformers' default for it differs from Megatron's
+ * concentration factor when --mscale-all-dim is 0 and --mscale is not 1). */
+static void gpt_oss_rope(cJSON *o, const dg_model_config *c) {
+    if (!c->rope_yarn) {
+        cJSON_AddNullToObject(o, "rope_scaling");
+        return;
+    }
+    cJSON *y = cJSON_AddObjectToObject(o, "rope_scaling");
+    cJSON_AddStringToObject(y, "rope_type", "yarn");
+    flt(y, "factor", c->rotary_scaling_factor);
+    num(y, "original_max_position_embeddings", c->yarn_original_max_pos);
+    flt(y, "beta_fast", c->yarn_beta_fast);
+    flt(y, "beta_slow", c->yarn_beta_slow);
+    cJSON_AddBoolToObject(y, "truncate", !c->yarn_unrounded);
+    flt(y, "mscale", c->mscale);
+    flt(y, "mscale_all_dim", c->mscale_all_dim);
+    flt(y, "attention_factor", dg_rope_yarn_mscale(c->rotary_scaling_factor, c->mscale, c->mscale_all_dim));
+}
+
+static void gpt_oss_keys(cJSON *o, const dg_model_config *c) {
+    num(o, "hidden_size", c->hidden_size);
+    num(o, "intermediate_size", c->moe_ffn_hidden_size);
+    num(o, "num_hidden_layers", c->num_layers);
+    num(o, "num_attention_heads", c->num_attention_heads);
+    num(o, "num_key_value_heads", c->num_query_groups);
+    num(o, "head_dim", (int)dg_model_head_dim(c));
+    num(o, "num_local_experts", c->num_experts);
+    num(o, "num_experts_per_tok", c->moe_router_topk);
+    cJSON_AddStringToObject(o, "hidden_act", "silu");
+    num(o, "max_position_embeddings", c->seq_length);
+    flt(o, "rms_norm_eps", c->norm_epsilon);
+    flt(o, "rope_theta", c->rope_base);
+    gpt_oss_rope(o, c);
+    flt(o, "attention_dropout", c->attention_dropout);
+    cJSON_AddTrueToObject(o, "attention_bias");
+    flt(o, "swiglu_limit", c->activation_clamp);
+    if (c->attn_window > 0) num(o, "sliding_window", c->attn_window);
+    else cJSON_AddNullToObject(o, "sliding_window");
+    cJSON *types = cJSON_AddArrayToObject(o, "layer_types");
+    for (int l = 0; l < c->num_layers; l++)
+        cJSON_AddItemToArray(types, cJSON_CreateString(dg_model_layer_window(c, l) ? "sliding_attention"
+                                                                                    : "full_attention"));
+    flt(o, "router_aux_loss_coef", c->moe_aux_loss_coeff);
+    cJSON_AddFalseToObject(o, "output_router_logits");
+}
+
 static void gpt2_keys(cJSON *o, const dg_model_config *c) {
     num(o, "n_embd", c->hidden_size);
     num(o, "n_layer", c->num_layers);
@@ -113,6 +164,7 @@ char *dg_hf_config_write(const dg_model_config *c, dg_hf_arch a, dg_dtype dtype,
     cJSON_AddStringToObject(o, "model_type", dg_hf_arch_model_type(a));
     num(o, "vocab_size", c->vocab_size);
     if (a == DG_HF_GPT2) gpt2_keys(o, c);
+    else if (a == DG_HF_GPT_OSS) gpt_oss_keys(o, c);
     else llama_keys(o, c, a);
     id(o, "bos_token_id", ids->bos);
     id(o, "eos_token_id", ids->eos);
@@ -144,6 +196,7 @@ typedef struct reader {
     const char *path;
     dg_err *err;
     int st;
+    int block; /* config.json has the "dagatron" block */
 } reader;
 
 /* j as a short JSON text for messages. */
@@ -282,6 +335,163 @@ static void read_llama(reader *r, dg_model_config *c, dg_hf_arch a) {
     c->moe_shared_expert_size = 0;
 }
 
+/* Key k of r as a number >= 0 into *out, when present and not null. */
+static void get_nonneg(reader *r, const char *k, double *out) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->o, k);
+    if (r->st != DG_OK || !j || cJSON_IsNull(j)) return;
+    if (!cJSON_IsNumber(j) || !(j->valuedouble >= 0)) expected(r, k, j, "a number >= 0");
+    else *out = j->valuedouble;
+}
+
+/* gpt-oss's rope_scaling: null, or YaRN as Transformers computes it
+ * (factor; original_max_position_embeddings, else max_position_embeddings;
+ * betas 32 / 1; truncate true: the correction range rounded; the attention
+ * factor: attention_factor, else mscale / mscale_all_dim when both are
+ * nonzero, else that of mscale 1), which must be one dagatron's --mscale
+ * and --mscale-all-dim give. */
+static void read_gpt_oss_rope(reader *r, dg_model_config *c, int max_pos) {
+    const cJSON *y = cJSON_GetObjectItemCaseSensitive(r->o, "rope_scaling");
+    c->rope_yarn = c->yarn_original_max_pos = c->yarn_unrounded = 0;
+    c->yarn_beta_fast = c->yarn_beta_slow = c->rotary_scaling_factor = c->mscale = c->mscale_all_dim = 0;
+    if (r->st != DG_OK || !y || cJSON_IsNull(y)) return;
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(y, "rope_type");
+    if (!cJSON_IsObject(y) || !cJSON_IsString(type) || strcmp(type->valuestring, "yarn")) {
+        expected(r, "rope_scaling", y, "null or {\"rope_type\": \"yarn\", ...} (dagatron's RoPE or YaRN)");
+        return;
+    }
+    char path[PATH_MAX_LEN];
+    snprintf(path, sizeof path, "%s: \"rope_scaling\"", r->path);
+    reader s = {y, path, r->err, DG_OK, r->block};
+    double f = 0, af = 0, ms = -1, msa = -1;
+    int orig = max_pos;
+    c->yarn_beta_fast = 32.0;
+    c->yarn_beta_slow = 1.0;
+    get_positive(&s, "factor", &f);
+    if (s.st == DG_OK && !(f > 0)) expected(&s, "factor", cJSON_GetObjectItemCaseSensitive(y, "factor"), "a positive number");
+    get_int(&s, "original_max_position_embeddings", 0, 1, &orig);
+    get_positive(&s, "beta_fast", &c->yarn_beta_fast);
+    get_positive(&s, "beta_slow", &c->yarn_beta_slow);
+    get_positive(&s, "attention_factor", &af);
+    get_nonneg(&s, "mscale", &ms);
+    get_nonneg(&s, "mscale_all_dim", &msa);
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(y, "truncate");
+    if (s.st == DG_OK && tr && !cJSON_IsBool(tr)) expected(&s, "truncate", tr, "true or false");
+    if (s.st == DG_OK) {
+        int both = ms > 0 && msa > 0; /* Transformers' "if mscale and mscale_all_dim" */
+        c->mscale = both || (ms >= 0 && msa >= 0) ? ms : 1.0;
+        c->mscale_all_dim = both || (ms >= 0 && msa >= 0) ? msa : 0.0;
+        double hf = af > 0 ? af : both ? dg_rope_yarn_mscale(f, ms, msa) : dg_rope_yarn_get_mscale(f, 1.0);
+        if (af > 0 && !(ms >= 0 && msa >= 0) && f > 1) { /* attention_factor alone: --mscale of it */
+            c->mscale = (af - 1.0) / (0.1 * log(f));
+            c->mscale_all_dim = 0.0;
+        }
+        double dg = dg_rope_yarn_mscale(f, c->mscale, c->mscale_all_dim);
+        if (fabs(dg - hf) > 1e-12 * hf)
+            expected(&s, "attention_factor", cJSON_GetObjectItemCaseSensitive(y, "attention_factor"),
+                     "the factor of mscale %g / mscale_all_dim %g (%.17g: Megatron's concentration factor)", c->mscale,
+                     c->mscale_all_dim, dg);
+    }
+    r->st = s.st;
+    c->rope_yarn = 1;
+    c->rotary_scaling_factor = f;
+    c->yarn_original_max_pos = orig;
+    c->yarn_unrounded = tr && cJSON_IsFalse(tr);
+}
+
+/* gpt-oss's windows: layer_types (Transformers' default: sliding on the
+ * even layers) with sliding_window, in the form of the "dagatron" block's
+ * record when that gives the same layers, else --window-attn-skip-freq N
+ * when one does, else the list. */
+static void read_gpt_oss_window(reader *r, dg_model_config *c) {
+    int win = 128, L = c->num_layers, want[DG_MODEL_MAX_PATTERN_LAYERS], any = 0;
+    get_int(r, "sliding_window", 0, 1, &win);
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(r->o, "layer_types");
+    if (r->st != DG_OK) return;
+    if (L > DG_MODEL_MAX_PATTERN_LAYERS || (types && !(cJSON_IsArray(types) && cJSON_GetArraySize(types) == L))) {
+        expected(r, "layer_types", types, "a list of num_hidden_layers %d (at most %d) layer types", L,
+                 DG_MODEL_MAX_PATTERN_LAYERS);
+        return;
+    }
+    for (int l = 0; l < L; l++) {
+        const cJSON *t = types ? cJSON_GetArrayItem(types, l) : NULL;
+        int full = t ? cJSON_IsString(t) && !strcmp(t->valuestring, "full_attention") : l % 2 == 1;
+        if (t && !full && !(cJSON_IsString(t) && !strcmp(t->valuestring, "sliding_attention"))) {
+            expected(r, "layer_types", types, "\"sliding_attention\" or \"full_attention\" for each layer");
+            return;
+        }
+        want[l] = !full;
+        any |= want[l];
+    }
+    if (!any) {
+        c->attn_window = c->window_attn_skip_freq = 0;
+        memset(c->window_attn_mask, 0, sizeof c->window_attn_mask);
+        return;
+    }
+    dg_model_config k = *c;
+    k.attn_window = win;
+    for (int n = -2; n <= L; n++) { /* -2: the record's own form; then all windowed (0), every n-th full */
+        if (n == -1) continue;
+        if (n >= 0) k.window_attn_skip_freq = n;
+        int same = 1;
+        for (int l = 0; l < L && same; l++) same = (dg_model_layer_window(&k, l) > 0) == want[l];
+        if (same) {
+            *c = k;
+            return;
+        }
+    }
+    k.window_attn_skip_freq = -1;
+    memset(k.window_attn_mask, 0, sizeof k.window_attn_mask);
+    for (int l = 0; l < L; l++)
+        if (want[l]) k.window_attn_mask[l / 32] |= (int)(1u << (l % 32));
+    *c = k;
+}
+
+static void read_gpt_oss(reader *r, dg_model_config *c) {
+    get_int(r, "hidden_size", 1, 1, &c->hidden_size);
+    get_int(r, "num_hidden_layers", 1, 1, &c->num_layers);
+    get_int(r, "num_attention_heads", 1, 1, &c->num_attention_heads);
+    int hd = r->st == DG_OK ? c->hidden_size / c->num_attention_heads : 0;
+    get_int(r, "head_dim", 0, 2, &hd);
+    c->kv_channels = (int64_t)hd * c->num_attention_heads == c->hidden_size ? 0 : hd;
+    if (r->st == DG_OK && hd % 2)
+        expected(r, "head_dim", cJSON_GetObjectItemCaseSensitive(r->o, "head_dim"), "an even head size (RoPE rotates pairs)");
+    c->num_query_groups = c->num_attention_heads;
+    get_int(r, "num_key_value_heads", 0, 1, &c->num_query_groups);
+    divides(r, "num_key_value_heads", c->num_query_groups, "num_attention_heads", c->num_attention_heads);
+    get_int(r, "intermediate_size", 1, 1, &c->moe_ffn_hidden_size);
+    get_int(r, "num_local_experts", 1, 1, &c->num_experts);
+    get_int(r, "num_experts_per_tok", 1, 1, &c->moe_router_topk);
+    if (r->st == DG_OK && c->moe_router_topk > c->num_experts)
+        expected(r, "num_experts_per_tok", cJSON_GetObjectItemCaseSensitive(r->o, "num_experts_per_tok"),
+                 "at most num_local_experts %d", c->num_experts);
+    get_positive(r, "rms_norm_eps", &c->norm_epsilon);
+    get_positive(r, "rope_theta", &c->rope_base);
+    c->activation_clamp = 7.0; /* Transformers' default swiglu_limit */
+    get_positive(r, "swiglu_limit", &c->activation_clamp);
+    refuse(r, "hidden_act", "silu", "\"silu\" (gpt-oss's quick GeGLU)");
+    const cJSON *bias = cJSON_GetObjectItemCaseSensitive(r->o, "attention_bias");
+    if (r->st == DG_OK && bias && !cJSON_IsTrue(bias))
+        expected(r, "attention_bias", bias, "true (dagatron's gpt-oss has every linear bias)");
+    int max_pos = 131072;
+    get_int(r, "max_position_embeddings", 0, 1, &max_pos);
+    read_gpt_oss_rope(r, c, max_pos);
+    read_gpt_oss_window(r, c);
+    c->position_embedding = DG_MODEL_POS_ROPE;
+    if (c->rotary_percent != 0 && c->rotary_percent != 1.0) c->rotary_percent = 1.0;
+    /* the dense MLP's size no layer reads: Megatron's default without --swiglu */
+    if (!r->block) c->ffn_hidden_size = 4 * c->hidden_size;
+    c->normalization_layernorm = c->qk_layernorm = c->multi_latent_attention = 0;
+    c->mlp_gelu = 0;
+    c->quick_geglu = 1;
+    c->glu_linear_offset = 1.0;
+    c->add_bias_linear = 1;
+    c->softmax_type = DG_ATTN_SOFTMAX_LEARNABLE;
+    c->moe_layer_freq = 1;
+    c->score_function_sigmoid = c->router_pre_softmax = c->moe_router_num_groups = 0;
+    if (c->moe_router_topk_scaling_factor != 1.0) c->moe_router_topk_scaling_factor = 0;
+    c->moe_shared_expert_size = c->moe_expert_bias = 0;
+}
+
 static void read_gpt2(reader *r, dg_model_config *c) {
     get_int(r, "n_embd", 1, 1, &c->hidden_size);
     get_int(r, "n_layer", 1, 1, &c->num_layers);
@@ -374,8 +584,8 @@ static void read_model_type(reader *r, dg_hf_arch *a) {
         }
     /* Mistral is Llama's layout; its sliding window is refused like Llama's */
     if (cJSON_IsString(mt) && !strcmp(mt->valuestring, "mistral")) *a = DG_HF_LLAMA;
-    else expected(r, "model_type", mt, "one dagatron imports: \"mixtral\", \"qwen3_moe\", \"llama\", \"mistral\" or "
-                                       "\"gpt2\"");
+    else expected(r, "model_type", mt, "one dagatron imports: \"mixtral\", \"qwen3_moe\", \"gpt_oss\", \"llama\", "
+                                       "\"mistral\" or \"gpt2\"");
 }
 
 int dg_hf_config_read(const char *text, const char *path, dg_model_config *c, dg_hf_arch *a, dg_ckpt_tokenizer *tok,
@@ -384,7 +594,7 @@ int dg_hf_config_read(const char *text, const char *path, dg_model_config *c, dg
     ids->bos = ids->eos = -1;
     cJSON *root = parse_object(text, path, err);
     if (!root) return DG_EINPUT;
-    reader r = {root, path, err, DG_OK};
+    reader r = {root, path, err, DG_OK, 0};
     read_model_type(&r, a);
     if (r.st == DG_OK) {
         /* defaults for what neither side says: Megatron's */
@@ -395,9 +605,11 @@ int dg_hf_config_read(const char *text, const char *path, dg_model_config *c, dg
         c->norm_epsilon = *a == DG_HF_GPT2 ? 1e-5 : 1e-6;
         c->untie_embeddings = *a != DG_HF_GPT2;
         r.st = read_block(root, path, c, tok, err);
+        r.block = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "dagatron"));
     }
     get_int(&r, "vocab_size", 1, 2, &c->vocab_size);
     if (r.st == DG_OK && *a == DG_HF_GPT2) read_gpt2(&r, c);
+    else if (r.st == DG_OK && *a == DG_HF_GPT_OSS) read_gpt_oss(&r, c);
     else if (r.st == DG_OK) read_llama(&r, c, *a);
     get_ids(&r, ids);
     const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
@@ -417,7 +629,7 @@ int dg_hf_config_read(const char *text, const char *path, dg_model_config *c, dg
 int dg_hf_generation_config_read(const char *text, const char *path, dg_hf_ids *ids, dg_err *err) {
     cJSON *root = parse_object(text, path, err);
     if (!root) return DG_EINPUT;
-    reader r = {root, path, err, DG_OK};
+    reader r = {root, path, err, DG_OK, 0};
     get_ids(&r, ids);
     cJSON_Delete(root);
     return r.st;

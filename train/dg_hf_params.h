@@ -24,8 +24,9 @@ void dg_hf_params_free(dg_hf_params *p);
 int dg_hf_params_check(const dg_hf_params *p, const dg_hf_map *m, dg_err *err);
 
 /* HF tensor t's fp32 values in its stored layout (numel floats) from p,
- * and back. */
+ * and back: dg_hf_scatter returns 1 (and moves them all but the zeros)
+ * when a zeros piece (dg_hf_map.h) holds a nonzero value, else 0. */
 void dg_hf_gather(const dg_hf_params *p, const dg_hf_tensor *t, float *out);
-void dg_hf_scatter(dg_hf_params *p, const dg_hf_tensor *t, const float *in);
+int dg_hf_scatter(dg_hf_params *p, const dg_hf_tensor *t, const float *in);
 
 #endif /* DG_HF_PARAMS_H */
