@@ -165,8 +165,9 @@ static int read_tensor(importer *x, const dg_hf_tensor *t, dg_err *err) {
         v[i] = e->dtype == DG_BF16 ? from_bf16(h) : from_f16(h);
     }
     if (st == DG_OK && dg_hf_scatter(&x->params, t, v))
-        st = dg_err_set(err, DG_EINPUT, "%s: tensor '%s' must be zeros: dagatron's model has no such parameter (%s's "
-                        "router has no bias)", f->path, e->name, dg_hf_arch_class(x->arch));
+        st = dg_err_set(err, DG_EINPUT, "%s: tensor '%s' must be zeros: dagatron's model has no such tensor (%s)",
+                        f->path, e->name, x->arch == DG_HF_DEEPSEEK_V3 ? "config.json's \"dagatron\" block has no "
+                        "--moe-router-enable-expert-bias" : "its router has no bias");
     if (v != raw) dg_free(v);
     dg_free(raw);
     return st;

@@ -7,10 +7,11 @@
 #include <string.h>
 
 #include "dg_op_attention.h"
+#include "dg_op_rope.h"
 
 static const char *const k_class[] = {"MixtralForCausalLM", "LlamaForCausalLM", "GPT2LMHeadModel",
-                                      "Qwen3MoeForCausalLM", "GptOssForCausalLM"};
-static const char *const k_type[] = {"mixtral", "llama", "gpt2", "qwen3_moe", "gpt_oss"};
+                                      "Qwen3MoeForCausalLM", "GptOssForCausalLM", "DeepseekV3ForCausalLM"};
+static const char *const k_type[] = {"mixtral", "llama", "gpt2", "qwen3_moe", "gpt_oss", "deepseek_v3"};
 
 const char *dg_hf_arch_class(dg_hf_arch a) { return k_class[a]; }
 const char *dg_hf_arch_model_type(dg_hf_arch a) { return k_type[a]; }
@@ -18,8 +19,6 @@ const char *dg_hf_arch_model_type(dg_hf_arch a) { return k_type[a]; }
 /* Why a RoPE/RMSNorm/SwiGLU model (Llama, Mixtral, Qwen3-MoE) cannot be c,
  * or NULL; q/k norms and heads of their own size only as Qwen3-MoE. */
 static const char *not_rope_swiglu(const dg_model_config *c, int qwen3) {
-    if (c->multi_latent_attention)
-        return "it has no multi-latent attention (--multi-latent-attention: DeepseekV3ForCausalLM is not converted yet)";
     if (c->position_embedding != DG_MODEL_POS_ROPE) return "it needs RoPE (--position-embedding-type rope)";
     if (c->rope_yarn) return "its RoPE is plain (--position-embedding-type yarn is not exported)";
     if (c->normalization_layernorm) return "it needs RMSNorm (--normalization RMSNorm)";
@@ -56,7 +55,6 @@ static const char *not_mixtral(const dg_model_config *c) {
 /* gpt-oss (transformers' modeling_gpt_oss): its MLP and attention are
  * fixed, so each of dagatron's settings must be the one it computes. */
 static const char *not_gpt_oss(const dg_model_config *c) {
-    if (c->multi_latent_attention) return "it has no multi-latent attention (--multi-latent-attention)";
     if (c->position_embedding != DG_MODEL_POS_ROPE) return "it needs RoPE (--position-embedding-type rope or yarn)";
     if (c->rotary_percent > 0 && c->rotary_percent != 1.0) return "it rotates whole heads (--rotary-percent 1)";
     if (c->normalization_layernorm) return "it needs RMSNorm (--normalization RMSNorm)";
@@ -80,9 +78,38 @@ static const char *not_gpt_oss(const dg_model_config *c) {
     return NULL;
 }
 
+int dg_hf_first_dense(const dg_model_config *c) {
+    int k = 0;
+    while (k < c->num_layers && !dg_model_layer_is_moe(c, k)) k++;
+    for (int l = k; l < c->num_layers; l++)
+        if (!dg_model_layer_is_moe(c, l)) return -1;
+    return k < c->num_layers ? k : -1;
+}
+
+/* DeepSeek-V3 (transformers' modeling_deepseek_v3). */
+static const char *not_deepseek_v3(const dg_model_config *c) {
+    if (c->position_embedding != DG_MODEL_POS_ROPE) return "it needs RoPE (--position-embedding-type rope)";
+    if (!c->rope_yarn && c->rotary_percent > 0 && c->rotary_percent != 1.0) return "it rotates whole heads (--rotary-percent 1)";
+    if (!c->rope_yarn && dg_rope_yarn_get_mscale(c->rotary_scaling_factor, c->mscale_all_dim) != 1.0)
+        return "its softmax scale takes --mscale-all-dim only with YaRN (--rope-type yarn)";
+    if (c->normalization_layernorm) return "it needs RMSNorm (--normalization RMSNorm)";
+    if (!c->qk_layernorm) return "it has the latent norms q_a_layernorm and kv_a_layernorm (--qk-layernorm)";
+    if (c->mlp_gelu || c->quick_geglu || c->glu_linear_offset != 0 || c->activation_clamp > 0)
+        return "its MLPs are plain SwiGLU (--swiglu)";
+    if (c->add_bias_linear) return "it has no linear biases (--disable-bias-linear)";
+    if (c->attn_window > 0 || c->softmax_type != 0) return "its attention has no window or sinks";
+    if (c->num_experts <= 0 || dg_hf_first_dense(c) < 0)
+        return "its first layers are dense and the rest MoE (--moe-layer-freq \"[0]*k+[1]*(L-k)\")";
+    if (!c->score_function_sigmoid) return "its router is sigmoid (--moe-router-score-function sigmoid)";
+    if (c->moe_router_num_groups > 0 &&
+        (c->moe_router_group_topk <= 0 || c->moe_router_topk != 2 * c->moe_router_group_topk))
+        return "its group-limited router sums each group's top 2 (--moe-router-topk = 2 x --moe-router-group-topk)";
+    if (c->moe_shared_expert_size <= 0 || c->moe_shared_expert_size % c->moe_ffn_hidden_size)
+        return "it has shared experts, a multiple of --moe-ffn-hidden-size (--moe-shared-expert-intermediate-size)";
+    return NULL;
+}
+
 static const char *not_gpt2(const dg_model_config *c) {
-    if (c->multi_latent_attention)
-        return "it has no multi-latent attention (--multi-latent-attention: DeepseekV3ForCausalLM is not converted yet)";
     if (c->position_embedding != DG_MODEL_POS_LEARNED) return "it needs learned absolute positions";
     if (!c->normalization_layernorm) return "it needs LayerNorm";
     if (!c->mlp_gelu) return "it needs a GeLU MLP";
@@ -96,7 +123,10 @@ static const char *not_gpt2(const dg_model_config *c) {
 
 int dg_hf_arch_of(const dg_model_config *c, dg_hf_arch *arch, const char *where, dg_err *err) {
     const char *why;
-    if (c->num_experts > 0 && (c->quick_geglu || c->softmax_type == DG_ATTN_SOFTMAX_LEARNABLE)) {
+    if (c->multi_latent_attention) {
+        *arch = DG_HF_DEEPSEEK_V3;
+        why = not_deepseek_v3(c);
+    } else if (c->num_experts > 0 && (c->quick_geglu || c->softmax_type == DG_ATTN_SOFTMAX_LEARNABLE)) {
         *arch = DG_HF_GPT_OSS; /* gpt-oss's MLP or sinks: its window too (layer_types) */
         why = not_gpt_oss(c);
     } else if (c->num_experts > 0) {
@@ -244,6 +274,57 @@ static void gpt_oss_layer(dg_hf_map *m, const dg_model_config *c, int l) {
     t->blocks = E;
 }
 
+/* An HF SwiGLU MLP "<hf>gate_proj/up_proj/down_proj.weight" of dagatron's
+ * "<pre><mlp>.linear_fc1/fc2.weight" (expert e, or -1) of size F. */
+static void swiglu(dg_hf_map *m, const char *hf, const char *pre, const char *mlp, int64_t e, int64_t H, int64_t F) {
+    char fc1[60], fc2[60];
+    snprintf(fc1, sizeof fc1, "%s.linear_fc1.weight", mlp);
+    snprintf(fc2, sizeof fc2, "%s.linear_fc2.weight", mlp);
+    piece(add(m, 2, H, 0, "%sgate_proj.weight", hf), pre, fc1, e, 0, F);
+    piece(add(m, 2, H, 0, "%sup_proj.weight", hf), pre, fc1, e, F, F);
+    piece(add(m, 2, F, 0, "%sdown_proj.weight", hf), pre, fc2, e, 0, H);
+}
+
+static void deepseek_v3_layer(dg_hf_map *m, const dg_model_config *c, int l) {
+    int64_t H = c->hidden_size, N = c->num_attention_heads, Q = c->qk_head_dim + c->qk_pos_emb_head_dim,
+            KV = c->kv_lora_rank, E = c->num_experts;
+    char pre[64], hf[64], sub[60];
+    snprintf(pre, sizeof pre, "decoder.layers.%d.", l);
+    snprintf(hf, sizeof hf, "model.layers.%d.", l);
+    const char *a = "self_attention.";
+    piece(add(m, 1, 0, 0, "%sinput_layernorm.weight", hf), pre, "input_layernorm.weight", -1, 0, H);
+#define ATT(hfn, dgn, ndim, cols, rows) \
+    snprintf(sub, sizeof sub, "%s%s", a, dgn), piece(add(m, ndim, cols, 0, "%sself_attn.%s", hf, hfn), pre, sub, -1, 0, rows)
+    if (c->q_lora_rank > 0) {
+        ATT("q_a_proj.weight", "linear_q_down_proj.weight", 2, H, c->q_lora_rank);
+        ATT("q_a_layernorm.weight", "q_layernorm.weight", 1, 0, c->q_lora_rank);
+        ATT("q_b_proj.weight", "linear_q_up_proj.weight", 2, c->q_lora_rank, N * Q);
+    } else {
+        ATT("q_proj.weight", "linear_q_proj.weight", 2, H, N * Q);
+    }
+    ATT("kv_a_proj_with_mqa.weight", "linear_kv_down_proj.weight", 2, H, KV + c->qk_pos_emb_head_dim);
+    ATT("kv_a_layernorm.weight", "kv_layernorm.weight", 1, 0, KV);
+    ATT("kv_b_proj.weight", "linear_kv_up_proj.weight", 2, KV, N * (c->qk_head_dim + c->v_head_dim));
+    ATT("o_proj.weight", "linear_proj.weight", 2, N * c->v_head_dim, H);
+#undef ATT
+    piece(add(m, 1, 0, 0, "%spost_attention_layernorm.weight", hf), pre, "pre_mlp_layernorm.weight", -1, 0, H);
+    char hm[96];
+    snprintf(hm, sizeof hm, "%smlp.", hf);
+    if (!dg_model_layer_is_moe(c, l)) {
+        swiglu(m, hm, pre, "mlp", -1, H, c->ffn_hidden_size);
+        return;
+    }
+    piece(add(m, 2, H, 0, "%smlp.gate.weight", hf), pre, "mlp.router.weight", -1, 0, E);
+    piece(add(m, 1, 0, 0, "%smlp.gate.e_score_correction_bias", hf), c->moe_expert_bias ? pre : "",
+          c->moe_expert_bias ? "mlp.router.expert_bias" : "", -1, 0, E);
+    for (int64_t e = 0; e < E; e++) {
+        snprintf(hm, sizeof hm, "%smlp.experts.%lld.", hf, (long long)e);
+        swiglu(m, hm, pre, "mlp.experts", e, H, c->moe_ffn_hidden_size);
+    }
+    snprintf(hm, sizeof hm, "%smlp.shared_experts.", hf);
+    swiglu(m, hm, pre, "mlp.shared_experts", -1, H, c->moe_shared_expert_size);
+}
+
 /* GPT-2's Conv1D stores [in, out]: dagatron's [out, in] transposed; c_attn
  * is Q, K and V stacked (out = 3H) before the transposition. */
 static void gpt2_layer(dg_hf_map *m, const dg_model_config *c, int l) {
@@ -286,6 +367,7 @@ int dg_hf_map_build(const dg_model_config *c, dg_hf_map *m, const char *where, d
     for (int l = 0; l < c->num_layers; l++) {
         if (gpt2) gpt2_layer(m, c, l);
         else if (m->arch == DG_HF_GPT_OSS) gpt_oss_layer(m, c, l);
+        else if (m->arch == DG_HF_DEEPSEEK_V3) deepseek_v3_layer(m, c, l);
         else llama_layer(m, c, l);
     }
     same(m, 1, H, 1, "decoder.final_layernorm.weight", gpt2 ? "transformer.ln_f.weight" : "model.norm.weight");

@@ -16,6 +16,14 @@
  *                       swiglu_limit), biases, learnable sinks, sliding-window
  *                       layers (layer_types), RoPE or YaRN, Mixtral's router
  *                       (HF's router bias: zeros, dagatron's router has none)
+ *   DeepseekV3ForCausalLM multi-latent attention (--qk-layernorm: its latent norms;
+ *                       q_a/q_b_proj or q_proj, kv_a_proj_with_mqa, kv_b_proj in
+ *                       Megatron's layouts: per head [nope | rope] and [k_nope | v];
+ *                       rope_interleave), SwiGLU, RMSNorm, no biases, the first
+ *                       k layers dense, then MoE with shared experts and the
+ *                       sigmoid router (group-limited, scaled; its
+ *                       e_score_correction_bias is dagatron's expert bias, a
+ *                       checkpoint tensor outside the parameters, or zeros)
  * Anything else (a router or layer mix HF's class would compute otherwise,
  * partial RoPE, shared experts ...) is refused with the reason.
  *
@@ -48,6 +56,7 @@ typedef enum dg_hf_arch {
     DG_HF_GPT2,
     DG_HF_QWEN3_MOE,
     DG_HF_GPT_OSS,
+    DG_HF_DEEPSEEK_V3,
     DG_HF_ARCH_COUNT
 } dg_hf_arch;
 
@@ -94,6 +103,10 @@ typedef struct dg_hf_map {
 /* The HF architecture of c, or DG_EINPUT with one line saying why it has
  * none ("where" starts the line). */
 int dg_hf_arch_of(const dg_model_config *c, dg_hf_arch *arch, const char *where, dg_err *err);
+
+/* DeepSeek-V3's first_k_dense_replace: the dense layers before the MoE
+ * ones, or -1 when c's layers are not such a run (or all dense). */
+int dg_hf_first_dense(const dg_model_config *c);
 
 /* "MixtralForCausalLM" ... and config.json's "model_type" ("mixtral" ...). */
 const char *dg_hf_arch_class(dg_hf_arch a);

@@ -4,6 +4,14 @@
 
 #include <string.h>
 
+/* Is tensor i an expert bias (--moe-router-enable-expert-bias): an input
+ * the trainer keeps and the checkpoint holds beside the parameters? */
+static int is_expert_bias(const dg_model_config *c, const dg_model_io *io, int i) {
+    for (int l = 0; l < c->num_layers && l < (int)DG_ARRAY_LEN(io->expert_bias); l++)
+        if (io->expert_bias[l] == i) return 1;
+    return 0;
+}
+
 int dg_hf_params_alloc(const dg_model_config *c, dg_hf_params *p, dg_err *err) {
     memset(p, 0, sizeof *p);
     dg_graph *g = dg_graph_new("hf");
@@ -13,7 +21,7 @@ int dg_hf_params_alloc(const dg_model_config *c, dg_hf_params *p, dg_err *err) {
         p->t = dg_calloc((size_t)DG_MAX(g->n_tensors, 1), sizeof *p->t);
         for (int i = 0; i < g->n_tensors && st == DG_OK; i++) {
             const dg_tensor *x = &g->tensors[i];
-            if (x->role != DG_ROLE_PARAMETER) continue;
+            if (x->role != DG_ROLE_PARAMETER && !is_expert_bias(c, &io, i)) continue;
             st = dg_ckpt_tensor_from(&p->t[p->n], "", x, NULL, err);
             p->t[p->n].data = dg_calloc(1, dg_tensor_bytes(x));
             p->n++;

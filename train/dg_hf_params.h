@@ -9,7 +9,9 @@
 #include "dg_model.h"
 
 /* Every parameter of c's model (names and shapes from its forward graph),
- * each with a zeroed fp32 buffer. */
+ * and each MoE layer's expert bias with --moe-router-enable-expert-bias
+ * (the trainer's state, saved by that name), each with a zeroed fp32
+ * buffer. */
 typedef struct dg_hf_params {
     int n;
     dg_ckpt_tensor *t;

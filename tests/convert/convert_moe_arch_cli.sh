@@ -8,15 +8,22 @@
 #     model written with Transformers' gpt-oss names and math (hf_reference.py)
 #     computes dagatron's loss on a batch within 1e-5; the same with plain RoPE
 #     and every layer windowed.
-#  2. export -> import is bitwise (parameters, re-exported bytes), also from a
-#     config.json without the "dagatron" block (Transformers' keys only:
-#     layer_types, rope_scaling, swiglu_limit ...); one more iteration
-#     (--finetune) from the import is bitwise the one from the original
-#     checkpoint, for gpt-oss and Qwen3-MoE.
+#     DeepSeek-V3 (MLA with --q-lora-rank and YaRN, or without either; a
+#     dense first layer, shared experts, the sigmoid router, group-limited and
+#     scaled, with --moe-router-enable-expert-bias: e_score_correction_bias)
+#     saved under EP=2 exports as DeepseekV3ForCausalLM against its
+#     Transformers math in the same reference.
+#  2. export -> import is bitwise (parameters and the expert bias, the
+#     re-exported bytes), also from a config.json without the "dagatron"
+#     block (Transformers' keys only: layer_types, rope_scaling,
+#     first_k_dense_replace ...); one more iteration (--finetune: the bias
+#     updates too) from the import is bitwise the one from the original
+#     checkpoint, for gpt-oss, DeepSeek-V3 and Qwen3-MoE.
 #  3. An HF router bias that is not zero is refused on import in one line,
-#     exit 2, no checkpoint (dagatron's router has none); a gpt-oss model
-#     HF cannot express (no clamp) and MLA (DeepseekV3ForCausalLM is not
-#     converted yet) are refused on export in one line.
+#     exit 2, no checkpoint (dagatron's router has none), as is a DeepSeek-V3
+#     e_score_correction_bias when the record has no expert bias; models HF
+#     cannot express (gpt-oss without the clamp, DeepSeek-V3 without
+#     --qk-layernorm) are refused on export in one line.
 # Usage: convert_moe_arch_cli.sh DAGATRON CKPT_LOSS
 set -u
 BIN=$1 LOSS=$2
@@ -31,6 +38,13 @@ SMALL=(--mock-data --vocab-size 100 --num-layers 2 --hidden-size 64 --num-attent
        --group-query-attention)
 OSS=("${SMALL[@]}" --kv-channels 24 --quick-geglu --glu-linear-offset 1 --activation-func-clamp-value 0.5
      --softmax-type learnable --window-size 7,0 --window-attn-skip-freq 2 --position-embedding-type rope --enable-gpt-oss)
+DS=("${SMALL[@]:0:${#SMALL[@]}-3}" --num-layers 3 --swiglu --disable-bias-linear --position-embedding-type rope
+    --moe-ffn-hidden-size 24 --moe-shared-expert-intermediate-size 48 --moe-layer-freq "[0]+[1]*2"
+    --moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-bias-update-rate 1e-2
+    --moe-router-num-groups 2 --moe-router-group-topk 1 --moe-router-topk-scaling-factor 2.5
+    --multi-latent-attention --kv-lora-rank 16 --qk-head-dim 8 --qk-pos-emb-head-dim 8 --v-head-dim 12 --qk-layernorm)
+DS_YARN=("${DS[@]}" --q-lora-rank 24 --rotary-scaling-factor 40 --mscale 1 --mscale-all-dim 0.707)
+DS_ROPE=("${DS[@]}" --rope-type rope)
 QWEN3=("${SMALL[@]}" --swiglu --disable-bias-linear --position-embedding-type rope --kv-channels 24 --qk-layernorm)
 train() { local log=$1; shift; "$@" >"$log" 2>&1 || { echo "FAIL: $* exited $?"; tail -3 "$log"; fail=1; }; }
 check_ref() { # CKPT HFDIR
@@ -80,6 +94,28 @@ rm -rf "$TMP/plain"; cp -r "$TMP/hf_oss" "$TMP/plain"; strip_block "$TMP/plain/c
 one_more gpt-oss "$TMP/oss" "$TMP/back_plain" "${OSS[@]}"
 one_more gpt-oss-rope "$TMP/oss_rope" "$TMP/back_oss_rope" "${OSS_ROPE[@]}"
 
+# DeepSeek-V3: export, reference, import bitwise (the expert bias too), one more iteration
+for m in ds_yarn ds_rope; do
+  if [ $m = ds_yarn ]; then flags=("${DS_YARN[@]}"); else flags=("${DS_ROPE[@]}"); fi
+  train "$TMP/$m.log" $DG_MPIRUN -np 2 --bind-to none "$BIN" train "${flags[@]}" --expert-model-parallel-size 2 \
+    --train-iters 3 --save "$TMP/$m"
+  "$BIN" convert --load "$TMP/$m" --to hf "$TMP/hf_$m" 2>/dev/null || { echo "FAIL: export $m"; fail=1; continue; }
+  grep -q '"DeepseekV3ForCausalLM"' "$TMP/hf_$m/config.json" || { echo "FAIL: $m not DeepseekV3ForCausalLM"; fail=1; }
+  grep -q '"model.layers.2.mlp.gate.e_score_correction_bias"' "$TMP/hf_$m/model.safetensors.index.json" ||
+    { echo "FAIL: $m: no e_score_correction_bias"; fail=1; }
+  check_ref "$TMP/$m" "$TMP/hf_$m"
+  rm -rf "$TMP/plain_$m"; cp -r "$TMP/hf_$m" "$TMP/plain_$m"; strip_block "$TMP/plain_$m/config.json"
+  for src in hf plain; do
+    "$BIN" convert --from hf "$TMP/${src}_$m" --save "$TMP/back_${src}_$m" 2>/dev/null &&
+      "$PY" "$HERE/compare_params.py" "$TMP/$m" "$TMP/back_${src}_$m" || { echo "FAIL: $m import from $src"; fail=1; }
+  done
+  "$BIN" convert --load "$TMP/back_plain_$m" --to hf "$TMP/hf2_$m" 2>/dev/null
+  same=1
+  for f in "$TMP/hf_$m"/*.safetensors; do cmp -s "$f" "$TMP/hf2_$m/$(basename "$f")" || same=0; done
+  [ $same = 1 ] && echo "ok: $m: the re-imported checkpoint exports the same bytes" || { echo "FAIL: $m re-export differs"; fail=1; }
+  one_more "$m" "$TMP/$m" "$TMP/back_plain_$m" "${flags[@]}"
+done
+
 # Qwen3-MoE: export -> import -> one more iteration
 train "$TMP/qwen3.log" $DG_MPIRUN -np 2 --bind-to none "$BIN" train "${QWEN3[@]}" --expert-model-parallel-size 2 \
   --train-iters 2 --save "$TMP/qwen3"
@@ -115,8 +151,14 @@ refuse_export() { # WHAT FLAGS...: train one iteration, export: one line naming 
 }
 refuse_export "--activation-func-clamp-value" "${SMALL[@]}" --quick-geglu --glu-linear-offset 1 --softmax-type learnable \
   --position-embedding-type rope
-refuse_export "--multi-latent-attention" "${QWEN3[@]:0:${#QWEN3[@]}-3}" --multi-latent-attention --kv-lora-rank 16 \
-  --qk-head-dim 8 --qk-pos-emb-head-dim 8 --v-head-dim 12 --num-query-groups 4
+refuse_export "--qk-layernorm" "${DS_ROPE[@]/--qk-layernorm/--use-mcore-models}"
+rm -rf "$TMP/nobias"; cp -r "$TMP/hf_ds_rope" "$TMP/nobias"
+"$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); c["dagatron"]["model"]["moe_expert_bias"]=0; json.dump(c, open(sys.argv[1], "w"))' \
+  "$TMP/nobias/config.json"
+"$BIN" convert --from hf "$TMP/nobias" --save "$TMP/bad_nobias" >/dev/null 2>"$TMP/err"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "e_score_correction_bias' must be zeros" "$TMP/err" &&
+  [ ! -e "$TMP/bad_nobias" ] && echo "ok: an expert bias without --moe-router-enable-expert-bias -> $(cat "$TMP/err")" ||
+  { echo "FAIL: expert bias import rc=$rc:"; cat "$TMP/err"; fail=1; }
 
 [ $fail = 0 ] && echo "PASS" || echo "FAILED"
 exit $fail

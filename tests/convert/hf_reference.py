@@ -14,7 +14,13 @@ q_norm/k_norm over each head and head_dim, GPT-2's Conv1D [in, out] weights
 and tanh GeLU; gpt-oss's biased router with the softmax of the top-k
 logits, experts' gate_up_proj [E, H, 2F] with gate and up interleaved,
 the clamped quick GeGLU (up + 1) * gate * sigmoid(1.702 gate), attention
-sinks, sliding_attention layers and YaRN's rope_scaling).
+sinks, sliding_attention layers and YaRN's rope_scaling; DeepseekV3ForCausalLM:
+multi-latent attention with q_a/q_b or q_proj, kv_a_proj_with_mqa split
+[kv_lora_rank | rope], kv_b_proj per head [k_nope | v], the rope part
+de-interleaved (rope_interleave), YaRN's softmax scale, dense layers before
+first_k_dense_replace, the sigmoid router with e_score_correction_bias,
+n_group / topk_group, norm_topk_prob and routed_scaling_factor, and shared
+experts).
 BATCH.json is ckpt_loss's output: tokens, targets, loss mask and dagatron's
 lm loss. Exits 1 unless the two losses agree within 1e-5 (relative).
 """
@@ -276,6 +282,92 @@ def gpt_oss_logits(W, cfg, tokens):
     return x @ head.t()
 
 
+# ---- DeepSeek-V3 (transformers' modeling_deepseek_v3) ---------------------------
+
+def ds_rope(x, cos, sin):
+    # apply_rotary_pos_emb_interleave: pairs (2i, 2i+1) de-interleaved, then rotate_half
+    b, h, s, d = x.shape
+    x = x.view(b, h, s, d // 2, 2).transpose(4, 3).reshape(b, h, s, d)
+    return x * cos + rotate_half(x) * sin
+
+
+def ds_attn(x, W, pre, cfg, cos, sin):
+    B, S, H = x.shape
+    N, Dn, P, Dv = cfg["num_attention_heads"], cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]
+    eps = cfg["rms_norm_eps"]
+    lin = lambda t, n: t @ W[pre + n + ".weight"].t()
+    if cfg.get("q_lora_rank"):
+        q = lin(rms_norm(lin(x, "q_a_proj"), W[pre + "q_a_layernorm.weight"], eps), "q_b_proj")
+    else:
+        q = lin(x, "q_proj")
+    q = q.view(B, S, N, Dn + P).transpose(1, 2)
+    q_pass, q_rot = torch.split(q, [Dn, P], dim=-1)
+    ckv = lin(x, "kv_a_proj_with_mqa")
+    k_pass, k_rot = torch.split(ckv, [cfg["kv_lora_rank"], P], dim=-1)
+    k_pass = lin(rms_norm(k_pass, W[pre + "kv_a_layernorm.weight"], eps), "kv_b_proj").view(B, S, N, Dn + Dv)
+    k_pass, v = torch.split(k_pass.transpose(1, 2), [Dn, Dv], dim=-1)
+    k_rot = k_rot.view(B, 1, S, P)
+    q_rot, k_rot = ds_rope(q_rot, cos, sin), ds_rope(k_rot, cos, sin)
+    k_rot = k_rot.expand(B, N, S, P)
+    q, k = torch.cat((q_pass, q_rot), dim=-1), torch.cat((k_pass, k_rot), dim=-1)
+    scaling = (Dn + P) ** -0.5
+    y = cfg.get("rope_scaling")
+    if y and y.get("mscale_all_dim"):
+        f = y["factor"]
+        m = 0.1 * y["mscale_all_dim"] * math.log(f) + 1.0 if f > 1 else 1.0
+        scaling = scaling * m * m
+    s = q @ k.transpose(2, 3) * scaling
+    s = s + torch.triu(torch.full((S, S), float("-inf")), 1)
+    a = (torch.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(B, S, N * Dv)
+    return lin(a, "o_proj")
+
+
+def ds_moe(x, W, pre, cfg):
+    B, S, H = x.shape
+    h = x.reshape(-1, H)
+    E, k = cfg["n_routed_experts"], cfg["num_experts_per_tok"]
+    ng, tg = cfg["n_group"], cfg["topk_group"]
+    scores = torch.sigmoid(h @ W[pre + "gate.weight"].t())
+    choice = scores + W[pre + "gate.e_score_correction_bias"]
+    group_scores = choice.view(-1, ng, E // ng).topk(2, dim=-1)[0].sum(dim=-1)
+    group_idx = torch.topk(group_scores, k=tg, dim=-1, sorted=False)[1]
+    group_mask = torch.zeros_like(group_scores).scatter_(1, group_idx, 1)
+    score_mask = group_mask.unsqueeze(-1).expand(-1, ng, E // ng).reshape(-1, E)
+    choice = choice.masked_fill(~score_mask.bool(), 0.0)
+    idx = torch.topk(choice, k=k, dim=-1, sorted=False)[1]
+    w = scores.gather(1, idx)
+    if cfg["norm_topk_prob"]:
+        w = w / (w.sum(dim=-1, keepdim=True) + 1e-20)
+    w = w * cfg["routed_scaling_factor"]
+    out = torch.zeros_like(h)
+    for e in range(E):
+        rows, slot = torch.where(idx == e)
+        if rows.numel():
+            out.index_add_(0, rows, llama_mlp(h[rows], W, "%sexperts.%d." % (pre, e)) * w[rows, slot, None])
+    return (out + llama_mlp(h, W, pre + "shared_experts.")).view(B, S, H)
+
+
+def deepseek_logits(W, cfg, tokens):
+    B, S = tokens.shape
+    eps, P = cfg["rms_norm_eps"], cfg["qk_rope_head_dim"]
+    if cfg.get("rope_scaling"):
+        inv, af = yarn_inv_freq(cfg, P)
+    else:
+        inv, af = 1.0 / (cfg.get("rope_theta", 10000.0) ** (torch.arange(0, P, 2, dtype=torch.float64) / P)), 1.0
+    freqs = torch.outer(torch.arange(S, dtype=torch.float64), inv)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = (emb.cos() * af).float(), (emb.sin() * af).float()
+    x = W["model.embed_tokens.weight"][tokens]
+    for l in range(cfg["num_hidden_layers"]):
+        pre = "model.layers.%d." % l
+        x = x + ds_attn(rms_norm(x, W[pre + "input_layernorm.weight"], eps), W, pre + "self_attn.", cfg, cos, sin)
+        h = rms_norm(x, W[pre + "post_attention_layernorm.weight"], eps)
+        x = x + (llama_mlp(h, W, pre + "mlp.") if l < cfg["first_k_dense_replace"] else ds_moe(h, W, pre + "mlp.", cfg))
+    x = rms_norm(x, W["model.norm.weight"], eps)
+    head = W["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings", False) else W["lm_head.weight"]
+    return x @ head.t()
+
+
 # ---- GPT-2 (transformers' modeling_gpt2) -------------------------------------
 
 def conv1d(x, W, name):
@@ -318,6 +410,8 @@ def main():
             logits = gpt2_logits(W, cfg, tokens)
         elif cfg["model_type"] == "gpt_oss":
             logits = gpt_oss_logits(W, cfg, tokens)
+        elif cfg["model_type"] == "deepseek_v3":
+            logits = deepseek_logits(W, cfg, tokens)
         else:
             logits = llama_logits(W, cfg, tokens)
         ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
