@@ -8,8 +8,9 @@
 # builder does, on gpt-oss's attention (window, learnable sinks):
 #  - --enable-gpt-oss is those flags spelt out, bit for bit; the YaRN, and
 #    the unrounded correction range, change the numbers;
-#  - TP=2 with SP, CP=2, PP=2 and DP=2 with the distributed optimizer match
-#    the single-rank run over 5 iterations within 1e-5;
+#  - TP=2 (with and without SP), EP=2, CP=2, PP=2 and DP=2 with the
+#    distributed optimizer match the single-rank run over 5 iterations
+#    within 1e-5;
 #  - the checkpoint records it: resuming without it is one line, exit 2;
 #    --rotary-percent below 1, --enable-gpt-oss with MLA, both rounding
 #    flags and generate are refused in one line.
@@ -43,7 +44,9 @@ rounded=$(run "$TMP/rounded" 1 "${r64[@]}")
 unrounded=$(run "$TMP/unrounded" 1 "${r64[@]}" --no-yarn-correction-range-round-to-int)
 [ "$rounded" != "$unrounded" ] || fail "--no-yarn-correction-range-round-to-int changed nothing"
 [ "$rounded" != "$want" ] || fail "--yarn-original-max-position-embeddings changed nothing"
+check 2 "$want" "$TMP/ref" "${oss[@]}" --tensor-model-parallel-size 2
 check 2 "$want" "$TMP/ref" "${oss[@]}" --tensor-model-parallel-size 2 --sequence-parallel
+check 2 "$want" "$TMP/ref" "${oss[@]}" --expert-model-parallel-size 2
 check 2 "$want" "$TMP/ref" "${oss[@]}" --context-parallel-size 2
 check 2 "$want" "$TMP/ref" "${oss[@]}" --pipeline-model-parallel-size 2
 check 2 "$want" "$TMP/ref" "${oss[@]}" --use-distributed-optimizer
