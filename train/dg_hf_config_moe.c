@@ -118,6 +118,7 @@ static void read_gpt_oss_rope(dg_hf_reader *r, dg_model_config *c, int max_pos) 
     c->yarn_beta_fast = c->yarn_beta_slow = c->rotary_scaling_factor = c->mscale = c->mscale_all_dim = 0;
     if (r->st != DG_OK || !y || cJSON_IsNull(y)) return;
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(y, "rope_type");
+    if (!type) type = cJSON_GetObjectItemCaseSensitive(y, "type"); /* the older key DeepSeek's own files use */
     if (!cJSON_IsObject(y) || !cJSON_IsString(type) || strcmp(type->valuestring, "yarn")) {
         dg_hf_expected(r, "rope_scaling", y, "null or {\"rope_type\": \"yarn\", ...} (dagatron's RoPE or YaRN)");
         return;

@@ -105,6 +105,10 @@ for m in ds_yarn ds_rope; do
     { echo "FAIL: $m: no e_score_correction_bias"; fail=1; }
   check_ref "$TMP/$m" "$TMP/hf_$m"
   rm -rf "$TMP/plain_$m"; cp -r "$TMP/hf_$m" "$TMP/plain_$m"; strip_block "$TMP/plain_$m/config.json"
+  # DeepSeek's own files: rope_scaling's older "type", no attention_factor or truncate (Transformers' defaults)
+  [ $m = ds_yarn ] && "$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); y=c["rope_scaling"]
+y["type"]=y.pop("rope_type"); del y["attention_factor"], y["truncate"]; json.dump(c, open(sys.argv[1], "w"))' \
+    "$TMP/plain_$m/config.json" && check_ref "$TMP/$m" "$TMP/plain_$m"
   for src in hf plain; do
     "$BIN" convert --from hf "$TMP/${src}_$m" --save "$TMP/back_${src}_$m" 2>/dev/null &&
       "$PY" "$HERE/compare_params.py" "$TMP/$m" "$TMP/back_${src}_$m" || { echo "FAIL: $m import from $src"; fail=1; }
