@@ -105,6 +105,14 @@ int dg_model_config_check(const dg_model_config *c, dg_err *err) {
     NEED(dg_model_rotary_dim(c) >= 2 && dg_model_rotary_dim(c) % 2 == 0,
          "--rotary-percent %g of head size %d gives rotary dim %lld; it must be even and >= 2",
          c->rotary_percent, (int)dg_model_head_dim(c), (long long)dg_model_rotary_dim(c));
+    NEED(!c->rope_yarn || dg_model_rotary_dim(c) == dg_model_head_dim(c),
+         "--position-embedding-type yarn with --rotary-percent %g: not supported (Megatron's YaRN rotates the "
+         "whole head and ignores it)", c->rotary_percent);
+    NEED(!c->rope_yarn || (c->rotary_scaling_factor > 0 && c->yarn_beta_fast > 0 && c->yarn_beta_slow > 0 &&
+                           c->yarn_original_max_pos > 0),
+         "--position-embedding-type yarn: --rotary-scaling-factor, --yarn-beta-fast, --yarn-beta-slow and "
+         "--yarn-original-max-position-embeddings must be > 0, got %g, %g, %g, %d", c->rotary_scaling_factor,
+         c->yarn_beta_fast, c->yarn_beta_slow, c->yarn_original_max_pos);
     }
     NEED(c->num_query_groups > 0 && c->num_attention_heads % c->num_query_groups == 0,
          "--num-query-groups %d does not divide --num-attention-heads %d", c->num_query_groups,
@@ -323,6 +331,18 @@ int dg_model_attn_output(dg_graph *g, const dg_model_config *c, int a, int64_t B
     return p->bo >= 0 ? dg_bias_add(g, y, p->bo) : y;
 }
 
+void dg_model_yarn_opts(const dg_model_config *c, dg_rope_yarn_opts *y) {
+    memset(y, 0, sizeof *y);
+    y->mscale = 1.0;
+    if (!c->rope_yarn) return;
+    y->factor = c->rotary_scaling_factor;
+    y->beta_fast = c->yarn_beta_fast;
+    y->beta_slow = c->yarn_beta_slow;
+    y->mscale = dg_rope_yarn_mscale(c->rotary_scaling_factor, c->mscale, c->mscale_all_dim);
+    y->original_max_position_embeddings = c->yarn_original_max_pos;
+    y->unrounded = c->yarn_unrounded;
+}
+
 /* Causal GQA self-attention with RoPE on x [B, S, H] of layer l; returns
  * [B, S, H]. The fused op (with layer l's window and the softmax sink c
  * asks for), or (attention_unfused) the chain of Megatron's unfused
@@ -337,8 +357,10 @@ static int attention_block(dg_graph *g, const dg_model_config *c, const char *pr
     dg_model_attn_project(g, c, pre, x, B, S, &p);
     int q = p.q, k = p.k;
     if (c->position_embedding == DG_MODEL_POS_ROPE) {
-        q = dg_rope_partial(g, p.q, c->rope_base, 0, dg_model_rotary_dim(c));
-        k = dg_rope_partial(g, p.k, c->rope_base, 0, dg_model_rotary_dim(c));
+        dg_rope_yarn_opts y;
+        dg_model_yarn_opts(c, &y);
+        q = dg_rope_yarn(g, p.q, c->rope_base, dg_model_rotary_dim(c), &y);
+        k = dg_rope_yarn(g, p.k, c->rope_base, dg_model_rotary_dim(c), &y);
     }
     dg_graph_set_module(g, DG_MODULE_CORE_ATTN);
     double scale = 1.0 / sqrt((double)D);

@@ -109,7 +109,8 @@ typedef struct dg_model_config {
     int qk_head_dim;                /* --qk-head-dim: each head's q/k part without RoPE */
     int qk_pos_emb_head_dim;        /* --qk-pos-emb-head-dim: the RoPE part (k's shared by the heads) */
     int v_head_dim;                 /* --v-head-dim */
-    int rope_yarn;                  /* --rope-type yarn (MLA's default): YaRN frequencies (dg_op_rope.h) */
+    int rope_yarn;                  /* YaRN frequencies (dg_op_rope.h): MLA's --rope-type yarn (its
+                                     * default), or --position-embedding-type yarn on ordinary attention */
     double rotary_scaling_factor;   /* --rotary-scaling-factor (YaRN's factor; 1: none) */
     double mscale;                  /* --mscale (YaRN) */
     double mscale_all_dim;          /* --mscale-all-dim (YaRN; also MLA's softmax scale) */
@@ -124,9 +125,17 @@ typedef struct dg_model_config {
     int mtp_num_layers;             /* --mtp-num-layers: DeepSeek-V3's sequential MTP modules (0: none) */
     double mtp_loss_scaling_factor; /* --mtp-loss-scaling-factor (Megatron's 0.1): their losses' weight,
                                      * split evenly over the modules */
+    /* YaRN on ordinary attention (--position-embedding-type yarn: rope_yarn
+     * without MLA, position_embedding DG_MODEL_POS_ROPE), with
+     * --rotary-scaling-factor, --mscale, --mscale-all-dim above; MLA keeps
+     * DG_MODEL_YARN_* (Megatron's --yarn-* flags do not reach it); zero otherwise */
+    int yarn_original_max_pos;      /* --yarn-original-max-position-embeddings (4096) */
+    double yarn_beta_fast;          /* --yarn-beta-fast (32) */
+    double yarn_beta_slow;          /* --yarn-beta-slow (1) */
+    int yarn_unrounded;             /* --no-yarn-correction-range-round-to-int (gpt-oss) */
 } dg_model_config;
 
-/* --position-embedding-type */
+/* --position-embedding-type (yarn is ROPE with rope_yarn) */
 enum dg_model_pos { DG_MODEL_POS_ROPE = 0, DG_MODEL_POS_LEARNED = 1, DG_MODEL_POS_NONE = 2 };
 
 /* A small MoE config: 2 layers, hidden 64, 4 heads / 2 groups, 4 experts top-2. */
@@ -318,6 +327,13 @@ int dg_model_layer_window(const dg_model_config *c, int l);
 #define DG_MODEL_YARN_ORIGINAL_MAX_POS 4096
 #define DG_MODEL_YARN_BETA_FAST 32.0
 #define DG_MODEL_YARN_BETA_SLOW 1.0
+
+/* The YaRN options of ordinary attention's rope (plain unless rope_yarn):
+ * Megatron's YarnRotaryEmbedding with the attention's concentration factor
+ * mscale(factor, --mscale) / mscale(factor, --mscale-all-dim) on cos and
+ * sin; the softmax scale stays 1/sqrt(head dim). */
+struct dg_rope_yarn_opts;
+void dg_model_yarn_opts(const dg_model_config *c, struct dg_rope_yarn_opts *y);
 
 /* MLA's softmax scale: mscale(--rotary-scaling-factor, --mscale-all-dim)^2 /
  * sqrt(qk_head_dim + qk_pos_emb_head_dim), as Megatron's MultiLatentAttention

@@ -93,12 +93,16 @@ int dg_model_build_decode(dg_graph *g, const dg_model_config *c, const dg_decode
     memset(io, 0, sizeof *io);
     io->tokens = io->pos = io->logits = -1;
     DG_TRY(dg_model_config_check(c, err));
+    if (c->rope_yarn && !c->multi_latent_attention)
+        return dg_err_set(err, DG_EINPUT, "--position-embedding-type yarn: not supported by decoding (generate) yet: "
+                          "the KV cache's rope is plain");
     if (c->attn_window > 0 || c->softmax_type != 0)
         return dg_err_set(err, DG_EINPUT, "decode: %s: not supported: the KV-cache attention has no window or sink",
                           c->attn_window > 0 ? "--window-size" : "--softmax-type");
     if (c->multi_latent_attention)
         return dg_err_set(err, DG_EINPUT, "--multi-latent-attention: not supported by decoding (generate) yet: "
                           "its KV cache is not built");
+
     if (s->batch < 1 || s->new_tokens < 1 || s->max_len < s->new_tokens)
         return dg_err_set(err, DG_EINPUT,
                           "decode: need batch >= 1 and 1 <= new tokens <= cache length, got batch %d, "

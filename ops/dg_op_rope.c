@@ -18,6 +18,7 @@ static int rope_node(dg_graph *g, int x, double base, int64_t pos_offset, int in
         a.f[3] = y->beta_slow;
         a.f[4] = y->mscale;
         a.i[3] = y->original_max_position_embeddings;
+        a.i[5] = y->unrounded;
     }
     if (y) a.i[4] = y->interleaved;
     return dg_add1(g, &dg_op_rope, &a, &x, 1, NULL);
@@ -31,6 +32,7 @@ dg_rope_spec dg_rope_spec_of(const dg_attrs *a) {
         s.beta_slow = a->f[3];
         s.mscale = a->f[4];
         s.orig_max_pos = (double)a->i[3];
+        s.unrounded = a->i[5] != 0;
     }
     return s;
 }
@@ -103,7 +105,8 @@ static int adj_rope(dg_graph *g, const dg_node *n, const int *dout, int *din) {
 
 const dg_op_def dg_op_rope = {
     .name = "rope", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-    .iattr_names = {"pos_offset", "inverse", "rotary_dim", "yarn_original_max_pos", "interleaved"},
+    .iattr_names = {"pos_offset", "inverse", "rotary_dim", "yarn_original_max_pos", "interleaved",
+                    "yarn_unrounded"},
     .fattr_names = {"base", "yarn_factor", "yarn_beta_fast", "yarn_beta_slow", "yarn_mscale"},
     .infer = infer_rope, .cost = cost_rope, .adjoint = adj_rope, .workspace = ws_rope,
     .kernel = k_rope,

@@ -13,6 +13,7 @@
  *   i[2] = rotary_dim   even, <= D; 0 means D
  *   i[3] = YaRN's original_max_position_embeddings
  *   i[4] = interleaved  1: pairs (2i, 2i+1) rotate in place, not (i, i + R/2)
+ *   i[5] = YaRN's correction range unrounded (dg_rope_spec's unrounded)
  *   f[0] = base         e.g. 10000
  *   f[1] = YaRN's scaling factor (> 1: YaRN frequencies, dg_cpu_rope.h; else plain)
  *   f[2], f[3] = YaRN's beta_fast, beta_slow;  f[4] = the factor on cos and sin
@@ -38,6 +39,7 @@ typedef struct dg_rope_yarn_opts {
     double factor, beta_fast, beta_slow, mscale;
     int64_t original_max_position_embeddings;
     int interleaved; /* pairs (2i, 2i+1): MLA's pairing (also without YaRN) */
+    int unrounded;   /* the correction range's dims not rounded to integers */
 } dg_rope_yarn_opts;
 /* rope of the first rotary_dim dims at positions 0.. with y's frequencies
  * (plain when y is NULL or y->factor <= 1) and pairing. */

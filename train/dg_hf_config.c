@@ -9,50 +9,30 @@
 
 #include <cjson/cJSON.h>
 
+#include "dg_hf_config_util.h"
 #include "dg_model_record.h"
 
-static void num(cJSON *o, const char *k, double v) { cJSON_AddNumberToObject(o, k, v); }
-
-/* v as a JSON float, as Python's repr writes it (json.load reads it back as
- * a float): the shortest digits that read back as v, positional between
- * 1e-4 and 1e16 with at least one decimal ("0.0", "10000.0", "0.01"),
- * else with an exponent ("1e-05"). cJSON would print 0.0 as 0, and
- * Transformers' strict config classes refuse an int for a float field. */
-static void flt(cJSON *o, const char *k, double v) {
-    if (!isfinite(v)) {
-        cJSON_AddNullToObject(o, k);
-        return;
-    }
-    char buf[48];
-    int fixed = v == 0 || (fabs(v) >= 1e-4 && fabs(v) < 1e16);
-    for (int p = fixed ? 0 : 1; p <= (fixed ? 20 : 17); p++) {
-        snprintf(buf, sizeof buf, fixed ? "%.*f" : "%.*g", p, v);
-        if (strtod(buf, NULL) == v) break;
-    }
-    if (!strpbrk(buf, ".eE")) strcat(buf, ".0");
-    cJSON_AddRawToObject(o, k, buf);
-}
 
 /* An id, or null when there is none. */
 static void id(cJSON *o, const char *k, int32_t v) {
-    if (v >= 0) num(o, k, v);
+    if (v >= 0) dg_hf_num(o, k, v);
     else cJSON_AddNullToObject(o, k);
 }
 
 static void llama_keys(cJSON *o, const dg_model_config *c, dg_hf_arch a) {
-    num(o, "hidden_size", c->hidden_size);
-    num(o, "intermediate_size", a == DG_HF_MIXTRAL ? c->moe_ffn_hidden_size : c->ffn_hidden_size);
-    if (a == DG_HF_QWEN3_MOE) num(o, "moe_intermediate_size", c->moe_ffn_hidden_size);
-    num(o, "num_hidden_layers", c->num_layers);
-    num(o, "num_attention_heads", c->num_attention_heads);
-    num(o, "num_key_value_heads", c->num_query_groups);
-    num(o, "head_dim", (int)dg_model_head_dim(c));
+    dg_hf_num(o, "hidden_size", c->hidden_size);
+    dg_hf_num(o, "intermediate_size", a == DG_HF_MIXTRAL ? c->moe_ffn_hidden_size : c->ffn_hidden_size);
+    if (a == DG_HF_QWEN3_MOE) dg_hf_num(o, "moe_intermediate_size", c->moe_ffn_hidden_size);
+    dg_hf_num(o, "num_hidden_layers", c->num_layers);
+    dg_hf_num(o, "num_attention_heads", c->num_attention_heads);
+    dg_hf_num(o, "num_key_value_heads", c->num_query_groups);
+    dg_hf_num(o, "head_dim", (int)dg_model_head_dim(c));
     cJSON_AddStringToObject(o, "hidden_act", "silu");
-    num(o, "max_position_embeddings", c->seq_length);
-    flt(o, "rms_norm_eps", c->norm_epsilon);
-    flt(o, "rope_theta", c->rope_base);
+    dg_hf_num(o, "max_position_embeddings", c->seq_length);
+    dg_hf_flt(o, "rms_norm_eps", c->norm_epsilon);
+    dg_hf_flt(o, "rope_theta", c->rope_base);
     cJSON_AddNullToObject(o, "rope_scaling");
-    flt(o, "attention_dropout", c->attention_dropout);
+    dg_hf_flt(o, "attention_dropout", c->attention_dropout);
     if (a == DG_HF_LLAMA) {
         cJSON_AddFalseToObject(o, "attention_bias");
         cJSON_AddFalseToObject(o, "mlp_bias");
@@ -60,37 +40,37 @@ static void llama_keys(cJSON *o, const dg_model_config *c, dg_hf_arch a) {
     }
     if (a == DG_HF_QWEN3_MOE) {
         cJSON_AddFalseToObject(o, "attention_bias");
-        num(o, "num_experts", c->num_experts);
-        num(o, "num_experts_per_tok", c->moe_router_topk);
+        dg_hf_num(o, "num_experts", c->num_experts);
+        dg_hf_num(o, "num_experts_per_tok", c->moe_router_topk);
         cJSON_AddTrueToObject(o, "norm_topk_prob"); /* Megatron's router: softmax over the top-k logits */
-        num(o, "decoder_sparse_step", 1);
+        dg_hf_num(o, "decoder_sparse_step", 1);
         cJSON_AddArrayToObject(o, "mlp_only_layers");
-        flt(o, "router_aux_loss_coef", c->moe_aux_loss_coeff);
+        dg_hf_flt(o, "router_aux_loss_coef", c->moe_aux_loss_coeff);
         cJSON_AddFalseToObject(o, "output_router_logits");
         cJSON_AddFalseToObject(o, "use_sliding_window");
         cJSON_AddNullToObject(o, "sliding_window");
         return;
     }
-    num(o, "num_local_experts", c->num_experts);
-    num(o, "num_experts_per_tok", c->moe_router_topk);
-    flt(o, "router_aux_loss_coef", c->moe_aux_loss_coeff);
-    flt(o, "router_jitter_noise", 0);
+    dg_hf_num(o, "num_local_experts", c->num_experts);
+    dg_hf_num(o, "num_experts_per_tok", c->moe_router_topk);
+    dg_hf_flt(o, "router_aux_loss_coef", c->moe_aux_loss_coeff);
+    dg_hf_flt(o, "router_jitter_noise", 0);
     cJSON_AddFalseToObject(o, "output_router_logits");
     cJSON_AddNullToObject(o, "sliding_window");
 }
 
 static void gpt2_keys(cJSON *o, const dg_model_config *c) {
-    num(o, "n_embd", c->hidden_size);
-    num(o, "n_layer", c->num_layers);
-    num(o, "n_head", c->num_attention_heads);
-    num(o, "n_inner", c->ffn_hidden_size);
-    num(o, "n_positions", c->max_position_embeddings > 0 ? c->max_position_embeddings : c->seq_length);
-    num(o, "n_ctx", c->seq_length);
+    dg_hf_num(o, "n_embd", c->hidden_size);
+    dg_hf_num(o, "n_layer", c->num_layers);
+    dg_hf_num(o, "n_head", c->num_attention_heads);
+    dg_hf_num(o, "n_inner", c->ffn_hidden_size);
+    dg_hf_num(o, "n_positions", c->max_position_embeddings > 0 ? c->max_position_embeddings : c->seq_length);
+    dg_hf_num(o, "n_ctx", c->seq_length);
     cJSON_AddStringToObject(o, "activation_function", "gelu_new");
-    flt(o, "layer_norm_epsilon", c->norm_epsilon);
-    flt(o, "resid_pdrop", c->hidden_dropout);
-    flt(o, "embd_pdrop", c->hidden_dropout);
-    flt(o, "attn_pdrop", c->attention_dropout);
+    dg_hf_flt(o, "layer_norm_epsilon", c->norm_epsilon);
+    dg_hf_flt(o, "resid_pdrop", c->hidden_dropout);
+    dg_hf_flt(o, "embd_pdrop", c->hidden_dropout);
+    dg_hf_flt(o, "attn_pdrop", c->attention_dropout);
     cJSON_AddTrueToObject(o, "scale_attn_weights");
 }
 
@@ -111,8 +91,10 @@ char *dg_hf_config_write(const dg_model_config *c, dg_hf_arch a, dg_dtype dtype,
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString(dg_hf_arch_class(a)));
     cJSON_AddStringToObject(o, "model_type", dg_hf_arch_model_type(a));
-    num(o, "vocab_size", c->vocab_size);
+    dg_hf_num(o, "vocab_size", c->vocab_size);
     if (a == DG_HF_GPT2) gpt2_keys(o, c);
+    else if (a == DG_HF_GPT_OSS) dg_hf_gpt_oss_keys(o, c);
+    else if (a == DG_HF_DEEPSEEK_V3) dg_hf_deepseek_v3_keys(o, c);
     else llama_keys(o, c, a);
     id(o, "bos_token_id", ids->bos);
     id(o, "eos_token_id", ids->eos);
@@ -120,11 +102,11 @@ char *dg_hf_config_write(const dg_model_config *c, dg_hf_arch a, dg_dtype dtype,
     cJSON_AddStringToObject(o, "torch_dtype", dtype == DG_BF16 ? "bfloat16" : "float32");
     cJSON *dg = cJSON_AddObjectToObject(o, "dagatron");
     cJSON *model = cJSON_AddObjectToObject(dg, "model");
-    for (int i = 0; i < rec.n; i++) num(model, rec.key[i], rec.value[i]);
+    for (int i = 0; i < rec.n; i++) dg_hf_num(model, rec.key[i], rec.value[i]);
     if (tok) {
         cJSON *t = cJSON_AddObjectToObject(dg, "tokenizer");
         cJSON_AddStringToObject(t, "type", tok->type);
-        num(t, "vocab_size", (double)tok->vocab_size);
+        dg_hf_num(t, "vocab_size", (double)tok->vocab_size);
     }
     return print(o);
 }
@@ -138,84 +120,18 @@ char *dg_hf_generation_config_write(const dg_hf_ids *ids) {
 
 /* ---- reading ------------------------------------------------------------------- */
 
-/* Every refusal is one line: `PATH: "key": expected WHAT, got VALUE`. */
-typedef struct reader {
-    const cJSON *o;
-    const char *path;
-    dg_err *err;
-    int st;
-} reader;
+/* The helpers of a config.json's reading and writing: dg_hf_config_util.c. */
 
-/* j as a short JSON text for messages. */
-static const char *shown(const cJSON *j, char *buf, size_t len) {
-    if (!j) return "nothing (the key is missing)";
-    char *s = cJSON_PrintUnformatted(j);
-    snprintf(buf, len, "%.60s%s", s ? s : "?", s && strlen(s) > 60 ? "..." : "");
-    cJSON_free(s);
-    return buf;
-}
-
-static void expected(reader *r, const char *k, const cJSON *j, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void expected(reader *r, const char *k, const cJSON *j, const char *fmt, ...) {
-    char what[256], got[80];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    r->st = dg_err_set(r->err, DG_EINPUT, "%s: \"%s\": expected %s, got %s", r->path, k, what,
-                       shown(j, got, sizeof got));
-}
-
-static int is_int(const cJSON *j) {
-    return cJSON_IsNumber(j) && floor(j->valuedouble) == j->valuedouble && fabs(j->valuedouble) <= 2147483647.0;
-}
-
-/* Key k as an integer >= min into *out (kept when absent or null and !need). */
-static void get_int(reader *r, const char *k, int need, int min, int *out) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->o, k);
-    if (r->st != DG_OK || ((!j || cJSON_IsNull(j)) && !need)) return;
-    if (!is_int(j) || j->valuedouble < min) {
-        if (min == 1) expected(r, k, j, "a positive integer");
-        else expected(r, k, j, "an integer >= %d", min);
-        return;
-    }
-    *out = (int)j->valuedouble;
-}
-
-/* Key k as a positive number into *out, when present (epsilons, RoPE's base). */
-static void get_positive(reader *r, const char *k, double *out) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->o, k);
-    if (r->st != DG_OK || !j || cJSON_IsNull(j)) return;
-    if (!cJSON_IsNumber(j) || !(j->valuedouble > 0)) expected(r, k, j, "a positive number");
-    else *out = j->valuedouble;
-}
-
-/* Refuse key k unless it is absent, null, false or equal to ok_str; `what`
- * says what dagatron builds. */
-static void refuse(reader *r, const char *k, const char *ok_str, const char *what) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->o, k);
-    if (r->st != DG_OK || !j || cJSON_IsNull(j) || cJSON_IsFalse(j)) return;
-    if (ok_str && cJSON_IsString(j) && !strcmp(j->valuestring, ok_str)) return;
-    expected(r, k, j, "%s", what);
-}
-
-/* `part` must divide `whole` (both read already): heads and hidden size ... */
-static void divides(reader *r, const char *k, int part, const char *whole_key, int whole) {
-    if (r->st == DG_OK && part > 0 && whole % part != 0)
-        expected(r, k, cJSON_GetObjectItemCaseSensitive(r->o, k), "a divisor of %s %d", whole_key, whole);
-}
-
-static void read_llama(reader *r, dg_model_config *c, dg_hf_arch a) {
-    get_int(r, "hidden_size", 1, 1, &c->hidden_size);
-    get_int(r, "num_hidden_layers", 1, 1, &c->num_layers);
-    get_int(r, "num_attention_heads", 1, 1, &c->num_attention_heads);
+static void read_llama(dg_hf_reader *r, dg_model_config *c, dg_hf_arch a) {
+    dg_hf_get_int(r, "hidden_size", 1, 1, &c->hidden_size);
+    dg_hf_get_int(r, "num_hidden_layers", 1, 1, &c->num_layers);
+    dg_hf_get_int(r, "num_attention_heads", 1, 1, &c->num_attention_heads);
     if (a == DG_HF_QWEN3_MOE) { /* heads of their own size, and q/k norms */
         int hd = c->hidden_size / c->num_attention_heads;
-        get_int(r, "head_dim", 0, 2, &hd);
+        dg_hf_get_int(r, "head_dim", 0, 2, &hd);
         c->kv_channels = (int64_t)hd * c->num_attention_heads == c->hidden_size ? 0 : hd;
         if (r->st == DG_OK && hd % 2)
-            expected(r, "head_dim", cJSON_GetObjectItemCaseSensitive(r->o, "head_dim"),
+            dg_hf_expected(r, "head_dim", cJSON_GetObjectItemCaseSensitive(r->o, "head_dim"),
                      "an even head size (RoPE rotates pairs)");
         c->qk_layernorm = 1;
     } else {
@@ -223,29 +139,29 @@ static void read_llama(reader *r, dg_model_config *c, dg_hf_arch a) {
         c->qk_layernorm = 0;
     }
     if (a != DG_HF_QWEN3_MOE || !c->kv_channels)
-        divides(r, "num_attention_heads", c->num_attention_heads, "hidden_size", c->hidden_size);
+        dg_hf_divides(r, "num_attention_heads", c->num_attention_heads, "hidden_size", c->hidden_size);
     if (r->st == DG_OK && !c->kv_channels && (c->hidden_size / c->num_attention_heads) % 2)
-        expected(r, "num_attention_heads", cJSON_GetObjectItemCaseSensitive(r->o, "num_attention_heads"),
+        dg_hf_expected(r, "num_attention_heads", cJSON_GetObjectItemCaseSensitive(r->o, "num_attention_heads"),
                  "a divisor of hidden_size %d leaving an even head size (RoPE rotates pairs)", c->hidden_size);
     c->num_query_groups = c->num_attention_heads;
-    get_int(r, "num_key_value_heads", 0, 1, &c->num_query_groups);
-    divides(r, "num_key_value_heads", c->num_query_groups, "num_attention_heads", c->num_attention_heads);
-    get_int(r, "intermediate_size", a != DG_HF_QWEN3_MOE, 1,
+    dg_hf_get_int(r, "num_key_value_heads", 0, 1, &c->num_query_groups);
+    dg_hf_divides(r, "num_key_value_heads", c->num_query_groups, "num_attention_heads", c->num_attention_heads);
+    dg_hf_get_int(r, "intermediate_size", a != DG_HF_QWEN3_MOE, 1,
             a == DG_HF_MIXTRAL ? &c->moe_ffn_hidden_size : &c->ffn_hidden_size);
-    if (a == DG_HF_QWEN3_MOE) get_int(r, "moe_intermediate_size", 1, 1, &c->moe_ffn_hidden_size);
-    get_positive(r, "rms_norm_eps", &c->norm_epsilon);
-    get_positive(r, "rope_theta", &c->rope_base);
+    if (a == DG_HF_QWEN3_MOE) dg_hf_get_int(r, "moe_intermediate_size", 1, 1, &c->moe_ffn_hidden_size);
+    dg_hf_get_positive(r, "rms_norm_eps", &c->norm_epsilon);
+    dg_hf_get_positive(r, "rope_theta", &c->rope_base);
     int head_dim = 0; /* Qwen3-MoE's was read above: heads of their own size */
-    if (a != DG_HF_QWEN3_MOE) get_int(r, "head_dim", 0, 1, &head_dim);
+    if (a != DG_HF_QWEN3_MOE) dg_hf_get_int(r, "head_dim", 0, 1, &head_dim);
     if (r->st == DG_OK && head_dim && (int64_t)head_dim * c->num_attention_heads != c->hidden_size)
-        expected(r, "head_dim", cJSON_GetObjectItemCaseSensitive(r->o, "head_dim"),
+        dg_hf_expected(r, "head_dim", cJSON_GetObjectItemCaseSensitive(r->o, "head_dim"),
                  "hidden_size / num_attention_heads = %d", c->hidden_size / c->num_attention_heads);
-    refuse(r, "hidden_act", "silu", "\"silu\" (dagatron's SwiGLU)");
-    refuse(r, "rope_scaling", NULL, "null (dagatron's RoPE is unscaled)");
-    refuse(r, "attention_bias", NULL, "false (dagatron's Llama has no biases)");
-    refuse(r, "mlp_bias", NULL, "false (dagatron's Llama has no biases)");
+    dg_hf_refuse(r, "hidden_act", "silu", "\"silu\" (dagatron's SwiGLU)");
+    dg_hf_refuse(r, "rope_scaling", NULL, "null (dagatron's RoPE is unscaled)");
+    dg_hf_refuse(r, "attention_bias", NULL, "false (dagatron's Llama has no biases)");
+    dg_hf_refuse(r, "mlp_bias", NULL, "false (dagatron's Llama has no biases)");
     if (a != DG_HF_QWEN3_MOE) /* Qwen3 names a window its use_sliding_window turns off */
-        refuse(r, "sliding_window", NULL, "null (dagatron's attention is full causal)");
+        dg_hf_refuse(r, "sliding_window", NULL, "null (dagatron's attention is full causal)");
     c->position_embedding = DG_MODEL_POS_ROPE;
     c->normalization_layernorm = 0;
     c->mlp_gelu = 0;
@@ -258,21 +174,21 @@ static void read_llama(reader *r, dg_model_config *c, dg_hf_arch a) {
     if (a == DG_HF_QWEN3_MOE) {
         const cJSON *norm = cJSON_GetObjectItemCaseSensitive(r->o, "norm_topk_prob");
         if (r->st == DG_OK && !cJSON_IsTrue(norm))
-            expected(r, "norm_topk_prob", norm, "true (dagatron's router renormalises the top-k, Megatron's default)");
+            dg_hf_expected(r, "norm_topk_prob", norm, "true (dagatron's router renormalises the top-k, Megatron's default)");
         int step = 1;
-        get_int(r, "decoder_sparse_step", 0, 1, &step);
+        dg_hf_get_int(r, "decoder_sparse_step", 0, 1, &step);
         if (r->st == DG_OK && step != 1)
-            expected(r, "decoder_sparse_step", cJSON_GetObjectItemCaseSensitive(r->o, "decoder_sparse_step"),
+            dg_hf_expected(r, "decoder_sparse_step", cJSON_GetObjectItemCaseSensitive(r->o, "decoder_sparse_step"),
                      "1 (every layer MoE)");
         const cJSON *dense = cJSON_GetObjectItemCaseSensitive(r->o, "mlp_only_layers");
         if (r->st == DG_OK && dense && !(cJSON_IsArray(dense) && cJSON_GetArraySize(dense) == 0))
-            expected(r, "mlp_only_layers", dense, "[] (every layer MoE)");
-        refuse(r, "use_sliding_window", NULL, "false (dagatron's attention is full causal)");
+            dg_hf_expected(r, "mlp_only_layers", dense, "[] (every layer MoE)");
+        dg_hf_refuse(r, "use_sliding_window", NULL, "false (dagatron's attention is full causal)");
     }
-    get_int(r, a == DG_HF_QWEN3_MOE ? "num_experts" : "num_local_experts", 1, 1, &c->num_experts);
-    get_int(r, "num_experts_per_tok", 1, 1, &c->moe_router_topk);
+    dg_hf_get_int(r, a == DG_HF_QWEN3_MOE ? "num_experts" : "num_local_experts", 1, 1, &c->num_experts);
+    dg_hf_get_int(r, "num_experts_per_tok", 1, 1, &c->moe_router_topk);
     if (r->st == DG_OK && c->moe_router_topk > c->num_experts)
-        expected(r, "num_experts_per_tok", cJSON_GetObjectItemCaseSensitive(r->o, "num_experts_per_tok"),
+        dg_hf_expected(r, "num_experts_per_tok", cJSON_GetObjectItemCaseSensitive(r->o, "num_experts_per_tok"),
                  "at most %s %d", a == DG_HF_QWEN3_MOE ? "num_experts" : "num_local_experts", c->num_experts);
     c->moe_layer_freq = 1;
     c->score_function_sigmoid = 0;
@@ -282,20 +198,20 @@ static void read_llama(reader *r, dg_model_config *c, dg_hf_arch a) {
     c->moe_shared_expert_size = 0;
 }
 
-static void read_gpt2(reader *r, dg_model_config *c) {
-    get_int(r, "n_embd", 1, 1, &c->hidden_size);
-    get_int(r, "n_layer", 1, 1, &c->num_layers);
-    get_int(r, "n_head", 1, 1, &c->num_attention_heads);
-    divides(r, "n_head", c->num_attention_heads, "n_embd", c->hidden_size);
+static void read_gpt2(dg_hf_reader *r, dg_model_config *c) {
+    dg_hf_get_int(r, "n_embd", 1, 1, &c->hidden_size);
+    dg_hf_get_int(r, "n_layer", 1, 1, &c->num_layers);
+    dg_hf_get_int(r, "n_head", 1, 1, &c->num_attention_heads);
+    dg_hf_divides(r, "n_head", c->num_attention_heads, "n_embd", c->hidden_size);
     c->num_query_groups = c->num_attention_heads;
     c->ffn_hidden_size = 4 * c->hidden_size;
-    get_int(r, "n_inner", 0, 1, &c->ffn_hidden_size);
-    get_int(r, "n_positions", 1, 1, &c->max_position_embeddings);
-    get_positive(r, "layer_norm_epsilon", &c->norm_epsilon);
+    dg_hf_get_int(r, "n_inner", 0, 1, &c->ffn_hidden_size);
+    dg_hf_get_int(r, "n_positions", 1, 1, &c->max_position_embeddings);
+    dg_hf_get_positive(r, "layer_norm_epsilon", &c->norm_epsilon);
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(r->o, "activation_function");
     if (r->st == DG_OK && act && !(cJSON_IsString(act) && (!strcmp(act->valuestring, "gelu_new") ||
                                                            !strcmp(act->valuestring, "gelu_pytorch_tanh"))))
-        expected(r, "activation_function", act, "\"gelu_new\" (dagatron's GeLU is tanh)");
+        dg_hf_expected(r, "activation_function", act, "\"gelu_new\" (dagatron's GeLU is tanh)");
     c->position_embedding = DG_MODEL_POS_LEARNED;
     c->normalization_layernorm = 1;
     c->mlp_gelu = 1;
@@ -304,11 +220,11 @@ static void read_gpt2(reader *r, dg_model_config *c) {
     if (c->seq_length <= 0 || c->seq_length > c->max_position_embeddings) c->seq_length = c->max_position_embeddings;
 }
 
-static int is_id(const cJSON *j) { return is_int(j) && j->valuedouble >= 0; }
+static int is_id(const cJSON *j) { return dg_hf_is_int(j) && j->valuedouble >= 0; }
 
 /* A token id key into *out: an id, null (-1), or when list_ok a list of ids
  * (eos_token_id may be several; one alone is taken, several are -1). */
-static void get_id(reader *r, const char *k, int list_ok, int32_t *out) {
+static void get_id(dg_hf_reader *r, const char *k, int list_ok, int32_t *out) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->o, k);
     if (r->st != DG_OK || !j) return;
     const char *what = list_ok ? "an id, a list of ids or null" : "an id or null";
@@ -317,18 +233,18 @@ static void get_id(reader *r, const char *k, int list_ok, int32_t *out) {
     } else if (list_ok && cJSON_IsArray(j)) {
         for (const cJSON *e = j->child; e; e = e->next)
             if (!is_id(e)) {
-                expected(r, k, j, "%s", what);
+                dg_hf_expected(r, k, j, "%s", what);
                 return;
             }
         *out = cJSON_GetArraySize(j) == 1 ? (int32_t)j->child->valuedouble : -1;
     } else if (!is_id(j)) {
-        expected(r, k, j, "%s", what);
+        dg_hf_expected(r, k, j, "%s", what);
     } else {
         *out = (int32_t)j->valuedouble;
     }
 }
 
-static void get_ids(reader *r, dg_hf_ids *ids) {
+static void get_ids(dg_hf_reader *r, dg_hf_ids *ids) {
     get_id(r, "bos_token_id", 0, &ids->bos);
     get_id(r, "eos_token_id", 1, &ids->eos);
 }
@@ -345,7 +261,7 @@ static int read_block(const cJSON *root, const char *path, dg_model_config *c, d
         for (const cJSON *j = model->child; j; j = j->next)
             if (!cJSON_IsNumber(j) || dg_ckpt_config_set(&rec, j->string, j->valuedouble, NULL) != DG_OK)
                 return dg_err_set(err, DG_EINPUT, "%s: \"dagatron\".\"model\".\"%s\": expected a number, got %s", path,
-                                  j->string, shown(j, got, sizeof got));
+                                  j->string, dg_hf_shown(j, got, sizeof got));
         DG_TRY(dg_model_from_record(&rec, c, path, err));
     }
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(dg, "tokenizer");
@@ -365,7 +281,7 @@ static cJSON *parse_object(const char *text, const char *path, dg_err *err) {
 }
 
 /* config.json's "model_type" into *a. */
-static void read_model_type(reader *r, dg_hf_arch *a) {
+static void read_model_type(dg_hf_reader *r, dg_hf_arch *a) {
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(r->o, "model_type");
     for (int i = 0; i < DG_HF_ARCH_COUNT && cJSON_IsString(mt); i++)
         if (!strcmp(mt->valuestring, dg_hf_arch_model_type((dg_hf_arch)i))) {
@@ -374,8 +290,8 @@ static void read_model_type(reader *r, dg_hf_arch *a) {
         }
     /* Mistral is Llama's layout; its sliding window is refused like Llama's */
     if (cJSON_IsString(mt) && !strcmp(mt->valuestring, "mistral")) *a = DG_HF_LLAMA;
-    else expected(r, "model_type", mt, "one dagatron imports: \"mixtral\", \"qwen3_moe\", \"llama\", \"mistral\" or "
-                                       "\"gpt2\"");
+    else dg_hf_expected(r, "model_type", mt, "one dagatron imports: \"mixtral\", \"qwen3_moe\", \"gpt_oss\", \"deepseek_v3\", \"llama\", "
+                                       "\"mistral\" or \"gpt2\"");
 }
 
 int dg_hf_config_read(const char *text, const char *path, dg_model_config *c, dg_hf_arch *a, dg_ckpt_tokenizer *tok,
@@ -384,7 +300,7 @@ int dg_hf_config_read(const char *text, const char *path, dg_model_config *c, dg
     ids->bos = ids->eos = -1;
     cJSON *root = parse_object(text, path, err);
     if (!root) return DG_EINPUT;
-    reader r = {root, path, err, DG_OK};
+    dg_hf_reader r = {root, path, err, DG_OK, 0};
     read_model_type(&r, a);
     if (r.st == DG_OK) {
         /* defaults for what neither side says: Megatron's */
@@ -395,16 +311,19 @@ int dg_hf_config_read(const char *text, const char *path, dg_model_config *c, dg
         c->norm_epsilon = *a == DG_HF_GPT2 ? 1e-5 : 1e-6;
         c->untie_embeddings = *a != DG_HF_GPT2;
         r.st = read_block(root, path, c, tok, err);
+        r.block = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "dagatron"));
     }
-    get_int(&r, "vocab_size", 1, 2, &c->vocab_size);
+    dg_hf_get_int(&r, "vocab_size", 1, 2, &c->vocab_size);
     if (r.st == DG_OK && *a == DG_HF_GPT2) read_gpt2(&r, c);
+    else if (r.st == DG_OK && *a == DG_HF_GPT_OSS) dg_hf_read_gpt_oss(&r, c);
+    else if (r.st == DG_OK && *a == DG_HF_DEEPSEEK_V3) dg_hf_read_deepseek_v3(&r, c);
     else if (r.st == DG_OK) read_llama(&r, c, *a);
     get_ids(&r, ids);
     const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
     if (r.st == DG_OK && cJSON_IsBool(tie)) c->untie_embeddings = !cJSON_IsTrue(tie);
     if (r.st == DG_OK && c->seq_length <= 0) {
         int maxpos = 4096;
-        get_int(&r, "max_position_embeddings", 0, 1, &maxpos);
+        dg_hf_get_int(&r, "max_position_embeddings", 0, 1, &maxpos);
         c->seq_length = DG_MIN(maxpos, 4096);
     }
     cJSON_Delete(root);
@@ -417,7 +336,7 @@ int dg_hf_config_read(const char *text, const char *path, dg_model_config *c, dg
 int dg_hf_generation_config_read(const char *text, const char *path, dg_hf_ids *ids, dg_err *err) {
     cJSON *root = parse_object(text, path, err);
     if (!root) return DG_EINPUT;
-    reader r = {root, path, err, DG_OK};
+    dg_hf_reader r = {root, path, err, DG_OK, 0};
     get_ids(&r, ids);
     cJSON_Delete(root);
     return r.st;

@@ -68,7 +68,7 @@ static int write_shard(exporter *x, int s, dg_err *err) {
     for (int i = 0; i < x->map.n; i++) {
         if (x->shard[i] != s) continue;
         const dg_hf_tensor *h = &x->map.t[i];
-        int64_t numel = dg_hf_tensor_numel(h), shape[2];
+        int64_t numel = dg_hf_tensor_numel(h), shape[3];
         float *f = dg_malloc((size_t)numel * sizeof *f);
         dg_hf_gather(&x->params, h, f);
         if (x->o->dtype == DG_BF16) {
@@ -78,8 +78,7 @@ static int write_shard(exporter *x, int s, dg_err *err) {
             f = (float *)b;
         }
         dg_hf_tensor_shape(h, shape);
-        t[k] = (dg_st_tensor){h->name, x->o->dtype, h->ndim, {shape[0], shape[1]}, f};
-        if (h->ndim == 1) t[k].shape[0] = numel;
+        t[k] = (dg_st_tensor){h->name, x->o->dtype, h->ndim, {shape[0], shape[1], shape[2]}, f};
         k++;
     }
     char name[64], path[PATH_LEN];

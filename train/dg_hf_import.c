@@ -135,18 +135,28 @@ static int check_unknown(const importer *x, dg_err *err) {
     return DG_OK;
 }
 
+/* "[a, b, c]" of shape's n dims into buf. */
+static const char *shape_str(const int64_t *shape, int n, char *buf, size_t len) {
+    size_t o = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < n && o < len; d++) o += (size_t)snprintf(buf + o, len - o, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (o < len) snprintf(buf + o, len - o, "]");
+    return buf;
+}
+
 static int read_tensor(importer *x, const dg_hf_tensor *t, dg_err *err) {
     const dg_st_file *f = NULL;
     const dg_st_entry *e = NULL;
     DG_TRY(locate(x, t, &f, &e, err));
-    int64_t shape[2], numel = dg_hf_tensor_numel(t);
+    int64_t shape[3], numel = dg_hf_tensor_numel(t);
     dg_hf_tensor_shape(t, shape);
-    if (t->ndim == 1) shape[0] = numel;
-    if (e->ndim != t->ndim || e->shape[0] != shape[0] || (t->ndim == 2 && e->shape[1] != shape[1]))
-        return dg_err_set(err, DG_EINPUT, "%s: tensor '%s' has shape [%lld%s%lld], config.json's model needs [%lld%s%lld]",
-                          f->path, e->name, (long long)e->shape[0], e->ndim > 1 ? ", " : "",
-                          e->ndim > 1 ? (long long)e->shape[1] : 0LL, (long long)shape[0], t->ndim > 1 ? ", " : "",
-                          t->ndim > 1 ? (long long)shape[1] : 0LL);
+    int same = e->ndim == t->ndim;
+    for (int d = 0; d < t->ndim && same; d++) same = e->shape[d] == shape[d];
+    if (!same) {
+        char got[96], want[96];
+        return dg_err_set(err, DG_EINPUT, "%s: tensor '%s' has shape %s, config.json's model needs %s", f->path,
+                          e->name, shape_str(e->shape, e->ndim, got, sizeof got),
+                          shape_str(shape, t->ndim, want, sizeof want));
+    }
     void *raw = dg_malloc((size_t)e->nbytes);
     float *v = e->dtype == DG_F32 ? raw : dg_malloc((size_t)numel * sizeof *v);
     int st = dg_st_read(f, e, raw, err);
@@ -154,7 +164,10 @@ static int read_tensor(importer *x, const dg_hf_tensor *t, dg_err *err) {
         uint16_t h = ((const uint16_t *)raw)[i];
         v[i] = e->dtype == DG_BF16 ? from_bf16(h) : from_f16(h);
     }
-    if (st == DG_OK) dg_hf_scatter(&x->params, t, v);
+    if (st == DG_OK && dg_hf_scatter(&x->params, t, v))
+        st = dg_err_set(err, DG_EINPUT, "%s: tensor '%s' must be zeros: dagatron's model has no such tensor (%s)",
+                        f->path, e->name, x->arch == DG_HF_DEEPSEEK_V3 ? "config.json's \"dagatron\" block has no "
+                        "--moe-router-enable-expert-bias" : "its router has no bias");
     if (v != raw) dg_free(v);
     dg_free(raw);
     return st;

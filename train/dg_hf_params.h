@@ -9,7 +9,9 @@
 #include "dg_model.h"
 
 /* Every parameter of c's model (names and shapes from its forward graph),
- * each with a zeroed fp32 buffer. */
+ * and each MoE layer's expert bias with --moe-router-enable-expert-bias
+ * (the trainer's state, saved by that name), each with a zeroed fp32
+ * buffer. */
 typedef struct dg_hf_params {
     int n;
     dg_ckpt_tensor *t;
@@ -24,8 +26,9 @@ void dg_hf_params_free(dg_hf_params *p);
 int dg_hf_params_check(const dg_hf_params *p, const dg_hf_map *m, dg_err *err);
 
 /* HF tensor t's fp32 values in its stored layout (numel floats) from p,
- * and back. */
+ * and back: dg_hf_scatter returns 1 (and moves them all but the zeros)
+ * when a zeros piece (dg_hf_map.h) holds a nonzero value, else 0. */
 void dg_hf_gather(const dg_hf_params *p, const dg_hf_tensor *t, float *out);
-void dg_hf_scatter(dg_hf_params *p, const dg_hf_tensor *t, const float *in);
+int dg_hf_scatter(dg_hf_params *p, const dg_hf_tensor *t, const float *in);
 
 #endif /* DG_HF_PARAMS_H */

@@ -72,7 +72,7 @@ static const dg_model_field k_fields[] = {
     FI(qk_head_dim, "--qk-head-dim", true),
     FI(qk_pos_emb_head_dim, "--qk-pos-emb-head-dim", true),
     FI(v_head_dim, "--v-head-dim", true),
-    FI(rope_yarn, "--rope-type yarn", true),
+    FI(rope_yarn, "--rope-type yarn (MLA) or --position-embedding-type yarn", true),
     FD(rotary_scaling_factor, "--rotary-scaling-factor", true),
     FD(mscale, "--mscale", true),
     FD(mscale_all_dim, "--mscale-all-dim", true),
@@ -82,6 +82,11 @@ static const dg_model_field k_fields[] = {
     FD(activation_clamp, "--activation-func-clamp-value", true),
     FI(mtp_num_layers, "--mtp-num-layers", true),
     FD(mtp_loss_scaling_factor, "--mtp-loss-scaling-factor", false),
+    /* YaRN on ordinary attention (issue 29) */
+    FI(yarn_original_max_pos, "--yarn-original-max-position-embeddings", true),
+    FD(yarn_beta_fast, "--yarn-beta-fast", true),
+    FD(yarn_beta_slow, "--yarn-beta-slow", true),
+    FI(yarn_unrounded, "--no-yarn-correction-range-round-to-int", true),
 };
 #undef FI
 #undef FD

@@ -59,7 +59,10 @@ static const compat_flag compat_flags[] = {
     BUILT("--exit-duration-in-mins", DG_ARG_INT, exit_duration_in_mins, "save a checkpoint (with --save) and exit after N minutes", 1, 1 << 30, NULL),
     BUILT("--optimizer", DG_ARG_CHOICE, optimizer, "optimizer (only adam, as AdamW, is built)", NR, "adam|sgd"),
     BUILT("--moe-router-dtype", DG_ARG_CHOICE, moe_router_dtype, "router precision: the router always computes in fp32 (fp64 is not built)", NR, "fp32|fp64"),
-    BUILT("--rope-type", DG_ARG_CHOICE, rope_type, "RoPE variant: rope, or yarn with --multi-latent-attention (its default); llama is not built", NR, "rope|yarn|llama"),
+    BUILT("--rope-type", DG_ARG_CHOICE, rope_type, "MLA's RoPE variant: rope, or yarn (its default); ordinary attention takes rope (its YaRN: --position-embedding-type yarn); llama is not built", NR, "rope|yarn|llama"),
+    BUILT("--enable-gpt-oss", DG_ARG_FLAG, enable_gpt_oss, "gpt-oss's YaRN, as Megatron's ModelOpt builder sets it: --position-embedding-type yarn, factor 32, 131072 original positions, betas 32/1, mscale 1/0, correction range unrounded (over those flags)", NR, NULL),
+    BUILT("--yarn-correction-range-round-to-int", DG_ARG_FLAG, yarn_round, "--position-embedding-type yarn: round the correction range to integers (the default)", NR, NULL),
+    BUILT("--no-yarn-correction-range-round-to-int", DG_ARG_FLAG, yarn_no_round, "--position-embedding-type yarn: keep the correction range fractional", NR, NULL),
     BUILT("--softmax-type", DG_ARG_CHOICE, softmax_type, "attention softmax: vanilla; off-by-one, a zero sink logit; learnable, a sink logit per head", NR, "vanilla|off-by-one|learnable"),
     /* accepted without effect */
     NOOP_FLAG("--use-mcore-models", "dagatron's model is Megatron-Core's GPT"),
@@ -112,7 +115,6 @@ static const compat_flag compat_flags[] = {
     /* refused: the meaning is not built and it would change the numbers */
     REFUSE_VALUE("--fp8-format", "fp8 training is not built"),
     REFUSE_FLAG("--use-rope-scaling", "RoPE frequency scaling is not built"),
-    REFUSE_FLAG("--enable-gpt-oss", "it sets YaRN RoPE (Megatron's post-training builder), which is not built; gpt-oss's MLP is --quick-geglu --glu-linear-offset --activation-func-clamp-value"),
     REFUSE_FLAG("--apply-layernorm-1p", "zero-centred LayerNorm weights are not built"),
     REFUSE_VALUE("--step-batch-size-schedule", "batch-size schedules are not built"),
     REFUSE_LIST("--rampup-batch-size", "batch-size ramp-up is not built"),
@@ -146,17 +148,44 @@ static int check_values(const dg_train_compat *x, dg_err *err) {
     return DG_OK;
 }
 
+/* --[no-]yarn-correction-range-round-to-int, and --enable-gpt-oss: gpt-oss's
+ * YaRN as Megatron's ModelOpt builder sets it on the config after the flags
+ * (so over --rotary-scaling-factor, --mscale, ...; its frequencies are the
+ * YaRN of --position-embedding-type yarn, which it selects). */
+static int apply_yarn(dg_train_config *c, dg_err *err) {
+    dg_train_compat *x = &c->compat;
+    dg_model_config *m = &c->model;
+    if (x->yarn_round && x->yarn_no_round)
+        return dg_err_set(err, DG_EINPUT, "--yarn-correction-range-round-to-int and "
+                          "--no-yarn-correction-range-round-to-int exclude each other");
+    m->yarn_unrounded = x->yarn_no_round;
+    if (!x->enable_gpt_oss) return DG_OK;
+    if (m->multi_latent_attention)
+        return refuse("--enable-gpt-oss with --multi-latent-attention", "gpt-oss's YaRN is for ordinary attention", err);
+    snprintf(c->position_embedding_type, sizeof c->position_embedding_type, "yarn");
+    m->rotary_scaling_factor = 32.0;
+    m->yarn_original_max_pos = 131072;
+    m->yarn_beta_fast = 32.0;
+    m->yarn_beta_slow = 1.0;
+    m->mscale = 1.0;
+    m->mscale_all_dim = 0.0;
+    m->yarn_unrounded = 1;
+    return DG_OK;
+}
+
 /* What the built flags mean for dagatron's own fields. */
 static int apply(dg_train_config *c, dg_err *err) {
     dg_train_compat *x = &c->compat;
     /* Megatron: common attention only takes rope; MLA defaults to yarn */
     if (!strcmp(x->rope_type, "yarn") && !c->model.multi_latent_attention)
-        return refuse("--rope-type yarn", "YaRN is built for --multi-latent-attention only", err);
+        return refuse("--rope-type yarn", "ordinary attention takes --rope-type rope, as in Megatron; its YaRN is "
+                      "--position-embedding-type yarn", err);
     c->model.rope_yarn = c->model.multi_latent_attention && strcmp(x->rope_type, "rope") != 0;
     if (x->use_rotary_position_embeddings) snprintf(c->position_embedding_type, sizeof c->position_embedding_type, "rope");
     /* Megatron's --no-position-embedding turns the learned table off; RoPE is unaffected */
     if (x->no_position_embedding && !strcmp(c->position_embedding_type, "learned_absolute"))
         snprintf(c->position_embedding_type, sizeof c->position_embedding_type, "none");
+    DG_TRY(apply_yarn(c, err));
     if (x->train_samples > 0) {
         if (x->train_iters_given)
             return dg_err_set(err, DG_EINPUT, "--train-samples and --train-iters exclude each other");

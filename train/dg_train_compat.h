@@ -45,6 +45,8 @@ typedef struct dg_train_compat {
     char moe_router_dtype[DG_ARG_STR_LEN]; /* --moe-router-dtype fp32|fp64 */
     char rope_type[DG_ARG_STR_LEN];        /* --rope-type rope|yarn|llama */
     char softmax_type[DG_ARG_STR_LEN];     /* --softmax-type vanilla|off-by-one|learnable */
+    int enable_gpt_oss;         /* --enable-gpt-oss: gpt-oss's YaRN (dg_train_compat.c) */
+    int yarn_round, yarn_no_round; /* --[no-]yarn-correction-range-round-to-int */
     /* where accepted flags without effect put their values */
     int scratch_flag;
     char scratch_value[DG_ARG_STR_LEN];

@@ -39,9 +39,12 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--qk-head-dim", DG_ARG_INT, M(qk_head_dim), "MLA: each head's q/k dims without RoPE (128)", 1, 1 << 20, NULL},
     {"--qk-pos-emb-head-dim", DG_ARG_INT, M(qk_pos_emb_head_dim), "MLA: each head's RoPE dims (64)", 1, 1 << 20, NULL},
     {"--v-head-dim", DG_ARG_INT, M(v_head_dim), "MLA: each head's v dims (128)", 1, 1 << 20, NULL},
-    {"--rotary-scaling-factor", DG_ARG_DOUBLE, M(rotary_scaling_factor), "MLA: YaRN's scaling factor (1.0)", 0, 1e9, NULL},
-    {"--mscale", DG_ARG_DOUBLE, M(mscale), "MLA: YaRN's mscale (1.0)", 0, 1e9, NULL},
-    {"--mscale-all-dim", DG_ARG_DOUBLE, M(mscale_all_dim), "MLA: YaRN's mscale over all dims (0.0)", 0, 1e9, NULL},
+    {"--rotary-scaling-factor", DG_ARG_DOUBLE, M(rotary_scaling_factor), "YaRN's scaling factor (MLA, or --position-embedding-type yarn; 1.0)", 0, 1e9, NULL},
+    {"--mscale", DG_ARG_DOUBLE, M(mscale), "YaRN's mscale (1.0)", 0, 1e9, NULL},
+    {"--mscale-all-dim", DG_ARG_DOUBLE, M(mscale_all_dim), "YaRN's mscale over all dims (0.0)", 0, 1e9, NULL},
+    {"--yarn-original-max-position-embeddings", DG_ARG_INT, M(yarn_original_max_pos), "--position-embedding-type yarn: the original context of the frequency correction (4096)", 1, 1 << 30, NULL},
+    {"--yarn-beta-fast", DG_ARG_DOUBLE, M(yarn_beta_fast), "--position-embedding-type yarn: the correction range's fast rotations (32)", 0, 1e9, NULL},
+    {"--yarn-beta-slow", DG_ARG_DOUBLE, M(yarn_beta_slow), "--position-embedding-type yarn: the correction range's slow rotations (1)", 0, 1e9, NULL},
     {"--swiglu", DG_ARG_FLAG, T(swiglu), "SwiGLU MLPs (default: GeLU)", NR, NULL},
     {"--quick-geglu", DG_ARG_FLAG, M(quick_geglu), "quick GeGLU MLPs: x sigmoid(1.702 x) of the gate times the linear half (default: GeLU)", NR, NULL},
     {"--glu-linear-offset", DG_ARG_DOUBLE, M(glu_linear_offset), "offset added to the GLU's linear half, with --quick-geglu (0)", -1e6, 1e6, NULL},
@@ -75,7 +78,7 @@ static const dg_arg_spec dg_train_specs[] = {
     {"--moe-grouped-gemm", DG_ARG_FLAG, T(moe_grouped_gemm), "accepted: experts always run as one grouped GEMM", NR, NULL},
     {"--disable-bias-linear", DG_ARG_FLAG, T(disable_bias_linear), "no biases on linear layers", NR, NULL},
     {"--use-flash-attn", DG_ARG_FLAG, T(use_flash_attn), "accepted: --attention-backend auto is the fused flash-style kernel", NR, NULL},
-    {"--position-embedding-type", DG_ARG_CHOICE, T(position_embedding_type), "position embeddings (default learned_absolute)", NR, "learned_absolute|rope|none"},
+    {"--position-embedding-type", DG_ARG_CHOICE, T(position_embedding_type), "position embeddings (default learned_absolute); yarn: RoPE with YaRN's frequencies", NR, "learned_absolute|rope|yarn|none"},
     {"--attention-backend", DG_ARG_CHOICE, T(attention_backend), "auto, flash, fused: the fused flash-style op; unfused, local: scores, softmax, dropout as nodes", NR, "auto|flash|fused|unfused|local"},
     {"--attention-dropout", DG_ARG_DOUBLE, M(attention_dropout), "dropout on attention probabilities (0.1, as Megatron); drawn inside the fused attention, or as a node of the unfused chain", 0, 1, NULL},
     {"--hidden-dropout", DG_ARG_DOUBLE, M(hidden_dropout), "dropout after the embedding and on each residual branch (0.1)", 0, 1, NULL},
@@ -200,6 +203,10 @@ void dg_train_config_defaults(dg_train_config *c) {
     m->rotary_scaling_factor = 1.0;
     m->mscale = 1.0;
     m->mscale_all_dim = 0.0;
+    /* non-MLA YaRN's flags: YarnRotaryEmbedding's defaults (argument_utils.py) */
+    m->yarn_original_max_pos = 4096;
+    m->yarn_beta_fast = 32.0;
+    m->yarn_beta_slow = 1.0;
     m->norm_epsilon = 1e-5;
     m->moe_layer_freq = 1;
     m->hidden_dropout = 0.1;
@@ -379,7 +386,8 @@ int dg_train_config_finish_run(dg_train_config *c, int64_t vocab_from_data, int 
     m->mlp_gelu = !c->swiglu && !m->quick_geglu;
     if (m->mlp_gelu) m->activation_clamp = 0; /* Megatron's GeLU path reads no clamp */
     m->add_bias_linear = !c->disable_bias_linear;
-    m->position_embedding = !strcmp(c->position_embedding_type, "rope")   ? DG_MODEL_POS_ROPE
+    int yarn = !strcmp(c->position_embedding_type, "yarn");
+    m->position_embedding = !strcmp(c->position_embedding_type, "rope") || yarn ? DG_MODEL_POS_ROPE
                             : !strcmp(c->position_embedding_type, "none") ? DG_MODEL_POS_NONE
                                                                           : DG_MODEL_POS_LEARNED;
     DG_TRY(attention_backend(c, err));
@@ -408,8 +416,12 @@ int dg_train_config_finish_run(dg_train_config *c, int64_t vocab_from_data, int 
     if (m->kv_channels > 0 && (int64_t)m->kv_channels * m->num_attention_heads == m->hidden_size) m->kv_channels = 0;
     if (!m->multi_latent_attention) { /* MLA's settings are unread without it (one record for one model) */
         m->q_lora_rank = m->kv_lora_rank = m->qk_head_dim = m->qk_pos_emb_head_dim = m->v_head_dim = 0;
-        m->rope_yarn = 0;
-        m->rotary_scaling_factor = m->mscale = m->mscale_all_dim = 0.0;
+        m->rope_yarn = yarn; /* Megatron's GPTModel: YaRN on ordinary attention */
+        if (!yarn) m->rotary_scaling_factor = m->mscale = m->mscale_all_dim = 0.0;
+    }
+    if (m->multi_latent_attention || !m->rope_yarn) { /* read only by ordinary attention's YaRN */
+        m->yarn_original_max_pos = m->yarn_unrounded = 0;
+        m->yarn_beta_fast = m->yarn_beta_slow = 0.0;
     }
     if (!c->group_query_attention) m->num_query_groups = m->num_attention_heads;
     if (m->num_query_groups <= 0) m->num_query_groups = m->num_attention_heads;

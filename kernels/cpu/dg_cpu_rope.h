@@ -37,14 +37,17 @@
  * YaRN on (--rotary-scaling-factor): pair i's frequency blends the plain
  * one f_i (extrapolation) and f_i / factor (interpolation) by a linear ramp
  * over i between the correction dims of beta_fast and beta_slow rotations at
- * orig_max_pos positions (floor / ceil, clamped to [0, R - 1]), and cos and
- * sin are multiplied by mscale (the concentration factor, dg_rope_yarn_mscale). */
+ * orig_max_pos positions (floor / ceil unless unrounded, clamped to
+ * [0, R - 1]), and cos and sin are multiplied by mscale (the concentration
+ * factor, dg_rope_yarn_mscale). */
 typedef struct dg_rope_spec {
     double base;
     double yarn_factor;            /* <= 1: plain rope */
     double beta_fast, beta_slow;   /* the correction range's rotations (MLA: 32, 1) */
     double orig_max_pos;           /* the original context (MLA: 4096) */
     double mscale;                 /* multiplies cos and sin (1: none) */
+    int unrounded;                 /* 1: the correction dims stay fractional (Megatron's
+                                    * --no-yarn-correction-range-round-to-int, HF's truncate false) */
 } dg_rope_spec;
 
 /* Megatron's _yarn_get_mscale(scale, m): 1 for scale <= 1, else 0.1 m ln(scale) + 1. */
@@ -67,8 +70,12 @@ static inline DG_HD double dg_rope_yarn_corr_dim(double rot, int64_t R, double b
 static inline DG_HD double dg_rope_inv_freq(const dg_rope_spec *s, int64_t i, int64_t R) {
     double f = pow(s->base, -2.0 * (double)i / (double)R);
     if (!(s->yarn_factor > 1.0)) return f;
-    double lo = floor(dg_rope_yarn_corr_dim(s->beta_fast, R, s->base, s->orig_max_pos));
-    double hi = ceil(dg_rope_yarn_corr_dim(s->beta_slow, R, s->base, s->orig_max_pos));
+    double lo = dg_rope_yarn_corr_dim(s->beta_fast, R, s->base, s->orig_max_pos);
+    double hi = dg_rope_yarn_corr_dim(s->beta_slow, R, s->base, s->orig_max_pos);
+    if (!s->unrounded) {
+        lo = floor(lo);
+        hi = ceil(hi);
+    }
     if (lo < 0) lo = 0;
     if (hi > (double)(R - 1)) hi = (double)(R - 1);
     if (lo == hi) hi += 0.001; /* Megatron's guard against a zero-width ramp */

@@ -150,7 +150,7 @@ static int shard_rope_pos(const dg_graph *g, const dg_node *n, const dg_sharding
 
 const dg_op_def dg_op_rope_pos = {
     .name = "rope_pos", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .iattr_names = {"unused", "inverse", "rotary_dim", "yarn_original_max_pos", "interleaved"},
+    .iattr_names = {"unused", "inverse", "rotary_dim", "yarn_original_max_pos", "interleaved", "yarn_unrounded"},
     .fattr_names = {"base", "yarn_factor", "yarn_beta_fast", "yarn_beta_slow", "yarn_mscale"},
     .infer = infer_rope_pos, .cost = cost_rope_pos, .adjoint = adj_rope_pos, .workspace = ws_rope_pos,
     .kernel = k_rope_pos, .shard = shard_rope_pos,

@@ -17,7 +17,8 @@
 #  - the combinations not built are one line, exit 2: the unfused backend,
 #    --device cuda;
 #    bad values too; a checkpoint records them (resuming without is
-#    refused), and `dagatron convert --to hf` refuses them (no HF class).
+#    refused), and `dagatron convert --to hf` refuses them (the one HF class
+#    with windows and sinks, gpt-oss, has quick GeGLU experts).
 # The op itself against a reference and finite differences: test_attn_variants.
 set -euo pipefail
 exe=$1
@@ -84,8 +85,9 @@ refuse "the right window must be 0" 1 --window-size 7,3
 refuse "expected two integers" 1 --window-size 7
 refuse "--window-attn-skip-freq: the list has 3 entries" 1 --window-size 7,0 --window-attn-skip-freq "[1,0,1]"
 refuse "--softmax-type" 1 --load "$TMP/ref" --train-iters 6 "${window[@]}"
-# no Hugging Face class here has a window or sinks: the export refuses
-dg_refuse "it has no sliding window" "$exe" convert --load "$TMP/ref" --to hf "$TMP/hf"
+# only gpt-oss's Hugging Face class has a window or sinks, and its experts
+# are quick GeGLU: these SwiGLU models' exports are refused
+dg_refuse "it has no sliding window" "$exe" convert --load "$TMP/w" --to hf "$TMP/hf"
 [ ! -e "$TMP/hf" ] || fail "the refused export left $TMP/hf"
-dg_refuse "it has no softmax sinks" "$exe" convert --load "$TMP/s" --to hf "$TMP/hf"
+dg_refuse "as GptOssForCausalLM, its experts are quick GeGLU" "$exe" convert --load "$TMP/s" --to hf "$TMP/hf"
 echo "OK"

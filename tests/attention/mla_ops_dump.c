@@ -5,7 +5,9 @@
  * For each case of yarn_rope_ref.py's CASES (in order): x [B, S, NH, D] =
  * [2, 40, 3, D] of seeded normals, then rope(x) with base 10000, positions
  * 0.., YaRN's betas 32 / 1 and 64 original positions (so the seq crosses
- * the interpolated wavelengths), as raw f32. */
+ * the interpolated wavelengths), as raw f32. The last case is YaRN on
+ * ordinary attention as --enable-gpt-oss sets it (the correction range not
+ * rounded to integers: Megatron's --no-yarn-correction-range-round-to-int). */
 #include <stdio.h>
 
 #include "dg_exec_serial.h"
@@ -15,7 +17,7 @@
 typedef struct rcase {
     int64_t D, R;
     double factor, mscale, mscale_all_dim;
-    int interleaved;
+    int interleaved, unrounded;
 } rcase;
 
 static const rcase k_cases[] = {
@@ -23,6 +25,7 @@ static const rcase k_cases[] = {
     {16, 0, 40.0, 1.0, 0.5, 1},  /* YaRN, interleaved pairs (MLA) */
     {12, 0, 4.0, 0.707, 0.707, 1}, /* YaRN, concentration 1 */
     {16, 8, 1.0, 1.0, 0.0, 1},   /* plain, interleaved, rotary dim 8 of 16 */
+    {16, 0, 32.0, 1.0, 0.0, 0, 1}, /* gpt-oss's YaRN on ordinary attention: rotate-half, range unrounded */
 };
 
 static int run_case(FILE *f, const rcase *c, dg_test_rng *rng) {
@@ -30,7 +33,7 @@ static int run_case(FILE *f, const rcase *c, dg_test_rng *rng) {
     int64_t B = 2, S = 40, NH = 3;
     int x = dg_input_new(g, "x", DG_F32, 4, DG_SHAPE(B, S, NH, c->D));
     dg_rope_yarn_opts y = {c->factor, 32.0, 1.0, dg_rope_yarn_mscale(c->factor, c->mscale, c->mscale_all_dim), 64,
-                           c->interleaved};
+                           c->interleaved, c->unrounded};
     int out = dg_rope_yarn(g, x, 10000.0, c->R, &y);
     dg_err err = {{0}};
     if (g->status != DG_OK) {

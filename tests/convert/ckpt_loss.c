@@ -4,7 +4,7 @@
  * usage: ckpt_loss CKPT OUT.json
  * Builds the checkpoint's model (its config record; dropout off: the loss of
  * an evaluation), loads its parameters through dg_ckpt_load (any saved
- * layout), runs the forward pass on a seeded batch of micro-batch-size x
+ * layout; the expert biases too), runs the forward pass on a seeded batch of micro-batch-size x
  * seq-length tokens with some positions masked, and writes OUT.json:
  * {"tokens": [[...]], "targets": [[...]], "loss_mask": [[...]], "lm_loss": x}. */
 #include <stdio.h>
@@ -45,8 +45,12 @@ static int run(const char *ckpt, const char *out, dg_err *err) {
     dg_buffers_alloc(g, &b);
     dg_ckpt_tensor *t = dg_calloc((size_t)g->n_tensors, sizeof *t);
     int n = 0;
-    for (int i = 0; i < g->n_tensors && st == DG_OK; i++)
-        if (g->tensors[i].role == DG_ROLE_PARAMETER) st = dg_ckpt_tensor_from(&t[n++], "", &g->tensors[i], b.ptr[i], err);
+    for (int i = 0; i < g->n_tensors && st == DG_OK; i++) {
+        int bias = 0; /* the expert biases (an input the checkpoint holds) */
+        for (int l = 0; l < c.num_layers && l < (int)DG_ARRAY_LEN(io.expert_bias); l++) bias |= io.expert_bias[l] == i;
+        if (g->tensors[i].role == DG_ROLE_PARAMETER || bias)
+            st = dg_ckpt_tensor_from(&t[n++], "", &g->tensors[i], b.ptr[i], err);
+    }
     dg_ckpt_expect same = dg_model_expect(&c);
     if (st == DG_OK) st = dg_ckpt_load(ckpt, DG_CKPT_LATEST, &same, NULL, t, n, err);
     const int64_t B = c.micro_batch_size, S = c.seq_length;

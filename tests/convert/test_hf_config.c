@@ -1,5 +1,6 @@
 /* test_hf_config.c — config.json's refusals (train/dg_hf_config.h; issue
- * 25, item 14): each bad value of a field of Mixtral's, Llama's or GPT-2's
+ * 25, item 14; gpt-oss and DeepSeek-V3: issue 29): each bad value of a
+ * field of Mixtral's, Llama's, GPT-2's, gpt-oss's or DeepSeek-V3's
  * config.json is one line `PATH: "field": expected WHAT, got VALUE`, naming
  * the file once, the field, what was expected and the value (the issue's
  * `num_attention_heads: 0` printed the path twice and an empty reason); and
@@ -38,6 +39,28 @@ static void gpt2(dg_model_config *c) {
     c->mlp_gelu = c->add_bias_linear = c->normalization_layernorm = 1;
     c->position_embedding = DG_MODEL_POS_LEARNED;
     c->max_position_embeddings = c->seq_length;
+}
+
+static void gpt_oss(dg_model_config *c) {
+    mixtral(c);
+    c->quick_geglu = c->add_bias_linear = 1;
+    c->glu_linear_offset = 1.0;
+    c->activation_clamp = 7.0;
+    c->softmax_type = 2; /* learnable */
+    c->attn_window = 5;
+    c->window_attn_skip_freq = 2;
+}
+
+static void deepseek_v3(dg_model_config *c) {
+    dg_model_config_tiny(c);
+    c->num_query_groups = c->num_attention_heads;
+    c->multi_latent_attention = c->qk_layernorm = 1;
+    c->q_lora_rank = 24;
+    c->kv_lora_rank = 16;
+    c->qk_head_dim = c->qk_pos_emb_head_dim = 8;
+    c->v_head_dim = 12;
+    c->score_function_sigmoid = c->moe_expert_bias = 1;
+    c->moe_shared_expert_size = 2 * c->moe_ffn_hidden_size;
 }
 
 /* config.json as export writes it for the model `make` builds. */
@@ -139,6 +162,29 @@ static void test_gpt2(void **state) {
     refused(gpt2, DG_HF_GPT2, "activation_function", "\"relu\"", "\"relu\"");
 }
 
+static void test_gpt_oss(void **state) {
+    (void)state;
+    refused(gpt_oss, DG_HF_GPT_OSS, "layer_types", "[\"sliding_attention\"]", "[\"sliding_attention\"]");
+    refused(gpt_oss, DG_HF_GPT_OSS, "layer_types", "[\"sliding_attention\",\"chunked\"]",
+            "[\"sliding_attention\",\"chunked\"]");
+    refused(gpt_oss, DG_HF_GPT_OSS, "attention_bias", "false", "false");
+    refused(gpt_oss, DG_HF_GPT_OSS, "rope_scaling", "{\"rope_type\":\"linear\",\"factor\":2}", "{\"rope_type\":\"linear\"");
+    refused(gpt_oss, DG_HF_GPT_OSS, "swiglu_limit", "0", "0");
+    refused(gpt_oss, DG_HF_GPT_OSS, "num_local_experts", "0", "0");
+    refused(gpt_oss, DG_HF_GPT_OSS, "head_dim", "7", "7");
+}
+
+static void test_deepseek_v3(void **state) {
+    (void)state;
+    refused(deepseek_v3, DG_HF_DEEPSEEK_V3, "rope_interleave", "false", "false");
+    refused(deepseek_v3, DG_HF_DEEPSEEK_V3, "num_key_value_heads", "2", "2");
+    refused(deepseek_v3, DG_HF_DEEPSEEK_V3, "scoring_func", "\"softmax\"", "\"softmax\"");
+    refused(deepseek_v3, DG_HF_DEEPSEEK_V3, "first_k_dense_replace", "5", "5");
+    refused(deepseek_v3, DG_HF_DEEPSEEK_V3, "norm_topk_prob", "false", "false");
+    refused(deepseek_v3, DG_HF_DEEPSEEK_V3, "n_shared_experts", "0", "0");
+    refused(deepseek_v3, DG_HF_DEEPSEEK_V3, "kv_lora_rank", NULL, "nothing");
+}
+
 /* The ids written are read back; generation_config.json's replace them;
  * null and a list of several are "none" (-1), a list of one is its id. */
 static void test_ids(void **state) {
@@ -171,6 +217,8 @@ int main(void) {
         cmocka_unit_test(test_mixtral),
         cmocka_unit_test(test_llama),
         cmocka_unit_test(test_gpt2),
+        cmocka_unit_test(test_gpt_oss),
+        cmocka_unit_test(test_deepseek_v3),
         cmocka_unit_test(test_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -122,7 +122,7 @@ static void test_gpt2_layout(void **state) {
     for (int i = 0; i < m.n; i++)
         if (!strcmp(m.t[i].name, "transformer.h.1.attn.c_attn.weight")) t = &m.t[i];
     assert_non_null(t);
-    int64_t H = c.hidden_size, shape[2];
+    int64_t H = c.hidden_size, shape[3];
     dg_hf_tensor_shape(t, shape);
     assert_int_equal(shape[0], H);
     assert_int_equal(shape[1], 3 * H);

@@ -34,7 +34,7 @@ check_bad() { # expected-substring args...
 }
 check_bad "--bf16 and --fp16 exclude each other" --bf16 --fp16
 check_bad "--fp8-format: not supported: fp8 training" --fp8-format hybrid
-check_bad "--rope-type yarn: not supported: YaRN is built for --multi-latent-attention only" --rope-type yarn
+check_bad "--rope-type yarn: not supported: ordinary attention takes --rope-type rope" --rope-type yarn
 check_bad "--optimizer sgd: not supported" --optimizer sgd
 check_bad "--expert-tensor-parallel-size 2: expected 1 or --tensor-model-parallel-size" --expert-tensor-parallel-size 2
 check_bad "is odd; RoPE needs it even" --position-embedding-type rope --kv-channels 15

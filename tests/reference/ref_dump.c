@@ -4,7 +4,7 @@
  *
  * usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense] [qwen3]
  *        [layernorm] [expert_bias] [gptoss_attn] [offbyone] [mla] [noqlora] [yarn] [gelu_bias]
- *        [quick_geglu] [shared] [clamp] [groups] [mtp]
+ *        [quick_geglu] [shared] [clamp] [gptoss_yarn] [groups] [mtp]
  * qwen3: --kv-channels 24 (not hidden / heads = 16) and --qk-layernorm.
  * expert_bias: sigmoid scores and a random expert bias per MoE layer (an input).
  * gptoss_attn: gpt-oss's attention, --window-size 4,0 --window-attn-skip-freq 2
@@ -15,6 +15,10 @@
  * --mscale-all-dim 0.5 (concentration and softmax scale both != 1).
  * gelu_bias: Megatron's MoE defaults: GeLU experts, biases on every linear
  * layer (the experts' [E, F] and [E, H] too).
+ * gptoss_yarn: YaRN on ordinary attention as --enable-gpt-oss sets it
+ * (--position-embedding-type yarn, factor 32, 131072 original positions,
+ * betas 32 / 1, mscale 1 / 0, the correction range unrounded: with head
+ * size 16 the ramp covers pairs 6 and 7 at fractional bounds).
  * quick_geglu: gpt-oss's MLP: --quick-geglu --glu-linear-offset 1
  * --activation-func-clamp-value 0.5 (small enough to clamp some of fc1's
  * outputs at these weights), with biases.
@@ -62,7 +66,7 @@ int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: ref_dump PREFIX [sigmoid] [pre_softmax] [tied] [freq2] [threads2] [rot50] [dense] "
                         "[qwen3] [layernorm] [expert_bias] [gptoss_attn] [offbyone] [mla] [noqlora] [yarn] "
-                        "[gelu_bias] [quick_geglu] [shared] [clamp] [groups] [mtp]\n");
+                        "[gelu_bias] [quick_geglu] [shared] [clamp] [gptoss_yarn] [groups] [mtp]\n");
         return 2;
     }
     dg_cpu_init();
@@ -112,6 +116,16 @@ int main(int argc, char **argv) {
             c.rotary_scaling_factor = 40.0;
             c.mscale = 1.0;
             c.mscale_all_dim = 0.5;
+        }
+        else if (!strcmp(argv[i], "gptoss_yarn")) {
+            c.rope_yarn = 1;
+            c.rotary_scaling_factor = 32.0;
+            c.mscale = 1.0;
+            c.mscale_all_dim = 0.0;
+            c.yarn_original_max_pos = 131072;
+            c.yarn_beta_fast = 32.0;
+            c.yarn_beta_slow = 1.0;
+            c.yarn_unrounded = 1;
         }
         else if (!strcmp(argv[i], "gelu_bias")) {
             c.mlp_gelu = 1;
@@ -218,6 +232,8 @@ int main(int argc, char **argv) {
             "\"qk_pos_emb_head_dim\": %d, \"v_head_dim\": %d, \"rope_yarn\": %d, "
             "\"rotary_scaling_factor\": %.17g, \"mscale\": %.17g, \"mscale_all_dim\": %.17g, "
 
+            "\"yarn_original_max_pos\": %d, \"yarn_beta_fast\": %.17g, \"yarn_beta_slow\": %.17g, "
+            "\"yarn_unrounded\": %d, "
             "\"quick_geglu\": %d, \"glu_linear_offset\": %.17g, \"activation_clamp\": %.17g, "
             "\"moe_shared_expert_size\": %d, \"mtp_num_layers\": %d, \"mtp_loss_scaling_factor\": %.17g, "
             "\"moe_router_num_groups\": %d, \"moe_router_group_topk\": %d, "
@@ -232,6 +248,7 @@ int main(int argc, char **argv) {
             c.softmax_type, c.multi_latent_attention, c.q_lora_rank,
             c.kv_lora_rank, c.qk_head_dim, c.qk_pos_emb_head_dim, c.v_head_dim, c.rope_yarn,
             c.rotary_scaling_factor, c.mscale, c.mscale_all_dim,
+            c.yarn_original_max_pos, c.yarn_beta_fast, c.yarn_beta_slow, c.yarn_unrounded,
             c.quick_geglu, c.glu_linear_offset, c.activation_clamp, c.moe_shared_expert_size,
             c.mtp_num_layers, c.mtp_loss_scaling_factor, c.moe_router_num_groups, c.moe_router_group_topk,
             c.moe_router_topk_scaling_factor);

@@ -90,15 +90,24 @@ def dense_mlp(x, P, pre, cfg, what="mlp"):
     return linear(h, P, pre + what + ".linear_fc2")
 
 
-def rope(x, base, rotary_percent=1.0):
-    # x [B, S, H, D]; non-interleaved (rotate-half) form on the first R dims
+def rope(x, base, rotary_percent=1.0, yarn=None):
+    # x [B, S, H, D]; non-interleaved (rotate-half) form on the first R dims.
+    # yarn (cfg): Megatron's GPTModel with --position-embedding-type yarn:
+    # YarnRotaryEmbedding's frequencies over the whole head, cos and sin
+    # times the attention's concentration factor
     B, S, H, Dh = x.shape
     D = int(Dh * rotary_percent) if 0 < rotary_percent < 1 else Dh
     x, x_pass = x[..., :D], x[..., D:]
     inv = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.float64, device=x.device) / D))
+    m = 1.0
+    if yarn:
+        f = yarn["rotary_scaling_factor"]
+        inv = yarn_inv_freq(D, base, f, yarn["yarn_original_max_pos"], yarn["yarn_beta_fast"],
+                            yarn["yarn_beta_slow"], not yarn["yarn_unrounded"]).to(x.device)
+        m = yarn_get_mscale(f, yarn["mscale"]) / yarn_get_mscale(f, yarn["mscale_all_dim"])
     ang = torch.arange(S, dtype=torch.float64, device=x.device)[:, None] * inv[None, :]  # [S, D/2]
-    cos = torch.cos(ang).float()[None, :, None, :]
-    sin = torch.sin(ang).float()[None, :, None, :]
+    cos = (torch.cos(ang) * m).float()[None, :, None, :]
+    sin = (torch.sin(ang) * m).float()[None, :, None, :]
     x1, x2 = x[..., : D // 2], x[..., D // 2:]
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, x_pass], dim=-1)
 
@@ -140,14 +149,16 @@ def yarn_get_mscale(scale, m):
     return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
 
 
-def yarn_inv_freq(dim, base, factor, orig=4096, beta_fast=32.0, beta_slow=1.0):
+def yarn_inv_freq(dim, base, factor, orig=4096, beta_fast=32.0, beta_slow=1.0, round_to_int=True):
     # YaRN (Peng et al.; Megatron's YarnRotaryEmbedding): the plain frequency
     # extrapolates below the correction range, f / factor interpolates above
     # it, a linear ramp in between; computed in float64
     def corr_dim(rot):
         return dim * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(base))
-    low = max(math.floor(corr_dim(beta_fast)), 0)
-    high = min(math.ceil(corr_dim(beta_slow)), dim - 1)
+    low, high = corr_dim(beta_fast), corr_dim(beta_slow)
+    if round_to_int:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
     if low == high:
         high += 0.001
     extra = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
@@ -331,7 +342,8 @@ def transformer_layer(x, P, pre, l, cfg):
             k = norm(k, P, pre + "self_attention.k_layernorm", cfg)
         if pos_kind == 0:
             rp = cfg.get("rotary_percent", 1.0)
-            q, k = rope(q, cfg["rope_base"], rp), rope(k, cfg["rope_base"], rp)
+            yarn = cfg if cfg.get("rope_yarn", 0) else None
+            q, k = rope(q, cfg["rope_base"], rp, yarn), rope(k, cfg["rope_base"], rp, yarn)
         st = cfg.get("softmax_type", 0)
         sink = (P[pre + "self_attention.core_attention.softmax_offset"] if st == 2
                 else torch.zeros(Hq, device=dev) if st == 1 else None)
