@@ -54,7 +54,7 @@ static int mla_linear(dg_graph *g, const char *pre, const char *base, dg_model_p
 /* RoPE (or YaRN) of x [B, S, heads, P] as Megatron's MLA applies it. */
 static int mla_rope(dg_graph *g, const dg_model_config *c, int x) {
     int64_t P = c->qk_pos_emb_head_dim, R = P;
-    dg_rope_yarn_opts y = {0, 0, 0, 1.0, 0, 1};
+    dg_rope_yarn_opts y = {.mscale = 1.0, .interleaved = 1};
     if (c->rope_yarn) {
         y.factor = c->rotary_scaling_factor;
         y.beta_fast = DG_MODEL_YARN_BETA_FAST;

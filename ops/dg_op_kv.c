@@ -191,7 +191,7 @@ static int k_rope_at(const dg_exec_env *e, const dg_graph *g, const dg_node *n, 
             return DG_EINPUT;
         }
         const int64_t t = b * L * (R / 2), xo = b * L * NH * D;
-        dg_rope_spec spec = {n->attrs.f[0], 1.0, 0, 0, 0, 1.0}; /* plain: decoding refuses YaRN */
+        dg_rope_spec spec = {.base = n->attrs.f[0], .yarn_factor = 1.0, .mscale = 1.0}; /* plain: decoding refuses YaRN */
         dg_cpu_rope_table(e->team, L, R, &spec, pos[b], cos_t + t, sin_t + t);
         dg_cpu_rope_apply(e->team, (const float *)in[0] + xo, (float *)out[0] + xo, cos_t + t,
                           sin_t + t, 1, L, NH, D, R, 0);

@@ -25,7 +25,7 @@ static int rope_node(dg_graph *g, int x, double base, int64_t pos_offset, int in
 }
 
 dg_rope_spec dg_rope_spec_of(const dg_attrs *a) {
-    dg_rope_spec s = {a->f[0], 1.0, 0, 0, 0, 1.0};
+    dg_rope_spec s = {.base = a->f[0], .yarn_factor = 1.0, .mscale = 1.0};
     if (a->f[1] > 1.0) {
         s.yarn_factor = a->f[1];
         s.beta_fast = a->f[2];

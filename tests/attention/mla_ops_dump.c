@@ -21,10 +21,10 @@ typedef struct rcase {
 } rcase;
 
 static const rcase k_cases[] = {
-    {16, 0, 40.0, 1.0, 0.0, 0},  /* YaRN, rotate-half, concentration 1 + 0.1 ln 40 */
-    {16, 0, 40.0, 1.0, 0.5, 1},  /* YaRN, interleaved pairs (MLA) */
-    {12, 0, 4.0, 0.707, 0.707, 1}, /* YaRN, concentration 1 */
-    {16, 8, 1.0, 1.0, 0.0, 1},   /* plain, interleaved, rotary dim 8 of 16 */
+    {16, 0, 40.0, 1.0, 0.0, 0, 0}, /* YaRN, rotate-half, concentration 1 + 0.1 ln 40 */
+    {16, 0, 40.0, 1.0, 0.5, 1, 0}, /* YaRN, interleaved pairs (MLA) */
+    {12, 0, 4.0, 0.707, 0.707, 1, 0}, /* YaRN, concentration 1 */
+    {16, 8, 1.0, 1.0, 0.0, 1, 0}, /* plain, interleaved, rotary dim 8 of 16 */
     {16, 0, 32.0, 1.0, 0.0, 0, 1}, /* gpt-oss's YaRN on ordinary attention: rotate-half, range unrounded */
 };
 

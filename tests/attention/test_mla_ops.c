@@ -32,7 +32,7 @@ typedef struct rope_case {
 static int build_yarn(dg_graph *g, void *ctx) {
     const rope_case *rc = ctx;
     int x = dg_param_new(g, "x", 4, DG_SHAPE(2, 6, 3, 8));
-    dg_rope_yarn_opts y = {rc->factor, 32.0, 1.0, dg_rope_yarn_mscale(rc->factor, 1.0, 0.5), 4096, rc->interleaved};
+    dg_rope_yarn_opts y = {rc->factor, 32.0, 1.0, dg_rope_yarn_mscale(rc->factor, 1.0, 0.5), 4096, rc->interleaved, 0};
     return dg_rope_yarn(g, x, 10000.0, rc->rotary_dim, &y);
 }
 

@@ -227,7 +227,7 @@ static dg_graph *dense_graph(int *tokens_out, int *loss_out, int *emb_out, int *
     k = dg_rope(g, k, 10000.0, 3);
     /* YaRN's frequencies and factor on interleaved pairs (MLA's rope), on v
      * only to give the kernel's path a node */
-    dg_rope_yarn_opts yarn = {40.0, 32.0, 1.0, dg_rope_yarn_mscale(40.0, 1.0, 0.5), 64, 1};
+    dg_rope_yarn_opts yarn = {40.0, 32.0, 1.0, dg_rope_yarn_mscale(40.0, 1.0, 0.5), 64, 1, 0};
     v = dg_rope_yarn(g, v, 10000.0, DH, &yarn);
     /* MLA's shape ops (ops/dg_op_mla.h): k's first head's first half
      * expanded to every head and padded into the second half; autodiff adds
