@@ -33,14 +33,16 @@ static void test_fields_cover(void **state) {
         sum += f[i].size;
         if (i > 0) assert_true(f[i].offset > f[i - 1].offset); /* declaration order */
     }
-    /* 54 ints (four of them the --moe-layer-freq list's mask, four the
-     * --window-attn-skip-freq list's) and 16 doubles today, plus 4 bytes of
+    /* 56 ints (four of them the --moe-layer-freq list's mask, four the
+     * --window-attn-skip-freq list's) and 18 doubles today, plus 4 bytes of
      * padding before the first double (it follows 11 ints), 4 before
      * rotary_scaling_factor (it follows MLA's 7 ints), 4 before
-     * --glu-linear-offset (it follows quick_geglu) and 4 before
-     * --mtp-loss-scaling-factor (it follows mtp_num_layers). */
-    assert_int_equal(sum, 54 * sizeof(int) + 16 * sizeof(double));
-    assert_int_equal(sizeof(dg_model_config), 360);
+     * --glu-linear-offset (it follows quick_geglu), 4 before
+     * --mtp-loss-scaling-factor (it follows mtp_num_layers), 4 before
+     * --yarn-beta-fast (it follows --yarn-original-max-position-embeddings)
+     * and 4 at the end (after yarn_unrounded). */
+    assert_int_equal(sum, 56 * sizeof(int) + 18 * sizeof(double));
+    assert_int_equal(sizeof(dg_model_config), 392);
 }
 
 static void model_make(dg_model_config *c) {
@@ -118,7 +120,7 @@ static void test_bad_record(void **state) {
     dg_err err = {{0}};
     assert_int_equal(dg_model_to_record(&c, &rec, &err), DG_OK);
     dg_ckpt_config partial = rec;
-    partial.n -= 37; /* drops rotary_percent and the 36 fields after it, which may be absent */
+    partial.n -= 41; /* drops rotary_percent and the 40 fields after it, which may be absent */
     assert_int_equal(dg_model_from_record(&partial, &c, "m.json", &err), DG_EINPUT);
     assert_msg(&err, "m.json", "model field 'rotary_percent' is missing");
     assert_int_equal(dg_model_check_record(&partial, &c, "m.json", &err), DG_EINPUT);
@@ -178,7 +180,7 @@ static void test_reads_older_checkpoints(void **state) {
     m = man.meta;
     m.config = (dg_ckpt_config){0};
     assert_int_equal(dg_model_to_record(&c, &m.config, &err), DG_OK);
-    m.config.n -= 36;
+    m.config.n -= 40;
     char dir[256];
     ckpt_tmpdir(dir, sizeof dir);
     assert_int_equal(dg_ckpt_save(dir, &m, NULL, 0, NULL, &err), DG_OK);
