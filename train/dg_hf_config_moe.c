@@ -89,6 +89,7 @@ void dg_hf_deepseek_v3_keys(cJSON *o, const dg_model_config *c) {
     dg_hf_num(o, "topk_group", c->moe_router_num_groups > 0 ? c->moe_router_group_topk : 1);
     dg_hf_num(o, "num_experts_per_tok", c->moe_router_topk);
     dg_hf_num(o, "first_k_dense_replace", dg_hf_first_dense(c));
+    dg_hf_num(o, "num_nextn_predict_layers", c->mtp_num_layers); /* MTP modules: layers num_hidden_layers + d */
     cJSON_AddBoolToObject(o, "norm_topk_prob", c->moe_router_topk > 1); /* Megatron renormalises above top-1 */
     cJSON_AddStringToObject(o, "scoring_func", "sigmoid");
     cJSON_AddStringToObject(o, "topk_method", "noaux_tc");
@@ -357,6 +358,13 @@ void dg_hf_read_deepseek_v3(dg_hf_reader *r, dg_model_config *c) {
     dg_hf_get_positive(r, "rope_theta", &c->rope_base);
     read_deepseek_rope(r, c);
     read_deepseek_layers(r, c);
+    int mtp = c->mtp_num_layers;
+    dg_hf_get_int(r, "num_nextn_predict_layers", 0, 0, &mtp);
+    if (r->st == DG_OK && mtp > DG_MODEL_MAX_MTP)
+        dg_hf_expected(r, "num_nextn_predict_layers", cJSON_GetObjectItemCaseSensitive(r->o, "num_nextn_predict_layers"),
+                       "at most %d MTP modules", DG_MODEL_MAX_MTP);
+    c->mtp_num_layers = mtp;
+    if (mtp > 0 && !(c->mtp_loss_scaling_factor > 0)) c->mtp_loss_scaling_factor = 0.1; /* Megatron's default */
     c->multi_latent_attention = c->qk_layernorm = 1;
     c->num_query_groups = c->num_attention_heads;
     c->kv_channels = 0;

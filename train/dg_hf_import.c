@@ -290,7 +290,8 @@ static int run(importer *x, const char *ckpt_dir, const dg_hf_import_opts *o, cJ
     if (st == DG_OK) st = dg_hf_params_check(&x->params, &x->map, err);
     if (st == DG_OK) st = open_files(x, index_root, err);
     if (st == DG_OK) st = check_unknown(x, err);
-    for (int i = 0; i < x->map.n && st == DG_OK; i++) st = read_tensor(x, &x->map.t[i], err);
+    for (int i = 0; i < x->map.n && st == DG_OK; i++)
+        if (!x->map.t[i].copy) st = read_tensor(x, &x->map.t[i], err); /* a copy: another entry fills it */
     dg_ckpt_meta m;
     dg_ckpt_meta_init(&m);
     if (st == DG_OK) st = tokenizer_of(x, &m.tokenizer, err);

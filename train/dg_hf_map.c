@@ -139,6 +139,8 @@ int dg_hf_arch_of(const dg_model_config *c, dg_hf_arch *arch, const char *where,
         *arch = DG_HF_GPT2;
         why = not_gpt2(c);
     }
+    if (!why && *arch != DG_HF_DEEPSEEK_V3 && c->mtp_num_layers > 0)
+        why = "it has no multi-token prediction (--mtp-num-layers; DeepSeek-V3's files hold it)";
     /* the attention variants (issue 29) are none of these classes' */
     if (!why && *arch != DG_HF_GPT_OSS && c->attn_window > 0) why = "it has no sliding window (--window-size)";
     if (!why && *arch != DG_HF_GPT_OSS && c->softmax_type != 0) why = "it has no softmax sinks (--softmax-type)";
@@ -285,12 +287,12 @@ static void swiglu(dg_hf_map *m, const char *hf, const char *pre, const char *ml
     piece(add(m, 2, F, 0, "%sdown_proj.weight", hf), pre, fc2, e, 0, H);
 }
 
-static void deepseek_v3_layer(dg_hf_map *m, const dg_model_config *c, int l) {
+/* One DeepSeek-V3 layer: dagatron's `pre` (a decoder layer, or an MTP
+ * module's transformer_layer) as HF's `hf`; MoE as layer l's kind. */
+static void deepseek_v3_block(dg_hf_map *m, const dg_model_config *c, const char *pre, const char *hf, int l) {
     int64_t H = c->hidden_size, N = c->num_attention_heads, Q = c->qk_head_dim + c->qk_pos_emb_head_dim,
             KV = c->kv_lora_rank, E = c->num_experts;
-    char pre[64], hf[64], sub[60];
-    snprintf(pre, sizeof pre, "decoder.layers.%d.", l);
-    snprintf(hf, sizeof hf, "model.layers.%d.", l);
+    char sub[60];
     const char *a = "self_attention.";
     piece(add(m, 1, 0, 0, "%sinput_layernorm.weight", hf), pre, "input_layernorm.weight", -1, 0, H);
 #define ATT(hfn, dgn, ndim, cols, rows) \
@@ -323,6 +325,38 @@ static void deepseek_v3_layer(dg_hf_map *m, const dg_model_config *c, int l) {
     }
     snprintf(hm, sizeof hm, "%smlp.shared_experts.", hf);
     swiglu(m, hm, pre, "mlp.shared_experts", -1, H, c->moe_shared_expert_size);
+}
+
+static void deepseek_v3_layer(dg_hf_map *m, const dg_model_config *c, int l) {
+    char pre[64], hf[64];
+    snprintf(pre, sizeof pre, "decoder.layers.%d.", l);
+    snprintf(hf, sizeof hf, "model.layers.%d.", l);
+    deepseek_v3_block(m, c, pre, hf, l);
+}
+
+/* MTP module d as DeepSeek-V3's checkpoints hold it: layer num_layers + d
+ * (num_nextn_predict_layers of them, which Transformers does not load),
+ * with enorm, hnorm, eh_proj [H, 2H] (embedding half first),
+ * shared_head.norm (its final norm), the layer's own names, and copies of
+ * the shared embedding and output head (embed_tokens, shared_head.head). */
+static void deepseek_v3_mtp(dg_hf_map *m, const dg_model_config *c, int d) {
+    int64_t H = c->hidden_size, V = c->vocab_size;
+    int l = c->num_layers + d;
+    char pre[64], tl[96], hf[64];
+    snprintf(pre, sizeof pre, "mtp.layers.%d.", d);
+    snprintf(tl, sizeof tl, "%stransformer_layer.", pre);
+    snprintf(hf, sizeof hf, "model.layers.%d.", l);
+    dg_hf_tensor *emb = add(m, 2, H, 0, "%sembed_tokens.weight", hf);
+    emb->copy = 1;
+    piece(emb, "", "embedding.word_embeddings.weight", -1, 0, V);
+    piece(add(m, 1, 0, 0, "%senorm.weight", hf), pre, "enorm.weight", -1, 0, H);
+    piece(add(m, 1, 0, 0, "%shnorm.weight", hf), pre, "hnorm.weight", -1, 0, H);
+    piece(add(m, 2, 2 * H, 0, "%seh_proj.weight", hf), pre, "eh_proj.weight", -1, 0, H);
+    deepseek_v3_block(m, c, tl, hf, l);
+    piece(add(m, 1, 0, 0, "%sshared_head.norm.weight", hf), pre, "final_layernorm.weight", -1, 0, H);
+    dg_hf_tensor *head = add(m, 2, H, 0, "%sshared_head.head.weight", hf);
+    head->copy = 1;
+    piece(head, "", c->untie_embeddings ? "output_layer.weight" : "embedding.word_embeddings.weight", -1, 0, V);
 }
 
 /* GPT-2's Conv1D stores [in, out]: dagatron's [out, in] transposed; c_attn
@@ -370,6 +404,7 @@ int dg_hf_map_build(const dg_model_config *c, dg_hf_map *m, const char *where, d
         else if (m->arch == DG_HF_DEEPSEEK_V3) deepseek_v3_layer(m, c, l);
         else llama_layer(m, c, l);
     }
+    for (int d = 0; m->arch == DG_HF_DEEPSEEK_V3 && d < c->mtp_num_layers; d++) deepseek_v3_mtp(m, c, d);
     same(m, 1, H, 1, "decoder.final_layernorm.weight", gpt2 ? "transformer.ln_f.weight" : "model.norm.weight");
     if (gpt2) same(m, 1, H, 1, "decoder.final_layernorm.bias", "transformer.ln_f.bias");
     if (c->untie_embeddings) same(m, 2, V, H, "output_layer.weight", "lm_head.weight");

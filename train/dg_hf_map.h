@@ -90,6 +90,9 @@ typedef struct dg_hf_tensor {
     int64_t blocks;   /* 1, or the experts */
     int transpose;
     int interleave;
+    int copy;         /* a copy of tensors another entry holds (DeepSeek-V3's MTP layers'
+                       * embed_tokens and shared_head.head): written on export, not read
+                       * on import (that entry fills them) */
     int n_pieces;
     dg_hf_piece piece[DG_HF_MAX_PIECES];
 } dg_hf_tensor;

@@ -7,7 +7,7 @@
 /* Is tensor i an expert bias (--moe-router-enable-expert-bias): an input
  * the trainer keeps and the checkpoint holds beside the parameters? */
 static int is_expert_bias(const dg_model_config *c, const dg_model_io *io, int i) {
-    for (int l = 0; l < c->num_layers && l < (int)DG_ARRAY_LEN(io->expert_bias); l++)
+    for (int l = 0; l < dg_model_total_layers(c) && l < (int)DG_ARRAY_LEN(io->expert_bias); l++)
         if (io->expert_bias[l] == i) return 1;
     return 0;
 }
@@ -86,7 +86,7 @@ int dg_hf_params_check(const dg_hf_params *p, const dg_hf_map *m, dg_err *err) {
         const dg_hf_tensor *h = &m->t[i];
         if (h->interleave && (h->n_pieces != 2 || h->piece[0].rows != h->piece[1].rows))
             st = dg_err_set(err, DG_EINTERNAL, "hf map: '%s' interleaves other than two equal pieces", h->name);
-        for (int k = 0; k < h->n_pieces && st == DG_OK; k++) st = check_piece(p, h, &h->piece[k], covered, err);
+        for (int k = 0; k < h->n_pieces && st == DG_OK && !h->copy; k++) st = check_piece(p, h, &h->piece[k], covered, err);
     }
     for (int i = 0; i < p->n && st == DG_OK; i++) {
         int64_t numel = 1;

@@ -47,7 +47,7 @@ static int run(const char *ckpt, const char *out, dg_err *err) {
     int n = 0;
     for (int i = 0; i < g->n_tensors && st == DG_OK; i++) {
         int bias = 0; /* the expert biases (an input the checkpoint holds) */
-        for (int l = 0; l < c.num_layers && l < (int)DG_ARRAY_LEN(io.expert_bias); l++) bias |= io.expert_bias[l] == i;
+        for (int l = 0; l < dg_model_total_layers(&c) && l < (int)DG_ARRAY_LEN(io.expert_bias); l++) bias |= io.expert_bias[l] == i;
         if (g->tensors[i].role == DG_ROLE_PARAMETER || bias)
             st = dg_ckpt_tensor_from(&t[n++], "", &g->tensors[i], b.ptr[i], err);
     }

@@ -12,7 +12,10 @@
 #     dense first layer, shared experts, the sigmoid router, group-limited and
 #     scaled, with --moe-router-enable-expert-bias: e_score_correction_bias)
 #     saved under EP=2 exports as DeepseekV3ForCausalLM against its
-#     Transformers math in the same reference.
+#     Transformers math in the same reference; with --mtp-num-layers 1 the
+#     MTP module is layer num_hidden_layers, as DeepSeek's files hold it
+#     (num_nextn_predict_layers; Transformers leaves it unread), and it
+#     round-trips with the rest.
 #  2. export -> import is bitwise (parameters and the expert bias, the
 #     re-exported bytes), also from a config.json without the "dagatron"
 #     block (Transformers' keys only: layer_types, rope_scaling,
@@ -43,7 +46,7 @@ DS=("${SMALL[@]:0:${#SMALL[@]}-3}" --num-layers 3 --swiglu --disable-bias-linear
     --moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-bias-update-rate 1e-2
     --moe-router-num-groups 2 --moe-router-group-topk 1 --moe-router-topk-scaling-factor 2.5
     --multi-latent-attention --kv-lora-rank 16 --qk-head-dim 8 --qk-pos-emb-head-dim 8 --v-head-dim 12 --qk-layernorm)
-DS_YARN=("${DS[@]}" --q-lora-rank 24 --rotary-scaling-factor 40 --mscale 1 --mscale-all-dim 0.707)
+DS_YARN=("${DS[@]}" --q-lora-rank 24 --rotary-scaling-factor 40 --mscale 1 --mscale-all-dim 0.707 --mtp-num-layers 1)
 DS_ROPE=("${DS[@]}" --rope-type rope)
 QWEN3=("${SMALL[@]}" --swiglu --disable-bias-linear --position-embedding-type rope --kv-channels 24 --qk-layernorm)
 train() { local log=$1; shift; "$@" >"$log" 2>&1 || { echo "FAIL: $* exited $?"; tail -3 "$log"; fail=1; }; }
@@ -103,6 +106,11 @@ for m in ds_yarn ds_rope; do
   grep -q '"DeepseekV3ForCausalLM"' "$TMP/hf_$m/config.json" || { echo "FAIL: $m not DeepseekV3ForCausalLM"; fail=1; }
   grep -q '"model.layers.2.mlp.gate.e_score_correction_bias"' "$TMP/hf_$m/model.safetensors.index.json" ||
     { echo "FAIL: $m: no e_score_correction_bias"; fail=1; }
+  # the MTP module as DeepSeek's files hold it: layer num_hidden_layers, num_nextn_predict_layers 1
+  [ $m = ds_yarn ] && { grep -q '"model.layers.3.eh_proj.weight"' "$TMP/hf_$m/model.safetensors.index.json" &&
+    grep -q '"model.layers.3.shared_head.head.weight"' "$TMP/hf_$m/model.safetensors.index.json" &&
+    grep -qE '"num_nextn_predict_layers":[[:space:]]*1' "$TMP/hf_$m/config.json" ||
+    { echo "FAIL: $m: no MTP layer 3 or num_nextn_predict_layers"; fail=1; }; }
   check_ref "$TMP/$m" "$TMP/hf_$m"
   rm -rf "$TMP/plain_$m"; cp -r "$TMP/hf_$m" "$TMP/plain_$m"; strip_block "$TMP/plain_$m/config.json"
   # DeepSeek's own files: rope_scaling's older "type", no attention_factor or truncate (Transformers' defaults)
