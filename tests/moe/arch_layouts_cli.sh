@@ -11,8 +11,8 @@
 #                bias, group-limited top-k and its scaling factor, the
 #                per-sequence aux loss, a shared expert, one MTP module
 #   gpt-oss      GQA with biases, sliding windows on every other layer,
-#                learnable softmax sinks, quick GeGLU experts with the
-#                linear offset and clamp, biased experts
+#                learnable softmax sinks, YaRN (--enable-gpt-oss), quick
+#                GeGLU experts with the linear offset and clamp, biased experts
 # (Qwen3-MoE's whole model is tests/attention/qwen3_attention_cli.sh.)
 set -euo pipefail
 exe=$1
@@ -44,7 +44,7 @@ gpt-oss)
           --position-embedding-type rope --window-size 5,0 --window-attn-skip-freq 2 --softmax-type learnable
           --quick-geglu --glu-linear-offset 1.0 --activation-func-clamp-value 7.0
           --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 64 --moe-aux-loss-coeff 1e-3
-          --moe-z-loss-coeff 1e-3)
+          --moe-z-loss-coeff 1e-3 --enable-gpt-oss)
     ;;
 *)
     echo "FAIL: unknown architecture '$arch'" >&2
