@@ -154,27 +154,29 @@ int dg_moe_aux_loss(dg_graph *g, int logits, int routing, int topk, dg_moe_score
     return dg_moe_seq_aux_loss(g, logits, routing, topk, score, coeff, 1, 0);
 }
 
-int dg_moe_seq_aux_loss(dg_graph *g, int logits, int routing, int topk, dg_moe_score_fn score,
-                        double coeff, int64_t num_seqs, int seq_major) {
+/* The aux loss's attrs (also the per-sequence counts'): see dg_moe_loss.h. */
+static dg_attrs aux_attrs(int topk, dg_moe_score_fn score, double coeff, int64_t num_seqs, int seq_major,
+                          int seq_counts) {
     dg_attrs a = dg_attrs_zero();
     a.i[0] = topk;
     a.i[1] = score;
     a.i[2] = num_seqs;
     a.i[3] = seq_major ? 1 : 0;
+    a.i[4] = seq_counts;
     a.f[0] = coeff;
+    return a;
+}
+
+int dg_moe_seq_aux_loss(dg_graph *g, int logits, int routing, int topk, dg_moe_score_fn score,
+                        double coeff, int64_t num_seqs, int seq_major) {
+    dg_attrs a = aux_attrs(topk, score, coeff, num_seqs, seq_major, 0);
     return dg_add1(g, &dg_op_moe_aux_loss, &a, (int[]){logits, routing}, routing >= 0 ? 2 : 1,
                    "moe_aux_loss");
 }
 
 int dg_moe_seq_aux_loss_counts(dg_graph *g, int logits, int counts, int topk, dg_moe_score_fn score,
                                double coeff, int64_t num_seqs, int seq_major) {
-    dg_attrs a = dg_attrs_zero();
-    a.i[0] = topk;
-    a.i[1] = score;
-    a.i[2] = num_seqs;
-    a.i[3] = seq_major ? 1 : 0;
-    a.i[4] = 1;
-    a.f[0] = coeff;
+    dg_attrs a = aux_attrs(topk, score, coeff, num_seqs, seq_major, 1);
     return dg_add1(g, &dg_op_moe_aux_loss, &a, (int[]){logits, counts}, 2, "moe_aux_loss");
 }
 
@@ -210,11 +212,7 @@ const dg_op_def dg_op_moe_seq_counts = {
 };
 
 int dg_moe_seq_counts(dg_graph *g, int logits, int topk, dg_moe_score_fn score, int64_t num_seqs, int seq_major) {
-    dg_attrs a = dg_attrs_zero();
-    a.i[0] = topk;
-    a.i[1] = score;
-    a.i[2] = num_seqs;
-    a.i[3] = seq_major ? 1 : 0;
+    dg_attrs a = aux_attrs(topk, score, 0.0, num_seqs, seq_major, 0);
     return dg_add1(g, &dg_op_moe_seq_counts, &a, &logits, 1, "moe_seq_counts");
 }
 

@@ -32,21 +32,26 @@ static void check(const dg_train_config *c) {
     assert_true(n.params == graph_param_bytes(&c->model));
 }
 
+/* MLA without --q-lora-rank or the latent norms */
+static void set_mla(dg_model_config *m) {
+    m->num_query_groups = m->num_attention_heads;
+    m->multi_latent_attention = 1;
+    m->kv_lora_rank = 16;
+    m->qk_head_dim = 12;
+    m->qk_pos_emb_head_dim = 8;
+    m->v_head_dim = 20;
+    m->rotary_scaling_factor = 1.0;
+    m->mscale = 1.0;
+}
+
 static void test_mla_params(void **s) {
     (void)s;
     dg_train_config c;
     dg_train_config_defaults(&c);
     dg_model_config_tiny(&c.model);
     c.num_microbatches = 1; /* the layers' kinds are known */
-    c.model.num_query_groups = c.model.num_attention_heads;
-    c.model.multi_latent_attention = 1;
+    set_mla(&c.model);
     c.model.q_lora_rank = 24;
-    c.model.kv_lora_rank = 16;
-    c.model.qk_head_dim = 12;
-    c.model.qk_pos_emb_head_dim = 8;
-    c.model.v_head_dim = 20;
-    c.model.rotary_scaling_factor = 1.0;
-    c.model.mscale = 1.0;
     check(&c);
     c.model.qk_layernorm = 1;
     check(&c);
@@ -76,14 +81,7 @@ static void test_mtp_params(void **s) {
     check(&c);
     c.model.moe_layer_freq = 2; /* layer 1 of 2 dense: the modules' layers dense */
     check(&c);
-    c.model.num_query_groups = c.model.num_attention_heads;
-    c.model.multi_latent_attention = 1;
-    c.model.kv_lora_rank = 16;
-    c.model.qk_head_dim = 12;
-    c.model.qk_pos_emb_head_dim = 8;
-    c.model.v_head_dim = 20;
-    c.model.rotary_scaling_factor = 1.0;
-    c.model.mscale = 1.0;
+    set_mla(&c.model);
     check(&c);
 }
 
