@@ -646,6 +646,11 @@ int dg_train_on(dg_train_config *c, MPI_Comm comm, const dg_train_hooks *hooks,
                                    dg_trainer_moe_loss_logged(&t, t.lio.z_loss, l.z, c->model.moe_z_loss_coeff),
                                    t.scaler.scale, gnorm};
             st = dg_tb_log_iteration(t.tb, &tbi, err);
+            for (int d = 0; d < c->model.mtp_num_layers && st == DG_OK; d++) { /* Megatron's MTP tracker's */
+                char tag[32];
+                snprintf(tag, sizeof tag, "mtp_%d loss", d + 1);
+                st = dg_tb_scalar(t.tb, tag, it, l.mtp[d], err);
+            }
         }
         double ms = (dg_now() - t0) * 1e3;
         if (res->iterations == 0) res->first_lm_loss = l.lm;

@@ -131,7 +131,7 @@ def main():
                 "--micro-batch-size", "2", "--global-batch-size", "4", "--train-iters", "6", "--log-interval", "1",
                 "--eval-interval", "3", "--eval-iters", "1", "--lr", "3e-3", "--lr-warmup-iters", "2",
                 "--tensorboard-dir", tbdir, "--wandb-project", "p", "--wandb-exp-name", "e",
-                "--wandb-save-dir", os.path.join(tmp, "wandb")]
+                "--wandb-save-dir", os.path.join(tmp, "wandb"), "--mtp-num-layers", "1"]
         p = subprocess.run(args, capture_output=True, text=True)
         print(p.stdout)
         if p.returncode != 0:
@@ -155,12 +155,12 @@ def main():
         num = r"([-+0-9.]+(?:[eE][-+]?[0-9]+)?)"
         checks = {"lm loss": r"lm loss: " + num, "learning-rate": r"learning rate: " + num,
                   "grad-norm": r"grad norm: " + num, "load_balancing_loss": r"load_balancing_loss: " + num,
-                  "z_loss": r"z_loss: " + num}
+                  "z_loss": r"z_loss: " + num, "mtp_1 loss": r"mtp_1 loss: " + num}
         # The event file holds each iteration's values, as Megatron's; the
         # log line averages the losses over its window, which for the line
         # after the first starts at the first iteration (Megatron's first
         # line leaves its window open).
-        averaged = {"lm loss", "load_balancing_loss", "z_loss"}
+        averaged = {"lm loss", "load_balancing_loss", "z_loss", "mtp_1 loss"}
         n_checked, start = 0, None
         for line in p.stdout.splitlines():
             m = re.search(r"iteration\s+(\d+)/\s*\d+", line)
