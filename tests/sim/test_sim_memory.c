@@ -11,7 +11,8 @@
  *  3. Megatron's theoretical_memory_usage.py (megatron/training/): weights
  *     and optimizer at 18 bytes/param, or 6 + 12/d with the distributed
  *     optimizer (dense and MoE: experts over the expert-data-parallel size),
- *     and its activation formulas, within 10%;
+ *     and its activation formulas (interleaved 1F1B's penalty too), within
+ *     10%;
  *  4. the published configurations (sim/dg_sim_published.c) fit their
  *     devices; GPT-3 175B at TP 1 x PP 1 on one A100 80GB is refused by
  *     dg_sim_run with "does not fit", before any graph is built;
@@ -197,6 +198,15 @@ static void test_megatron(void) {
     check_near("GPT 175B TP8 PP8 DP8 dist-opt: weights + optimizer", m.params + m.grads + m.optimizer,
                mg_weights(&g175), 0.10);
     check_near("GPT 175B TP8 PP8 SP + selective: activations", m.activations, mg_act_sp(&g175), 0.10);
+    /* interleaved 1F1B (VP 4: 3 layers a chunk): Megatron's penalty
+     * 1 + (p - 1)/(pv) on the first stage's activations */
+    dg_sim_mem vp;
+    stage0(PAPER_FLAGS "--num-layers 96 --hidden-size 12288 --num-attention-heads 96 --tensor-model-parallel-size 8 "
+                       "--pipeline-model-parallel-size 8 --sequence-parallel --recompute-activations "
+                       "--num-layers-per-virtual-pipeline-stage 3 --global-batch-size 512",
+           512, &vp);
+    check_near("GPT 175B TP8 PP8 VP4: activations x (1 + (p-1)/(pv))", vp.activations,
+               mg_act_sp(&g175) * (1 + 7.0 / 32), 0.10);
     /* the same without the distributed optimizer: 18 bytes a parameter */
     stage0(PAPER_FLAGS "--num-layers 96 --hidden-size 12288 --num-attention-heads 96 --tensor-model-parallel-size 8 "
                        "--pipeline-model-parallel-size 8 --sequence-parallel --recompute-activations "
