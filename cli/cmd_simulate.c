@@ -6,7 +6,10 @@
  * run, --emulate-link sets the links), plus its own:
  *   --world-size N           ranks (default tp x cp x ep x pp)
  *   --device-profile P       local (this machine, calibrated), a built-in
- *                            vendor profile (h100, a100) or a JSON file
+ *                            vendor profile (a100, a100-40gb, a100-80gb,
+ *                            h100, h200) or a JSON file
+ * A configuration whose memory per GPU (sim/dg_sim_memory.h) exceeds the
+ * profile's capacity is refused in one line ("does not fit: ..."), exit 2.
  *   --calibrate              fit the local profile and save it
  *                            (dg_sim_calibration_path), then simulate on it;
  *                            --calibrate-from TRACE fits it from that trace
@@ -38,7 +41,8 @@ static const dg_arg_spec sim_own_specs[] = {
     {"--world-size", DG_ARG_INT, offsetof(sim_cfg, world_size),
      "ranks to simulate (default: tensor x context x expert x pipeline parallel sizes)", 1, 1 << 24, NULL},
     {"--device-profile", DG_ARG_STRING, offsetof(sim_cfg, device),
-     "local (this machine, calibrated), h100, a100 or a JSON profile (default local)", 1, 0, NULL},
+     "local (this machine, calibrated), a100 (= a100-80gb), a100-40gb, h100, h200 or a JSON profile "
+     "(default local)", 1, 0, NULL},
     {"--calibrate", DG_ARG_FLAG, offsetof(sim_cfg, calibrate),
      "fit the local profile (from --calibrate-from, or a short run) and save it", 0, 0, NULL},
     {"--calibrate-from", DG_ARG_STRING, offsetof(sim_cfg, calibrate_from),
@@ -82,12 +86,13 @@ static int parse_sim_args(int argc, char **argv, sim_cfg *c, dg_err *err) {
 }
 
 static void sim_usage(FILE *f) {
-    fprintf(f, "usage: dagatron simulate [train flags] [--world-size N] [--device-profile local|h100|a100|FILE]\n"
+    fprintf(f, "usage: dagatron simulate [train flags] [--world-size N] [--device-profile local|a100|h100|h200|FILE]\n"
                "                         [--emulate-link SPEC] [--trace FILE] [--calibrate [--calibrate-from TRACE]]\n"
                "       dagatron simulate --table published\n\n"
                "Simulates one training step of the configuration in virtual time: the step graph each\n"
                "pipeline stage would run, on the device profile's costs and the links' alpha-beta times.\n"
-               "Prints step time, MFU, exposed communication, the pipeline bubble and planned memory.\n\n");
+               "Prints step time, MFU, exposed communication, the pipeline bubble and the memory per GPU\n"
+               "beside the device's capacity; a configuration that does not fit is refused (exit 2).\n\n");
     dg_args_help(f, sim_own_specs, N_OWN);
     fprintf(f, "\nand every flag of `dagatron train` (`dagatron train --help`).\n");
 }

@@ -3,7 +3,7 @@
  * parallel layout, without launching ranks or allocating a tensor.
  *
  *   dg_sim_device dev;
- *   dg_sim_device_load("local", &dev, &err);          // or "h100", "a100", FILE.json
+ *   dg_sim_device_load("local", &dev, &err);          // or "h100", "a100", "h200", FILE.json
  *   dg_link_spec links = {0};                         // axes left 0: the device's defaults
  *   dg_link_spec_parse("ep=25,10", "--emulate-link", &links, &err);
  *   dg_sim_opts o = {.world_size = 16};
@@ -19,8 +19,11 @@
  * is built by the trainer's own path (the model builder, then
  * parallel/dg_pipeline.h: parallel passes, autodiff, recompute, micro-batches,
  * the schedule, DP, the optimizer) and planned by sched/dg_sched_plan.c
- * (priorities, streams, memory plan). Nothing is allocated for tensors and
- * no memory limit is checked: the planned arena is reported instead.
+ * (priorities, streams, memory plan). Nothing is allocated for tensors.
+ * Memory per GPU comes from an analytical model (sim/dg_sim_memory.h:
+ * Megatron's accounting and Korthikanti et al.'s activation formulas),
+ * computed before any graph is built; a configuration over the device's
+ * capacity is refused. The planned arena is reported beside it.
  *
  * How it runs them. Each representative rank has the executor's two
  * streams: the compute stream takes its most urgent ready task (the plan's
@@ -52,6 +55,7 @@
 
 #include "dg_comm_emulate.h"
 #include "dg_op.h"
+#include "dg_sim_memory.h"
 #include "dg_train_config.h"
 
 /* ---- device profiles ------------------------------------------------------ */
@@ -91,20 +95,29 @@ typedef struct dg_sim_device {
      * kernels convert to f32 and back, as costed. Collectives count the
      * bytes of their tensors' own dtypes either way. */
     int native16;
+    /* Memory of one device (a GPU's HBM), bytes; 0: not known (nothing is
+     * checked). mem_per_node 1: it is the node's memory, which its ranks
+     * share (local: this machine's RAM), so a rank has
+     * mem_capacity_bytes / min(world, devices_per_node). */
+    double mem_capacity_bytes;
+    int mem_per_node;
 } dg_sim_device;
 
 /* Load a profile: a built-in name ("local", or a vendor profile from
  * dg_sim_device_vendor) or a JSON file with the fields above (each figure
- * required; name, source, devices_per_node and native16 optional; see
+ * required; name, source, devices_per_node, native16, mem_capacity_bytes
+ * and mem_per_node optional; see
  * docs/simulate.md). "local" reads the calibration cache
  * (dg_sim_calibration_path) when it exists, else the uncalibrated defaults.
  * DG_EINPUT with one line naming the name/file. */
 int dg_sim_device_load(const char *name, dg_sim_device *out, dg_err *err);
 
-/* The uncalibrated local profile (a few CPU cores, MPI over shared memory). */
+/* The uncalibrated local profile (a few CPU cores, MPI over shared memory,
+ * this machine's memory: dg_mem_available_bytes). */
 void dg_sim_device_local_default(dg_sim_device *out);
 
-/* Vendor built-ins (h100, a100, ...), defined in sim/dg_sim_vendor.c.
+/* Vendor built-ins (a100 = a100-80gb, a100-40gb, h100, h200), defined in
+ * sim/dg_sim_vendor.c.
  * Returns 1 and fills *out if `name` is one, else 0. */
 int dg_sim_device_vendor(const char *name, dg_sim_device *out);
 
@@ -144,6 +157,7 @@ typedef struct dg_sim_rank {
     int memory_planned;      /* 1: planned_bytes is the memory plan's arena */
     double flops;            /* FLOPs of its graph (the ops' costs: recompute included) */
     double persistent_bytes; /* parameters, gradients, optimizer state, inputs */
+    dg_sim_mem mem;          /* the memory model's bytes per GPU (sim/dg_sim_memory.h) */
 } dg_sim_rank;
 
 typedef struct dg_sim_result {
@@ -161,6 +175,8 @@ typedef struct dg_sim_result {
     double hidden_frac;      /* h = 1 - exposed / comm over all stages (0 without comm) */
     double bubble_frac;      /* the average stage's idle time / step_s */
     double build_s, plan_s, run_s; /* wall seconds the simulator spent */
+    double mem_capacity;     /* bytes a rank has (dg_sim_device.mem_capacity_bytes; 0: not known) */
+    int mem_stage;           /* the stage the memory model gives the most bytes per GPU */
     int n_ranks;             /* representative ranks (= pp) */
     dg_sim_rank *rank;       /* [n_ranks] */
 } dg_sim_result;
@@ -173,8 +189,10 @@ typedef struct dg_sim_result {
  * are made as train's under --emulate-link with the given axes: their cost
  * model knows those links (train/dg_step_build.h), whatever cfg's
  * emulate_link says. DG_EINPUT with one line for
- * sizes that do not fit (the same checks as train), DG_EINTERNAL if a graph
- * cannot be built. */
+ * sizes that do not fit (the same checks as train), and, before any graph
+ * is built, for a configuration whose memory per GPU (the memory model's
+ * largest stage) exceeds the device's capacity: "does not fit: needs X GB
+ * of Y GB per GPU (...)"; DG_EINTERNAL if a graph cannot be built. */
 int dg_sim_run(const dg_train_config *cfg, const dg_sim_device *dev, const dg_link_spec *links,
                const dg_sim_opts *o, dg_sim_result *r, dg_err *err);
 void dg_sim_result_free(dg_sim_result *r);

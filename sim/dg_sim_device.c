@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dg_file_out.h"
+#include "dg_memlimit.h"
 #include "dg_sim_internal.h"
 
 static const char *kind_names[DG_SIM_KIND_COUNT] = {"gemm", "attention", "elemwise", "embed", "optim"};
@@ -53,6 +54,8 @@ void dg_sim_device_local_default(dg_sim_device *d) {
     d->intra = (dg_link){5.0, 20.0};
     d->inter = (dg_link){5.0, 20.0};
     d->devices_per_node = 1 << 20; /* one box */
+    d->mem_capacity_bytes = (double)dg_mem_available_bytes(1); /* RAM (or the cgroup's limit), shared */
+    d->mem_per_node = 1;
 }
 
 void dg_sim_calibration_path(char *buf, size_t n) {
@@ -72,6 +75,7 @@ int dg_sim_device_check(const dg_sim_device *d, dg_err *err) {
     else if (!(d->intra.gbps > 0) || !(d->intra.usec >= 0)) bad = "intra";
     else if (!(d->inter.gbps > 0) || !(d->inter.usec >= 0)) bad = "inter";
     else if (d->devices_per_node < 1) bad = "devices_per_node";
+    else if (!(d->mem_capacity_bytes >= 0) || !isfinite(d->mem_capacity_bytes)) bad = "mem_capacity_bytes";
     for (int k = 0; k < DG_SIM_KIND_COUNT && !bad; k++)
         if (!(d->eff[k] > 0 && d->eff[k] <= 1) || !(d->mem_eff[k] > 0 && d->mem_eff[k] <= 1)) bad = "eff/mem_eff";
     if (bad)
@@ -96,12 +100,17 @@ int dg_sim_device_load(const char *name, dg_sim_device *out, dg_err *err) {
         snprintf(what, sizeof what, "--device-profile local (%s)", path);
         DG_TRY(dg_sim_device_read_json(path, what, out, err));
         snprintf(out->name, sizeof out->name, "local");
+        if (!(out->mem_capacity_bytes > 0)) { /* a cache saved before profiles had memory: this machine's */
+            out->mem_capacity_bytes = (double)dg_mem_available_bytes(1);
+            out->mem_per_node = 1;
+        }
         return DG_OK;
     }
     if (dg_sim_device_vendor(name, out)) return dg_sim_device_check(out, err);
     if (!strchr(name, '.') && !strchr(name, '/'))
         return dg_err_set(err, DG_EINPUT,
-                          "--device-profile: unknown profile '%s' (expected local, h100, a100 or a JSON file)", name);
+                          "--device-profile: unknown profile '%s' (expected local, a100, a100-40gb, a100-80gb, h100, "
+                          "h200 or a JSON file)", name);
     char what[1100];
     snprintf(what, sizeof what, "--device-profile %s", name);
     return dg_sim_device_read_json(name, what, out, err);
@@ -135,6 +144,8 @@ static char *device_json(const dg_sim_device *d) {
     cJSON_AddItemToObject(o, "inter", link_json(&d->inter));
     cJSON_AddNumberToObject(o, "devices_per_node", d->devices_per_node);
     cJSON_AddNumberToObject(o, "native16", d->native16);
+    cJSON_AddNumberToObject(o, "mem_capacity_bytes", d->mem_capacity_bytes);
+    cJSON_AddNumberToObject(o, "mem_per_node", d->mem_per_node);
     char *s = cJSON_Print(o);
     cJSON_Delete(o);
     return s;

@@ -18,7 +18,7 @@
 
 static const char *const top_keys[] = {"name", "source", "peak_fp32", "peak_16", "mem_bytes_per_s", "task_s",
                                        "comm_task_s", "eff", "mem_eff", "intra", "inter", "devices_per_node",
-                                       "native16"};
+                                       "native16", "mem_capacity_bytes", "mem_per_node"};
 
 typedef struct prof_ctx {
     const char *what; /* "--device-profile FILE" */
@@ -122,7 +122,7 @@ static int read_profile(const prof_ctx *c, const cJSON *o, const char *path, dg_
             return dg_err_set(c->err, DG_EINPUT,
                               "%s: unknown key '%s' (a device profile holds peak_fp32, peak_16, mem_bytes_per_s, "
                               "task_s, comm_task_s, eff, mem_eff, intra, inter and optionally name, source, "
-                              "devices_per_node, native16)", c->what, x->string);
+                              "devices_per_node, native16, mem_capacity_bytes, mem_per_node)", c->what, x->string);
     }
     dg_sim_device_local_default(d); /* what stays unset: nothing the simulator costs with */
     DG_TRY(get_str(c, o, "name", path, d->name, sizeof d->name));
@@ -138,6 +138,11 @@ static int read_profile(const prof_ctx *c, const cJSON *o, const char *path, dg_
     DG_TRY(get_link(c, o, "inter", &d->inter));
     DG_TRY(get_int(c, o, "devices_per_node", 1, 1e9, d->devices_per_node, &d->devices_per_node));
     DG_TRY(get_int(c, o, "native16", 0, 1, 0, &d->native16));
+    /* memory: optional (profiles written before it had none); 0: not known */
+    d->mem_capacity_bytes = 0;
+    if (cJSON_GetObjectItemCaseSensitive(o, "mem_capacity_bytes"))
+        DG_TRY(get_num(c, o, "mem_capacity_bytes", "mem_capacity_bytes", 0, INFINITY, &d->mem_capacity_bytes));
+    DG_TRY(get_int(c, o, "mem_per_node", 0, 1, 0, &d->mem_per_node));
     return dg_sim_device_check(d, c->err);
 }
 

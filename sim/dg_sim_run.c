@@ -104,6 +104,36 @@ static void summarize(dg_sim_result *r, const dg_sim_prog *pr, const dg_train_co
     r->tokens_per_s = r->step_s > 0 ? batch * c->model.seq_length / r->step_s : 0;
 }
 
+/* The memory model's bytes per GPU on every stage (before any graph is
+ * built), and the refusal of a configuration over the device's capacity:
+ * "does not fit: needs X GB of Y GB per GPU (stage i: ...; the biggest: P)". */
+static int check_memory(const dg_train_config *c, const dg_grid_sizes *sz, const dg_sim_device *dev,
+                        dg_sim_result *r, dg_err *err) {
+    dg_sim_mem *m = dg_calloc((size_t)sz->pp, sizeof *m);
+    dg_sim_memory_stages(c, sz, m);
+    int worst = 0;
+    for (int i = 0; i < sz->pp; i++) {
+        r->rank[i].mem = m[i];
+        if (m[i].total > m[worst].total) worst = i;
+    }
+    r->mem_stage = worst;
+    double share = dev->mem_per_node ? DG_MIN(r->world_size, dev->devices_per_node) : 1;
+    r->mem_capacity = dev->mem_capacity_bytes / share;
+    const dg_sim_mem *w = &m[worst];
+    int st = DG_OK;
+    const double GB = 1e9;
+    if (r->mem_capacity > 0 && w->total > r->mem_capacity)
+        st = dg_err_set(err, DG_EINPUT,
+                        "does not fit: needs %.1f GB of %.1f GB per GPU on %s (pipeline stage %d: parameters "
+                        "%.1f, gradients %.1f, optimizer state %.1f, activations %.1f GB; the biggest: %s): use "
+                        "more tensor/pipeline parallelism, --use-distributed-optimizer, recompute or a smaller "
+                        "--micro-batch-size",
+                        w->total / GB, r->mem_capacity / GB, dev->name, worst, w->params / GB, w->grads / GB,
+                        w->optimizer / GB, w->activations / GB, dg_sim_mem_biggest(w));
+    dg_free(m);
+    return st;
+}
+
 int dg_sim_run(const dg_train_config *cfg, const dg_sim_device *dev, const dg_link_spec *spec,
                const dg_sim_opts *o, dg_sim_result *r, dg_err *err) {
     memset(r, 0, sizeof *r);
@@ -128,6 +158,12 @@ int dg_sim_run(const dg_train_config *cfg, const dg_sim_device *dev, const dg_li
     dg_sim_axis_links(dev, spec, &sz, links);
     r->n_ranks = sz.pp;
     r->rank = dg_calloc((size_t)sz.pp, sizeof *r->rank);
+    st = check_memory(c, &sz, dev, r, err);
+    if (st != DG_OK) {
+        dg_free(c);
+        dg_sim_result_free(r);
+        return st;
+    }
     dg_sim_stage *stages = dg_calloc((size_t)sz.pp, sizeof *stages);
     dg_sim_prog *pr = dg_calloc((size_t)sz.pp, sizeof *pr);
     for (int i = 0; i < sz.pp && st == DG_OK; i++)
@@ -168,13 +204,23 @@ void dg_sim_result_print(const dg_sim_result *r, FILE *f) {
             1e3 * r->comm_s);
     fprintf(f, "  hidden fraction h  %12.3f\n", r->hidden_frac);
     fprintf(f, "  pipeline bubble    %12.1f %%\n", 100 * r->bubble_frac);
-    fprintf(f, "  %-6s %9s %11s %11s %11s %11s %12s %12s\n", "stage", "tasks", "end ms", "compute ms", "comm ms",
-            "exposed ms", "planned MiB", "persist MiB");
+    const dg_sim_mem *w = &r->rank[r->mem_stage].mem;
+    char cap[64] = "capacity not known (the profile has no mem_capacity_bytes)";
+    if (r->mem_capacity > 0) snprintf(cap, sizeof cap, "of %.1f GB (%.0f%%)", r->mem_capacity / 1e9,
+                                      100 * w->total / r->mem_capacity);
+    fprintf(f, "  memory per GPU     %12.1f GB %s\n", w->total / 1e9, cap);
+    fprintf(f, "                     stage %d: parameters %.1f, gradients %.1f, optimizer state %.1f, activations "
+               "%.1f GB (Megatron's accounting; docs/simulate.md)\n",
+            r->mem_stage, w->params / 1e9, w->grads / 1e9, w->optimizer / 1e9, w->activations / 1e9);
+    fprintf(f, "  %-6s %9s %11s %11s %11s %11s %10s %12s %12s\n", "stage", "tasks", "end ms", "compute ms", "comm ms",
+            "exposed ms", "memory GB", "planned MiB", "persist MiB");
     for (int i = 0; i < r->n_ranks; i++) {
         const dg_sim_rank *k = &r->rank[i];
-        fprintf(f, "  %-6d %9d %11.3f %11.3f %11.3f %11.3f %12.1f %12.1f\n", k->pp_stage, k->n_nodes, 1e3 * k->end_s,
-                1e3 * k->busy_compute_s, 1e3 * k->busy_comm_s, 1e3 * k->exposed_comm_s,
-                k->planned_bytes / 1048576.0, k->persistent_bytes / 1048576.0);
+        fprintf(f, "  %-6d %9d %11.3f %11.3f %11.3f %11.3f %10.2f %12.1f %12.1f\n", k->pp_stage, k->n_nodes,
+                1e3 * k->end_s, 1e3 * k->busy_compute_s, 1e3 * k->busy_comm_s, 1e3 * k->exposed_comm_s,
+                k->mem.total / 1e9, k->planned_bytes / 1048576.0, k->persistent_bytes / 1048576.0);
     }
+    fprintf(f, "  (memory GB: the memory model; planned / persist MiB: this runtime's own plan of the graph,\n"
+               "   its activation arena and its fp32 parameters, gradients, buckets and optimizer state)\n");
     fprintf(f, "  (simulator: built %.2f s, planned %.2f s, ran %.2f s)\n", r->build_s, r->plan_s, r->run_s);
 }

@@ -1,5 +1,6 @@
 /* dg_sim_vendor.c — the vendor device profiles of `dagatron simulate`
- * (`--device-profile a100|h100`): a GPU's published peak figures, its DGX
+ * (`--device-profile a100|a100-40gb|a100-80gb|h100|h200`): a GPU's published
+ * peak figures and memory, its DGX
  * node's links, and the fractions of those peaks kernels reach.
  *
  * Every number has its source beside it (and in docs/simulate_published.md);
@@ -36,6 +37,7 @@
 
 typedef struct vendor {
     const char *name, *source;
+    double mem;               /* HBM capacity, bytes: the datasheet's GB (10^9 bytes) */
     double bf16, fp32, hbm;   /* dense bf16 tensor-core FLOP/s, fp32 CUDA-core FLOP/s, HBM bytes/s */
     double gemm, attn;        /* fractions of the bf16 peak */
     double nvlink_gbps, ib_gbps; /* one direction per GPU, datasheet */
@@ -52,7 +54,16 @@ static const vendor VENDORS[] = {
     {"a100",
      "A100 SXM4 80GB / DGX A100: datasheet peaks; GEMM 0.86 (MAMF), attention 0.62 (FlashAttention-2), "
      "NVLink 3 + 8x HDR IB; docs/simulate_published.md",
-     312e12, 19.5e12, 2039e9, 0.86, 0.62, 300.0, 25.0},
+     80e9, 312e12, 19.5e12, 2039e9, 0.86, 0.62, 300.0, 25.0},
+    {"a100-80gb",
+     "A100 SXM4 80GB / DGX A100: datasheet peaks; GEMM 0.86 (MAMF), attention 0.62 (FlashAttention-2), "
+     "NVLink 3 + 8x HDR IB; docs/simulate_published.md",
+     80e9, 312e12, 19.5e12, 2039e9, 0.86, 0.62, 300.0, 25.0},
+    /* A100 SXM4 40GB datasheet: the same peaks, HBM2 40 GB at 1,555 GB/s. */
+    {"a100-40gb",
+     "A100 SXM4 40GB / DGX A100: datasheet peaks (HBM2 40 GB, 1,555 GB/s); kernel efficiencies as a100; "
+     "docs/simulate.md",
+     40e9, 312e12, 19.5e12, 1555e9, 0.86, 0.62, 300.0, 25.0},
     /* H100 SXM5 80GB datasheet: bf16 1,979 TFLOPS sparse = 989.4 dense, fp32
      * 67 TFLOPS, HBM3 3.35 TB/s, NVLink 4 900 GB/s both directions. DGX
      * H100: 8 GPUs, 8 x ConnectX-7 NDR 400 Gb/s (50 GB/s per GPU). GEMM:
@@ -62,7 +73,15 @@ static const vendor VENDORS[] = {
     {"h100",
      "H100 SXM5 80GB / DGX H100: datasheet peaks; GEMM 0.80 (MAMF), attention 0.55 (FlashAttention-3), "
      "NVLink 4 + 8x NDR IB; docs/simulate_published.md",
-     989.4e12, 67e12, 3350e9, 0.80, 0.55, 450.0, 50.0},
+     80e9, 989.4e12, 67e12, 3350e9, 0.80, 0.55, 450.0, 50.0},
+    /* H200 SXM datasheet: the H100's Hopper SM (bf16 989.4 TFLOPS dense,
+     * fp32 67 TFLOPS) with 141 GB of HBM3e at 4.8 TB/s; NVLink 4 900 GB/s
+     * both directions. DGX H200: 8 x ConnectX-7 NDR 400 Gb/s. The kernel
+     * efficiencies are the H100's (assumption: the same SM and kernels). */
+    {"h200",
+     "H200 SXM 141GB / DGX H200: datasheet peaks (HBM3e 141 GB, 4.8 TB/s); kernel efficiencies as h100; "
+     "docs/simulate.md",
+     141e9, 989.4e12, 67e12, 4800e9, 0.80, 0.55, 450.0, 50.0},
 };
 
 static void fill(const vendor *v, dg_sim_device *d) {
@@ -91,6 +110,7 @@ static void fill(const vendor *v, dg_sim_device *d) {
     /* a GPU keeps 16-bit tensors as such: no rounding kernels, 2-byte
      * activations and collectives under --bf16 (dg_sim_device.native16) */
     d->native16 = 1;
+    d->mem_capacity_bytes = v->mem;
 }
 
 int dg_sim_device_vendor(const char *name, dg_sim_device *out) {

@@ -46,6 +46,8 @@ cases = {  # case: (edit, the words of the refusal)
     "misspelt": (lambda q: q.update(peak_fp23=1e10), "unknown key 'peak_fp23'"),
     "native16": (lambda q: q.update(native16=2), "native16: expected an integer in [0, 1], got 2"),
     "dpn": (lambda q: q.update(devices_per_node=0.5), "devices_per_node: expected an integer in [1, 1000000000], got 0.5"),
+    "capacity": (lambda q: q.update(mem_capacity_bytes=-1), "mem_capacity_bytes: expected a finite number >= 0, got -1"),
+    "per_node": (lambda q: q.update(mem_per_node=3), "mem_per_node: expected an integer in [0, 1], got 3"),
 }
 with open(sys.argv[2] + "/cases", "w") as f:
     for case, (edit, want) in cases.items():
@@ -65,7 +67,7 @@ dg_refuse "--device-profile $TMP/t.json: unknown key 'displayTimeUnit'" \
     "$D" simulate "${ARGS[@]}" --device-profile "$TMP/t.json"
 echo '[1, 2]' >"$TMP/array.json"
 dg_refuse "--device-profile $TMP/array.json: not a JSON object" "$D" simulate "${ARGS[@]}" --device-profile "$TMP/array.json"
-[ "$(wc -l <"$TMP/cases")" = 9 ] || fail "expected 9 damaged profiles"
+[ "$(wc -l <"$TMP/cases")" = 11 ] || fail "expected 11 damaged profiles"
 while IFS=$'\t' read -r case want; do
     dg_refuse "--device-profile $TMP/$case.json: $want" "$D" simulate "${ARGS[@]}" --device-profile "$TMP/$case.json"
     echo "refused ($case): $(cat "$TMP/refuse.err")"
