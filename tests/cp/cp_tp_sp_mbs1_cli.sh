@@ -8,11 +8,11 @@
 #  1. the step graph builds for the issue's shape (CP=2 x TP=8 x SP, GQA,
 #     2 layers, 16 ranks) in `simulate` and in `dump` for a tp rank > 0,
 #     MoE and dense;
-#  2. `dagatron train` of the tiny MoE GQA model at CP=2 x TP=2 x SP (p2p
-#     and a2a) and CP=2 x TP=2 x SP x EP=2 (8 ranks, alltoall dispatcher),
-#     micro-batch 1, logs the single-rank run's lm loss, grad norm and MoE
-#     losses for each of 4 iterations within 1e-5 relative and ends with
-#     its parameters (within 1e-5 relative).
+#  2. `dagatron train` of the tiny MoE GQA model at micro-batch 1, at
+#     CP=2 x TP=2 x SP (p2p and a2a), x EP=2 (8 ranks, alltoall
+#     dispatcher) and x PP=2 (8 ranks), logs the single-rank run's lm
+#     loss, grad norm and MoE losses for each of 4 iterations within 1e-5
+#     relative and ends with its parameters (within 1e-5 relative).
 set -euo pipefail
 exe=$1
 ARCH=($(cat "$(dirname "$0")/../common/moe_arch.flags"))
@@ -43,4 +43,5 @@ check 4 "$ref" "$TMP/ref" "${moe[@]}" "${cptp[@]}"
 check 4 "$ref" "$TMP/ref" "${moe[@]}" "${cptp[@]}" --cp-comm-type a2a
 check 8 "$ref" "$TMP/ref" "${moe[@]}" "${cptp[@]}" --expert-model-parallel-size 2 \
     --moe-token-dispatcher-type alltoall
+check 8 "$ref" "$TMP/ref" "${moe[@]}" "${cptp[@]}" --pipeline-model-parallel-size 2
 echo "OK"
