@@ -23,6 +23,12 @@ int dg_train_config_check_cp(const dg_train_config *c, dg_err *err) {
                           "--seq-length %d: must be divisible by 2 x --context-parallel-size = %d (each CP "
                           "rank holds 2 chunks)",
                           m->seq_length, 2 * cp);
+    /* SP scatters each CP rank's sequence (its two chunks) over tp */
+    if (c->sequence_parallel && tp > 1 && (m->seq_length / cp) % tp != 0)
+        return dg_err_set(err, DG_EINPUT,
+                          "--sequence-parallel with --context-parallel-size %d: --tensor-model-parallel-size %d "
+                          "does not divide a CP rank's %d tokens (--seq-length %d / %d)",
+                          cp, tp, m->seq_length / cp, m->seq_length, cp);
     if (c->tp_comm_overlap && tp > 1)
         return dg_err_set(err, DG_EINPUT,
                           "--tp-comm-overlap with --context-parallel-size %d: not supported yet (the chunked "

@@ -32,9 +32,12 @@
  *     DG_CP_TOKENS_TO_DATA  flat tokens [B * S/cp, H] split over cp -> the
  *                           same rows as data (replicated layout), as EP
  *                           ranks' tokens: the MoE layer runs on this rank's
- *                           tokens, CP folded into the expert grid;
+ *                           tokens, CP folded into the expert grid; an
+ *                           inner split (SP's tp, kept by the flatten of a
+ *                           one-sequence micro-batch) stays the rows' split;
  *     DG_CP_DATA_TO_TOKENS  the reverse, where the MoE output goes back to
- *                           the sequence;
+ *                           the sequence (a split of the rows becomes the
+ *                           inner split inside cp's);
  *     DG_CP_SUMMAND         replicated (f32 or i32) -> partial over cp:
  *                           this rank's term of a sum over cp (the MoE aux
  *                           and z losses, the tokens per expert).

@@ -38,9 +38,11 @@ static int adj_relabel(dg_graph *g, const dg_node *n, const int *dout, int *din)
     return g->status;
 }
 
-/* tokens to data: dim 0 split over cp alone -> replicated (each rank's
- * rows, data as on EP ranks); data to tokens: the reverse; summand:
- * replicated -> partial over cp (this rank's term of a sum). */
+/* tokens to data: dim 0 split over cp -> each rank's rows as data (as on
+ * EP ranks); data to tokens: the reverse; summand: replicated -> partial
+ * over cp (this rank's term of a sum). An inner split of the tokens (SP's
+ * tp inside the rank's chunks, which a one-sequence micro-batch's flatten
+ * keeps: [1, S, H] -> [S, H]) is the data's split, contiguous in either. */
 static int shard_relabel(const dg_graph *g, const dg_node *n, const dg_sharding *in, dg_sharding *out,
                          dg_attrs *attrs) {
     int nd = g->tensors[n->in[0]].ndim;
@@ -50,17 +52,17 @@ static int shard_relabel(const dg_graph *g, const dg_node *n, const dg_sharding 
         out[0].partial = DG_AXIS_CP;
         return DG_OK;
     }
-    dg_sharding whole = in[0];
-    whole.split[0] = DG_AXIS_NONE;
-    if (in[0].partial != DG_AXIS_NONE || in[0].split2[0] != DG_AXIS_NONE) return DG_SHARD_CANNOT;
+    if (in[0].partial != DG_AXIS_NONE || in[0].stride[0] > 1) return DG_SHARD_CANNOT;
     for (int d = 1; d < nd; d++)
         if (dg_layout_dim_split(&in[0], d)) return DG_SHARD_CANNOT;
     if (attrs->i[0] == DG_CP_TOKENS_TO_DATA) {
         if (in[0].split[0] != DG_AXIS_CP) return DG_SHARD_CANNOT;
-        out[0] = whole;
+        out[0].split[0] = in[0].split2[0];
+        out[0].split2[0] = DG_AXIS_NONE;
     } else {
-        if (in[0].split[0] != DG_AXIS_NONE) return DG_SHARD_CANNOT;
+        if (in[0].split[0] == DG_AXIS_CP || in[0].split2[0] != DG_AXIS_NONE) return DG_SHARD_CANNOT;
         out[0].split[0] = DG_AXIS_CP;
+        out[0].split2[0] = in[0].split[0];
     }
     return DG_OK;
 }

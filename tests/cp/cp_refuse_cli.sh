@@ -1,7 +1,8 @@
 #!/bin/bash
 # Context parallelism's refusals (issue 14, acceptance 4): a sequence length
 # not divisible by 2 x cp, an unbuilt --cp-comm-type, CP with TP's chunked
-# linears (--tp-comm-overlap), and CP with the per-sequence aux loss or
+# linears (--tp-comm-overlap), SP whose tp does not divide a CP rank's
+# tokens, and CP with the per-sequence aux loss or
 # token dropping each exit 2 with one line naming the flags, before any
 # work; under mpirun every rank ends with exit 2 and the line is printed
 # once; a2a needs cp to divide the heads and query groups of each tp rank.
@@ -25,6 +26,13 @@ refuse "--seq-length 30: must be divisible by 2 x --context-parallel-size = 4" \
     $DG_MPIRUN -np 2 "$exe" train "${base[@]}" --seq-length 30 --context-parallel-size 2
 refuse "--seq-length 36: must be divisible by 2 x --context-parallel-size = 8" \
     $DG_MPIRUN -np 4 "$exe" train "${base[@]}" --seq-length 36 --context-parallel-size 4
+# SP's scatter of a CP rank's 26 tokens over tp 4 (issue 30: exit 1 in the CP pass)
+refuse "--sequence-parallel with --context-parallel-size 2: --tensor-model-parallel-size 4 does not divide a CP rank's 26 tokens" \
+    "$exe" train "${base[@]}" --seq-length 52 --context-parallel-size 2 --tensor-model-parallel-size 4 \
+    --sequence-parallel
+refuse "--sequence-parallel with --context-parallel-size 2: --tensor-model-parallel-size 4 does not divide a CP rank's 26 tokens" \
+    "$exe" simulate "${base[@]}" --seq-length 52 --context-parallel-size 2 --tensor-model-parallel-size 4 \
+    --sequence-parallel --world-size 8 --device-profile h100
 refuse "--cp-comm-type allgather: not built yet" \
     "$exe" train "${base[@]}" --seq-length 32 --context-parallel-size 2 --cp-comm-type allgather
 refuse "--cp-comm-type a2a: --context-parallel-size 4 must divide --num-attention-heads 4 and the query groups (2)" \

@@ -18,7 +18,12 @@
  *    all-gather over tp undoes it (issue 30: the rule refused, the layout
  *    fell back to replicated and a later reshape broke);
  *  - dropout on that slice takes both coordinates (cp's and tp's); the
- *    form with cp's alone refuses it.
+ *    form with cp's alone refuses it;
+ *  - CP's relabel of the MoE layer's tokens as data keeps SP's inner tp
+ *    split as the rows' split (a one-sequence micro-batch's flatten keeps
+ *    it), and the relabel back puts it inside cp's (issue 30: the rule
+ *    refused the cp+tp rows and every MoE model at --micro-batch-size 1
+ *    under CP x TP x SP crashed in the CP pass).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +34,7 @@
 #include "dg_collective.h"
 #include "dg_graph.h"
 #include "dg_layout.h"
+#include "dg_op_cp.h"
 #include "dg_op_dropout.h"
 #include "dg_op_shape.h"
 #include "dg_op_shard.h"
@@ -159,12 +165,47 @@ static void test_sp_scatter_in_cp(void **state) {
     dg_graph_free(g);
 }
 
+/* The layout cp_relabel's rule gives x (dim 0 split split/split2), or -1. */
+static int relabel_rule(dg_graph *g, int mode, uint8_t split, uint8_t split2, dg_sharding *out) {
+    int x = dg_input_new(g, "rows", DG_F32, 2, DG_SHAPE(8, 64));
+    dg_T(g, x)->sharding.split[0] = split;
+    dg_T(g, x)->sharding.split2[0] = split2;
+    int y = dg_cp_relabel(g, x, mode);
+    if (y < 0) return -1;
+    return dg_layout_infer(g, dg_N(g, dg_Tc(g, y)->producer), out, NULL) == DG_OK ? 0 : -1;
+}
+
+static void test_relabel_inner_split(void **state) {
+    (void)state;
+    dg_graph *g = mesh22();
+    dg_sharding o[DG_MAX_OUTPUTS];
+    /* [S/cp, H] rows split cp then tp (SP inside the rank's chunks) */
+    assert_int_equal(relabel_rule(g, DG_CP_TOKENS_TO_DATA, DG_AXIS_CP, DG_AXIS_TP, o), 0);
+    assert_int_equal(o[0].split[0], DG_AXIS_TP);
+    assert_int_equal(o[0].split2[0], DG_AXIS_NONE);
+    assert_int_equal(relabel_rule(g, DG_CP_DATA_TO_TOKENS, DG_AXIS_TP, DG_AXIS_NONE, o), 0);
+    assert_int_equal(o[0].split[0], DG_AXIS_CP);
+    assert_int_equal(o[0].split2[0], DG_AXIS_TP);
+    /* cp alone, replicated data: as before */
+    assert_int_equal(relabel_rule(g, DG_CP_TOKENS_TO_DATA, DG_AXIS_CP, DG_AXIS_NONE, o), 0);
+    assert_true(dg_layout_is_replicated(&o[0]));
+    assert_int_equal(relabel_rule(g, DG_CP_DATA_TO_TOKENS, DG_AXIS_NONE, DG_AXIS_NONE, o), 0);
+    assert_int_equal(o[0].split[0], DG_AXIS_CP);
+    assert_int_equal(o[0].split2[0], DG_AXIS_NONE);
+    /* tokens not split over cp, or data split over it already: refused */
+    assert_int_equal(relabel_rule(g, DG_CP_TOKENS_TO_DATA, DG_AXIS_TP, DG_AXIS_NONE, o), -1);
+    assert_int_equal(relabel_rule(g, DG_CP_DATA_TO_TOKENS, DG_AXIS_CP, DG_AXIS_NONE, o), -1);
+    assert_int_equal(relabel_rule(g, DG_CP_DATA_TO_TOKENS, DG_AXIS_TP, DG_AXIS_CP, o), -1);
+    dg_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mixed_locality),
         cmocka_unit_test(test_cp_tokens),
         cmocka_unit_test(test_ulysses_layout),
         cmocka_unit_test(test_sp_scatter_in_cp),
+        cmocka_unit_test(test_relabel_inner_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
