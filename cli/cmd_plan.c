@@ -167,6 +167,20 @@ static void put_published(FILE *f, const plan_cfg *c, const dg_sim_device *dev, 
         } else {
             fprintf(f, "  that layout here: not valid (%s)\n", err.msg);
         }
+        /* the row itself, as published (its world and batch): estimated and,
+         * within what is left of the budget, simulated */
+        if (dg_step_config(row, rows[i].world, fin, &sz, &err) == DG_OK) {
+            double mfu, step = dg_sim_plan_estimate(fin, &sz, dev, &mfu), sstep = 0, smfu = 0;
+            double left = c->budget_s - r->sim_s;
+            int sst = c->simulate_top > 0 && left > 0 ? dg_sim_plan_simulate(row, dev, rows[i].world, left, &sstep, &smfu)
+                                                       : 1;
+            char sim[96] = "not simulated";
+            if (sst == 0) snprintf(sim, sizeof sim, "simulated step %.3f s, MFU %.1f%%", sstep, 100 * smfu);
+            else if (sst == 2) snprintf(sim, sizeof sim, "not simulated within --simulate-budget");
+            else if (sst == 3) snprintf(sim, sizeof sim, "the simulator failed");
+            fprintf(f, "  as published (%d GPUs, batch %d): estimated step %.3f s, MFU %.1f%%; %s; published MFU %.1f%%\n",
+                    rows[i].world, row->global_batch_size, step, 100 * mfu, sim, 100 * rows[i].mfu);
+        }
         const dg_sim_plan_cand *best = &r->cand[0];
         int sim = best->sim_status == 0;
         fprintf(f, "  the plan's best: predicted MFU %.1f%% (%s) beside the published %.1f%%\n",

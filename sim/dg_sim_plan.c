@@ -177,10 +177,8 @@ static int by_rank(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* dg_sim_run of one candidate in a child process, given `left` seconds:
- * 0 with its step and MFU, 2 over the time, 3 the simulator failed. */
-static int simulate_one(const dg_train_config *base, const dg_sim_device *dev, int world, dg_sim_plan_cand *k,
-                        double left) {
+int dg_sim_plan_simulate(const dg_train_config *cfg, const dg_sim_device *dev, int world, double left,
+                         double *step_s, double *mfu) {
     int fd[2];
     if (pipe(fd)) return 3;
     fflush(NULL);
@@ -192,13 +190,11 @@ static int simulate_one(const dg_train_config *base, const dg_sim_device *dev, i
     }
     if (pid == 0) { /* the child: simulate, write two doubles, exit without atexit work */
         close(fd[0]);
-        dg_train_config *c = dg_malloc(sizeof *c);
-        dg_sim_plan_apply(base, k, c);
         dg_sim_opts o = {.world_size = world, .no_memory_plan = 1, .quiet = 1};
         dg_sim_result r;
         dg_err err = {{0}};
         double out[2] = {0, 0};
-        if (dg_sim_run(c, dev, NULL, &o, &r, &err) == DG_OK) {
+        if (dg_sim_run(cfg, dev, NULL, &o, &r, &err) == DG_OK) {
             out[0] = r.step_s, out[1] = r.mfu;
             dg_sim_result_free(&r);
         }
@@ -226,8 +222,8 @@ static int simulate_one(const dg_train_config *base, const dg_sim_device *dev, i
     waitpid(pid, &status, 0);
     if (got < sizeof out) return dg_now() - t0 >= left ? 2 : 3;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 3;
-    k->sim_step_s = out[0];
-    k->sim_mfu = out[1];
+    *step_s = out[0];
+    *mfu = out[1];
     return 0;
 }
 
@@ -264,10 +260,14 @@ int dg_sim_plan_search(const dg_train_config *base, const dg_sim_device *dev_in,
     }
     qsort(r->cand, (size_t)r->n, sizeof *r->cand, by_estimate);
     double t1 = dg_now();
+    dg_train_config *c = dg_malloc(sizeof *c);
     for (int i = 0; i < r->n && i < o->simulate_top; i++) {
+        dg_sim_plan_cand *k = &r->cand[i];
         double left = o->budget_s - (dg_now() - t1);
-        r->cand[i].sim_status = left > 0 ? simulate_one(base, &dev, o->world_size, &r->cand[i], left) : 2;
+        dg_sim_plan_apply(base, k, c);
+        k->sim_status = left > 0 ? dg_sim_plan_simulate(c, &dev, o->world_size, left, &k->sim_step_s, &k->sim_mfu) : 2;
     }
+    dg_free(c);
     r->sim_s = dg_now() - t1;
     int keep = DG_MAX(o->top, o->simulate_top);
     qsort(r->cand, (size_t)DG_MIN(r->n, DG_MAX(keep, 1)), sizeof *r->cand, by_rank);

@@ -83,6 +83,13 @@ void dg_sim_plan_apply(const dg_train_config *base, const dg_sim_plan_cand *cand
 double dg_sim_plan_estimate(const dg_train_config *c, const dg_grid_sizes *sz, const dg_sim_device *dev,
                             double *mfu);
 
+/* dg_sim_run of cfg (not finished, as dg_sim_run takes it) on `world`
+ * GPUs of dev in a child process, given `left` wall seconds: 0 with
+ * *step_s and *mfu; 2 it ran out of time (the child is stopped); 3 the
+ * simulator failed. */
+int dg_sim_plan_simulate(const dg_train_config *cfg, const dg_sim_device *dev, int world, double left,
+                         double *step_s, double *mfu);
+
 /* The train flags of cand: "--tensor-model-parallel-size 8 ..." (every
  * flag the plan decides, always written). */
 void dg_sim_plan_flags(const dg_sim_plan_cand *cand, char *buf, size_t n);
