@@ -194,9 +194,11 @@ static void put_published(FILE *f, const plan_cfg *c, const dg_sim_device *dev, 
 static void put_result(FILE *f, const plan_cfg *c, const dg_sim_device *dev, const dg_sim_plan_result *r,
                        char **rest, int n_rest) {
     int gpn = c->gpus_per_node > 0 ? c->gpus_per_node : dev->devices_per_node;
-    fprintf(f, "plan: %d x %s (%d a node, %.1f GB each), global batch %d: %d layouts, %d pass train's checks, "
+    char node[48] = "one node";
+    if (gpn < c->world_size) snprintf(node, sizeof node, "%d a node", gpn);
+    fprintf(f, "plan: %d x %s (%s, %.1f GB each), global batch %d: %d layouts, %d pass train's checks, "
                "%d fit in memory (searched in %.1f s; simulated the best %d in %.1f s)\n",
-            c->world_size, dev->name, gpn, r->capacity / 1e9, c->train.global_batch_size, r->n_enumerated,
+            c->world_size, dev->name, node, r->capacity / 1e9, c->train.global_batch_size, r->n_enumerated,
             r->n_valid, r->n_fit, r->search_s, DG_MIN(c->simulate_top, r->n), r->sim_s);
     fprintf(f, "%4s %3s %3s %3s %3s %3s %4s %5s %4s %3s %-9s %4s %11s %10s %7s %11s %8s\n", "rank", "TP", "PP", "VP",
             "CP", "EP", "ETP", "DP", "mbs", "SP", "recompute", "dopt", "mem/cap GB", "est step s", "est MFU",

@@ -38,6 +38,9 @@ if timeout 300 "$D" plan "${SMALL[@]}" --world-size 8 --device-profile a100 --to
     first=$(grep -E '^ +1 +[0-9]+ ' "$TMP/p1")
     echo "$first" | awk '{ s = $(NF-1); f = $NF; sub("%", "", f); f += 0; exit !(s + 0 > 0 && f > 0 && f < 100) }' ||
         fail "the best row was not simulated: $first"
+    # simulated rows are ranked by their simulated step
+    grep -E '^ +[0-9]+ +[0-9]+ ' "$TMP/p1" | awk '$NF ~ /%$/ { if ($(NF-1) + 0 < last) bad = 1; last = $(NF-1) + 0 }
+        END { exit bad }' || fail "simulated rows not in order of their step"
     n=$(grep -c "^[0-9]: mpirun -np 8 dagatron train " "$TMP/p1")
     [ "$n" -eq 4 ] || fail "$n command lines, expected 4"
     read -r -a F <<<"$(flags_of 1 "$TMP/p1")"
@@ -53,6 +56,20 @@ if timeout 300 "$D" plan "${SMALL[@]}" --world-size 8 --device-profile a100 --to
     fi
 else
     fail "plan of the small GPT: $(cat "$TMP/e1")"
+fi
+
+# ---- 1b. GPT-3 175B on 64 A100s: many layouts pass train's checks but do not fit; the best fits ------
+G175=(--num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048 --max-position-embeddings 2048
+      --mock-data --vocab-size 50256 --bf16 --global-batch-size 64)
+if timeout 120 "$D" plan "${G175[@]}" --world-size 64 --device-profile a100 --simulate-top 0 >"$TMP/p3" 2>"$TMP/e3"; then
+    head -3 "$TMP/p3"
+    head -1 "$TMP/p3" | sed 's/.*layouts, \([0-9]*\) pass.*checks, \([0-9]*\) fit.*/\1 \2/' |
+        awk '{ exit !($2 + 0 > 0 && $2 + 0 < $1 + 0) }' || fail "175B on 64: not some but not all fit: $(head -1 "$TMP/p3")"
+    grep -E '^ +1 +[0-9]+ ' "$TMP/p3" | awk '{ split($13, m, "/"); exit !(m[1] + 0 <= m[2] + 0) }' ||
+        fail "175B on 64: the best row does not fit"
+    grep -q "beside the published 51.4%" "$TMP/p3" || fail "175B: no published MFU beside the plan's"
+else
+    fail "plan of 175B on 64 A100s: $(cat "$TMP/e3")"
 fi
 
 # ---- 2. a tiny model, trained as planned under mpirun ------------------------------------------
