@@ -91,6 +91,30 @@ for np in 2 4; do
     fi
 done
 
+# ---- 2b. the same on 4 ranks of devices too small for DP alone: the plan splits the model (TP
+# or PP), and that line trains too. A100-like profiles of 400 kB and 300 kB (the tiny model's
+# fp32 weights and Adam state alone are about 600 kB a replica).
+for cap in 400000 300000; do
+    "${DG_REF_PYTHON:-/usr/bin/python3}" - "$TMP/cap.json" "$cap" <<'PY'
+import json, sys
+k = ("gemm", "attention", "elemwise", "embed", "optim")
+json.dump({"name": "tiny", "peak_fp32": 19.5e12, "peak_16": 312e12, "mem_bytes_per_s": 2.039e12, "task_s": 2e-6,
+           "comm_task_s": 8.4e-6, "eff": {x: 0.5 for x in k}, "mem_eff": {x: 0.8 for x in k},
+           "intra": {"gbps": 240, "usec": 3.4}, "inter": {"gbps": 22.5, "usec": 9.6}, "devices_per_node": 8,
+           "native16": 1, "mem_capacity_bytes": float(sys.argv[2])}, open(sys.argv[1], "w"))
+PY
+    if "$D" plan "${TINY[@]}" --world-size 4 --device-profile "$TMP/cap.json" --simulate-top 0 --top 1 >"$TMP/p4" 2>"$TMP/e4"; then
+        grep -E '^ +1 +[0-9]+ ' "$TMP/p4" | awk '{ exit !($2 > 1 || $3 > 1) }' ||
+            fail "$cap bytes: the best layout splits nothing: $(grep -E '^ +1 ' "$TMP/p4")"
+        read -r -a F <<<"$(flags_of 1 "$TMP/p4")"
+        # shellcheck disable=SC2086
+        timeout 300 $DG_MPIRUN -np 4 "$D" train "${F[@]}" >"$TMP/t4" 2>&1 && grep -q "done: 1 iterations" "$TMP/t4" ||
+            fail "$cap bytes: the planned line does not train: ${F[*]}: $(tail -3 "$TMP/t4")"
+    else
+        fail "plan of the tiny model on $cap-byte devices: $(cat "$TMP/e4")"
+    fi
+done
+
 # ---- 3. nothing fits --------------------------------------------------------------------------
 BIG=(--num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048 --max-position-embeddings 2048
      --mock-data --vocab-size 50256 --bf16 --global-batch-size 8)
