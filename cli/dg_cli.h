@@ -19,5 +19,6 @@ int dg_cmd_convert(int argc, char **argv);
 int dg_cmd_trace_svg(int argc, char **argv);
 int dg_cmd_view(int argc, char **argv);
 int dg_cmd_simulate(int argc, char **argv);
+int dg_cmd_plan(int argc, char **argv);
 
 #endif /* DG_CLI_H */

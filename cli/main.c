@@ -24,6 +24,7 @@ static const dg_command dg_commands[] = {
     {"cuda", dg_cmd_cuda, "report whether the CUDA backend is built and a GPU is usable"},
     {"view", dg_cmd_view, "a --trace (and graph dump) as one HTML page: timeline, critical path, exposed comm"},
     {"simulate", dg_cmd_simulate, "one training step in virtual time on any world size and device profile"},
+    {"plan", dg_cmd_plan, "the best parallel layouts of a model on a cluster, as `mpirun ... dagatron train` lines"},
 };
 
 static void usage(FILE *f) {

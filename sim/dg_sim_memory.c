@@ -100,13 +100,11 @@ static void layer_params(const dg_train_config *c, const dg_grid_sizes *sz, int 
 /* The decoder layers of stage i: [first, first + n) without virtual
  * stages; with v chunks, chunk k of rank i holds layers of virtual stage
  * i + k p (dg_pass_pp.h). */
-static void stage_params(const dg_train_config *c, const dg_grid_sizes *sz, const dg_pp_opts *o, int i, params *p) {
+static void stage_params(const dg_train_config *c, const dg_grid_sizes *sz, const int *rank_of, int i, params *p) {
     const dg_model_config *m = &c->model;
-    int L = m->num_layers, v = dg_pp_chunks(o);
-    for (int l = 0; l < L; l++) {
-        int vs = dg_pp_vstage_of_layer(o, l);
-        if ((v > 1 ? vs % o->size : vs) == i) layer_params(c, sz, l, p);
-    }
+    int L = m->num_layers;
+    for (int l = 0; l < L; l++)
+        if (rank_of[l] == i) layer_params(c, sz, l, p);
     double h = m->hidden_size, V = m->vocab_size, t = sz->tp;
     if (i == 0) {
         p->dense += V * h / t;
@@ -155,7 +153,8 @@ static double held_layers(const dg_train_config *c, const dg_pp_opts *o, int i, 
     return DG_MIN(p - i, m) * layers;
 }
 
-static double stage_activations(const dg_train_config *c, const dg_grid_sizes *sz, const dg_pp_opts *o, int i) {
+static double stage_activations(const dg_train_config *c, const dg_grid_sizes *sz, const dg_pp_opts *o,
+                                const int *rank_of, int i) {
     const dg_model_config *m = &c->model;
     int sp = c->sequence_parallel && sz->tp > 1, etp = sz->etp > 0 ? sz->etp : sz->tp;
     dg_sim_recompute rc = dg_sim_mem_recompute(c);
@@ -163,10 +162,9 @@ static double stage_activations(const dg_train_config *c, const dg_grid_sizes *s
      * as they are); full recompute with --recompute-num-layers N under
      * "block" recomputes N of them, "uniform" keeps one input per N */
     double per_mb = 0, biggest = 0;
-    int n = 0, v = dg_pp_chunks(o);
+    int n = 0;
     for (int l = 0; l < m->num_layers; l++) {
-        int vs = dg_pp_vstage_of_layer(o, l);
-        if ((v > 1 ? vs % o->size : vs) != i) continue;
+        if (rank_of[l] != i) continue;
         int moe = dg_model_layer_is_moe(m, l);
         dg_sim_recompute r = rc;
         int N = c->recompute_num_layers > 0 ? c->recompute_num_layers : 1;
@@ -196,6 +194,23 @@ static double stage_activations(const dg_train_config *c, const dg_grid_sizes *s
 
 /* ---- the stages ------------------------------------------------------------- */
 
+/* The pipeline rank of every decoder layer: rank_of[l]. Stage by stage
+ * (dg_pp_stage_layers), not layer by layer: dg_pp_stage_of_layer costs
+ * O(p^2) a layer, which at PP 128 made this model slower than the plan's
+ * whole search. */
+static void layer_ranks(const dg_pp_opts *o, int *rank_of) {
+    int L = o->num_layers, v = dg_pp_chunks(o);
+    for (int l = 0; l < L; l++) rank_of[l] = o->size - 1;
+    if (v > 1) {
+        for (int l = 0; l < L; l++) rank_of[l] = dg_pp_vstage_of_layer(o, l) % o->size;
+        return;
+    }
+    for (int s = 0, first = 0; s < o->size; s++) {
+        int n = dg_pp_stage_layers(o, s, &first);
+        for (int l = first; l < first + n && l < L; l++) rank_of[l] = s;
+    }
+}
+
 void dg_sim_memory_stages(const dg_train_config *c, const dg_grid_sizes *sz, dg_sim_mem *out) {
     dg_pp_opts o;
     pp_opts(c, sz, &o);
@@ -206,17 +221,20 @@ void dg_sim_memory_stages(const dg_train_config *c, const dg_grid_sizes *sz, dg_
     int etp = sz->etp > 0 ? sz->etp : sz->tp;
     double world = (double)sz->tp * sz->cp * sz->ep * sz->dp * sz->pp;
     double dp = (double)sz->dp * sz->ep * sz->cp, edp = world / ((double)etp * sz->ep * sz->pp);
+    int *rank_of = dg_malloc(sizeof(int) * (size_t)DG_MAX(c->model.num_layers, 1));
+    layer_ranks(&o, rank_of);
     for (int i = 0; i < sz->pp; i++) {
         params p = {0, 0};
-        stage_params(c, sz, &o, i, &p);
+        stage_params(c, sz, rank_of, i, &p);
         dg_sim_mem *m = &out[i];
         m->stage = i;
         m->params = pb * (p.dense + p.expert);
         m->grads = gb * (p.dense + p.expert);
         m->optimizer = c->use_distributed_optimizer ? ob * (p.dense / dp + p.expert / edp) : ob * (p.dense + p.expert);
-        m->activations = stage_activations(c, sz, &o, i);
+        m->activations = stage_activations(c, sz, &o, rank_of, i);
         m->total = m->params + m->grads + m->optimizer + m->activations;
     }
+    dg_free(rank_of);
 }
 
 const char *dg_sim_mem_biggest(const dg_sim_mem *m) {

@@ -96,6 +96,13 @@ static int row_config(const dg_sim_published_row *r, dg_train_config *c, dg_err 
     return DG_OK;
 }
 
+int dg_sim_published_config(int i, dg_train_config *c, dg_err *err) {
+    int n;
+    const dg_sim_published_row *r = dg_sim_published_rows(&n);
+    if (i < 0 || i >= n) return dg_err_set(err, DG_EINTERNAL, "published row %d of %d", i, n);
+    return row_config(&r[i], c, err);
+}
+
 static void layout_name(const dg_sim_result *s, const dg_train_config *c, char *buf, size_t n) {
     int vp = c->num_layers_per_virtual_pipeline_stage > 0
                  ? c->model.num_layers / (c->pipeline_model_parallel_size * c->num_layers_per_virtual_pipeline_stage)

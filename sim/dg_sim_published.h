@@ -37,6 +37,11 @@ typedef struct dg_sim_published_row {
 /* The published rows (n set to their count). */
 const dg_sim_published_row *dg_sim_published_rows(int *n);
 
+/* Row i's flags parsed into c (train's defaults, then the flags; not
+ * finished). DG_EINPUT naming the row when they do not parse. */
+struct dg_train_config;
+int dg_sim_published_config(int i, struct dg_train_config *c, dg_err *err);
+
 /* What the simulator predicts for one row. */
 typedef struct dg_sim_published_result {
     double step_s;          /* predicted step time */
