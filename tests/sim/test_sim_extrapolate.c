@@ -3,7 +3,9 @@
  * step time, MFU, bubble and exposed comm stay within 1% of simulating
  * every micro-batch (dg_sim_run_mode's full = 1), and its nodes and FLOPs
  * are the full run's, on 1F1B, the interleaved schedule and MoE with EP
- * and DP (overlapped reduce). No timing of this machine. */
+ * and DP (overlapped reduce). With the memory plan wanted, stages small
+ * enough for it are planned as before: every micro-batch simulated, the
+ * same figures. No timing of this machine. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,12 +39,12 @@ static void base_cfg(dg_train_config *c) {
 static int near(double a, double b, double rel) { return fabs(a - b) <= rel * fmax(fabs(a), fabs(b)) + 1e-12; }
 
 /* c on `world` ranks with m micro-batches: extrapolated against full. */
-static void compare(const char *what, dg_train_config *c, int world, int m) {
+static void compare(const char *what, dg_train_config *c, int world, int m, int memory_plan) {
     c->global_batch_size = m * c->model.micro_batch_size * (world / (c->pipeline_model_parallel_size *
                                                                      c->tensor_model_parallel_size));
     dg_sim_device d;
     dg_sim_device_local_default(&d);
-    dg_sim_opts o = {.world_size = world, .no_memory_plan = 1, .quiet = 1};
+    dg_sim_opts o = {.world_size = world, .no_memory_plan = !memory_plan, .quiet = 1};
     dg_sim_result r[2];
     for (int full = 0; full < 2; full++) {
         dg_err err = {{0}};
@@ -63,6 +65,8 @@ static void compare(const char *what, dg_train_config *c, int world, int m) {
     CHECK(near(x->graph_flops, f->graph_flops, 1e-6));
     for (int i = 0; i < x->n_ranks; i++) {
         CHECK(x->rank[i].n_nodes == f->rank[i].n_nodes);
+        CHECK(x->rank[i].memory_planned == memory_plan && f->rank[i].memory_planned == memory_plan);
+        if (memory_plan) CHECK(x->rank[i].planned_bytes == f->rank[i].planned_bytes && x->rank[i].end_s == f->rank[i].end_s);
         CHECK(near(x->rank[i].persistent_bytes, f->rank[i].persistent_bytes, 1e-6));
     }
     dg_sim_result_free(&r[0]);
@@ -74,11 +78,12 @@ int main(void) {
     base_cfg(&c); /* 1F1B, 4 stages, tp 2 */
     c.pipeline_model_parallel_size = 4;
     c.tensor_model_parallel_size = 2;
-    compare("1F1B pp 4 tp 2", &c, 8, 24);
+    compare("1F1B pp 4 tp 2", &c, 8, 24, 0);
+    compare("1F1B pp 4 tp 2, memory plan", &c, 8, 24, 1);
     base_cfg(&c); /* interleaved: 2 chunks per stage */
     c.pipeline_model_parallel_size = 4;
     c.num_layers_per_virtual_pipeline_stage = 1;
-    compare("interleaved pp 4 vp 2", &c, 4, 32);
+    compare("interleaved pp 4 vp 2", &c, 4, 32, 0);
     base_cfg(&c); /* MoE, EP 2 x DP, overlapped reduce and gather */
     c.model.num_experts = 4;
     c.model.moe_router_topk = 2;
@@ -87,7 +92,7 @@ int main(void) {
     c.use_distributed_optimizer = 1;
     c.overlap_grad_reduce = 1;
     c.overlap_param_gather = 1;
-    compare("MoE ep 2 pp 2, overlapped", &c, 4, 16);
+    compare("MoE ep 2 pp 2, overlapped", &c, 4, 16, 0);
     if (failures) fprintf(stderr, "test_sim_extrapolate: %d failure(s)\n", failures);
     else printf("test_sim_extrapolate: ok\n");
     return failures ? 1 : 0;
