@@ -4,6 +4,13 @@
 # measured step time.
 #
 #   bash bench/bench_simulate.sh            (ITERS=8 LOG=2 by default)
+#   bash bench/bench_simulate.sh scale      (issue 30 item 5: simulator speed)
+#
+# `scale`: the wall and CPU seconds `dagatron simulate` takes for a 1T model on
+# 3072 A100s (TP8 x PP64 x DP6, global batch 3072: 512 micro-batches on 64
+# stages; target under 60 s here) and for the published table's GPT 530B and
+# GPT 1T rows, each with its step time, MFU and bubble; BEFORE=PATH (another
+# dagatron binary, e.g. an older build) times the same beside it.
 #
 # 1. Trains scripts/run_main.sh's configuration (its model and batch flags,
 #    EP 2 on 2 ranks under mpirun; no checkpoints, no eval) for ITERS
@@ -23,6 +30,33 @@ cd "$(dirname "$0")/.."
 BUILD=${DG_BUILD_DIR:-build}
 ITERS=${ITERS:-8} LOG=${LOG:-2}
 [ -x "$BUILD/dagatron" ] || { echo "bench_simulate: $BUILD/dagatron not found (bash scripts/setup.sh)" >&2; exit 2; }
+
+if [ "${1:-}" = scale ]; then
+  T1=(--seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 --normalization LayerNorm
+      --position-embedding-type learned_absolute --mock-data --vocab-size 50256 --bf16 --sequence-parallel
+      --recompute-activations --attention-backend local --attention-dropout 0.1
+      --num-layers 128 --hidden-size 25600 --num-attention-heads 160
+      --tensor-model-parallel-size 8 --pipeline-model-parallel-size 64 --global-batch-size 3072
+      --world-size 3072 --device-profile a100)
+  TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
+  bins=("$BUILD/dagatron"); [ -n "${BEFORE:-}" ] && bins=("$BEFORE" "$BUILD/dagatron")
+  for bin in "${bins[@]}"; do
+    /usr/bin/time -f "%e %U %S" -o "$TMP/time" "$bin" simulate "${T1[@]}" > "$TMP/o" 2> "$TMP/e" ||
+      { cat "$TMP/e"; exit 1; }
+    read -r wall user sys < "$TMP/time"
+    awk -v b="$bin" -v w="$wall" -v u="$user" -v s="$sys" '
+      /step time/ {st = $3} /^  MFU/ {mfu = $2} /pipeline bubble/ {bub = $3}
+      END {printf "RESULT 1T on 3072 GPUs (%s): %.1f s wall, %.1f s CPU; step %.3f ms, MFU %s%%, bubble %s%% (target: under 60 s)\n",
+                  b, w, u + s, st, mfu, bub}' "$TMP/o"
+    for row in "GPT 530B" "GPT 1T"; do
+      /usr/bin/time -f "%e %U %S" -o "$TMP/time" "$bin" simulate --table published --row "$row" > "$TMP/o" 2>&1 ||
+        { cat "$TMP/o"; exit 1; }
+      read -r wall user sys < "$TMP/time"
+      echo "RESULT published $row ($bin): ${wall} s wall, $(awk -v u="$user" -v s="$sys" 'BEGIN{printf "%.1f", u + s}') s CPU: $(grep "^$row " "$TMP/o")"
+    done
+  done
+  exit 0
+fi
 MPIRUN=(mpirun --oversubscribe --mca pml ob1 --mca btl self,vader)
 [ "$(id -u)" = 0 ] && MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl self,vader)
 # scripts/run_main.sh's model, batch and optimizer flags (without --save, the

@@ -192,7 +192,10 @@ typedef struct dg_sim_result {
  * sizes that do not fit (the same checks as train), and, before any graph
  * is built, for a configuration whose memory per GPU (the memory model's
  * largest stage) exceeds the device's capacity: "does not fit: needs X GB
- * of Y GB per GPU (...)"; DG_EINTERNAL if a graph cannot be built. */
+ * of Y GB per GPU (...)"; DG_EINTERNAL if a graph cannot be built.
+ * A step of many micro-batches on several stages (m >= 4p, no trace) is
+ * simulated at p and 2p micro-batches and extrapolated: every stage's
+ * figures are affine in m past the pipeline's fill (sim/dg_sim_run.c). */
 int dg_sim_run(const dg_train_config *cfg, const dg_sim_device *dev, const dg_link_spec *links,
                const dg_sim_opts *o, dg_sim_result *r, dg_err *err);
 void dg_sim_result_free(dg_sim_result *r);

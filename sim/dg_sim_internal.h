@@ -49,4 +49,16 @@ void dg_sim_axis_links(const dg_sim_device *d, const dg_link_spec *spec, const d
  * send and its recv share. */
 int dg_sim_p2p_tag(const dg_node *n);
 
+/* A step of m >= DG_SIM_MB_MIN x p micro-batches on p > 1 stages is
+ * simulated at DG_SIM_MB_LO x p and DG_SIM_MB_HI x p micro-batches and
+ * extrapolated to m (dg_sim_run.c says why that is exact past the fill). */
+#define DG_SIM_MB_LO 1
+#define DG_SIM_MB_HI 2
+#define DG_SIM_MB_MIN 4
+
+/* dg_sim_run, with full = 1: every micro-batch simulated, never
+ * extrapolated (what the extrapolation is tested against). */
+int dg_sim_run_mode(const dg_train_config *cfg, const dg_sim_device *dev, const dg_link_spec *spec,
+                    const dg_sim_opts *o, int full, dg_sim_result *r, dg_err *err);
+
 #endif /* DG_SIM_INTERNAL_H */

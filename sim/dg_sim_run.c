@@ -47,9 +47,10 @@ static int write_trace(const char *path, dg_sim_stage *st, const dg_sim_prog *pr
 /* Build stage i and compact it; keep the graph only for the trace. */
 static int build_one(const dg_train_config *c, const dg_grid_sizes *sz, int i, const dg_sim_device *dev,
                      const dg_link_spec *spec, const dg_link links[DG_AXIS_COUNT], const dg_sim_opts *o,
-                     dg_sim_stage *st, dg_sim_prog *pr, dg_sim_rank *rr, dg_sim_result *r, dg_err *err) {
+                     int memory_plan, dg_sim_stage *st, dg_sim_prog *pr, dg_sim_rank *rr, dg_sim_result *r,
+                     dg_err *err) {
     double t0 = dg_now();
-    DG_TRY(dg_sim_build_stage(c, sz, i, !o->no_memory_plan, spec, st, err));
+    DG_TRY(dg_sim_build_stage(c, sz, i, memory_plan, spec, st, err));
     double t1 = dg_now();
     int bf16 = c->compat.bf16 || c->compat.fp16;
     dg_sim_prog_from_plan(pr, st, i, sz->pp, dev, links, bf16);
@@ -73,14 +74,17 @@ static int build_one(const dg_train_config *c, const dg_grid_sizes *sz, int i, c
     return DG_OK;
 }
 
-static void summarize(dg_sim_result *r, const dg_sim_prog *pr, const dg_train_config *c, const dg_sim_device *dev) {
+/* Each rank's times from its run. */
+static void rank_stats(dg_sim_rank *rk, const dg_sim_prog *pr, int n) {
+    for (int i = 0; i < n; i++)
+        dg_sim_prog_stats(&pr[i], &rk[i].end_s, &rk[i].busy_compute_s, &rk[i].busy_comm_s, &rk[i].exposed_comm_s);
+}
+
+/* The step's figures from its ranks' (rank_stats, or extrapolate). */
+static void summarize(dg_sim_result *r, const dg_train_config *c, const dg_sim_device *dev) {
     double comm = 0, exposed = 0, hidden = 0, idle = 0;
     r->step_s = 0;
-    for (int i = 0; i < r->n_ranks; i++) {
-        dg_sim_rank *rr = &r->rank[i];
-        dg_sim_prog_stats(&pr[i], &rr->end_s, &rr->busy_compute_s, &rr->busy_comm_s, &rr->exposed_comm_s);
-        r->step_s = DG_MAX(r->step_s, rr->end_s);
-    }
+    for (int i = 0; i < r->n_ranks; i++) r->step_s = DG_MAX(r->step_s, r->rank[i].end_s);
     for (int i = 0; i < r->n_ranks; i++) {
         dg_sim_rank *rr = &r->rank[i];
         rr->idle_s = DG_MAX(0, r->step_s - rr->busy_compute_s - rr->exposed_comm_s);
@@ -134,8 +138,123 @@ static int check_memory(const dg_train_config *c, const dg_grid_sizes *sz, const
     return st;
 }
 
-int dg_sim_run(const dg_train_config *cfg, const dg_sim_device *dev, const dg_link_spec *spec,
-               const dg_sim_opts *o, dg_sim_result *r, dg_err *err) {
+/* Build, plan (memory_plan: with the memory plan where a stage is small
+ * enough) and run every stage of c (its micro-batches) together; each
+ * stage's figures into rk[pp_stage] (rk's memory model left as it is).
+ * The trace, when o asks for one, is of this run. */
+static int run_stages(const dg_train_config *c, const dg_grid_sizes *sz, const dg_sim_device *dev,
+                      const dg_link_spec *spec, const dg_link links[DG_AXIS_COUNT], const dg_sim_opts *o,
+                      int memory_plan, dg_sim_rank *rk, dg_sim_result *r, dg_err *err) {
+    dg_sim_stage *stages = dg_calloc((size_t)sz->pp, sizeof *stages);
+    dg_sim_prog *pr = dg_calloc((size_t)sz->pp, sizeof *pr);
+    int st = DG_OK;
+    for (int i = 0; i < sz->pp && st == DG_OK; i++)
+        st = build_one(c, sz, i, dev, spec, links, o, memory_plan, &stages[i], &pr[i], &rk[i], r, err);
+    double t0 = dg_now();
+    if (st == DG_OK) st = dg_sim_match(pr, sz->pp, err);
+    if (st == DG_OK) st = dg_sim_execute(pr, sz->pp, err);
+    r->run_s += dg_now() - t0;
+    if (st == DG_OK) rank_stats(rk, pr, sz->pp);
+    if (st == DG_OK && o->trace_path)
+        st = write_trace(o->trace_path, stages, pr, sz->pp, r->world_size / sz->pp, err);
+    for (int i = 0; i < sz->pp; i++) {
+        dg_sim_stage_free(&stages[i]);
+        dg_sim_prog_free(&pr[i]);
+    }
+    dg_free(stages);
+    dg_free(pr);
+    return st;
+}
+
+/* ---- many micro-batches: two shorter runs, extrapolated -------------------
+ * Past the pipeline's fill, every further micro-batch adds the same work to
+ * every stage (one more forward and backward in 1F1B's steady phase, the
+ * same sends, the same FLOPs and nodes) while the fill, the drain, the
+ * gradient reduction and the optimizer stay as they are: a stage's end,
+ * busy and exposed times, nodes, FLOPs and bytes are affine in the number
+ * of micro-batches m. So a step of m >> p micro-batches (p stages) is
+ * simulated at m_lo = DG_SIM_MB_LO x p and m_hi = DG_SIM_MB_HI x p (both
+ * multiples of p, as the interleaved schedule wants, both past the fill)
+ * and each figure extrapolated along the line through the two; the
+ * pipeline's bubble, MFU and exposed comm follow from them as from a full
+ * run. The graphs built are (m_lo + m_hi) / m of the full ones. */
+
+/* x at m on the line through (m1, x1) and (m2, x2). */
+static double affine_at(double m, double m1, double x1, double m2, double x2) {
+    return x2 + (x2 - x1) * (m - m2) / (m2 - m1);
+}
+
+static void extrapolate(dg_sim_rank *out, const dg_sim_rank *a, const dg_sim_rank *b, int n, double m, double m1,
+                        double m2) {
+    for (int i = 0; i < n; i++) {
+        dg_sim_rank *k = &out[i];
+        k->pp_stage = a[i].pp_stage;
+        k->n_nodes = (int)lround(affine_at(m, m1, a[i].n_nodes, m2, b[i].n_nodes));
+        k->n_comm = (int)lround(affine_at(m, m1, a[i].n_comm, m2, b[i].n_comm));
+        k->end_s = affine_at(m, m1, a[i].end_s, m2, b[i].end_s);
+        k->busy_compute_s = affine_at(m, m1, a[i].busy_compute_s, m2, b[i].busy_compute_s);
+        k->busy_comm_s = affine_at(m, m1, a[i].busy_comm_s, m2, b[i].busy_comm_s);
+        k->exposed_comm_s = DG_MAX(0, affine_at(m, m1, a[i].exposed_comm_s, m2, b[i].exposed_comm_s));
+        /* the live peak: 1F1B holds at most p micro-batches' activations,
+         * whatever m; the inputs among the persistent bytes grow with m */
+        k->planned_bytes = DG_MAX(0, affine_at(m, m1, a[i].planned_bytes, m2, b[i].planned_bytes));
+        k->memory_planned = 0;
+        k->flops = affine_at(m, m1, a[i].flops, m2, b[i].flops);
+        k->persistent_bytes = affine_at(m, m1, a[i].persistent_bytes, m2, b[i].persistent_bytes);
+    }
+}
+
+/* c at m micro-batches (the global batch with them). */
+static void with_microbatches(const dg_train_config *c, int m, dg_train_config *out) {
+    *out = *c;
+    out->global_batch_size = c->global_batch_size / c->num_microbatches * m;
+    out->num_microbatches = m;
+}
+
+/* The two shorter runs (no memory plan) and their line into r->rank.
+ * *full (r->rank not set) when o wants the memory plan and a stage of the
+ * full step would be small enough for it (DG_SIM_MEMPLAN_MAX_NODES): only
+ * a full run plans it. Nodes are affine in m too, and never more than the
+ * shorter run's times m / m_lo: a stage within that bound after the first
+ * run needs no second. */
+static int run_extrapolated(const dg_train_config *c, const dg_grid_sizes *sz, const dg_sim_device *dev,
+                            const dg_link_spec *spec, const dg_link links[DG_AXIS_COUNT], const dg_sim_opts *o,
+                            dg_sim_result *r, int *full, dg_err *err) {
+    int m = c->num_microbatches, m1 = DG_SIM_MB_LO * sz->pp, m2 = DG_SIM_MB_HI * sz->pp;
+    dg_train_config *cm = dg_malloc(sizeof *cm);
+    dg_sim_rank *k[2] = {dg_calloc((size_t)sz->pp, sizeof *k[0]), dg_calloc((size_t)sz->pp, sizeof *k[1])};
+    int st = DG_OK, want_plan = !o->no_memory_plan;
+    *full = 0;
+    if (!o->quiet)
+        fprintf(stderr, "simulate: %d micro-batches on %d stages: extrapolated from runs of %d and %d\n", m, sz->pp,
+                m1, m2);
+    for (int j = 0; j < 2 && st == DG_OK && !*full; j++) {
+        with_microbatches(c, j ? m2 : m1, cm);
+        st = run_stages(cm, sz, dev, spec, links, o, 0, k[j], r, err);
+        for (int i = 0; i < sz->pp && st == DG_OK && want_plan; i++) {
+            double n_full = j ? affine_at(m, m1, k[0][i].n_nodes, m2, k[1][i].n_nodes)
+                              : (double)k[0][i].n_nodes * m / m1;
+            *full |= n_full <= DG_SIM_MEMPLAN_MAX_NODES;
+        }
+    }
+    if (st == DG_OK && !*full) extrapolate(r->rank, k[0], k[1], sz->pp, m, m1, m2);
+    if (st == DG_OK && *full && !o->quiet)
+        fprintf(stderr, "simulate: the stages are small enough for the memory plan: every micro-batch simulated\n");
+    dg_free(k[0]);
+    dg_free(k[1]);
+    dg_free(cm);
+    return st;
+}
+
+/* Whether m micro-batches on p stages are simulated by extrapolation: p > 1,
+ * no trace (a trace shows every task), and m far enough past the two runs
+ * for them to save time. */
+static int extrapolates(const dg_train_config *c, const dg_grid_sizes *sz, const dg_sim_opts *o) {
+    return sz->pp > 1 && !o->trace_path && c->num_microbatches >= DG_SIM_MB_MIN * sz->pp;
+}
+
+int dg_sim_run_mode(const dg_train_config *cfg, const dg_sim_device *dev, const dg_link_spec *spec,
+                    const dg_sim_opts *o, int full, dg_sim_result *r, dg_err *err) {
     memset(r, 0, sizeof *r);
     dg_sim_opts dflt = {0};
     if (!o) o = &dflt;
@@ -159,31 +278,19 @@ int dg_sim_run(const dg_train_config *cfg, const dg_sim_device *dev, const dg_li
     r->n_ranks = sz.pp;
     r->rank = dg_calloc((size_t)sz.pp, sizeof *r->rank);
     st = check_memory(c, &sz, dev, r, err);
-    if (st != DG_OK) {
-        dg_free(c);
-        dg_sim_result_free(r);
-        return st;
-    }
-    dg_sim_stage *stages = dg_calloc((size_t)sz.pp, sizeof *stages);
-    dg_sim_prog *pr = dg_calloc((size_t)sz.pp, sizeof *pr);
-    for (int i = 0; i < sz.pp && st == DG_OK; i++)
-        st = build_one(c, &sz, i, dev, spec, links, o, &stages[i], &pr[i], &r->rank[i], r, err);
-    double t0 = dg_now();
-    if (st == DG_OK) st = dg_sim_match(pr, sz.pp, err);
-    if (st == DG_OK) st = dg_sim_execute(pr, sz.pp, err);
-    r->run_s = dg_now() - t0;
-    if (st == DG_OK) summarize(r, pr, c, dev);
-    if (st == DG_OK && o->trace_path)
-        st = write_trace(o->trace_path, stages, pr, sz.pp, r->world_size / sz.pp, err);
-    for (int i = 0; i < sz.pp; i++) {
-        dg_sim_stage_free(&stages[i]);
-        dg_sim_prog_free(&pr[i]);
-    }
-    dg_free(stages);
-    dg_free(pr);
+    if (st == DG_OK && !full && extrapolates(c, &sz, o)) {
+        st = run_extrapolated(c, &sz, dev, spec, links, o, r, &full, err);
+    } else full = 1;
+    if (st == DG_OK && full) st = run_stages(c, &sz, dev, spec, links, o, !o->no_memory_plan, r->rank, r, err);
+    if (st == DG_OK) summarize(r, c, dev);
     dg_free(c);
     if (st != DG_OK) dg_sim_result_free(r);
     return st;
+}
+
+int dg_sim_run(const dg_train_config *cfg, const dg_sim_device *dev, const dg_link_spec *spec,
+               const dg_sim_opts *o, dg_sim_result *r, dg_err *err) {
+    return dg_sim_run_mode(cfg, dev, spec, o, 0, r, err);
 }
 
 void dg_sim_result_free(dg_sim_result *r) {
