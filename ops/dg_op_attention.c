@@ -203,7 +203,7 @@ const dg_op_def dg_op_attention = {
     .infer = infer_attn, .cost = cost_attn, .adjoint = adj_attn, .workspace = ws_attn,
     .kernel = k_attn,
     .shard = dg_shard_attention,
-    .traits = DG_TRAIT_SEQUENCE | DG_TRAIT_RANDOM, /* dropout: TP's head offset (dg_tp_rewrites.c) */
+    .traits = DG_TRAIT_SEQUENCE | DG_TRAIT_RANDOM, /* dropout: TP adds its head offset (parallel/tp) */
     .f32_outputs = 2u /* lse */,
 };
 

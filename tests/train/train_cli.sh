@@ -67,7 +67,7 @@ check_bad "--global-batch-size 6 is not a multiple of --micro-batch-size 4" --mo
 check_bad "--seq-length: expected an integer" --seq-length abc
 check_bad "--moe-layer-freq: the list has 3 entries, --num-layers is 4" --mock-data --vocab-size 10 --moe-layer-freq "[1]*3"
 check_bad "--moe-router-num-groups 3 does not divide --num-experts 8" --mock-data --vocab-size 10 --num-experts 8 --moe-router-num-groups 3
-check_bad "--position-embedding-type: expected one of learned_absolute|rope|none" --mock-data --vocab-size 10 --position-embedding-type relative
+check_bad "--position-embedding-type: expected one of learned_absolute|rope|yarn|none" --mock-data --vocab-size 10 --position-embedding-type relative
 # the default corpus is byte-level tokens: another tokenizer would be recorded for tokens it did not make
 check_bad "--tokenizer-type SentencePieceTokenizer: the default corpus (no --data-path) is byte-level tokens" \
   --tokenizer-type SentencePieceTokenizer --num-layers 1 --hidden-size 32 --num-attention-heads 2
