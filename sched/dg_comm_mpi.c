@@ -2,6 +2,7 @@
 #include "dg_comm_mpi.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 
 #include "dg_cpu_half.h"
@@ -17,6 +18,16 @@ typedef struct mpi_impl {
     MPI_Comm comm;
     MPI_Op sum16[2]; /* sums of bf16 [0] and fp16 [1] values: MPI has no 16-bit float type */
 } mpi_impl;
+
+/* The runtime runs the comm streams of different groups on threads of
+ * their own (dg_sched.h), so two threads may call MPI at once. Callers that
+ * asked for no more than MPI_THREAD_SERIALIZED (the rank grid's minimum)
+ * must not let them: every call into MPI here is made under this lock. It
+ * is held for one non-blocking start or one MPI_Test, never across a wait,
+ * so a stream waiting on its peers never holds up another's progress. */
+static pthread_mutex_t mpi_mu = PTHREAD_MUTEX_INITIALIZER;
+static void mpi_lock(void) { DG_CHECK0(pthread_mutex_lock(&mpi_mu)); }
+static void mpi_unlock(void) { DG_CHECK0(pthread_mutex_unlock(&mpi_mu)); }
 
 static MPI_Comm comm_of(dg_comm *c) { return ((mpi_impl *)c->impl)->comm; }
 
@@ -82,9 +93,10 @@ static int m_all_reduce(dg_comm *c, const void *send, void *recv, int64_t count,
     DG_TRY(mpi_type(dt, &t, err));
     DG_TRY(fit(count, &n, err));
     mpi_req *r = dg_calloc(1, sizeof *r);
-    return started(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, t, sum_op(c, dt),
-                                  comm_of(c), &r->r),
-                   "MPI_Iallreduce", req, r, err);
+    mpi_lock();
+    int rc = MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, t, sum_op(c, dt), comm_of(c), &r->r);
+    mpi_unlock();
+    return started(rc, "MPI_Iallreduce", req, r, err);
 }
 
 static int m_all_gather(dg_comm *c, const void *send, void *recv, int64_t count, dg_dtype dt,
@@ -95,8 +107,10 @@ static int m_all_gather(dg_comm *c, const void *send, void *recv, int64_t count,
     DG_TRY(fit(count * c->size, &n, err));
     n = (int)count;
     mpi_req *r = dg_calloc(1, sizeof *r);
-    return started(MPI_Iallgather(send, n, t, recv, n, t, comm_of(c), &r->r), "MPI_Iallgather", req,
-                   r, err);
+    mpi_lock();
+    int rc = MPI_Iallgather(send, n, t, recv, n, t, comm_of(c), &r->r);
+    mpi_unlock();
+    return started(rc, "MPI_Iallgather", req, r, err);
 }
 
 static int m_reduce_scatter(dg_comm *c, const void *send, void *recv, int64_t count, dg_dtype dt,
@@ -107,8 +121,10 @@ static int m_reduce_scatter(dg_comm *c, const void *send, void *recv, int64_t co
     DG_TRY(fit(count * c->size, &n, err));
     n = (int)count;
     mpi_req *r = dg_calloc(1, sizeof *r);
-    return started(MPI_Ireduce_scatter_block(send, recv, n, t, sum_op(c, dt), comm_of(c), &r->r),
-                   "MPI_Ireduce_scatter_block", req, r, err);
+    mpi_lock();
+    int rc = MPI_Ireduce_scatter_block(send, recv, n, t, sum_op(c, dt), comm_of(c), &r->r);
+    mpi_unlock();
+    return started(rc, "MPI_Ireduce_scatter_block", req, r, err);
 }
 
 static int m_all_to_allv(dg_comm *c, const void *send, const int64_t *sc, const int64_t *sd,
@@ -131,7 +147,9 @@ static int m_all_to_allv(dg_comm *c, const void *send, const int64_t *sc, const 
     }
     mpi_req *a = dg_malloc(sizeof *a);
     a->ints = v;
+    mpi_lock();
     int rc_ = MPI_Ialltoallv(send, v, v + p, t, recv, v + 2 * p, v + 3 * p, t, comm_of(c), &a->r);
+    mpi_unlock();
     if (rc_ != MPI_SUCCESS) {
         dg_free(v);
         dg_free(a);
@@ -150,8 +168,10 @@ static int m_p2p(dg_comm *c, void *buf, int64_t count, dg_dtype dt, int peer, in
     DG_TRY(fit(count, &n, err));
     mpi_req *a = dg_malloc(sizeof *a);
     a->ints = NULL;
+    mpi_lock();
     int rc = is_send ? MPI_Isend(buf, n, t, peer, tag, comm_of(c), &a->r)
                      : MPI_Irecv(buf, n, t, peer, tag, comm_of(c), &a->r);
+    mpi_unlock();
     if (rc != MPI_SUCCESS) {
         dg_free(a);
         req->impl = NULL;
@@ -181,7 +201,9 @@ static int m_wait(dg_comm *c, dg_comm_req *req, dg_err *err) {
      * worker is runnable and costs nothing when none is. */
     int done = 0, rc = MPI_SUCCESS;
     while (rc == MPI_SUCCESS) {
+        mpi_lock();
         rc = MPI_Test(&a->r, &done, MPI_STATUS_IGNORE);
+        mpi_unlock();
         if (done) break;
         sched_yield();
     }
@@ -198,7 +220,9 @@ static int m_test(dg_comm *c, dg_comm_req *req, int *done, dg_err *err) {
         return DG_OK;
     }
     mpi_req *a = req->impl;
+    mpi_lock();
     int rc = MPI_Test(&a->r, done, MPI_STATUS_IGNORE);
+    mpi_unlock();
     if (rc != MPI_SUCCESS) return dg_err_set(err, DG_EINTERNAL, "comm mpi: MPI_Test returned %d", rc);
     if (*done) {
         dg_free(a->ints);

@@ -69,8 +69,9 @@ dg_grid *dg_grid_new(MPI_Comm comm, const dg_grid_sizes *sz, int *status, dg_err
     dg_grid_sizes s = *sz;
     *status = dg_grid_sizes_check(world, &s, err);
     if (*status != DG_OK) return NULL;
-    /* The comm stream's thread calls MPI during a step, the owner's thread
-     * between steps: never at once, so SERIALIZED is the least we need. */
+    /* The comm streams' threads call MPI during a step, the owner's thread
+     * between steps; the MPI backend makes each call under one lock
+     * (dg_comm_mpi.c), so SERIALIZED is the least we need. */
     int level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&level);
     if (level < MPI_THREAD_SERIALIZED) {

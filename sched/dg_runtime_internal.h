@@ -30,18 +30,24 @@ struct dg_runtime {
     dg_pool *pool;
     int nthreads, rank, pin;
     int spin;        /* drivers spin before sleeping: only if each has a core of its own */
-    int comm_slot;   /* the comm driver's core slot, -1: the whole rank cpuset */
-    dg_stream *streams[DG_STREAM_COUNT];
+    int comm_slot;   /* the comm drivers' core slot, -1: the whole rank cpuset */
+    /* Stream 0 computes; streams 1.. are comm streams, one per distinct
+     * comm group of the plan's lanes (dg_sched.h), each running its lanes'
+     * tasks merged in plan order. */
+    int n_streams;
+    int lane_stream[DG_SCHED_LANES]; /* the stream that runs each lane */
+    dg_comm *stream_group[DG_SCHED_LANES]; /* the group behind each comm stream */
+    dg_stream *streams[DG_SCHED_LANES];
     dg_comm *self;
     dg_comm *groups[DG_AXIS_COUNT];
-    driver drivers[DG_STREAM_COUNT];
+    driver drivers[DG_SCHED_LANES];
     int n_drivers; /* started (0 on a device) */
     int started;   /* drivers that have bound themselves */
 
     pthread_mutex_t mu;
-    pthread_cond_t cv[DG_STREAM_COUNT];
+    pthread_cond_t cv[DG_SCHED_LANES];
     pthread_cond_t cv_caller;
-    atomic_ulong kick[DG_STREAM_COUNT]; /* bumped when a stream may have new work */
+    atomic_ulong kick[DG_SCHED_LANES]; /* bumped when a stream may have new work */
     struct run_state *run; /* the step in progress, NULL when idle */
     int stop;
 

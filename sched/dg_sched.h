@@ -14,10 +14,12 @@
  *      dependencies to every later step and to the executor;
  *   2. stream assignment: collectives (op->comm != DG_COMM_NONE) and nodes a
  *      pass put on DG_STREAM_COMM go to the comm stream, the rest to compute;
+ *      the comm stream is split into lanes, one per group kind (below);
  *   3. priorities: the one policy of dg_prio.h (modelled times in seconds,
  *      compute feeding comm cheaply first, then bottom levels);
- *   4. the plan order: a simulated run of the two streams (each takes its
- *      most urgent ready task; the modelled time is the duration), sorted by start;
+ *   4. the plan order: a simulated run of the compute stream and the comm
+ *      lanes (each takes its most urgent ready task; the modelled time is
+ *      the duration), sorted by start;
  *   5. the memory plan on the simulated timeline (dg_memplan.h), validated;
  *   6. memory edges (below); 7. each stream's task sequence in plan order.
  *
@@ -28,7 +30,19 @@
  * overlap. On the simulated timeline, tensors of concurrent tasks are live
  * together and never share memory.
  *
- * Why memory edges: the executor does not follow the simulation: it runs two
+ * Why a comm lane per group kind: with one in-order comm stream a DP
+ * reduce-scatter or all-gather bucket (--overlap-grad-reduce,
+ * --overlap-param-gather) queued ahead of a pipeline send held the next
+ * stage's activations until the bucket was done, and the step got longer
+ * with the overlap flags than without. Megatron (and NCCL) give each process
+ * group its own stream; here each collective's axis (graph/dg_collective.h:
+ * pp peers, dp, expert-dp, tp, cp, ep) has its lane, in plan order, so no
+ * kind waits behind another's queue. Every rank of a group issues that
+ * group's collectives in the same order (its lane's order), which is all a
+ * collective needs. A compute op a pass put on the comm stream (packing a
+ * bucket) takes the lane of its node's group, DG_AXIS_NONE's if it has none.
+ *
+ * Why memory edges: the executor does not follow the simulation: it runs the
  * streams at once and picks among ready compute tasks by priority at run
  * time. The plan stays valid if a tensor's slot is reused only after the
  * previous occupants are dead: for every two planned tensors A and B that
@@ -41,15 +55,18 @@
  *
  * The runtime (dg_runtime) owns the threads: a compute team of N workers
  * pinned to the rank's cores (dg_pool; its member 0 is the compute stream's
- * driver), a comm stream thread (on a core of its own when the team leaves
- * one free, else floating over the rank's cpuset), the comm groups (a "self" group of one by
+ * driver), a comm stream thread per distinct comm group of the lanes (lanes
+ * whose groups are one dg_comm, e.g. axes of one rank that fall back to the
+ * "self" group, share a thread and run merged in plan order; on a core of
+ * their own when the team leaves one free, else floating over the rank's
+ * cpuset), the comm groups (a "self" group of one by
  * default), the arena and the persistent buffers (parameters, gradients,
  * optimizer state, inputs), and an optional trace recorder. Idle threads
  * sleep on condition variables.
  *
  * Determinism: compute kernels run one at a time on the whole team and
- * split rows only; the comm stream runs in plan order; every dependency is
- * an edge. So losses and gradients are bitwise identical for any worker
+ * split rows only; each comm thread runs its lanes in plan order; every
+ * dependency is an edge. So losses and gradients are bitwise identical for any worker
  * count and any timing.
  */
 #ifndef DG_SCHED_H
@@ -75,6 +92,11 @@ typedef struct dg_sched_opts {
     const dg_cost_model *cost; /* the policy's cost model (dg_prio.h); NULL: the defaults */
 } dg_sched_opts;
 
+/* The comm lanes: lane 0 is the compute stream, lane 1 + a the comm stream
+ * of group kind (axis) a. */
+#define DG_SCHED_LANES (1 + DG_AXIS_COUNT)
+static inline int dg_sched_lane_axis(int lane) { return lane - 1; }
+
 /* Read-only after dg_sched_plan_new. Arrays are indexed by node id unless
  * said otherwise. */
 typedef struct dg_sched_plan {
@@ -94,6 +116,9 @@ typedef struct dg_sched_plan {
     int n_data_edges, n_order_edges, n_mem_edges; /* ordering edges: those not parallel to a data edge */
     int n_stream[DG_STREAM_COUNT];  /* tasks per stream */
     int *seq[DG_STREAM_COUNT];      /* each stream's tasks in plan order */
+    int *lane;                      /* [n_nodes] 0: compute, 1 + axis: that group kind's comm lane */
+    int n_lane[DG_SCHED_LANES];     /* tasks per lane */
+    int *lane_seq[DG_SCHED_LANES];  /* each lane's tasks in plan order */
     dg_memplan mem;
     int planned;       /* 0 with opts->no_memory_plan */
     int *keep, n_keep; /* opts->keep, copied */
@@ -103,7 +128,8 @@ typedef struct dg_sched_plan {
 dg_sched_plan *dg_sched_plan_new(const dg_graph *g, const dg_sched_opts *o, dg_err *err);
 void dg_sched_plan_free(dg_sched_plan *p);
 
-/* Two lines: tasks per stream, edges, critical path; then the memory plan. */
+/* Two lines: tasks per stream (comm per group kind), edges, critical path;
+ * then the memory plan. */
 void dg_sched_plan_print(const dg_sched_plan *p, FILE *f);
 
 /* ---- the runtime --------------------------------------------------------------- */

@@ -1,9 +1,11 @@
 /* dg_sched_exec.c — the runtime (threads, buffers) and running a step.
  *
- * One driver thread per stream. All scheduler state of a step lives in a
- * run_state guarded by one mutex: per-node remaining-predecessor counts, a
- * ready heap per out-of-order stream (compute), a cursor per in-order stream
- * (comm). A driver takes a task under the lock, runs it unlocked, then under
+ * One driver thread per stream: the compute stream and a comm stream per
+ * distinct comm group of the plan's lanes (dg_sched.h). All scheduler state
+ * of a step lives in a run_state guarded by one mutex: per-node
+ * remaining-predecessor counts, a ready heap for the out-of-order compute
+ * stream, and for each in-order comm stream its tasks (its lanes' merged in
+ * plan order) and a cursor. A driver takes a task under the lock, runs it unlocked, then under
  * the lock releases its successors (an edge to another stream signals that
  * stream's driver) and counts it done. A driver with nothing to do sleeps on
  * its condition variable; the caller of dg_sched_run sleeps until the step
@@ -29,27 +31,27 @@
 typedef struct run_state {
     const dg_sched_plan *p;
     int *remaining;                 /* per node: predecessors not finished */
-    dg_heap heap[DG_STREAM_COUNT];  /* ready tasks of out-of-order streams */
-    int next[DG_STREAM_COUNT];      /* in-order streams: index into p->seq[s] */
+    dg_heap heap[DG_SCHED_LANES];   /* ready tasks of out-of-order streams */
+    int *seq[DG_SCHED_LANES];       /* in-order streams: their tasks in plan order */
+    int len[DG_SCHED_LANES];
+    int next[DG_SCHED_LANES];       /* in-order streams: index into seq[s] */
+    int *seq_buf;
     int done, inflight, failed, finished, status;
     dg_err err;
     double *t0, *t1;                /* per node: start and end (dg_now) */
-    double sched_time[DG_STREAM_COUNT];
+    double sched_time[DG_SCHED_LANES];
 } run_state;
 
 /* ---- the step's state machine (all under rt->mu) ---------------------------------- */
 
 static int has_work(const dg_runtime *rt, const run_state *rs, int s) {
     if (rs->failed) return 0;
-    if (rt->streams[s]->in_order) {
-        const dg_sched_plan *p = rs->p;
-        return rs->next[s] < p->n_stream[s] && rs->remaining[p->seq[s][rs->next[s]]] == 0;
-    }
+    if (rt->streams[s]->in_order) return rs->next[s] < rs->len[s] && rs->remaining[rs->seq[s][rs->next[s]]] == 0;
     return rs->heap[s].n > 0;
 }
 
 static int take(const dg_runtime *rt, run_state *rs, int s) {
-    if (rt->streams[s]->in_order) return rs->p->seq[s][rs->next[s]++];
+    if (rt->streams[s]->in_order) return rs->seq[s][rs->next[s]++];
     return dg_heap_pop(&rs->heap[s]);
 }
 
@@ -61,10 +63,9 @@ static void kick(dg_runtime *rt, int s) {
 }
 
 static void make_ready(dg_runtime *rt, run_state *rs, int v, int self) {
-    const dg_sched_plan *p = rs->p;
-    int s = p->stream[v];
+    int s = rt->lane_stream[rs->p->lane[v]];
     if (rt->streams[s]->in_order) {
-        if (rs->next[s] < p->n_stream[s] && p->seq[s][rs->next[s]] == v && s != self) kick(rt, s);
+        if (rs->next[s] < rs->len[s] && rs->seq[s][rs->next[s]] == v && s != self) kick(rt, s);
     } else {
         dg_heap_push(&rs->heap[s], v);
         if (s != self) kick(rt, s);
@@ -86,7 +87,7 @@ static void check_finished(dg_runtime *rt, run_state *rs) {
         return;
     }
     if (rs->inflight == 0) { /* nothing running: someone must have work */
-        for (int s = 0; s < DG_STREAM_COUNT; s++)
+        for (int s = 0; s < rt->n_streams; s++)
             if (has_work(rt, rs, s)) return;
         rs->failed = 1;
         rs->status = dg_err_set(&rs->err, DG_EINTERNAL, "scheduler stalled after %d of %d tasks",
@@ -102,7 +103,7 @@ static void *driver_main(void *arg) {
     int s = d->s;
     if (rt->pin) {
         if (s == DG_STREAM_COMPUTE) dg_topo_bind_self(rt->topo, 0, "compute.0");
-        else dg_topo_bind_self(rt->topo, rt->comm_slot, dg_stream_name((dg_stream_class)s));
+        else dg_topo_bind_self(rt->topo, rt->comm_slot, dg_stream_name(DG_STREAM_COMM));
     }
     pthread_mutex_lock(&rt->mu);
     rt->started++;
@@ -186,9 +187,20 @@ dg_runtime *dg_runtime_new(const dg_runtime_opts *o, dg_err *err) {
      * otherwise it floats over the rank's cores (it mostly sleeps). Spinning
      * before sleep pays only when no two busy threads share a core. */
     rt->comm_slot = nth < info.rank_cores ? info.rank_cores - 1 : -1;
-    rt->spin = nth + 1 <= info.rank_cores;
     rt->self = dg_comm_self_new();
     for (int a = 0; a < DG_AXIS_COUNT; a++) rt->groups[a] = o->groups[a] ? o->groups[a] : rt->self;
+    /* A comm stream per distinct group of more than one rank; the lanes of
+     * one-rank groups (which wait for no peer) share the self group's. */
+    rt->n_streams = 1;
+    rt->lane_stream[0] = DG_STREAM_COMPUTE;
+    for (int a = 0; a < DG_AXIS_COUNT; a++) {
+        dg_comm *key = rt->groups[a]->size > 1 ? rt->groups[a] : rt->self;
+        int s = 1;
+        while (s < rt->n_streams && rt->stream_group[s] != key) s++;
+        if (s == rt->n_streams) rt->stream_group[rt->n_streams++] = key;
+        rt->lane_stream[1 + a] = s;
+    }
+    rt->spin = nth + rt->n_streams - 1 <= info.rank_cores;
     rt->pool = dg_pool_new(nth, rt->pin ? topo : NULL, 0, "compute");
     DG_CHECK0(pthread_mutex_init(&rt->mu, NULL));
     DG_CHECK0(pthread_cond_init(&rt->cv_caller, NULL));
@@ -206,8 +218,8 @@ dg_runtime *dg_runtime_new(const dg_runtime_opts *o, dg_err *err) {
         return rt;
     }
     rt->streams[DG_STREAM_COMPUTE] = dg_stream_cpu_compute_new(dg_pool_team(rt->pool));
-    rt->streams[DG_STREAM_COMM] = dg_stream_cpu_comm_new(rt->groups);
-    for (int s = 0; s < DG_STREAM_COUNT; s++) {
+    for (int s = 1; s < rt->n_streams; s++) rt->streams[s] = dg_stream_cpu_comm_new(rt->groups);
+    for (int s = 0; s < rt->n_streams; s++) {
         atomic_init(&rt->kick[s], 0);
         DG_CHECK0(pthread_cond_init(&rt->cv[s], NULL));
         rt->drivers[s] = (driver){rt, s, 0};
@@ -229,7 +241,7 @@ void dg_runtime_free(dg_runtime *rt) {
     pthread_mutex_unlock(&rt->mu);
     for (int s = 0; s < rt->n_drivers; s++) DG_CHECK0(pthread_join(rt->drivers[s].thread, NULL));
     for (int s = 0; s < rt->n_drivers; s++) pthread_cond_destroy(&rt->cv[s]);
-    for (int s = 0; s < DG_STREAM_COUNT; s++) dg_stream_free(rt->streams[s]);
+    for (int s = 0; s < DG_SCHED_LANES; s++) dg_stream_free(rt->streams[s]);
     if (rt->dev) dg_runtime_dev_free(rt); /* its buffers, then the device (its threads) */
     dg_device_free(rt->dev);
     pthread_cond_destroy(&rt->cv_caller);
@@ -299,8 +311,9 @@ static int ival_cmp(const void *x, const void *y) {
     return (a > b) - (a < b);
 }
 
-/* Time of the comm intervals not covered by any compute interval. Each
- * stream's intervals are disjoint (a stream runs one task at a time). */
+/* Time of the comm intervals not covered by any compute interval, summed
+ * over the comm intervals. The compute intervals are disjoint (one task at
+ * a time); comm intervals of different lanes may overlap each other. */
 static double exposed(ival *comp, int nc, ival *comm, int nm) {
     qsort(comp, (size_t)nc, sizeof *comp, ival_cmp);
     qsort(comm, (size_t)nm, sizeof *comm, ival_cmp);
@@ -360,8 +373,18 @@ int dg_sched_run(dg_sched_plan *p, dg_runtime *rt, dg_sched_stats *stats, dg_err
     memcpy(rs.remaining, p->npred, sizeof(int) * (size_t)nn);
     rs.t0 = dg_calloc(sz, sizeof(double));
     rs.t1 = dg_calloc(sz, sizeof(double));
-    for (int s = 0; s < DG_STREAM_COUNT; s++)
-        rs.heap[s] = (dg_heap){dg_malloc(sizeof(int) * (size_t)DG_MAX(p->n_stream[s], 1)), 0, p->rank};
+    rs.heap[DG_STREAM_COMPUTE] =
+        (dg_heap){dg_malloc(sizeof(int) * (size_t)DG_MAX(p->n_stream[DG_STREAM_COMPUTE], 1)), 0, p->rank};
+    /* each comm stream's tasks: its lanes' merged in plan order */
+    int ncomm = p->n_stream[DG_STREAM_COMM];
+    rs.seq_buf = dg_malloc(sizeof(int) * (size_t)DG_MAX(ncomm, 1));
+    for (int l = 1; l < DG_SCHED_LANES; l++) rs.len[rt->lane_stream[l]] += p->n_lane[l];
+    for (int s = 1, at = 0; s < rt->n_streams; at += rs.len[s], s++) rs.seq[s] = rs.seq_buf + at;
+    int fill[DG_SCHED_LANES] = {0};
+    for (int k = 0; k < ncomm; k++) {
+        int v = p->seq[DG_STREAM_COMM][k], s = rt->lane_stream[p->lane[v]];
+        rs.seq[s][fill[s]++] = v;
+    }
 
     pthread_mutex_lock(&rt->mu);
     DG_ASSERT(rt->run == NULL); /* one step at a time per runtime */
@@ -369,7 +392,7 @@ int dg_sched_run(dg_sched_plan *p, dg_runtime *rt, dg_sched_stats *stats, dg_err
         if (rs.remaining[p->order[k]] == 0) make_ready(rt, &rs, p->order[k], -1);
     if (nn == 0) rs.finished = 1;
     rt->run = &rs;
-    for (int s = 0; s < DG_STREAM_COUNT; s++) kick(rt, s);
+    for (int s = 0; s < rt->n_streams; s++) kick(rt, s);
     while (!rs.finished) pthread_cond_wait(&rt->cv_caller, &rt->mu);
     rt->run = NULL;
     pthread_mutex_unlock(&rt->mu);
@@ -391,7 +414,7 @@ int dg_sched_run(dg_sched_plan *p, dg_runtime *rt, dg_sched_stats *stats, dg_err
     local.step = rt->step;
     if (st == DG_OK) {
         double sched = 0;
-        for (int s = 0; s < DG_STREAM_COUNT; s++) sched += rs.sched_time[s];
+        for (int s = 0; s < rt->n_streams; s++) sched += rs.sched_time[s];
         dg_sched_step_stats(p, rs.t0, rs.t1, sched, &local);
         if (rt->trace)
             for (int v = 0; v < nn; v++)
@@ -403,7 +426,8 @@ int dg_sched_run(dg_sched_plan *p, dg_runtime *rt, dg_sched_stats *stats, dg_err
     dg_free(rs.remaining);
     dg_free(rs.t0);
     dg_free(rs.t1);
-    for (int s = 0; s < DG_STREAM_COUNT; s++) dg_free(rs.heap[s].a);
+    dg_free(rs.heap[DG_STREAM_COMPUTE].a);
+    dg_free(rs.seq_buf);
     return st;
 }
 

@@ -73,8 +73,8 @@ static int born_cmp(const void *a, const void *b) {
     return (x->id > y->id) - (x->id < y->id);
 }
 
-/* 4. Discrete-event simulation: at most one task per stream at a time; an
- * idle stream starts its most urgent ready task (by rank); time advances to
+/* 4. Discrete-event simulation: at most one task per lane (the compute
+ * stream, each group kind's comm lane) at a time; an idle lane starts its most urgent ready task (by rank); time advances to
  * the earliest end. Durations are the cost model's times (sim_durations below),
  * so a producer ends strictly before its consumers start, and
  * sorting by start time gives a topological order. Ties in start time keep
@@ -112,16 +112,17 @@ static void simulate(dg_sched_plan *p, const edge_list *el, const int *doff, con
     double *dur = sim_durations(p);
     int *indeg = dg_calloc(sz, sizeof(int));
     for (int i = 0; i < el->n; i++) indeg[edge_to(el->e[i])]++;
-    dg_heap h[DG_STREAM_COUNT];
-    for (int s = 0; s < DG_STREAM_COUNT; s++) h[s] = (dg_heap){dg_malloc(sizeof(int) * sz), 0, p->rank};
+    dg_heap h[DG_SCHED_LANES];
+    for (int s = 0; s < DG_SCHED_LANES; s++)
+        h[s] = (dg_heap){dg_malloc(sizeof(int) * (size_t)DG_MAX(p->n_lane[s], 1)), 0, p->rank};
     for (int v = 0; v < nn; v++)
-        if (indeg[v] == 0) dg_heap_push(&h[p->stream[v]], v);
+        if (indeg[v] == 0) dg_heap_push(&h[p->lane[v]], v);
     sim_key *keys = dg_malloc(sizeof *keys * sz);
-    int running[DG_STREAM_COUNT], dispatched = 0, finished = 0;
+    int running[DG_SCHED_LANES], dispatched = 0, finished = 0;
     double now = 0;
-    for (int s = 0; s < DG_STREAM_COUNT; s++) running[s] = -1;
+    for (int s = 0; s < DG_SCHED_LANES; s++) running[s] = -1;
     while (finished < nn) {
-        for (int s = 0; s < DG_STREAM_COUNT; s++)
+        for (int s = 0; s < DG_SCHED_LANES; s++)
             if (running[s] < 0 && h[s].n > 0) {
                 int v = dg_heap_pop(&h[s]);
                 running[s] = v;
@@ -131,7 +132,7 @@ static void simulate(dg_sched_plan *p, const edge_list *el, const int *doff, con
                 dispatched++;
             }
         int s_min = -1;
-        for (int s = 0; s < DG_STREAM_COUNT; s++)
+        for (int s = 0; s < DG_SCHED_LANES; s++)
             if (running[s] >= 0 && (s_min < 0 || p->sim_end[running[s]] < p->sim_end[running[s_min]]))
                 s_min = s;
         DG_ASSERT(s_min >= 0); /* acyclic: something is always running or ready */
@@ -140,14 +141,14 @@ static void simulate(dg_sched_plan *p, const edge_list *el, const int *doff, con
         now = p->sim_end[v];
         finished++;
         for (int e = doff[v]; e < doff[v + 1]; e++)
-            if (--indeg[dsucc[e]] == 0) dg_heap_push(&h[p->stream[dsucc[e]]], dsucc[e]);
+            if (--indeg[dsucc[e]] == 0) dg_heap_push(&h[p->lane[dsucc[e]]], dsucc[e]);
     }
     qsort(keys, (size_t)nn, sizeof *keys, sim_cmp);
     for (int k = 0; k < nn; k++) {
         p->order[k] = keys[k].v;
         p->pos[keys[k].v] = k;
     }
-    for (int s = 0; s < DG_STREAM_COUNT; s++) dg_free(h[s].a);
+    for (int s = 0; s < DG_SCHED_LANES; s++) dg_free(h[s].a);
     dg_free(keys);
     dg_free(indeg);
     dg_free(dur);
@@ -266,14 +267,18 @@ dg_sched_plan *dg_sched_plan_new(const dg_graph *g, const dg_sched_opts *o, dg_e
     int *doff, *dsucc;
     edges_csr(&el, nn, &doff, &dsucc);
 
-    /* 2. streams: collectives and comm-class nodes on comm, the rest compute */
+    /* 2. streams: collectives and comm-class nodes on comm, the rest
+     * compute; the comm nodes in the lane of their group kind */
     int *is_comm = dg_malloc(sizeof(int) * sz);
+    p->lane = dg_malloc(sizeof(int) * sz);
     for (int v = 0; v < nn; v++) {
         const dg_node *n = &g->nodes[v];
         p->stream[v] = (n->op->comm != DG_COMM_NONE || n->stream == DG_STREAM_COMM) ? DG_STREAM_COMM
                                                                                    : DG_STREAM_COMPUTE;
         is_comm[v] = p->stream[v] == DG_STREAM_COMM;
         p->n_stream[p->stream[v]]++;
+        p->lane[v] = is_comm[v] ? 1 + ((unsigned)n->group < DG_AXIS_COUNT ? (int)n->group : DG_AXIS_NONE) : 0;
+        p->n_lane[p->lane[v]]++;
     }
 
     /* 3. the policy (dg_prio.h): modelled times, bottom levels, compute
@@ -285,8 +290,9 @@ dg_sched_plan *dg_sched_plan_new(const dg_graph *g, const dg_sched_opts *o, dg_e
     dg_prio_rank(g, p->feeds, p->bottom, p->rank);
     dg_free(is_comm);
 
-    /* 4. the plan order: a simulated run of both streams, each taking its
-     * most urgent ready task, with the modelled time as duration */
+    /* 4. the plan order: a simulated run of the compute stream and the comm
+     * lanes, each taking its most urgent ready task, with the modelled time
+     * as duration */
     p->sim_start = dg_malloc(sizeof(double) * sz);
     p->sim_end = dg_malloc(sizeof(double) * sz);
     simulate(p, &el, doff, dsucc);
@@ -318,12 +324,19 @@ dg_sched_plan *dg_sched_plan_new(const dg_graph *g, const dg_sched_opts *o, dg_e
     }
     dg_free(el.e);
 
-    /* 7. each stream's sequence, in plan order (the comm stream runs it as is) */
+    /* 7. each stream's and each lane's sequence, in plan order (the comm
+     * lanes run theirs as is) */
     for (int s = 0; s < DG_STREAM_COUNT; s++) {
         p->seq[s] = dg_malloc(sizeof(int) * (size_t)DG_MAX(p->n_stream[s], 1));
         int k = 0;
         for (int i = 0; i < nn; i++)
             if (p->stream[p->order[i]] == s) p->seq[s][k++] = p->order[i];
+    }
+    for (int l = 0; l < DG_SCHED_LANES; l++) {
+        p->lane_seq[l] = dg_malloc(sizeof(int) * (size_t)DG_MAX(p->n_lane[l], 1));
+        int k = 0;
+        for (int i = 0; i < nn; i++)
+            if (p->lane[p->order[i]] == l) p->lane_seq[l][k++] = p->order[i];
     }
     return p;
 }
@@ -344,6 +357,8 @@ void dg_sched_plan_free(dg_sched_plan *p) {
     dg_free(p->npred);
     dg_free(p->keep);
     for (int s = 0; s < DG_STREAM_COUNT; s++) dg_free(p->seq[s]);
+    dg_free(p->lane);
+    for (int l = 0; l < DG_SCHED_LANES; l++) dg_free(p->lane_seq[l]);
     if (p->mem.offset) dg_memplan_free(&p->mem);
     dg_free(p);
 }
@@ -353,10 +368,17 @@ void dg_sched_plan_print(const dg_sched_plan *p, FILE *f) {
     for (int v = 0; v < p->n_nodes; v++) crit = DG_MAX(crit, p->bottom[v]);
     double span = p->n_nodes ? p->sim_end[p->order[p->n_nodes - 1]] : 0;
     for (int v = 0; v < p->n_nodes; v++) span = DG_MAX(span, p->sim_end[v]);
+    fprintf(f, "plan: %d tasks (compute %d, comm %d", p->n_nodes, p->n_stream[DG_STREAM_COMPUTE],
+            p->n_stream[DG_STREAM_COMM]);
+    const char *sep = ": ";
+    for (int l = 1; l < DG_SCHED_LANES; l++)
+        if (p->n_lane[l]) {
+            fprintf(f, "%s%s %d", sep, dg_axis_name((dg_axis)dg_sched_lane_axis(l)), p->n_lane[l]);
+            sep = ", ";
+        }
     fprintf(f,
-            "plan: %d tasks (compute %d, comm %d), %d data + %d ordering + %d memory edges, modelled "
-            "critical path %.3f ms, simulated step %.3f ms\n",
-            p->n_nodes, p->n_stream[DG_STREAM_COMPUTE], p->n_stream[DG_STREAM_COMM], p->n_data_edges,
-            p->n_order_edges, p->n_mem_edges, 1e3 * crit, 1e3 * span);
+            "), %d data + %d ordering + %d memory edges, modelled critical path %.3f ms, simulated "
+            "step %.3f ms\n",
+            p->n_data_edges, p->n_order_edges, p->n_mem_edges, 1e3 * crit, 1e3 * span);
     if (p->planned) dg_memplan_print(&p->mem, f);
 }

@@ -28,6 +28,13 @@ void dg_sim_prog_from_plan(dg_sim_prog *pr, const dg_sim_stage *s, int pp_stage,
     pr->n_comm = p->n_stream[DG_STREAM_COMM];
     pr->comm_seq = dg_malloc(sizeof(int) * (size_t)DG_MAX(pr->n_comm, 1));
     memcpy(pr->comm_seq, p->seq[DG_STREAM_COMM], sizeof(int) * (size_t)pr->n_comm);
+    pr->lane = dg_malloc(sz);
+    pr->lane_seq = dg_malloc(sizeof(int) * (size_t)DG_MAX(pr->n_comm, 1));
+    pr->lane_off[0] = pr->lane_off[1] = 0; /* lane 0 computes: no sequence */
+    for (int l = 1; l < DG_SCHED_LANES; l++) {
+        memcpy(pr->lane_seq + pr->lane_off[l], p->lane_seq[l], sizeof(int) * (size_t)p->n_lane[l]);
+        pr->lane_off[l + 1] = pr->lane_off[l] + p->n_lane[l];
+    }
     pr->peer_rank = dg_malloc(sizeof(int) * sz);
     pr->peer_node = dg_malloc(sizeof(int) * sz);
     pr->p2p = dg_calloc(sz, 1);
@@ -36,6 +43,7 @@ void dg_sim_prog_from_plan(dg_sim_prog *pr, const dg_sim_stage *s, int pp_stage,
     for (int v = 0; v < n; v++) {
         const dg_node *nd = &g->nodes[v];
         pr->stream[v] = (unsigned char)p->stream[v];
+        pr->lane[v] = (unsigned char)p->lane[v];
         pr->dur[v] = pr->own[v] = dg_sim_node_time(d, links, bf16, g, nd);
         pr->peer_rank[v] = pr->peer_node[v] = -1;
         int k = nd->op->comm;
@@ -56,7 +64,8 @@ void dg_sim_prog_from_plan(dg_sim_prog *pr, const dg_sim_stage *s, int pp_stage,
 void dg_sim_prog_free(dg_sim_prog *pr) {
     void *a[] = {pr->dur,       pr->own,       pr->succ_off, pr->succ,     pr->npred,  pr->prio,
                  pr->stream,    pr->comm_seq,  pr->peer_rank, pr->peer_node, pr->p2p, pr->p2p_other,
-                 pr->p2p_tag,   pr->start,     pr->end,      pr->bstart,   pr->corder};
+                 pr->p2p_tag,   pr->start,     pr->end,      pr->bstart,   pr->corder,
+                 pr->lane,      pr->lane_seq};
     for (size_t i = 0; i < DG_ARRAY_LEN(a); i++) dg_free(a[i]);
     memset(pr, 0, sizeof *pr);
 }
@@ -160,8 +169,8 @@ static event ev_pop(event_heap *h) {
 typedef struct rstate {
     dg_heap heap;             /* ready compute tasks by priority */
     int *remaining;
-    int running[DG_STREAM_COUNT];
-    int cursor;               /* next comm task in plan order */
+    int running[DG_SCHED_LANES]; /* per lane: its task, -1: idle */
+    int cursor[DG_SCHED_LANES];  /* per comm lane: its next task, in plan order */
 } rstate;
 
 /* A recv's end once its send has started: no earlier than the send's end
@@ -170,6 +179,32 @@ static void recv_end(dg_sim_prog *pr, int v, const dg_sim_prog *sp, int u) {
     double e = DG_MAX(pr->start[v] + pr->own[v], sp->end[u]);
     pr->end[v] = e;
     pr->bstart[v] = DG_MAX(pr->start[v], e - pr->dur[v]); /* waiting for the send is idle, not comm */
+}
+
+/* Start comm lane l's next task if it is ready and the lane idle. */
+static void dispatch_comm(dg_sim_prog *r, rstate *rs, int i, int l, double now, event_heap *h) {
+    dg_sim_prog *pr = &r[i];
+    rstate *s = &rs[i];
+    if (s->running[l] >= 0 || s->cursor[l] >= pr->lane_off[l + 1]) return;
+    int v = pr->lane_seq[s->cursor[l]];
+    if (s->remaining[v] > 0) return;
+    s->cursor[l]++;
+    s->running[l] = v;
+    pr->start[v] = pr->bstart[v] = now;
+    int pk = pr->peer_rank[v], pu = pr->peer_node[v];
+    if (pr->p2p[v] == 2 && pk >= 0) { /* a recv: ends once its send has */
+        if (r[pk].end[pu] >= 0) {
+            recv_end(pr, v, &r[pk], pu);
+            ev_push(h, pr->end[v], i, l);
+        }
+        return; /* else the send's dispatch ends it */
+    }
+    pr->end[v] = now + pr->dur[v];
+    ev_push(h, pr->end[v], i, l);
+    if (pr->p2p[v] == 1 && pk >= 0 && r[pk].start[pu] >= 0 && r[pk].end[pu] < 0) { /* its recv waits */
+        recv_end(&r[pk], pu, pr, v);
+        ev_push(h, r[pk].end[pu], pk, r[pk].lane[pu]);
+    }
 }
 
 static void dispatch(dg_sim_prog *r, rstate *rs, int i, double now, event_heap *h) {
@@ -183,26 +218,14 @@ static void dispatch(dg_sim_prog *r, rstate *rs, int i, double now, event_heap *
         pr->corder[pr->n_corder++] = v;
         ev_push(h, pr->end[v], i, DG_STREAM_COMPUTE);
     }
-    if (s->running[DG_STREAM_COMM] >= 0 || s->cursor >= pr->n_comm) return;
-    int v = pr->comm_seq[s->cursor];
-    if (s->remaining[v] > 0) return;
-    s->cursor++;
-    s->running[DG_STREAM_COMM] = v;
-    pr->start[v] = pr->bstart[v] = now;
-    int pk = pr->peer_rank[v], pu = pr->peer_node[v];
-    if (pr->p2p[v] == 2 && pk >= 0) { /* a recv: ends once its send has */
-        if (r[pk].end[pu] >= 0) {
-            recv_end(pr, v, &r[pk], pu);
-            ev_push(h, pr->end[v], i, DG_STREAM_COMM);
-        }
-        return; /* else the send's dispatch ends it */
-    }
-    pr->end[v] = now + pr->dur[v];
-    ev_push(h, pr->end[v], i, DG_STREAM_COMM);
-    if (pr->p2p[v] == 1 && pk >= 0 && r[pk].start[pu] >= 0 && r[pk].end[pu] < 0) { /* its recv waits */
-        recv_end(&r[pk], pu, pr, v);
-        ev_push(h, r[pk].end[pu], pk, DG_STREAM_COMM);
-    }
+    for (int l = 1; l < DG_SCHED_LANES; l++) dispatch_comm(r, rs, i, l, now, h);
+}
+
+/* Whether every comm lane of a rank has run out of tasks. */
+static int stage_done(const dg_sim_prog *pr, const rstate *s) {
+    for (int l = 1; l < DG_SCHED_LANES; l++)
+        if (s->cursor[l] < pr->lane_off[l + 1] || s->running[l] >= 0) return 0;
+    return 1;
 }
 
 int dg_sim_execute(dg_sim_prog *r, int n, dg_err *err) {
@@ -215,7 +238,10 @@ int dg_sim_execute(dg_sim_prog *r, int n, dg_err *err) {
         rs[i].remaining = dg_malloc(sizeof(int) * sz);
         memcpy(rs[i].remaining, pr->npred, sizeof(int) * (size_t)pr->n);
         rs[i].heap = (dg_heap){dg_malloc(sizeof(int) * sz), 0, pr->prio};
-        rs[i].running[0] = rs[i].running[1] = -1;
+        for (int l = 0; l < DG_SCHED_LANES; l++) {
+            rs[i].running[l] = -1;
+            rs[i].cursor[l] = pr->lane_off[l];
+        }
         pr->n_corder = 0;
         for (int v = 0; v < pr->n; v++) {
             pr->start[v] = pr->end[v] = -1;
@@ -240,7 +266,7 @@ int dg_sim_execute(dg_sim_prog *r, int n, dg_err *err) {
     int st = DG_OK;
     if (done != total) {
         int i = 0;
-        while (i < n - 1 && rs[i].cursor >= r[i].n_comm && rs[i].running[DG_STREAM_COMM] < 0) i++;
+        while (i < n - 1 && stage_done(&r[i], &rs[i])) i++;
         st = dg_err_set(err, DG_EINTERNAL, "simulate: the virtual run stalled after %lld of %lld tasks (stage %d)",
                         done, total, i);
     }
@@ -253,16 +279,27 @@ int dg_sim_execute(dg_sim_prog *r, int n, dg_err *err) {
     return st;
 }
 
+static int start_cmp(const void *pa, const void *pb, void *ctx) {
+    const double *st = ctx;
+    double a = st[*(const int *)pa], b = st[*(const int *)pb];
+    return (a > b) - (a < b);
+}
+
 void dg_sim_prog_stats(const dg_sim_prog *r, double *end, double *busy_compute, double *busy_comm,
                        double *exposed) {
     double e = 0, bc = 0, bm = 0, x = 0;
     for (int v = 0; v < r->n; v++) e = DG_MAX(e, r->end[v]);
     for (int k = 0; k < r->n_corder; k++) bc += r->dur[r->corder[k]];
-    /* comm intervals (in plan order: the stream runs them one after the
-     * other) against the compute intervals (in dispatch order), both sorted */
+    /* comm intervals against the compute intervals (in dispatch order, one
+     * after the other), both sorted by start: the comm lanes run side by
+     * side, so plan order is not start order; each comm interval counts its
+     * own uncovered time */
+    int *cs = dg_malloc(sizeof(int) * (size_t)DG_MAX(r->n_comm, 1));
+    memcpy(cs, r->comm_seq, sizeof(int) * (size_t)r->n_comm);
+    qsort_r(cs, (size_t)r->n_comm, sizeof(int), start_cmp, r->bstart);
     int j = 0;
     for (int k = 0; k < r->n_comm; k++) {
-        int v = r->comm_seq[k];
+        int v = cs[k];
         double a = r->bstart[v], b = r->end[v], covered = 0;
         bm += b - a;
         while (j < r->n_corder && r->end[r->corder[j]] <= a) j++;
@@ -272,6 +309,7 @@ void dg_sim_prog_stats(const dg_sim_prog *r, double *end, double *busy_compute, 
         }
         x += (b - a) - DG_MAX(covered, 0);
     }
+    dg_free(cs);
     *end = e;
     *busy_compute = bc;
     *busy_comm = bm;

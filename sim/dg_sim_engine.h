@@ -1,6 +1,8 @@
 /* dg_sim_engine.h — the virtual-time executor: several ranks' plans run
- * together, each with the runtime's two streams (dg_sim.h says how), PP
- * send/recv matched across ranks. Internal to sim/. */
+ * together, each with the runtime's streams (dg_sim.h says how): the
+ * compute stream and an in-order comm lane per group kind (dg_sched.h), so
+ * a DP bucket never holds up a pipeline send; PP send/recv matched across
+ * ranks. Internal to sim/. */
 #ifndef DG_SIM_ENGINE_H
 #define DG_SIM_ENGINE_H
 
@@ -18,6 +20,9 @@ typedef struct dg_sim_prog {
     int *prio;           /* the plan's priority rank, 0 = most urgent */
     unsigned char *stream;
     int *comm_seq, n_comm; /* the comm stream's tasks in plan order */
+    unsigned char *lane;   /* [n] the plan's lane (0: compute, 1 + axis: a comm lane) */
+    int *lane_seq;         /* [n_comm] each lane's tasks in plan order, lane after lane */
+    int lane_off[DG_SCHED_LANES + 1];
     /* PP point-to-point: a send's recv or a recv's send on another rank
      * (peer_rank -1: none, the message is symmetric or local) */
     int *peer_rank, *peer_node;

@@ -291,6 +291,41 @@ static void test_compute_feeding_comm_first(void **state) {
     dg_graph_free(g);
 }
 
+/* Issue 30: each group kind has an in-order comm lane of its own, so a DP
+ * reduction in flight does not hold up a pipeline send. The all-reduce of x
+ * (1 MiB) is ready at once and slow (a 1 GB/s dp link); the send (64
+ * bytes) waits for a short
+ * compute task. On one comm stream the send started after the all-reduce
+ * ended (the step's virtual time was their sum); in the pp lane it starts
+ * as soon as its input is ready, in the plan's simulated schedule and in the
+ * executor. */
+static void test_comm_lane_per_group_kind(void **state) {
+    (void)state;
+    dg_graph *g = dg_graph_new("lanes");
+    int x = dg_input_new(g, "x", DG_F32, 2, DG_SHAPE(1024, 256));
+    int z = dg_input_new(g, "z", DG_F32, 2, DG_SHAPE(4, 4));
+    int r = dg_all_reduce(g, x, DG_AXIS_DP, 2);
+    int y = t_mix(g, &z, 1, 0, "act");
+    int sn = dg_send(g, y, DG_AXIS_PP, 2, 1);
+    t_sum(g, r, "use");
+    assert_int_equal(g->status, DG_OK);
+    int ar = g->tensors[r].producer;
+    dg_cost_model m = dg_cost_model_default();
+    m.axis_bytes_per_s[DG_AXIS_DP] = 1e9;
+    m.axis_latency_s[DG_AXIS_DP] = m.comm_latency_s;
+    dg_sched_opts o = {.cost = &m};
+    dg_err err = {{0}};
+    dg_sched_plan *p = dg_sched_plan_new(g, &o, &err);
+    assert_non_null(p);
+    assert_true(p->lane[ar] == 1 + DG_AXIS_DP && p->lane[sn] == 1 + DG_AXIS_PP);
+    assert_true(p->lane[g->tensors[y].producer] == 0);
+    assert_true(p->time[ar] > 10 * p->time[sn]);
+    assert_true(p->sim_start[ar] < p->sim_start[sn]); /* the all-reduce went first */
+    assert_true(p->sim_start[sn] < p->sim_end[ar]);   /* and the send did not wait for it */
+    dg_sched_plan_free(p);
+    dg_graph_free(g);
+}
+
 /* Ordering edges are dependencies like data edges: the plan, its simulated
  * schedule, the executor and the serial executor all obey them, across
  * streams too. The fan of 8 independent leaves (node 3 heads the longest
@@ -354,11 +389,18 @@ static void test_self_collectives(void **state) {
     int sn = dg_send(g, e, DG_AXIS_PP, 1, 1);
     g->nodes[sn].priority = 5;
     int r = dg_recv(g, DG_AXIS_PP, 1, 1, DG_F32, 3, DG_SHAPE(4, 6, 5));
+    /* The send goes first, as dg_pass_pp orders its pairs: the pp lane is a
+     * comm stream of its own, where the recv (no inputs) is ready at once. */
+    dg_graph_add_order(g, sn, g->tensors[r].producer);
     assert_int_equal(g->status, DG_OK);
     dg_err err = {{0}};
     dg_sched_plan *p = dg_sched_plan_new(g, NULL, &err);
     assert_non_null(p);
     assert_int_equal(p->n_stream[DG_STREAM_COMM], 7);
+    /* each group kind in a lane of its own: tp 4, ep 1, pp 2 */
+    assert_int_equal(p->n_lane[1 + DG_AXIS_TP], 4);
+    assert_int_equal(p->n_lane[1 + DG_AXIS_EP], 1);
+    assert_int_equal(p->n_lane[1 + DG_AXIS_PP], 2);
     dg_runtime *rt = dg_runtime_new(NULL, &err);
     assert_int_equal(dg_runtime_bind(rt, p, &err), DG_OK);
     t_fill(dg_runtime_ptr(rt, x), 120, 7);
@@ -444,6 +486,7 @@ int main(void) {
         cmocka_unit_test(test_compute_feeding_comm_first),
         cmocka_unit_test(test_compute_feeding_feeder_next),
         cmocka_unit_test(test_self_collectives),
+        cmocka_unit_test(test_comm_lane_per_group_kind),
         cmocka_unit_test(test_kernel_failure),
         cmocka_unit_test(test_compute_op_on_comm_stream),
         cmocka_unit_test(test_empty_graph),
