@@ -59,6 +59,11 @@ void dg_model_router_opts(const dg_model_config *c, dg_router_opts *o) {
 
 int dg_model_total_layers(const dg_model_config *c) { return c->num_layers + DG_MAX(c->mtp_num_layers, 0); }
 
+void dg_model_layer_prefix(const dg_model_config *c, int l, char *out, size_t cap) {
+    if (l < c->num_layers) snprintf(out, cap, "decoder.layers.%d.", l);
+    else snprintf(out, cap, "mtp.layers.%d.transformer_layer.", l - c->num_layers);
+}
+
 int dg_model_layer_is_moe(const dg_model_config *c, int l) {
     if (c->num_experts <= 0) return 0;
     if (l >= c->num_layers && c->num_layers > 0) l = c->num_layers - 1; /* an MTP module's layer */
@@ -568,8 +573,8 @@ int dg_model_build_forward(dg_graph *g, const dg_model_config *c, dg_model_io *i
     dg_model_layer_io lo = {-1, -1, -1, -1};
     int L = c->num_layers;
     for (int l = 0; l < L && g->status == DG_OK; l++) {
-        char pre[32];
-        snprintf(pre, sizeof pre, "decoder.layers.%d.", l);
+        char pre[64];
+        dg_model_layer_prefix(c, l, pre, sizeof pre);
         dg_model_sites s = {1 + 2 * l, 2 + 2 * l, 1 + 2 * L + l, 1 + 3 * L + l, 1 + 4 * L + l};
         x = dg_model_layer(g, c, pre, l, x, key, &s, &lo);
         if (l < DG_MODEL_MAX_TRACKED) {

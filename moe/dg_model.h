@@ -356,6 +356,11 @@ int dg_model_layer_is_moe(const dg_model_config *c, int l);
  * module (layer num_layers + d for module d). */
 int dg_model_total_layers(const dg_model_config *c);
 
+/* The parameter-name prefix of stamped layer l, as Megatron's state dict:
+ * "decoder.layers.<l>." for the decoder's, "mtp.layers.<d>.transformer_layer."
+ * for MTP module d's (l = num_layers + d). */
+void dg_model_layer_prefix(const dg_model_config *c, int l, char *out, size_t cap);
+
 /* Where one transformer layer's random draws come from (sites of the
  * counter-based draws, ops/dg_op_dropout.h): hidden dropout after its
  * attention and after its MLP, attention dropout on the probabilities,

@@ -62,7 +62,7 @@ int dg_model_mtp(dg_graph *g, const dg_model_config *c, int h, int emb, int wout
         int l = L + d;
         char pre[48], tl[80];
         snprintf(pre, sizeof pre, "mtp.layers.%d.", d);
-        snprintf(tl, sizeof tl, "%stransformer_layer.", pre);
+        dg_model_layer_prefix(c, l, tl, sizeof tl);
         /* sites after the decoder's 5L: the embedding's dropout, then the layer's */
         int base = 1 + 5 * L + 6 * d;
         dg_model_sites s = {base + 1, base + 2, base + 3, base + 4, base + 5};

@@ -21,10 +21,9 @@ void dg_expert_bias_init(dg_expert_bias *b, const dg_model_config *m, const dg_m
     for (int l = 0; l < L; l++) {
         b->held[l] = io->expert_bias[l] >= 0;
         dg_tensor *t = &b->desc[l];
-        if (l < m->num_layers)
-            snprintf(t->name, sizeof t->name, "decoder.layers.%d.mlp.router.expert_bias", l);
-        else
-            snprintf(t->name, sizeof t->name, "mtp.layers.%d.transformer_layer.mlp.router.expert_bias", l - m->num_layers);
+        char pre[64];
+        dg_model_layer_prefix(m, l, pre, sizeof pre);
+        snprintf(t->name, sizeof t->name, "%smlp.router.expert_bias", pre);
         t->id = -1;
         t->dtype = DG_F32;
         t->ndim = 1;

@@ -344,7 +344,7 @@ static void deepseek_v3_mtp(dg_hf_map *m, const dg_model_config *c, int d) {
     int l = c->num_layers + d;
     char pre[64], tl[96], hf[64];
     snprintf(pre, sizeof pre, "mtp.layers.%d.", d);
-    snprintf(tl, sizeof tl, "%stransformer_layer.", pre);
+    dg_model_layer_prefix(c, l, tl, sizeof tl);
     snprintf(hf, sizeof hf, "model.layers.%d.", l);
     dg_hf_tensor *emb = add(m, 2, H, 0, "%sembed_tokens.weight", hf);
     emb->copy = 1;
